@@ -1,0 +1,122 @@
+#!/bin/bash
+# Install everything ibcr needs to build and test on Debian 12, idempotently.
+#
+# Usage: contrib/deps.sh [--no-criu]
+#
+# Debian packages that are already installed are skipped, so a second run
+# takes seconds.  CRIU: Debian 12's criu 3.17.1 cannot start on kernels
+# >= 6.13 (new vDSO layout); when no working CRIU >= 4.1 is found, this
+# script builds one from Debian's source archive (suite sid), reusing the
+# mirror URIs the machine's apt sources already name, and installs the
+# binary as $IBCR_CRIU_PREFIX/sbin/criu (default /usr/local/sbin/criu).
+#
+# Must run as root.
+set -euo pipefail
+
+prog=${0##*/}
+die() { echo "$prog: error: $*" >&2; exit 1; }
+say() { echo "$prog: $*"; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (it installs Debian packages)"
+command -v apt-get >/dev/null || die "apt-get not found: this script supports Debian 12 only"
+
+want_criu=1
+[ "${1:-}" = "--no-criu" ] && want_criu=0
+
+PKGS=(
+    # build
+    build-essential autoconf automake libtool pkg-config make git
+    # libraries
+    libibverbs-dev libjson-c-dev libmunge-dev libslurm-dev
+    libcurl4-openssl-dev libzstd-dev libxxhash-dev libsystemd-dev libinih-dev
+    # verbs tools run on softib by the tests
+    ibverbs-utils perftest ibverbs-providers librdmacm1 libibumad3
+    # slurm and munge, started by the tests themselves
+    munge slurmctld slurmd slurm-client
+    # test tooling
+    sharness iproute2 util-linux procps psmisc gdb xz-utils python3 nftables
+    # CRIU build dependencies (see TESTBED.md)
+    libbsd-dev libcap-dev libgnutls28-dev libnet1-dev libnftables-dev
+    libnl-3-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler
+    protobuf-compiler python3-protobuf uuid-dev libaio-dev
+    dpkg-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [ "$st" = "installed" ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${#missing[@]} package(s): ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || die "apt-get update failed"
+    # Services must not start on install: the tests start their own daemons.
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d.ibcr
+    chmod 755 /usr/sbin/policy-rc.d.ibcr
+    had_policy=0
+    [ -e /usr/sbin/policy-rc.d ] && had_policy=1
+    [ $had_policy -eq 1 ] || cp /usr/sbin/policy-rc.d.ibcr /usr/sbin/policy-rc.d
+    rc=0
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+    [ $had_policy -eq 1 ] || rm -f /usr/sbin/policy-rc.d
+    rm -f /usr/sbin/policy-rc.d.ibcr
+    [ $rc -eq 0 ] || die "apt-get install failed (exit $rc) for: ${missing[*]}"
+else
+    say "all ${#PKGS[@]} Debian packages already installed"
+fi
+
+[ $want_criu -eq 1 ] || exit 0
+
+# ---- CRIU -----------------------------------------------------------------
+criu_prefix=${IBCR_CRIU_PREFIX:-/usr/local}
+criu_bin=$criu_prefix/sbin/criu
+
+criu_works() {
+    local c=$1
+    [ -x "$c" ] || return 1
+    "$c" check >/dev/null 2>&1
+}
+
+for c in "${IBCR_CRIU:-}" "$criu_bin" "$(command -v criu 2>/dev/null || true)"; do
+    [ -n "$c" ] || continue
+    if criu_works "$c"; then
+        say "CRIU ok: $c ($("$c" --version | head -1))"
+        exit 0
+    fi
+done
+
+say "no working CRIU >= 4.1 found; building one from Debian's source archive (sid)"
+work=${IBCR_DEPS_WORK:-/var/tmp/ibcr-criu-build}
+mkdir -p "$work/lists/partial" "$work/src"
+
+# A deb-src entry for sid that reuses the URIs of this machine's own sources.
+uris=$( { cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n';
+          cat /etc/apt/sources.list 2>/dev/null | awk '/^deb /{for(i=2;i<=NF;i++) if ($i ~ /^(https?|file):/) {print $i; break}}'; } \
+        | awk 'NF && tolower($0) !~ /security/' | sort -u || true)
+[ -n "$uris" ] || die "cannot find a Debian mirror URI in /etc/apt/sources.list{,.d}: add one, or install CRIU >= 4.1 and set IBCR_CRIU"
+srclist=$work/sid-src.sources
+{
+    echo "Types: deb-src"
+    echo "URIs: $(echo $uris)"
+    echo "Suites: sid"
+    echo "Components: main"
+    echo "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+} > "$srclist"
+aptopts=(-o "Dir::Etc::SourceList=$srclist" -o "Dir::Etc::SourceParts=-"
+         -o "Dir::State::Lists=$work/lists" -o "APT::Sandbox::User=root")
+apt-get "${aptopts[@]}" update -qq || die "apt-get update of the sid deb-src list failed (URIs: $uris)"
+cd "$work/src"
+if ! ls criu_*.orig.tar.* >/dev/null 2>&1; then
+    apt-get "${aptopts[@]}" source --download-only criu >/dev/null 2>&1 || true
+fi
+tarball=$(ls -1 criu_*.orig.tar.* 2>/dev/null | sort -V | tail -1)
+[ -n "$tarball" ] || die "could not download CRIU's source from Debian sid; install CRIU >= 4.1 by hand and set IBCR_CRIU=/path/to/criu"
+say "building from $tarball"
+rm -rf build && mkdir build
+tar -xf "$tarball" -C build --strip-components=1
+make -C build -j"$(nproc)" criu >build.log 2>&1 || { tail -30 build.log >&2; die "CRIU build failed, see $work/src/build.log"; }
+install -D -m 0755 build/criu/criu "$criu_bin"
+criu_works "$criu_bin" || { "$criu_bin" check >&2 || true; die "built $criu_bin but 'criu check' fails"; }
+say "CRIU ok: $criu_bin ($("$criu_bin" --version | head -1))"

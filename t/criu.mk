@@ -1,0 +1,1 @@
+# criu tests (see t/Makefile.am)

@@ -1,0 +1,1 @@
+# harness tests (see t/Makefile.am)

@@ -1,0 +1,1 @@
+# ibcr tests (see t/Makefile.am)

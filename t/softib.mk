@@ -1,0 +1,1 @@
+# softib tests (see t/Makefile.am)

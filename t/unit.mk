@@ -1,0 +1,5 @@
+# C unit tests of lib/common.
+TESTS += common/test_log.t
+check_PROGRAMS += common/test_log.t
+common_test_log_t_SOURCES = common/test_log.c
+common_test_log_t_LDADD = $(top_builddir)/lib/common/libcommon.la libtap.la
