@@ -1,0 +1,1 @@
+# ibcrd and the ibcr CLI

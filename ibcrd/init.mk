@@ -1,0 +1,1 @@
+# ibcr-init: the PID-namespace init (see init.c)
