@@ -1,0 +1,1 @@
+# ibcrd and ibcr CLI tests

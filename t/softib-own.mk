@@ -1,0 +1,1 @@
+# softib's own C test programs
