@@ -3,3 +3,9 @@ TESTS += common/test_log.t
 check_PROGRAMS += common/test_log.t
 common_test_log_t_SOURCES = common/test_log.c
 common_test_log_t_LDADD = $(top_builddir)/lib/common/libcommon.la libtap.la
+
+TESTS += common/test_proto.t
+check_PROGRAMS += common/test_proto.t
+common_test_proto_t_SOURCES = common/test_proto.c
+common_test_proto_t_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
+common_test_proto_t_LDADD = $(top_builddir)/lib/common/libcommon.la libtap.la $(JSON_LIBS)
