@@ -9,3 +9,8 @@ check_PROGRAMS += common/test_proto.t
 common_test_proto_t_SOURCES = common/test_proto.c
 common_test_proto_t_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
 common_test_proto_t_LDADD = $(top_builddir)/lib/common/libcommon.la libtap.la $(JSON_LIBS)
+
+TESTS += common/test_conf.t
+check_PROGRAMS += common/test_conf.t
+common_test_conf_t_SOURCES = common/test_conf.c
+common_test_conf_t_LDADD = $(top_builddir)/lib/common/libcommon.la libtap.la

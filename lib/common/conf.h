@@ -1,0 +1,56 @@
+/* conf.h - ibcrd.conf: the per-node configuration of ibcrd and ibcr.
+ *
+ * "key = value" lines, '#' or ';' comments, no sections.  Strict: an unknown
+ * key, a repeated key, a bad value or a syntax error is an error naming the
+ * file, the line and the key, and saying what is expected.  Paths may use
+ * %n (node name) and %h (host name); they are expanded once, at load.
+ * Parsed with inih; see ibcrd.conf(5) for every key.
+ */
+#ifndef IBCR_COMMON_CONF_H
+#define IBCR_COMMON_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct conf {
+    char *path;             /* file loaded; NULL when only defaults */
+    char *node;             /* node name used for %n */
+    char *socket;           /* unix socket of ibcrd (absolute) */
+    char *pidfile;          /* default: ibcrd.pid next to the socket */
+    char *storage;          /* root of committed images */
+    char *staging;          /* node-local dump area */
+    char *cluster;          /* level under storage; "local" without Slurm */
+    char *criu;             /* criu binary */
+    char *munge_socket;     /* munged socket for peer credentials; NULL = default */
+    char *peer_address;     /* address the peer listener binds */
+    int peer_port;          /* TCP port of the peer protocol; 0 = disabled */
+    int retention;          /* committed generations kept per job (>= 1) */
+    int compression;        /* 0/1: zstd on image files */
+    int log_level;          /* syslog level */
+    uint64_t timeout_connect;   /* ms: reaching a peer ibcrd */
+    uint64_t timeout_request;   /* ms: one request/reply exchange */
+    uint64_t timeout_quiesce;   /* ms: phases of one generation ... */
+    uint64_t timeout_drain;
+    uint64_t timeout_dump;
+    uint64_t timeout_rebuild;
+    uint64_t timeout_commit;
+};
+
+/* Defaults only (built-in paths, node = short host name unless 'node'). */
+struct conf *conf_create (const char *node);
+
+/* Load 'path' over the defaults.  node (may be NULL) overrides the file's
+ * 'node' key, as ibcrd -N does.  On error returns NULL with errno set and
+ * a message for the user in err ("FILE:LINE: key: why; what to do"). */
+struct conf *conf_load (const char *path, const char *node, char *err, size_t errlen);
+
+void conf_destroy (struct conf *c);
+
+/* The default configuration file (SYSCONFDIR/ibcr/ibcrd.conf), overridden
+ * by the IBCR_CONF environment variable. */
+const char *conf_default_path (void);
+
+/* Parse a yes/no value: 1, 0, or -1 when it is neither. */
+int conf_parse_bool (const char *s);
+
+#endif
