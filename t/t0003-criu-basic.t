@@ -1,0 +1,350 @@
+#!/bin/sh
+
+test_description='CRIU checkpoints a task under ibcr-init and restores it
+
+A multi-threaded program holding a 64 MiB pattern runs in its own PID
+namespace under ibcr-init (PID 1, its own session).  Real CRIU dumps the
+namespace with --leave-running; the original is killed; CRIU restores it
+into a new PID namespace as the child of "ibcr-init --restored", twice
+(the second copy next to the first, writing to a new output file).  The
+restored program must be the dumped one (same run id, report sequence
+resuming after the dump), its pattern intact, its counters resuming from
+their dumped values and still rising.'
+
+. "$(dirname "$0")"/sharness.sh
+
+INIT="$IBCR_BUILDDIR/ibcrd/ibcr-init"
+PATTERN="$IBCR_BUILDDIR/t/criu/pattern"
+# The pattern's threads count one tick per 10 ms at most (nanosleep).
+TICK_MS=10
+
+# Prerequisites: t/sharness.d/00-prereqs.sh provides ibcr_require (a
+# missing prerequisite is a skip, or a failure under CI=true).  Until it
+# is there, the same check here.
+if command -v ibcr_require >/dev/null 2>&1; then
+	ibcr_require ROOT CRIU
+else
+	for t3_c in "$IBCR_CRIU" /usr/local/sbin/criu "$(command -v criu 2>/dev/null)"; do
+		test -n "$t3_c" && test -x "$t3_c" && break
+		t3_c=
+	done
+	t3_why=
+	test "$(id -u)" = 0 || t3_why="ROOT: needs root (uid 0)"
+	if test -z "$t3_why"; then
+		if test -z "$t3_c"; then
+			t3_why="CRIU: no criu binary (\$IBCR_CRIU, /usr/local/sbin/criu, PATH); run contrib/deps.sh"
+		elif ! "$t3_c" check >/dev/null 2>&1; then
+			t3_why="CRIU: '$t3_c check' fails (CRIU >= 4.1 is needed on kernels >= 6.13)"
+		fi
+	fi
+	if test -n "$t3_why"; then
+		if test "$CI" = true; then
+			test_expect_success "prerequisite missing: $t3_why" 'false'
+		else
+			skip_all="missing $t3_why"
+		fi
+		test_done
+	fi
+	IBCR_CRIU=$t3_c
+fi
+CRIU=$IBCR_CRIU
+
+if ! test -x "$INIT" || ! test -x "$PATTERN"; then
+	error "build first: $INIT or $PATTERN is missing (run make in the top build folder)"
+fi
+
+TRASH=$(pwd)
+
+# --- helpers ------------------------------------------------------------
+
+# Comment lines into the TAP stream, shown without -v too.
+t3_diag() {
+	if command -v ibcr_diag >/dev/null 2>&1; then
+		ibcr_diag
+	else
+		sed 's/^/# /' >&5
+	fi
+}
+
+# t3_show_log FILE: CRIU's log (its errors first) when a step failed.
+t3_show_log() {
+	{
+		echo "--- errors in $1:"
+		grep -E 'Error|Warn' "$1" 2>/dev/null | head -n 20
+		echo "--- last lines of $1:"
+		tail -n 30 "$1" 2>/dev/null
+	} | t3_diag
+}
+
+# Alive means a process that is not a zombie: kill -0 also succeeds on a
+# zombie that PID 1 has not reaped yet.
+t3_alive() {
+	t3_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+	test -n "$t3_st" && test "$t3_st" != Z && test "$t3_st" != X
+}
+
+# t3_wait_for CMD...: until CMD succeeds, for at most 20 s.
+t3_wait_for() {
+	t3_i=0
+	until "$@"; do
+		t3_i=$((t3_i + 1))
+		if test $t3_i -gt 200; then
+			echo "timed out waiting for: $*" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+# A restore fails with "File exists" while the old pid is still there,
+# even as a zombie (TESTBED.md): wait until /proc/PID is really gone.
+t3_gone() {
+	! test -e "/proc/$1"
+}
+
+t3_lines() {
+	grep -c "^$2 " "$1" 2>/dev/null
+}
+
+t3_has_lines() {
+	test "$(t3_lines "$1" "$2")" -ge "$3"
+}
+
+# t3_field LINE NAME: the value of NAME=... in a report line.
+t3_field() {
+	printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+t3_now_ms() {
+	echo $(($(date +%s%N) / 1000000))
+}
+
+t3_child_of() {
+	set -- "$1" "$2" $(sed "s/^.*) //" "/proc/$1/stat" 2>/dev/null)
+	test "$4" = "$2"
+}
+
+# Host pid of the only child of PID (the application under an init).
+t3_child() {
+	cat "/proc/$1/task/$1/children" 2>/dev/null | tr -d ' '
+}
+
+# t3_restore N OUT: restore images/ with real CRIU under "ibcr-init
+# --restored", as issue 5's driver will: detached, the restored init
+# adopted by ibcr-init (a subreaper), the task's stdout (which grew after
+# the dump and would fail CRIU's size check) handed back as fd 3 opened on
+# OUT.  Files: launcherN.pid, restoredN.pid, images/restoreN.log.
+t3_restore() {
+	"$INIT" --restored "$TRASH/restored$1.pid" -- \
+		"$CRIU" restore -D images -o "restore$1.log" --restore-detached \
+		--pidfile "$TRASH/restored$1.pid" \
+		--inherit-fd "fd[3]:${TRASH#/}/out" \
+		3>>"$2" >"launcher$1.out" 2>&1 </dev/null &
+	echo $! >"launcher$1.pid"
+	t3_track $!
+	t3_wait_for t3_restore_ended "$1"
+	if ! test -s "restored$1.pid" || ! t3_alive "$(cat "restored$1.pid")"; then
+		echo "restore failed; ibcr-init said:" | t3_diag
+		t3_diag <"launcher$1.out"
+		t3_show_log "images/restore$1.log"
+		return 1
+	fi
+	t3_track "$(cat "restored$1.pid")"
+}
+t3_restore_ended() {
+	test -s "restored$1.pid" || ! t3_alive "$(cat "launcher$1.pid")"
+}
+
+# Every process this test started, ended by pid and waited for.  The
+# killed init takes its whole namespace with it.
+t3_pids=
+t3_track() {
+	t3_pids="$t3_pids $1"
+}
+t3_cleanup() {
+	for t3_p in $t3_pids; do
+		t3_alive "$t3_p" && kill -9 "$t3_p" 2>/dev/null
+	done
+	for t3_p in $t3_pids; do
+		t3_wait_for t3_gone "$t3_p" || echo "pid $t3_p is still there" >&2
+	done
+	t3_pids=
+	return 0
+}
+if command -v ibcr_atexit >/dev/null 2>&1; then
+	ibcr_atexit t3_cleanup
+else
+	cleanup t3_cleanup
+	trap 't3_rc=$?; t3_cleanup; (exit $t3_rc); die' EXIT
+fi
+
+# --- ibcr-init on its own -----------------------------------------------
+
+test_expect_success 'ibcr-init runs CMD as pid 2 under init pid 1, in the init'"'"'s session' '
+	"$INIT" -- sh -c "echo \$\$ \$PPID" >ids &&
+	echo "2 1" >ids.expected &&
+	test_cmp ids.expected ids &&
+	"$INIT" -- sh -c "read -r l </proc/self/stat; set -- \$l; echo ppid=\$4 sid=\$6" >sess &&
+	ppid=$(sed -n "s/^ppid=\([0-9]*\) .*/\1/p" sess) &&
+	sid=$(sed -n "s/.*sid=\([0-9]*\)$/\1/p" sess) &&
+	test -n "$sid" && test "$sid" = "$ppid"
+'
+
+test_expect_success 'ibcr-init exits with CMD'"'"'s exit code, or 128+signal' '
+	test_expect_code 7 "$INIT" -- sh -c "exit 7" &&
+	test_expect_code 0 "$INIT" -- true &&
+	test_expect_code 143 "$INIT" -- sh -c "kill -TERM \$\$"
+'
+
+test_expect_success 'ibcr-init forwards SIGTERM to CMD and removes its pid file' '
+	"$INIT" --pidfile "$TRASH/fwd.pid" -- \
+		sh -c "trap \"echo got-term; exit 9\" TERM; echo ready; while :; do sleep 0.05; done" \
+		>fwd.out 2>&1 </dev/null &
+	fwd=$! && t3_track $fwd &&
+	t3_wait_for test -s fwd.pid &&
+	t3_wait_for grep -q ready fwd.out &&
+	kill -TERM $(cat fwd.pid) &&
+	test_expect_code 9 wait $fwd &&
+	grep -q got-term fwd.out &&
+	! test -e fwd.pid
+'
+
+test_expect_success 'ibcr-init rejects bad input with a clear error' '
+	test_expect_code 125 "$INIT" 2>err.none &&
+	grep "no command given" err.none &&
+	test_expect_code 125 "$INIT" --bogus -- true 2>err.opt &&
+	grep "unknown option .--bogus." err.opt &&
+	test_expect_code 125 "$INIT" --pidfile 2>err.arg &&
+	grep "needs an argument" err.arg &&
+	test_expect_code 127 "$INIT" -- ./no-such-program 2>err.cmd &&
+	grep "cannot run .\./no-such-program.: No such file" err.cmd &&
+	test_expect_code 125 "$INIT" --restored "$TRASH/none.pid" -- false 2>err.rest &&
+	grep "nothing was restored" err.rest
+'
+
+# --- dump, kill, restore ----------------------------------------------
+
+test_expect_success 'pattern runs under ibcr-init and answers through the init' '
+	"$INIT" --pidfile "$TRASH/init.pid" -- "$PATTERN" --mib 64 --threads 3 \
+		>out 2>err </dev/null &
+	echo $! >outer.pid && t3_track $(cat outer.pid) &&
+	t3_wait_for test -s init.pid &&
+	init=$(cat init.pid) && t3_track $init &&
+	t3_wait_for grep -q "^start " out &&
+	sleep 0.3 &&
+	kill -USR1 $init &&
+	t3_wait_for t3_has_lines out report 1 &&
+	grep "^report 1 .*pattern=ok bad=0" out &&
+	t3_child $init >app.pid &&
+	test -s app.pid
+'
+
+test_expect_success 'criu dump --leave-running of the namespace init' '
+	init=$(cat init.pid) &&
+	mkdir images &&
+	start=$(t3_now_ms) &&
+	{ "$CRIU" dump -t $init -D images -o dump.log --leave-running ||
+		{ t3_show_log images/dump.log; false; }; } &&
+	echo "dump of 64 MiB + 3 threads: $(($(t3_now_ms) - start)) ms" | t3_diag &&
+	t3_alive $init && t3_alive $(cat app.pid)
+'
+
+test_expect_success 'the original keeps running and counting after the dump' '
+	sleep 0.3 &&
+	kill -USR1 $(cat init.pid) &&
+	t3_wait_for t3_has_lines out report 2 &&
+	grep "^report 2 .*pattern=ok bad=0" out
+'
+
+test_expect_success 'kill the original: its outer ibcr-init reports 128+9' '
+	init=$(cat init.pid) && app=$(cat app.pid) &&
+	kill -9 $init &&
+	test_expect_code 137 wait $(cat outer.pid) &&
+	t3_wait_for t3_gone $init &&
+	t3_wait_for t3_gone $app
+'
+
+test_expect_success 'criu restore into a new PID namespace under ibcr-init --restored' '
+	t3_now_ms >restore_start &&
+	t3_restore "" out &&
+	rinit=$(cat restored.pid) &&
+	# Adopted: the restored init is the child of ibcr-init --restored.
+	t3_wait_for t3_child_of $rinit $(cat launcher.pid) &&
+	t3_wait_for test -n "$(t3_child $rinit)"
+'
+
+test_expect_success 'the restored program is the dumped one, its pattern intact' '
+	kill -USR1 $(cat launcher.pid) &&
+	t3_wait_for t3_has_lines out report 3 &&
+	elapsed=$(($(t3_now_ms) - $(cat restore_start))) &&
+	before=$(grep "^report 1 " out) &&
+	after_dump=$(grep "^report 2 " out | head -n 1) &&
+	restored=$(grep "^report " out | sed -n 3p) &&
+	printf "%s\n" "before dump:   $before" "original:      $after_dump" \
+		"restored:      $restored" | t3_diag &&
+	test "$(t3_field "$restored" run)" = "$(t3_field "$before" run)" &&
+	test "$(t3_field "$restored" pid)" = 2 &&
+	test "$(t3_field "$restored" pattern)" = ok &&
+	test "$(t3_field "$restored" bad)" = 0 &&
+	# The sequence resumes after the last report before the dump.
+	case "$restored" in "report 2 "*) true ;; *) false ;; esac &&
+	# Each counter resumes from its dumped value (D): at least the value
+	# before the dump, at most the original after the dump plus the ticks
+	# that fit in the time since the restore began (and a little slack
+	# for ticks shortened by the restore).
+	a=$(t3_field "$before" counters | tr , " ") &&
+	b=$(t3_field "$after_dump" counters | tr , " ") &&
+	c=$(t3_field "$restored" counters | tr , " ") &&
+	max_ticks=$((elapsed / TICK_MS + 20)) &&
+	set -- $a && a0=$1 a1=$2 a2=$3 &&
+	set -- $b && b0=$1 b1=$2 b2=$3 &&
+	set -- $c && c0=$1 c1=$2 c2=$3 &&
+	test $a0 -gt 0 && test $a1 -gt 0 && test $a2 -gt 0 &&
+	test $c0 -ge $a0 && test $c1 -ge $a1 && test $c2 -ge $a2 &&
+	test $c0 -le $((b0 + max_ticks)) &&
+	test $c1 -le $((b1 + max_ticks)) &&
+	test $c2 -le $((b2 + max_ticks))
+'
+
+test_expect_success 'the restored program keeps counting' '
+	restored=$(grep "^report " out | sed -n 3p) &&
+	sleep 0.3 &&
+	kill -USR1 $(cat launcher.pid) &&
+	t3_wait_for t3_has_lines out report 4 &&
+	later=$(grep "^report " out | sed -n 4p) &&
+	echo "restored later: $later" | t3_diag &&
+	case "$later" in "report 3 "*"pattern=ok bad=0"*) true ;; *) false ;; esac &&
+	set -- $(t3_field "$restored" counters | tr , " ") && c0=$1 c1=$2 c2=$3 &&
+	set -- $(t3_field "$later" counters | tr , " ") &&
+	test $1 -gt $c0 && test $2 -gt $c1 && test $3 -gt $c2
+'
+
+test_expect_success 'a second restore runs beside the first, writing to a new file' '
+	t3_restore 2 out2 &&
+	t3_alive $(cat restored.pid) &&
+	kill -USR1 $(cat launcher2.pid) &&
+	t3_wait_for t3_has_lines out2 report 1 &&
+	second=$(grep "^report " out2) &&
+	echo "second copy:   $second" | t3_diag &&
+	case "$second" in "report 2 "*"pattern=ok bad=0"*) true ;; *) false ;; esac &&
+	test "$(t3_field "$second" run)" = "$(t3_field "$(grep "^report 1 " out)" run)" &&
+	test $(t3_lines out report) = 4
+'
+
+test_expect_success 'SIGTERM to ibcr-init --restored ends the restored tree cleanly' '
+	for n in "" 2; do
+		kill -TERM $(cat launcher$n.pid) &&
+		test_expect_code 0 wait $(cat launcher$n.pid) &&
+		t3_wait_for t3_gone $(cat restored$n.pid) || return 1
+	done &&
+	grep "^final 4 .*pattern=ok bad=0" out &&
+	grep "^final 3 .*pattern=ok bad=0" out2
+'
+
+test_expect_success 'no process of this test is left' '
+	for p in $t3_pids; do
+		! t3_alive $p || { echo "pid $p still runs" >&2; return 1; }
+	done
+'
+
+test_done
