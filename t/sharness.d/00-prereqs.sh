@@ -1,0 +1,138 @@
+# 00-prereqs.sh - what this machine can run, as sharness prerequisites.
+#
+# API (sourced by sharness for every t/*.t, and by contrib/demo.sh):
+#   prerequisites set with test_set_prereq when present:
+#     ROOT      running as uid 0
+#     CRIU      a `criu check` that passes; IBCR_CRIU is exported with its
+#               path (looked up in $IBCR_CRIU, /usr/local/sbin/criu, PATH)
+#     SLURM     slurmctld, slurmd, srun, sbatch, scontrol, munged, mungekey
+#     NETNS     root, and a network namespace can be made and removed
+#     PERFTEST  ib_send_bw
+#     IBVUTILS  ibv_rc_pingpong
+#   ibcr_prereq_ok NAME      true when NAME is present (works outside sharness)
+#   ibcr_prereq_why NAME     prints why NAME is missing
+#   ibcr_require NAME...     call right after sourcing sharness.sh.  If one
+#                            is missing: with CI=true, one failing test
+#                            "prerequisite X missing: why" then test_done
+#                            (CI installs everything, so a skip there would
+#                            hide a broken machine); otherwise skip_all with
+#                            the reason, then test_done.
+#
+# Checks run once, when this file is sourced; each costs milliseconds
+# (`criu check` about 70 ms).  This file must never change the machine.
+
+ibcr_prereq_have=" "
+
+# ibcr_prereq_set_ NAME: NAME is present.
+ibcr_prereq_set_() {
+	ibcr_prereq_have="$ibcr_prereq_have$1 "
+	if command -v test_set_prereq >/dev/null 2>&1; then
+		test_set_prereq "$1"
+	fi
+}
+
+# ibcr_prereq_missing_ NAME WHY: remember why NAME is missing.
+ibcr_prereq_missing_() {
+	eval "ibcr_prereq_why_$1=\$2"
+}
+
+ibcr_prereq_ok() {
+	case "$ibcr_prereq_have" in
+	*" $1 "*) return 0 ;;
+	esac
+	return 1
+}
+
+ibcr_prereq_why() {
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS)}\""
+}
+
+# ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
+ibcr_prereq_cmds_() {
+	ibcr_pc_name=$1
+	shift
+	ibcr_pc_lack=
+	for ibcr_pc_cmd in "$@"; do
+		command -v "$ibcr_pc_cmd" >/dev/null 2>&1 ||
+			ibcr_pc_lack="$ibcr_pc_lack $ibcr_pc_cmd"
+	done
+	if test -z "$ibcr_pc_lack"; then
+		ibcr_prereq_set_ "$ibcr_pc_name"
+	else
+		ibcr_prereq_missing_ "$ibcr_pc_name" \
+			"not in PATH:$ibcr_pc_lack (run contrib/deps.sh as root)"
+	fi
+}
+
+ibcr_prereq_check_() {
+	# sbin is not in every user's PATH, but the daemons live there.
+	case ":$PATH:" in
+	*:/usr/sbin:*) ;;
+	*) PATH="$PATH:/usr/sbin:/sbin"; export PATH ;;
+	esac
+
+	if test "$(id -u)" = 0; then
+		ibcr_prereq_set_ ROOT
+	else
+		ibcr_prereq_missing_ ROOT "needs root (uid 0), running as uid $(id -u)"
+	fi
+
+	# CRIU: the first candidate that exists decides; a broken one is
+	# reported as broken rather than silently replaced by another.
+	ibcr_criu=
+	for ibcr_c in "$IBCR_CRIU" /usr/local/sbin/criu "$(command -v criu 2>/dev/null)"; do
+		if test -n "$ibcr_c" && test -x "$ibcr_c"; then
+			ibcr_criu=$ibcr_c
+			break
+		fi
+	done
+	if test -z "$ibcr_criu"; then
+		ibcr_prereq_missing_ CRIU "no criu binary (looked at \$IBCR_CRIU, /usr/local/sbin/criu, PATH); run contrib/deps.sh"
+	elif ! ibcr_prereq_ok ROOT; then
+		ibcr_prereq_missing_ CRIU "criu needs root"
+	elif ibcr_criu_out=$("$ibcr_criu" check 2>&1); then
+		IBCR_CRIU=$ibcr_criu
+		export IBCR_CRIU
+		ibcr_prereq_set_ CRIU
+	else
+		ibcr_prereq_missing_ CRIU "'$ibcr_criu check' fails: $(printf '%s' "$ibcr_criu_out" | tail -n 1) (CRIU >= 4.1 is needed on kernels >= 6.13; run contrib/deps.sh)"
+	fi
+
+	ibcr_prereq_cmds_ SLURM slurmctld slurmd srun sbatch scontrol squeue munged mungekey
+	ibcr_prereq_cmds_ PERFTEST ib_send_bw
+	ibcr_prereq_cmds_ IBVUTILS ibv_rc_pingpong
+
+	if ! ibcr_prereq_ok ROOT; then
+		ibcr_prereq_missing_ NETNS "network namespaces need root"
+	elif ! command -v ip >/dev/null 2>&1 || ! command -v nsenter >/dev/null 2>&1; then
+		ibcr_prereq_missing_ NETNS "ip (iproute2) or nsenter (util-linux) not in PATH"
+	elif ip netns add "ibchk$$" 2>/dev/null && ip netns del "ibchk$$" 2>/dev/null; then
+		ibcr_prereq_set_ NETNS
+	else
+		ip netns del "ibchk$$" 2>/dev/null
+		ibcr_prereq_missing_ NETNS "'ip netns add' fails here (no network namespace support?)"
+	fi
+}
+ibcr_prereq_check_
+
+ibcr_require() {
+	ibcr_rq_missing=
+	for ibcr_rq in "$@"; do
+		ibcr_prereq_ok "$ibcr_rq" ||
+			ibcr_rq_missing="$ibcr_rq_missing $ibcr_rq"
+	done
+	test -z "$ibcr_rq_missing" && return 0
+	ibcr_rq_msg=
+	for ibcr_rq in $ibcr_rq_missing; do
+		ibcr_rq_msg="$ibcr_rq_msg${ibcr_rq_msg:+; }$ibcr_rq: $(ibcr_prereq_why "$ibcr_rq")"
+	done
+	if test "$CI" = true; then
+		# One visible failure per test script, naming everything missing.
+		test_expect_success "prerequisite$ibcr_rq_missing missing: $ibcr_rq_msg" '
+			false
+		'
+	else
+		skip_all="missing $ibcr_rq_msg"
+	fi
+	test_done
+}

@@ -1,0 +1,74 @@
+#!/bin/sh
+test_description='harness: a real 3-node Slurm cluster on loopback
+
+munged, slurmctld and three slurmd (multiple-slurmd, one port each) with all
+state in the trash directory; jobs run, and teardown leaves nothing behind.'
+
+. $(dirname $0)/sharness.sh
+ibcr_require ROOT SLURM
+
+test_expect_success 'slurm_start 3 brings up three idle nodes' '
+	slurm_start 3 &&
+	sinfo -h -N -o "%N %t" | sort >nodes &&
+	printf "n1 idle\nn2 idle\nn3 idle\n" >expect &&
+	test_cmp expect nodes
+'
+
+test_expect_success 'srun -N3 runs one task on each of three nodes' '
+	srun -N3 sh -c "echo \$SLURMD_NODENAME" | sort >ran &&
+	printf "n1\nn2\nn3\n" >expect &&
+	test_cmp expect ran
+'
+
+test_expect_success 'tasks live in this cluster own cgroups, not the shared slurm_nX' '
+	srun -N3 sh -c "grep :freezer: /proc/self/cgroup" | sort >cg &&
+	cat cg &&
+	test $(grep -c ":freezer:$IBCR_CGROUP_PREFIX/slurm_n[123]/uid_0/job_[0-9]*/step_0\$" cg) -eq 3
+'
+
+test_expect_success 'an sbatch job completes and its output is all there' '
+	cat >job.sh <<-\EOF &&
+	#!/bin/sh
+	echo "begin $SLURM_JOB_ID"
+	srun -N2 sh -c "seq 1 5000 | cksum" | sort -u
+	echo "end $SLURM_JOB_ID"
+	EOF
+	jobid=$(sbatch --parsable -N2 -o job.out job.sh) &&
+	slurm_wait_job "$jobid" COMPLETED 30 &&
+	{
+		echo "begin $jobid" &&
+		seq 1 5000 | cksum &&
+		echo "end $jobid"
+	} >expect &&
+	test_cmp expect job.out
+'
+
+test_expect_success 'slurm_wait_job fails fast when a job ends in another state' '
+	jobid=$(sbatch --parsable -o /dev/null --wrap "exit 3") &&
+	test_must_fail slurm_wait_job "$jobid" RUNNING 30 2>err &&
+	grep "ended FAILED, expected RUNNING" err
+'
+
+test_expect_success 'slurm_stop leaves no process, cgroup, mount or link behind' '
+	pids=$(slurm_pids) &&
+	test $(echo $pids | wc -w) -eq 5 &&
+	dir=$IBCR_SLURM_DIR &&
+	slurm_stop &&
+	for p in $pids; do
+		if test -e /proc/$p; then
+			echo "pid $p still exists: $(ps -o args= -p $p)"
+			false
+		fi
+	done &&
+	! ps -eo args= | grep -F "$dir" | grep -v "^grep " &&
+	test -z "$(ls -d /sys/fs/cgroup/*$IBCR_CGROUP_PREFIX 2>/dev/null)" &&
+	test -z "$(grep -F "${dir%/slurm}" /proc/self/mountinfo)" &&
+	test ! -e "$dir" &&
+	test -s slurm/log/slurmctld.log
+'
+
+test_expect_success 'slurm_stop is idempotent' '
+	slurm_stop
+'
+
+test_done
