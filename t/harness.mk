@@ -4,3 +4,12 @@
 TESTS += \
 	t0001-harness-slurm.t \
 	t0002-harness-netns.t
+
+# A trivial SPANK plugin, loaded from the build tree by t0004 through a
+# plugstack.conf; never installed.  -rpath makes libtool build a shared
+# module even though it is a check library.
+TESTS += t0004-harness-spank.t
+check_LTLIBRARIES += spank/harness_spank.la
+spank_harness_spank_la_SOURCES = spank/harness_spank.c
+spank_harness_spank_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere \
+	-export-symbols-regex '^(slurm_spank_|plugin_|spank_plugin_)'
