@@ -119,6 +119,11 @@ t3_now_ms() {
 	echo $(($(date +%s%N) / 1000000))
 }
 
+# t3_state PID: the state letter of PID (R, S, T, Z...).
+t3_state() {
+	sed "s/^.*) //" "/proc/$1/stat" 2>/dev/null | cut -c1
+}
+
 t3_child_of() {
 	set -- "$1" "$2" $(sed "s/^.*) //" "/proc/$1/stat" 2>/dev/null)
 	test "$4" = "$2"
@@ -129,27 +134,30 @@ t3_child() {
 	cat "/proc/$1/task/$1/children" 2>/dev/null | tr -d ' '
 }
 
-# t3_restore N OUT: restore images/ with real CRIU under "ibcr-init
-# --restored", as issue 5's driver will: detached, the restored init
-# adopted by ibcr-init (a subreaper), the task's stdout (which grew after
-# the dump and would fail CRIU's size check) handed back as fd 3 opened on
-# OUT.  Files: launcherN.pid, restoredN.pid, images/restoreN.log.
+# t3_restore N IMAGES FILE OUT [CRIU-OPTIONS]: restore IMAGES with real
+# CRIU under "ibcr-init --restored", as issue 5's driver will: detached,
+# the restored init adopted by ibcr-init (a subreaper), the task's stdout
+# FILE (which grew after the dump and would fail CRIU's size check) handed
+# back as fd 3 opened on OUT.  Files: launcherN.pid, restoredN.pid,
+# IMAGES/restoreN.log.
 t3_restore() {
-	"$INIT" --restored "$TRASH/restored$1.pid" -- \
-		"$CRIU" restore -D images -o "restore$1.log" --restore-detached \
-		--pidfile "$TRASH/restored$1.pid" \
-		--inherit-fd "fd[3]:${TRASH#/}/out" \
-		3>>"$2" >"launcher$1.out" 2>&1 </dev/null &
-	echo $! >"launcher$1.pid"
+	t3_n=$1 t3_img=$2 t3_file=$3 t3_out=$4
+	shift 4
+	"$INIT" --restored "$TRASH/restored$t3_n.pid" -- \
+		"$CRIU" restore -D "$t3_img" -o "restore$t3_n.log" --restore-detached \
+		--pidfile "$TRASH/restored$t3_n.pid" \
+		--inherit-fd "fd[3]:${TRASH#/}/$t3_file" "$@" \
+		3>>"$t3_out" >"launcher$t3_n.out" 2>&1 </dev/null &
+	echo $! >"launcher$t3_n.pid"
 	t3_track $!
-	t3_wait_for t3_restore_ended "$1"
-	if ! test -s "restored$1.pid" || ! t3_alive "$(cat "restored$1.pid")"; then
+	t3_wait_for t3_restore_ended "$t3_n"
+	if ! test -s "restored$t3_n.pid" || ! t3_alive "$(cat "restored$t3_n.pid")"; then
 		echo "restore failed; ibcr-init said:" | t3_diag
-		t3_diag <"launcher$1.out"
-		t3_show_log "images/restore$1.log"
+		t3_diag <"launcher$t3_n.out"
+		t3_show_log "$t3_img/restore$t3_n.log"
 		return 1
 	fi
-	t3_track "$(cat "restored$1.pid")"
+	t3_track "$(cat "restored$t3_n.pid")"
 }
 t3_restore_ended() {
 	test -s "restored$1.pid" || ! t3_alive "$(cat "launcher$1.pid")"
@@ -266,7 +274,8 @@ test_expect_success 'kill the original: its outer ibcr-init reports 128+9' '
 
 test_expect_success 'criu restore into a new PID namespace under ibcr-init --restored' '
 	t3_now_ms >restore_start &&
-	t3_restore "" out &&
+	t3_restore "" images out out &&
+	echo "restore: $(($(t3_now_ms) - $(cat restore_start))) ms" | t3_diag &&
 	rinit=$(cat restored.pid) &&
 	# Adopted: the restored init is the child of ibcr-init --restored.
 	t3_wait_for t3_child_of $rinit $(cat launcher.pid) &&
@@ -320,7 +329,7 @@ test_expect_success 'the restored program keeps counting' '
 '
 
 test_expect_success 'a second restore runs beside the first, writing to a new file' '
-	t3_restore 2 out2 &&
+	t3_restore 2 images out out2 &&
 	t3_alive $(cat restored.pid) &&
 	kill -USR1 $(cat launcher2.pid) &&
 	t3_wait_for t3_has_lines out2 report 1 &&
@@ -339,6 +348,43 @@ test_expect_success 'SIGTERM to ibcr-init --restored ends the restored tree clea
 	done &&
 	grep "^final 4 .*pattern=ok bad=0" out &&
 	grep "^final 3 .*pattern=ok bad=0" out2
+'
+
+test_expect_success 'a dump without --leave-running ends the task' '
+	"$INIT" --pidfile "$TRASH/init3.pid" -- "$PATTERN" --mib 16 \
+		>out3 2>err3 </dev/null &
+	echo $! >outer3.pid && t3_track $(cat outer3.pid) &&
+	t3_wait_for test -s init3.pid &&
+	init=$(cat init3.pid) && t3_track $init &&
+	t3_wait_for grep -q "^start " out3 &&
+	sleep 0.2 &&
+	kill -USR1 $init &&
+	t3_wait_for t3_has_lines out3 report 1 &&
+	mkdir images3 &&
+	{ "$CRIU" dump -t $init -D images3 -o dump.log ||
+		{ t3_show_log images3/dump.log; false; }; } &&
+	test_expect_code 137 wait $(cat outer3.pid) &&
+	t3_wait_for t3_gone $init
+'
+
+test_expect_success 'restore --leave-stopped; SIGCONT to ibcr-init --restored resumes it' '
+	t3_restore 3 images3 out3 out3 --leave-stopped &&
+	rinit=$(cat restored3.pid) &&
+	t3_wait_for t3_child_of $rinit $(cat launcher3.pid) &&
+	app=$(t3_child $rinit) &&
+	test "$(t3_state $rinit)" = T && test "$(t3_state $app)" = T &&
+	kill -USR1 $(cat launcher3.pid) &&
+	sleep 0.3 &&
+	test $(t3_lines out3 report) = 1 &&
+	kill -CONT $(cat launcher3.pid) &&
+	t3_wait_for t3_has_lines out3 report 2 &&
+	resumed=$(grep "^report 2 " out3) &&
+	echo "resumed:       $resumed" | t3_diag &&
+	case "$resumed" in *"pattern=ok bad=0"*) true ;; *) false ;; esac &&
+	test "$(t3_field "$resumed" run)" = "$(t3_field "$(grep "^report 1 " out3)" run)" &&
+	kill -TERM $(cat launcher3.pid) &&
+	test_expect_code 0 wait $(cat launcher3.pid) &&
+	grep "^final 3 .*pattern=ok bad=0" out3
 '
 
 test_expect_success 'no process of this test is left' '
