@@ -18,35 +18,9 @@ PATTERN="$IBCR_BUILDDIR/t/criu/pattern"
 # The pattern's threads count one tick per 10 ms at most (nanosleep).
 TICK_MS=10
 
-# Prerequisites: t/sharness.d/00-prereqs.sh provides ibcr_require (a
-# missing prerequisite is a skip, or a failure under CI=true).  Until it
-# is there, the same check here.
-if command -v ibcr_require >/dev/null 2>&1; then
-	ibcr_require ROOT CRIU
-else
-	for t3_c in "$IBCR_CRIU" /usr/local/sbin/criu "$(command -v criu 2>/dev/null)"; do
-		test -n "$t3_c" && test -x "$t3_c" && break
-		t3_c=
-	done
-	t3_why=
-	test "$(id -u)" = 0 || t3_why="ROOT: needs root (uid 0)"
-	if test -z "$t3_why"; then
-		if test -z "$t3_c"; then
-			t3_why="CRIU: no criu binary (\$IBCR_CRIU, /usr/local/sbin/criu, PATH); run contrib/deps.sh"
-		elif ! "$t3_c" check >/dev/null 2>&1; then
-			t3_why="CRIU: '$t3_c check' fails (CRIU >= 4.1 is needed on kernels >= 6.13)"
-		fi
-	fi
-	if test -n "$t3_why"; then
-		if test "$CI" = true; then
-			test_expect_success "prerequisite missing: $t3_why" 'false'
-		else
-			skip_all="missing $t3_why"
-		fi
-		test_done
-	fi
-	IBCR_CRIU=$t3_c
-fi
+# A missing prerequisite is a skip, or a failure under CI=true; CRIU
+# sets IBCR_CRIU ($IBCR_CRIU, /usr/local/sbin/criu or criu in PATH).
+ibcr_require ROOT CRIU
 CRIU=$IBCR_CRIU
 
 if ! test -x "$INIT" || ! test -x "$PATTERN"; then
@@ -57,15 +31,6 @@ TRASH=$(pwd)
 
 # --- helpers ------------------------------------------------------------
 
-# Comment lines into the TAP stream, shown without -v too.
-t3_diag() {
-	if command -v ibcr_diag >/dev/null 2>&1; then
-		ibcr_diag
-	else
-		sed 's/^/# /' >&5
-	fi
-}
-
 # t3_show_log FILE: CRIU's log (its errors first) when a step failed.
 t3_show_log() {
 	{
@@ -73,7 +38,7 @@ t3_show_log() {
 		grep -E 'Error|Warn' "$1" 2>/dev/null | head -n 20
 		echo "--- last lines of $1:"
 		tail -n 30 "$1" 2>/dev/null
-	} | t3_diag
+	} | ibcr_diag
 }
 
 # Alive means a process that is not a zombie: kill -0 also succeeds on a
@@ -152,8 +117,8 @@ t3_restore() {
 	t3_track $!
 	t3_wait_for t3_restore_ended "$t3_n"
 	if ! test -s "restored$t3_n.pid" || ! t3_alive "$(cat "restored$t3_n.pid")"; then
-		echo "restore failed; ibcr-init said:" | t3_diag
-		t3_diag <"launcher$t3_n.out"
+		echo "restore failed; ibcr-init said:" | ibcr_diag
+		ibcr_diag <"launcher$t3_n.out"
 		t3_show_log "$t3_img/restore$t3_n.log"
 		return 1
 	fi
@@ -179,12 +144,7 @@ t3_cleanup() {
 	t3_pids=
 	return 0
 }
-if command -v ibcr_atexit >/dev/null 2>&1; then
-	ibcr_atexit t3_cleanup
-else
-	cleanup t3_cleanup
-	trap 't3_rc=$?; t3_cleanup; (exit $t3_rc); die' EXIT
-fi
+ibcr_atexit t3_cleanup
 
 # --- ibcr-init on its own -----------------------------------------------
 
@@ -253,7 +213,7 @@ test_expect_success 'criu dump --leave-running of the namespace init' '
 	start=$(t3_now_ms) &&
 	{ "$CRIU" dump -t $init -D images -o dump.log --leave-running ||
 		{ t3_show_log images/dump.log; false; }; } &&
-	echo "dump of 64 MiB + 3 threads: $(($(t3_now_ms) - start)) ms" | t3_diag &&
+	echo "dump of 64 MiB + 3 threads: $(($(t3_now_ms) - start)) ms" | ibcr_diag &&
 	t3_alive $init && t3_alive $(cat app.pid)
 '
 
@@ -275,7 +235,7 @@ test_expect_success 'kill the original: its outer ibcr-init reports 128+9' '
 test_expect_success 'criu restore into a new PID namespace under ibcr-init --restored' '
 	t3_now_ms >restore_start &&
 	t3_restore "" images out out &&
-	echo "restore: $(($(t3_now_ms) - $(cat restore_start))) ms" | t3_diag &&
+	echo "restore: $(($(t3_now_ms) - $(cat restore_start))) ms" | ibcr_diag &&
 	rinit=$(cat restored.pid) &&
 	# Adopted: the restored init is the child of ibcr-init --restored.
 	t3_wait_for t3_child_of $rinit $(cat launcher.pid) &&
@@ -290,7 +250,7 @@ test_expect_success 'the restored program is the dumped one, its pattern intact'
 	after_dump=$(grep "^report 2 " out | head -n 1) &&
 	restored=$(grep "^report " out | sed -n 3p) &&
 	printf "%s\n" "before dump:   $before" "original:      $after_dump" \
-		"restored:      $restored" | t3_diag &&
+		"restored:      $restored" | ibcr_diag &&
 	test "$(t3_field "$restored" run)" = "$(t3_field "$before" run)" &&
 	test "$(t3_field "$restored" pid)" = 2 &&
 	test "$(t3_field "$restored" pattern)" = ok &&
@@ -321,7 +281,7 @@ test_expect_success 'the restored program keeps counting' '
 	kill -USR1 $(cat launcher.pid) &&
 	t3_wait_for t3_has_lines out report 4 &&
 	later=$(grep "^report " out | sed -n 4p) &&
-	echo "restored later: $later" | t3_diag &&
+	echo "restored later: $later" | ibcr_diag &&
 	case "$later" in "report 3 "*"pattern=ok bad=0"*) true ;; *) false ;; esac &&
 	set -- $(t3_field "$restored" counters | tr , " ") && c0=$1 c1=$2 c2=$3 &&
 	set -- $(t3_field "$later" counters | tr , " ") &&
@@ -334,7 +294,7 @@ test_expect_success 'a second restore runs beside the first, writing to a new fi
 	kill -USR1 $(cat launcher2.pid) &&
 	t3_wait_for t3_has_lines out2 report 1 &&
 	second=$(grep "^report " out2) &&
-	echo "second copy:   $second" | t3_diag &&
+	echo "second copy:   $second" | ibcr_diag &&
 	case "$second" in "report 2 "*"pattern=ok bad=0"*) true ;; *) false ;; esac &&
 	test "$(t3_field "$second" run)" = "$(t3_field "$(grep "^report 1 " out)" run)" &&
 	test $(t3_lines out report) = 4
@@ -379,7 +339,7 @@ test_expect_success 'restore --leave-stopped; SIGCONT to ibcr-init --restored re
 	kill -CONT $(cat launcher3.pid) &&
 	t3_wait_for t3_has_lines out3 report 2 &&
 	resumed=$(grep "^report 2 " out3) &&
-	echo "resumed:       $resumed" | t3_diag &&
+	echo "resumed:       $resumed" | ibcr_diag &&
 	case "$resumed" in *"pattern=ok bad=0"*) true ;; *) false ;; esac &&
 	test "$(t3_field "$resumed" run)" = "$(t3_field "$(grep "^report 1 " out3)" run)" &&
 	kill -TERM $(cat launcher3.pid) &&
