@@ -62,8 +62,9 @@ static const char init_usage[] =
     "  -p, --pidfile FILE   write the pid of the namespace's init (the pid\n"
     "                       to checkpoint) to FILE; removed on exit\n"
     "  -r, --restored FILE  CMD restores a tree (criu restore\n"
-    "                       --restore-detached --pidfile FILE): wait for CMD,\n"
-    "                       then adopt the pid in FILE and wait for it\n"
+    "                       --restore-detached --pidfile FILE, FILE absolute):\n"
+    "                       wait for CMD, then adopt the pid in FILE and wait\n"
+    "                       for it\n"
     "  -h, --help           show this help\n"
     "\n"
     "Exit status: CMD's, 128+N if signal N killed it, 125 if ibcr-init\n"
@@ -162,8 +163,36 @@ static int parse_args (int argc, char **argv, struct init_opts *o)
         init_error (0, "no command given: usage is ibcr-init [OPTIONS] -- CMD [ARGS...]");
         return -1;
     }
+    /* criu writes a relative --pidfile into its images folder, where we
+     * would never find it. */
+    if (o->restored && o->restored[0] != '/') {
+        init_error (0, "--restored %s: give an absolute path, as to criu --pidfile "
+                    "(criu puts a relative one in its images folder)", o->restored);
+        return -1;
+    }
     o->argv = argv + optind;
     return 0;
+}
+
+/* Something went wrong after CMD restored a tree that is now our child
+ * (we are a subreaper): end it rather than leave an unsupervised copy of
+ * the task running.  We have no other children at this point. */
+static void kill_adopted (void)
+{
+    char path[64];
+    FILE *f;
+    int pid, status;
+
+    snprintf (path, sizeof (path), "/proc/self/task/%d/children", (int)getpid ());
+    if ((f = fopen (path, "r"))) {
+        while (fscanf (f, "%d", &pid) == 1) {
+            init_error (0, "killing restored process %d", pid);
+            (void)kill (pid, SIGKILL);
+        }
+        (void)fclose (f);
+    }
+    while (waitpid (-1, &status, __WALL) > 0 || errno == EINTR)
+        ;
 }
 
 /* The restart side: run CMD (criu restore --restore-detached) and return
@@ -206,9 +235,11 @@ static pid_t adopt_restored (const struct init_opts *o, const sigset_t *app_mask
         return -1;
     }
     if ((pid = pidfile_read (o->restored)) < 0) {
-        init_error (errno, "'%s' succeeded but left no valid pid in %s "
-                    "(was it criu restore --restore-detached --pidfile %s?)",
-                    o->argv[0], o->restored, o->restored);
+        init_error (errno, "'%s' succeeded but left no valid pid in %s",
+                    o->argv[0], o->restored);
+        init_error (0, "run it as: criu restore --restore-detached --pidfile %s ...",
+                    o->restored);
+        kill_adopted ();
         return -1;
     }
     return pid;
@@ -252,6 +283,8 @@ int main (int argc, char **argv)
                         o.argv[0]);
         else
             init_error (errno, "lost track of pid %d", (int)child);
+        if (o.restored)
+            kill_adopted ();
         code = INIT_EXIT_FAILURE;
     } else {
         code = init_exit_code (status);

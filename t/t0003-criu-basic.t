@@ -187,7 +187,9 @@ test_expect_success 'ibcr-init rejects bad input with a clear error' '
 	test_expect_code 127 "$INIT" -- ./no-such-program 2>err.cmd &&
 	grep "cannot run .\./no-such-program.: No such file" err.cmd &&
 	test_expect_code 125 "$INIT" --restored "$TRASH/none.pid" -- false 2>err.rest &&
-	grep "nothing was restored" err.rest
+	grep "nothing was restored" err.rest &&
+	test_expect_code 125 "$INIT" --restored rel.pid -- true 2>err.rel &&
+	grep "give an absolute path" err.rel
 '
 
 # --- dump, kill, restore ----------------------------------------------
@@ -308,6 +310,17 @@ test_expect_success 'SIGTERM to ibcr-init --restored ends the restored tree clea
 	done &&
 	grep "^final 4 .*pattern=ok bad=0" out &&
 	grep "^final 3 .*pattern=ok bad=0" out2
+'
+
+test_expect_success 'ibcr-init --restored kills a restored tree it cannot identify' '
+	test_expect_code 125 "$INIT" --restored "$TRASH/wrong.pid" -- \
+		"$CRIU" restore -D images -o restore-bad.log --restore-detached \
+		--pidfile "$TRASH/other.pid" --inherit-fd "fd[3]:${TRASH#/}/out" \
+		3>>out-bad 2>bad.err </dev/null &&
+	cat bad.err &&
+	grep "left no valid pid in $TRASH/wrong.pid" bad.err &&
+	grep "killing restored process $(cat other.pid)" bad.err &&
+	! t3_alive $(cat other.pid)
 '
 
 test_expect_success 'a dump without --leave-running ends the task' '
