@@ -8,10 +8,19 @@ state in the trash directory; jobs run, and teardown leaves nothing behind.'
 ibcr_require ROOT SLURM
 
 test_expect_success 'slurm_start 3 brings up three idle nodes' '
-	slurm_start 3 &&
-	sinfo -h -N -o "%N %t" | sort >nodes &&
+	SLURM_CONF_EXTRA="PartitionName=high Nodes=n2,n3 PriorityTier=2" \
+	SLURM_PARTITION_OPTS="PriorityTier=1" \
+		slurm_start 3 &&
+	sinfo -h -N -o "%N %t" | sort -u >nodes &&
 	printf "n1 idle\nn2 idle\nn3 idle\n" >expect &&
 	test_cmp expect nodes
+'
+
+test_expect_success 'SLURM_CONF_EXTRA and SLURM_PARTITION_OPTS reach slurm.conf' '
+	scontrol show partition high | grep "Nodes=n\[2-3\]" &&
+	scontrol show partition high | grep "PriorityTier=2" &&
+	scontrol show partition debug | grep "PriorityTier=1" &&
+	scontrol show partition debug | grep "Default=YES"
 '
 
 test_expect_success 'srun -N3 runs one task on each of three nodes' '
@@ -49,15 +58,27 @@ test_expect_success 'slurm_wait_job fails fast when a job ends in another state'
 	grep "ended FAILED, expected RUNNING" err
 '
 
+test_expect_success 'a job still running when the test ends' '
+	jobid=$(sbatch --parsable -N2 -o /dev/null \
+		--wrap "srun -N2 sh -c \"echo \\\$\\\$ >task.\\\$SLURMD_NODENAME; exec sleep 600\"") &&
+	slurm_wait_job "$jobid" RUNNING 30 &&
+	n=0 &&
+	while ! test -s task.n1 || ! test -s task.n2; do
+		test $n -lt 100 || return 1
+		n=$((n + 1)) && sleep 0.1
+	done &&
+	kill -0 $(cat task.n1) $(cat task.n2)
+'
+
 test_expect_success 'slurm_stop leaves no process, cgroup, mount or link behind' '
-	pids=$(slurm_pids) &&
-	test $(echo $pids | wc -w) -eq 5 &&
+	pids="$(slurm_pids) $(cat task.n1) $(cat task.n2)" &&
+	test $(echo $pids | wc -w) -eq 7 &&
 	dir=$IBCR_SLURM_DIR &&
 	slurm_stop &&
 	for p in $pids; do
 		if test -e /proc/$p; then
 			echo "pid $p still exists: $(ps -o args= -p $p)"
-			false
+			return 1
 		fi
 	done &&
 	! ps -eo args= | grep -F "$dir" | grep -v "^grep " &&

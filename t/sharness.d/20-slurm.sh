@@ -409,13 +409,18 @@ slurm_stop() {
 	ibcr_ss_rc=0
 	if ibcr_pid_alive_ "$ibcr_slurm_pid_slurmctld"; then
 		# Jobs outlive `scontrol shutdown` (their slurmstepds keep
-		# running), so end them first, through Slurm.
-		ibcr_jobs=$(squeue -h -o %A 2>/dev/null)
+		# running), so end them first, through Slurm, without waiting
+		# out KillWait: teardown need not be gentle with test jobs.
+		ibcr_jobs=$(squeue -h -t running,suspended -o %A 2>/dev/null)
 		if test -n "$ibcr_jobs"; then
-			scancel $ibcr_jobs 2>/dev/null
+			scancel --full -s KILL $ibcr_jobs 2>/dev/null
+			# Also wait out COMPLETING: a slurmd whose epilog-complete
+			# message finds no slurmctld retries for 10 s at shutdown.
 			ibcr_t=100
-			while test $ibcr_t -gt 0 && test -n "$(squeue -h -t all -o %A 2>/dev/null)" &&
-			      test -n "$(ibcr_slurm_cg_pids_)"; do
+			while test $ibcr_t -gt 0 && {
+				test -n "$(ibcr_slurm_cg_pids_)" ||
+				test -n "$(squeue -h -t running,suspended,completing -o %A 2>/dev/null)"
+			}; do
 				sleep 0.1
 				ibcr_t=$((ibcr_t - 1))
 			done
