@@ -1,0 +1,124 @@
+/* drain.c - the drain condition (see drain.h).
+ *
+ * Pure function of the reports: no I/O, no state, so ibcrd and the test
+ * coordinator share it and it can be unit tested.
+ */
+#include "config.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+#include "drain.h"
+
+static int64_t geti (json_object *o, const char *k)
+{
+    json_object *v;
+    if (!json_object_object_get_ex (o, k, &v))
+        return -1;
+    return json_object_get_int64 (v);
+}
+
+static json_object *find_qp (json_object **reports, int n, int64_t lid, int64_t qpn)
+{
+    for (int p = 0; p < n; p++) {
+        json_object *qps;
+        if (!json_object_object_get_ex (reports[p], "qps", &qps))
+            continue;
+        for (size_t i = 0; i < json_object_array_length (qps); i++) {
+            json_object *q = json_object_array_get_idx (qps, i);
+            if (geti (q, "vlid") == lid && geti (q, "vqpn") == qpn)
+                return q;
+        }
+    }
+    return NULL;
+}
+
+static int64_t ud_count (json_object *q, const char *list, int64_t lid, int64_t qpn)
+{
+    json_object *a;
+    if (!json_object_object_get_ex (q, list, &a))
+        return 0;
+    for (size_t i = 0; i < json_object_array_length (a); i++) {
+        json_object *e = json_object_array_get_idx (a, i);
+        if (geti (e, "lid") == lid && geti (e, "qpn") == qpn)
+            return geti (e, "n");
+    }
+    return 0;
+}
+
+int drain_done (json_object **reports, int n, char *why, size_t whylen)
+{
+    for (int p = 0; p < n; p++) {
+        json_object *qps;
+        if (!json_object_object_get_ex (reports[p], "qps", &qps)
+            || !json_object_is_type (qps, json_type_array)) {
+            errno = EPROTO;
+            return -1;
+        }
+        for (size_t i = 0; i < json_object_array_length (qps); i++) {
+            json_object *a = json_object_array_get_idx (qps, i);
+            int64_t lid = geti (a, "vlid"), qpn = geti (a, "vqpn");
+            int64_t posted = geti (a, "sq_posted"), done = geti (a, "sq_done");
+            int64_t rmsg_done = geti (a, "rmsg_done");
+            int head_recv = geti (a, "head_needs_recv") == 1;
+            const char *type = json_object_get_string (json_object_object_get (a, "type"));
+            if (lid < 0 || qpn < 0 || posted < 0 || done < 0 || !type) {
+                errno = EPROTO;
+                return -1;
+            }
+            if (strcmp (type, "ud") == 0) {
+                if (done != posted) {
+                    snprintf (why, whylen, "UD QP %ld:%ld: %ld sends pending",
+                              (long)lid, (long)qpn, (long)(posted - done));
+                    return 0;
+                }
+                json_object *sent;
+                if (!json_object_object_get_ex (a, "ud_sent", &sent))
+                    continue;
+                for (size_t k = 0; k < json_object_array_length (sent); k++) {
+                    json_object *s = json_object_array_get_idx (sent, k);
+                    int64_t dl = geti (s, "lid"), dq = geti (s, "qpn"), cnt = geti (s, "n");
+                    json_object *b = find_qp (reports, n, dl, dq);
+                    if (!b || geti (b, "rq_avail") == 0)
+                        continue;
+                    int64_t got = ud_count (b, "ud_recv", lid, qpn);
+                    if (got < cnt) {
+                        snprintf (why, whylen, "UD %ld:%ld -> %ld:%ld: %ld sent, %ld received",
+                                  (long)lid, (long)qpn, (long)dl, (long)dq, (long)cnt, (long)got);
+                        return 0;
+                    }
+                }
+                continue;
+            }
+            if (geti (a, "has_peer") != 1) {
+                if (done != posted) {
+                    snprintf (why, whylen, "QP %ld:%ld (unconnected): %ld WRs pending",
+                              (long)lid, (long)qpn, (long)(posted - done));
+                    return 0;
+                }
+                continue;
+            }
+            json_object *b = find_qp (reports, n, geti (a, "peer_vlid"), geti (a, "peer_vqpn"));
+            if (!b) {
+                if (done != posted) {
+                    snprintf (why, whylen, "QP %ld:%ld: peer not in the job, %ld WRs pending",
+                              (long)lid, (long)qpn, (long)(posted - done));
+                    return 0;
+                }
+                continue;
+            }
+            int64_t b_recv = geti (b, "recv_done");
+            if (rmsg_done != b_recv) {
+                snprintf (why, whylen, "QP %ld:%ld: %ld messages acknowledged, peer received %ld",
+                          (long)lid, (long)qpn, (long)rmsg_done, (long)b_recv);
+                return 0;
+            }
+            if (done != posted && !(head_recv && geti (b, "rq_avail") == 0)) {
+                snprintf (why, whylen, "QP %ld:%ld: %ld WRs in flight",
+                          (long)lid, (long)qpn, (long)(posted - done));
+                return 0;
+            }
+        }
+    }
+    return 1;
+}

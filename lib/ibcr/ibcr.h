@@ -1,0 +1,253 @@
+/* ibcr.h - libibcr's virtual verbs objects and the state shared by its
+ * modules.
+ *
+ * Every object the application holds is one of the structs below: the
+ * public verbs struct comes first (so the application's pointer is ours),
+ * followed by the real object of the current backend and what is needed to
+ * recreate it.  The real pointer changes at every rebuild; the public part
+ * never does (QPN, lkey, rkey, channel fd keep the values first seen).
+ *
+ * Locking: ibcr_lock guards object creation/destruction and the object
+ * lists; the checkpoint path runs only while the gate (gate.h) is closed,
+ * so no application thread is inside a verb then.  Per-QP/SRQ spinlocks
+ * guard the WR logs against concurrent post and poll.
+ *
+ * Nothing here may call an ibv_* function on a real object other than
+ * through ibcr_be (backend.h) or the header's inline ops calls: our own
+ * exported ibv_* names would receive a real object.
+ */
+#ifndef IBCR_IBCR_H
+#define IBCR_IBCR_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <infiniband/verbs.h>
+
+#include "map.h"
+#include "wrlog.h"
+
+#define IBCR_EXPORT __attribute__ ((visibility ("default")))
+#define IBCR_MAX_PORTS 4
+#define IBCR_MAX_GIDS 8
+
+struct ibcr_ctx;
+
+/* Intrusive list in creation order: rebuild recreates objects in the same
+ * order so dependencies (PD before MR, CQ before QP) hold. */
+struct ibcr_link {
+    struct ibcr_link *next, *prev;
+};
+
+struct ibcr_device {
+    struct ibv_device dev;      /* what the application sees */
+    uint64_t guid;              /* network order, first seen */
+    int index;
+};
+
+struct ibcr_port {
+    bool known;                 /* virtual ids recorded */
+    uint16_t vlid, rlid;
+    int ngid;
+    union ibv_gid vgid[IBCR_MAX_GIDS], rgid[IBCR_MAX_GIDS];
+};
+
+struct ibcr_pd {
+    struct ibv_pd pd;
+    struct ibv_pd *real;
+    struct ibcr_ctx *ctx;
+    struct ibcr_link link;
+};
+
+struct ibcr_mr {
+    struct ibv_mr mr;           /* lkey/rkey: virtual */
+    struct ibv_mr *real;
+    struct ibcr_pd *vpd;
+    void *addr;
+    size_t length;
+    uint64_t iova;
+    unsigned int access;
+    bool iova_set;
+    struct ibcr_link link;
+};
+
+struct ibcr_chan {
+    struct ibv_comp_channel ch; /* ch.fd: our eventfd, stable for life */
+    struct ibv_comp_channel *real;
+    struct ibcr_ctx *ctx;
+    pthread_mutex_t lock;
+    struct ibcr_cq **evq;       /* CQs with an event not yet read */
+    size_t evq_head, evq_len, evq_cap;
+    struct ibcr_link link;
+};
+
+struct ibcr_cq {
+    struct ibv_cq_ex cqx;       /* first fields are a struct ibv_cq */
+    struct ibv_cq *real;
+    struct ibcr_ctx *ctx;
+    struct ibcr_chan *vchan;
+    int cqe;                    /* as asked */
+    int real_cqe;               /* what the real CQ got (may be bigger) */
+    int comp_vector;
+    int wr_load;                /* WRs of attached QPs: the real CQ's need */
+    bool armed;                 /* req_notify since the last event */
+    int solicited_only;
+    pthread_mutex_t plock;      /* serializes polls of this CQ */
+    struct ibv_wc *pend;        /* completions drained at checkpoint */
+    size_t pend_head, pend_len, pend_cap;
+    unsigned long events;       /* events handed to the app */
+    unsigned long acked;
+    struct ibcr_link link;
+};
+
+struct ibcr_srq {
+    struct ibv_srq srq;
+    struct ibv_srq *real;
+    struct ibcr_pd *vpd;
+    struct ibv_srq_init_attr init;
+    bool limit_set;
+    struct ibv_srq_attr limit;
+    pthread_spinlock_t lock;
+    struct wrlog_rq rq;
+    struct ibcr_link link;
+};
+
+/* One modify_qp call, kept to bring a rebuilt QP to the same state. */
+struct ibcr_qp_mod {
+    struct ibv_qp_attr attr;
+    int mask;
+};
+
+struct ibcr_qp {
+    struct ibv_qp_ex qpx;       /* qpx.qp_base.qp_num: virtual, forever */
+    struct ibv_qp *real;
+    struct ibcr_ctx *ctx;
+    struct ibcr_pd *vpd;
+    struct ibcr_cq *vscq, *vrcq;
+    struct ibcr_srq *vsrq;
+    struct ibv_qp_init_attr init;   /* as asked (virtual pointers) */
+    bool app_sig_all;
+    uint32_t vqpn, rqpn;
+    uint8_t port;
+    struct ibcr_qp_mod hist[8];     /* RESET..RTS, kept short: see qp.c */
+    int nhist;
+    /* Peer (RC/UC) in virtual ids, from the RTR modify. */
+    bool has_peer;
+    uint16_t peer_vlid;
+    uint32_t peer_vqpn;
+    union ibv_gid peer_vgid;
+    bool peer_global;
+    int peer_rank;              /* owner of the peer, -1 unknown */
+    uint32_t psn;               /* own sq_psn chosen at the last rebuild */
+    /* Logs and counters for the exact drain. */
+    pthread_spinlock_t slock, rlock;
+    struct wrlog_sq sq;
+    struct wrlog_rq rq;
+    uint64_t recv_done;         /* receive completions (messages from peer) */
+    struct ibcr_map ud_sent;    /* UD: (vlid<<32|vqpn) of dest -> sends done */
+    struct ibcr_map ud_recv;    /* UD: (vlid<<32|vqpn) of source -> received */
+    struct ibcr_link link;
+};
+
+struct ibcr_ah {
+    struct ibv_ah ah;
+    struct ibv_ah *real;
+    struct ibcr_pd *vpd;
+    struct ibv_ah_attr attr;    /* virtual destination */
+    struct ibcr_link link;
+};
+
+struct ibcr_ctx {
+    struct verbs_context vc;    /* the application's ibv_context is vc.context */
+    struct ibcr_device *vdev;
+    struct ibv_context *real;
+    int async_efd;              /* vc.context.async_fd */
+    int nports;
+    struct ibcr_port port[IBCR_MAX_PORTS + 1];
+    struct ibcr_link pds, mrs, chans, cqs, srqs, qps, ahs;
+    struct ibcr_map qp_by_rqpn;     /* real QPN -> ibcr_qp */
+    struct ibcr_map mr_by_vlkey;    /* virtual lkey -> ibcr_mr */
+    struct ibcr_map ah_cache;       /* real dest -> real AH for UD sends */
+    struct ibcr_link link;
+};
+
+/* Global state. */
+extern pthread_mutex_t ibcr_lock;
+extern struct ibcr_link ibcr_ctxs;
+/* Set by the first rebuild: from then on ids go through tables.  Before
+ * it, virtual == real and this is the only test on the hot path. */
+extern volatile int ibcr_xlate;
+extern int ibcr_rank;
+
+/* list.c-style helpers (inline, tiny) */
+static inline void ibcr_list_init (struct ibcr_link *h) { h->next = h->prev = h; }
+static inline void ibcr_list_add (struct ibcr_link *h, struct ibcr_link *l)
+{
+    l->prev = h->prev; l->next = h; h->prev->next = l; h->prev = l;
+}
+static inline void ibcr_list_del (struct ibcr_link *l)
+{
+    l->prev->next = l->next; l->next->prev = l->prev; l->next = l->prev = l;
+}
+#define ibcr_container(ptr, type, member) \
+    ((type *)((char *)(ptr) - __builtin_offsetof (type, member)))
+#define ibcr_foreach(pos, head) \
+    for (struct ibcr_link *pos = (head)->next; pos != (head); pos = pos->next)
+#define ibcr_foreach_safe(pos, nx, head) \
+    for (struct ibcr_link *pos = (head)->next, *nx = pos->next; pos != (head); \
+         pos = nx, nx = pos->next)
+
+/* Casts from the application's pointers. */
+static inline struct ibcr_ctx *vctx_of (struct ibv_context *c)
+{
+    return ibcr_container (c, struct ibcr_ctx, vc.context);
+}
+#define vpd_of(p) ((struct ibcr_pd *)(p))
+#define vmr_of(p) ((struct ibcr_mr *)(p))
+#define vcq_of(p) ((struct ibcr_cq *)(p))
+#define vchan_of(p) ((struct ibcr_chan *)(p))
+#define vsrq_of(p) ((struct ibcr_srq *)(p))
+#define vqp_of(p) ((struct ibcr_qp *)(p))
+#define vah_of(p) ((struct ibcr_ah *)(p))
+
+/* Logging: one line, "libibcr[pid]: ...". */
+void ibcr_log (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+void ibcr_debug (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+/* Refuse a feature libibcr cannot make survive a checkpoint: one log line
+ * naming it and why; returns EOPNOTSUPP (and sets errno). */
+int ibcr_refuse (const char *feature, const char *why);
+
+/* Lazy start (first verbs call): backend, control channel.  0 or -1+errno. */
+int ibcr_init (void);
+
+/* Objects (device.c, mem.c, cq.c, qp.c, srq.c, ah.c) */
+void ibcr_ctx_fill_ops (struct ibcr_ctx *vctx);
+int ibcr_ctx_open_real (struct ibcr_ctx *vctx);
+int ibcr_port_learn (struct ibcr_ctx *vctx, uint8_t port);
+int ibcr_mr_open_real (struct ibcr_mr *vmr);
+int ibcr_chan_open_real (struct ibcr_chan *vchan);
+void ibcr_chan_push (struct ibcr_chan *vchan, struct ibcr_cq *vcq);
+int ibcr_chan_pump (struct ibcr_chan *vchan);
+int ibcr_cq_open_real (struct ibcr_cq *vcq);
+int ibcr_cq_grow (struct ibcr_cq *vcq, int more);
+void ibcr_cq_pend_push (struct ibcr_cq *vcq, const struct ibv_wc *wc);
+int ibcr_cq_drain (struct ibcr_cq *vcq);
+int ibcr_srq_open_real (struct ibcr_srq *vsrq);
+int ibcr_qp_open_real (struct ibcr_qp *vqp);
+int ibcr_qp_connect_real (struct ibcr_qp *vqp);
+int ibcr_qp_repost (struct ibcr_qp *vqp);
+int ibcr_srq_repost (struct ibcr_srq *vsrq);
+int ibcr_ah_open_real (struct ibcr_ah *vah);
+/* Account one real completion: update logs and counters; translate it to
+ * virtual ids; false when the application must not see it (a WR it posted
+ * unsignaled, which libibcr signals to know exactly when it is done). */
+bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc);
+
+/* Posting (post.c) */
+int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int ibcr_post_recv (struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int ibcr_post_srq_recv (struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int ibcr_post_real_send (struct ibcr_qp *vqp, struct wrlog_send *e);
+int ibcr_post_real_recv (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_recv *e);
+
+#endif

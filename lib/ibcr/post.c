@@ -1,0 +1,239 @@
+/* post.c - posting work requests: log, translate, forward.
+ *
+ * Every accepted WR enters its queue's log (wrlog.h) before it reaches the
+ * real queue, and leaves the log when its completion is accounted (qp.c).
+ * Before the first rebuild (ibcr_xlate == 0) RC/UC WRs go to the backend
+ * untouched: virtual ids are the real ones.  After it, lkeys are mapped
+ * locally, rkeys through the peer rank's table, and UD destinations to the
+ * peer's current real LID and QPN, on a private copy of the WR list.
+ */
+#include "config.h"
+#include <errno.h>
+#include <string.h>
+#include <alloca.h>
+#include "ibcr.h"
+#include "backend.h"
+#include "gate.h"
+#include "xlate.h"
+#include "exports.h"
+
+struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid);
+
+static uint32_t lkey_real (struct ibcr_ctx *vctx, uint32_t vlkey)
+{
+    struct ibcr_mr *vmr = map_get (&vctx->mr_by_vlkey, vlkey);
+    return vmr && vmr->real ? vmr->real->lkey : vlkey;
+}
+
+/* Fill 'out' (with room for e->num_sge sges in 'sg') from a log entry, in
+ * real ids.  0, or an errno value. */
+static int send_real (struct ibcr_qp *vqp, struct wrlog_send *e, struct ibv_send_wr *out,
+                      struct ibv_sge *sg)
+{
+    memset (out, 0, sizeof (*out));
+    out->wr_id = e->wr_id;
+    out->opcode = e->opcode;
+    out->send_flags = e->send_flags;
+    out->imm_data = e->imm_data;
+    if (e->inl_len || (e->send_flags & IBV_SEND_INLINE)) {
+        sg[0].addr = (uintptr_t)wrlog_inl (e);
+        sg[0].length = e->inl_len;
+        sg[0].lkey = 0;
+        out->num_sge = e->inl_len ? 1 : 0;
+    } else {
+        for (int i = 0; i < e->num_sge; i++) {
+            sg[i] = e->sge[i];
+            if (ibcr_xlate)
+                sg[i].lkey = lkey_real (vqp->ctx, sg[i].lkey);
+        }
+        out->num_sge = e->num_sge;
+    }
+    out->sg_list = sg;
+    uint32_t rkey = ibcr_xlate ? xlate_rkey (vqp->peer_rank, e->rkey) : e->rkey;
+    switch (e->opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+        out->wr.rdma.remote_addr = e->remote_addr;
+        out->wr.rdma.rkey = rkey;
+        break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        out->wr.atomic.remote_addr = e->remote_addr;
+        out->wr.atomic.rkey = rkey;
+        out->wr.atomic.compare_add = e->compare_add;
+        out->wr.atomic.swap = e->swap;
+        break;
+    default:
+        break;
+    }
+    if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD) {
+        if (!e->vah)
+            return EINVAL;
+        out->wr.ud.remote_qpn = e->remote_qpn;
+        out->wr.ud.remote_qkey = e->remote_qkey;
+        out->wr.ud.ah = e->vah->real;
+        if (ibcr_xlate) {
+            const struct xl_qp *x = xlate_qp (e->vah->attr.dlid, e->remote_qpn);
+            if (x) {
+                pthread_mutex_lock (&ibcr_lock);
+                struct ibv_ah *ra = ibcr_ah_real_for (e->vah, x->rlid);
+                pthread_mutex_unlock (&ibcr_lock);
+                if (!ra)
+                    return errno;
+                out->wr.ud.ah = ra;
+                out->wr.ud.remote_qpn = x->rqpn;
+            }
+        }
+    }
+    return 0;
+}
+
+int ibcr_post_real_send (struct ibcr_qp *vqp, struct wrlog_send *e)
+{
+    struct ibv_send_wr w, *bad;
+    struct ibv_sge *sg = alloca ((e->num_sge + 1) * sizeof (*sg));
+    int rc = send_real (vqp, e, &w, sg);
+    if (rc == 0)
+        rc = ibv_post_send (vqp->real, &w, &bad);
+    return rc;
+}
+
+int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    struct ibcr_qp *vqp = vqp_of (qp);
+    bool ud = qp->qp_type == IBV_QPT_UD;
+    int rc = 0;
+    size_t n = 0;
+
+    gate_enter ();
+    pthread_spin_lock (&vqp->slock);
+    for (struct ibv_send_wr *w = wr; w; w = w->next) {
+        struct wrlog_send *e = wrlog_sq_push (&vqp->sq, w, vqp->app_sig_all);
+        if (!e) {
+            rc = errno;
+            *bad = w;
+            break;
+        }
+        if (ud) {
+            e->vah = vah_of (w->wr.ud.ah);
+            e->remote_qpn = w->wr.ud.remote_qpn;
+            e->remote_qkey = w->wr.ud.remote_qkey;
+        }
+        n++;
+    }
+    if (rc) {
+        wrlog_sq_unpush (&vqp->sq, n);
+        goto out;
+    }
+    if (!ibcr_xlate && !ud) {
+        /* Hot path: virtual == real. */
+        rc = ibv_post_send (vqp->real, wr, bad);
+        if (rc) {
+            size_t left = 0;
+            for (struct ibv_send_wr *w = *bad; w; w = w->next)
+                left++;
+            wrlog_sq_unpush (&vqp->sq, left);
+        }
+        goto out;
+    }
+    /* Translated path: one real WR per logged entry, posted in order. */
+    size_t first = wrlog_sq_len (&vqp->sq) - n, i = 0;
+    for (struct ibv_send_wr *w = wr; w; w = w->next, i++) {
+        rc = ibcr_post_real_send (vqp, wrlog_sq_at (&vqp->sq, first + i));
+        if (rc) {
+            *bad = w;
+            wrlog_sq_unpush (&vqp->sq, n - i);
+            break;
+        }
+    }
+out:
+    pthread_spin_unlock (&vqp->slock);
+    gate_leave ();
+    return rc;
+}
+
+static void recv_real (struct ibcr_ctx *vctx, struct wrlog_recv *e, struct ibv_recv_wr *out,
+                       struct ibv_sge *sg)
+{
+    memset (out, 0, sizeof (*out));
+    out->wr_id = e->wr_id;
+    for (int i = 0; i < e->num_sge; i++) {
+        sg[i] = e->sge[i];
+        if (ibcr_xlate)
+            sg[i].lkey = lkey_real (vctx, sg[i].lkey);
+    }
+    out->sg_list = sg;
+    out->num_sge = e->num_sge;
+}
+
+int ibcr_post_real_recv (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_recv *e)
+{
+    struct ibv_recv_wr w, *bad;
+    struct ibv_sge *sg = alloca ((e->num_sge + 1) * sizeof (*sg));
+    if (vsrq) {
+        recv_real (vsrq->vpd->ctx, e, &w, sg);
+        return ibv_post_srq_recv (vsrq->real, &w, &bad);
+    }
+    recv_real (vqp->ctx, e, &w, sg);
+    return ibv_post_recv (vqp->real, &w, &bad);
+}
+
+/* Shared by QP and SRQ receive posting. */
+static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *log,
+                             pthread_spinlock_t *lock, struct ibv_recv_wr *wr,
+                             struct ibv_recv_wr **bad)
+{
+    int rc = 0;
+    size_t n = 0;
+    gate_enter ();
+    pthread_spin_lock (lock);
+    for (struct ibv_recv_wr *w = wr; w; w = w->next) {
+        if (!wrlog_rq_push (log, w)) {
+            rc = errno;
+            *bad = w;
+            wrlog_rq_unpush (log, n);
+            goto out;
+        }
+        n++;
+    }
+    if (!ibcr_xlate) {
+        rc = vsrq ? ibv_post_srq_recv (vsrq->real, wr, bad) : ibv_post_recv (vqp->real, wr, bad);
+        if (rc) {
+            size_t left = 0;
+            for (struct ibv_recv_wr *w = *bad; w; w = w->next)
+                left++;
+            wrlog_rq_unpush (log, left);
+        }
+        goto out;
+    }
+    size_t first = wrlog_rq_len (log) - n, i = 0;
+    for (struct ibv_recv_wr *w = wr; w; w = w->next, i++) {
+        rc = ibcr_post_real_recv (vqp, vsrq, wrlog_rq_at (log, first + i));
+        if (rc) {
+            *bad = w;
+            wrlog_rq_unpush (log, n - i);
+            break;
+        }
+    }
+out:
+    pthread_spin_unlock (lock);
+    gate_leave ();
+    return rc;
+}
+
+int ibcr_post_recv (struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    struct ibcr_qp *vqp = vqp_of (qp);
+    if (vqp->vsrq) {
+        *bad = wr;
+        return EINVAL;          /* receives of an SRQ QP go to the SRQ */
+    }
+    return post_recv_common (vqp, NULL, &vqp->rq, &vqp->rlock, wr, bad);
+}
+
+int ibcr_post_srq_recv (struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    struct ibcr_srq *vsrq = vsrq_of (srq);
+    return post_recv_common (NULL, vsrq, &vsrq->rq, &vsrq->lock, wr, bad);
+}

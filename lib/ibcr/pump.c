@@ -1,0 +1,119 @@
+/* pump.c - completion event forwarding thread (see pump.h).
+ *
+ * Invariant: the pump touches a real channel only while holding pump_lock
+ * and only if the channel is in 'live'; pump_del removes it under the same
+ * lock, so release can destroy real channels safely.
+ */
+#include "config.h"
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include "ibcr.h"
+#include "backend.h"
+#include "pump.h"
+
+static pthread_mutex_t pump_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t pump_once = PTHREAD_ONCE_INIT;
+static int epfd = -1;
+static int start_errno;
+static struct ibcr_map live;    /* ibcr_chan pointer -> itself */
+
+static void forward (struct ibcr_chan *vchan)
+{
+    struct ibv_cq *rcq;
+    void *cqctx;
+    while (vchan->real && ibcr_be.get_cq_event (vchan->real, &rcq, &cqctx) == 0) {
+        ibcr_be.ack_cq_events (rcq, 1);
+        if (cqctx)
+            ibcr_chan_push (vchan, cqctx);
+    }
+}
+
+static void *pump_main (void *arg)
+{
+    struct epoll_event ev[16];
+    for (;;) {
+        int n = epoll_wait (epfd, ev, 16, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            ibcr_log ("completion event pump: epoll_wait: %m; events stop");
+            return NULL;
+        }
+        pthread_mutex_lock (&pump_lock);
+        for (int i = 0; i < n; i++) {
+            struct ibcr_chan *vchan = ev[i].data.ptr;
+            if (map_get (&live, (uintptr_t)vchan))
+                forward (vchan);
+        }
+        pthread_mutex_unlock (&pump_lock);
+    }
+    return NULL;
+}
+
+static void start_once (void)
+{
+    pthread_t t;
+    pthread_attr_t a;
+    sigset_t all, old;
+    map_init (&live);
+    epfd = epoll_create1 (EPOLL_CLOEXEC);
+    if (epfd < 0) {
+        start_errno = errno;
+        return;
+    }
+    /* The application's signals are for its own threads. */
+    sigfillset (&all);
+    pthread_sigmask (SIG_SETMASK, &all, &old);
+    pthread_attr_init (&a);
+    pthread_attr_setdetachstate (&a, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create (&t, &a, pump_main, NULL);
+    pthread_attr_destroy (&a);
+    pthread_sigmask (SIG_SETMASK, &old, NULL);
+    if (rc) {
+        start_errno = rc;
+        close (epfd);
+        epfd = -1;
+    }
+}
+
+int pump_start (void)
+{
+    pthread_once (&pump_once, start_once);
+    if (epfd < 0) {
+        errno = start_errno ? start_errno : EAGAIN;
+        return -1;
+    }
+    return 0;
+}
+
+int pump_add (struct ibcr_chan *vchan)
+{
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = vchan };
+    if (pump_start () < 0)
+        return -1;
+    pthread_mutex_lock (&pump_lock);
+    int rc = epoll_ctl (epfd, EPOLL_CTL_ADD, vchan->real->fd, &ev);
+    if (rc == 0 && map_put (&live, (uintptr_t)vchan, vchan) < 0) {
+        epoll_ctl (epfd, EPOLL_CTL_DEL, vchan->real->fd, NULL);
+        rc = -1;
+    }
+    pthread_mutex_unlock (&pump_lock);
+    return rc;
+}
+
+void pump_del (struct ibcr_chan *vchan)
+{
+    if (epfd < 0)
+        return;
+    pthread_mutex_lock (&pump_lock);
+    if (map_get (&live, (uintptr_t)vchan)) {
+        if (vchan->real)
+            epoll_ctl (epfd, EPOLL_CTL_DEL, vchan->real->fd, NULL);
+        map_del (&live, (uintptr_t)vchan);
+    }
+    pthread_mutex_unlock (&pump_lock);
+}

@@ -1,0 +1,369 @@
+/* qp.c - queue pairs, virtualized; completion accounting.
+ *
+ * The real QP is always created with sq_sig_all = 1: every WR then has a
+ * completion, so libibcr knows exactly which WRs are done (the drain's
+ * "acknowledged" count) and hides the completions of WRs the application
+ * posted unsignaled.  The QP's state-changing modify calls are kept to
+ * replay them, with translated peer ids and fresh PSNs, after a rebuild.
+ */
+#include "config.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ibcr.h"
+#include "backend.h"
+#include "gate.h"
+#include "xlate.h"
+#include "exports.h"
+
+static void fill_real_init (struct ibcr_qp *vqp, struct ibv_qp_init_attr *ra)
+{
+    *ra = vqp->init;
+    ra->qp_context = vqp;
+    ra->send_cq = vqp->vscq->real;
+    ra->recv_cq = vqp->vrcq->real;
+    ra->srq = vqp->vsrq ? vqp->vsrq->real : NULL;
+    ra->sq_sig_all = 1;
+}
+
+int ibcr_qp_open_real (struct ibcr_qp *vqp)
+{
+    struct ibv_qp_init_attr ra;
+    fill_real_init (vqp, &ra);
+    vqp->real = ibcr_be.create_qp (vqp->vpd->real, &ra);
+    if (!vqp->real) {
+        be_errno ();
+        return -1;
+    }
+    vqp->rqpn = vqp->real->qp_num;
+    if (map_put (&vqp->ctx->qp_by_rqpn, vqp->rqpn, vqp) < 0) {
+        ibcr_be.destroy_qp (vqp->real);
+        vqp->real = NULL;
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
+}
+
+struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+    struct ibcr_pd *vpd = vpd_of (pd);
+    struct ibcr_qp *vqp;
+
+    switch (attr->qp_type) {
+    case IBV_QPT_RC:
+    case IBV_QPT_UC:
+    case IBV_QPT_UD:
+        break;
+    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_RECV:
+        ibcr_refuse ("XRC QPs", "XRC state cannot be drained and rebuilt");
+        return NULL;
+    case IBV_QPT_DRIVER:
+        ibcr_refuse ("driver QPs (DC and other direct-verbs types)",
+                     "their state is private to the provider");
+        return NULL;
+    default:
+        ibcr_refuse ("raw packet QPs", "Ethernet steering is not recreated at rebuild");
+        return NULL;
+    }
+    if (!attr->send_cq || !attr->recv_cq) {
+        errno = EINVAL;
+        return NULL;
+    }
+    vqp = calloc (1, sizeof (*vqp));
+    if (!vqp) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    vqp->ctx = vpd->ctx;
+    vqp->vpd = vpd;
+    vqp->vscq = vcq_of (attr->send_cq);
+    vqp->vrcq = vcq_of (attr->recv_cq);
+    vqp->vsrq = attr->srq ? vsrq_of (attr->srq) : NULL;
+    vqp->init = *attr;
+    vqp->app_sig_all = attr->sq_sig_all != 0;
+    vqp->peer_rank = -1;
+    vqp->port = 1;
+    pthread_spin_init (&vqp->slock, PTHREAD_PROCESS_PRIVATE);
+    pthread_spin_init (&vqp->rlock, PTHREAD_PROCESS_PRIVATE);
+    map_init (&vqp->ud_sent);
+    map_init (&vqp->ud_recv);
+
+    gate_enter ();
+    pthread_mutex_lock (&ibcr_lock);
+    if (ibcr_qp_open_real (vqp) < 0)
+        goto error;
+    /* What the backend granted is what the application gets, and what the
+     * logs must be able to hold. */
+    struct ibv_qp_attr qa;
+    struct ibv_qp_init_attr qi;
+    if (ibcr_be.query_qp (vqp->real, &qa, IBV_QP_CAP, &qi) == 0)
+        attr->cap = qi.cap;
+    vqp->init.cap = attr->cap;
+    if (wrlog_sq_init (&vqp->sq, attr->cap.max_send_wr, attr->cap.max_send_sge,
+                       attr->cap.max_inline_data) < 0)
+        goto error;
+    if (!vqp->vsrq && wrlog_rq_init (&vqp->rq, attr->cap.max_recv_wr,
+                                     attr->cap.max_recv_sge) < 0)
+        goto error;
+    ibcr_cq_grow (vqp->vscq, attr->cap.max_send_wr);
+    if (!vqp->vsrq)
+        ibcr_cq_grow (vqp->vrcq, attr->cap.max_recv_wr);
+
+    struct ibv_qp *q = &vqp->qpx.qp_base;
+    q->context = pd->context;
+    q->qp_context = attr->qp_context;
+    q->pd = pd;
+    q->send_cq = attr->send_cq;
+    q->recv_cq = attr->recv_cq;
+    q->srq = attr->srq;
+    q->handle = vqp->real->handle;
+    q->qp_num = vqp->vqpn = vqp->rqpn;
+    q->state = IBV_QPS_RESET;
+    q->qp_type = attr->qp_type;
+    pthread_mutex_init (&q->mutex, NULL);
+    pthread_cond_init (&q->cond, NULL);
+    ibcr_list_add (&vqp->ctx->qps, &vqp->link);
+    pthread_mutex_unlock (&ibcr_lock);
+    gate_leave ();
+    return q;
+error:;
+    int saved = errno;
+    if (vqp->real) {
+        map_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
+        ibcr_be.destroy_qp (vqp->real);
+    }
+    pthread_mutex_unlock (&ibcr_lock);
+    gate_leave ();
+    wrlog_sq_fini (&vqp->sq);
+    wrlog_rq_fini (&vqp->rq);
+    free (vqp);
+    errno = saved;
+    return NULL;
+}
+
+struct ibv_qp *ibcr_create_qp_ex (struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
+{
+    if (a->comp_mask & ~(uint32_t)IBV_QP_INIT_ATTR_PD) {
+        if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+            ibcr_refuse ("ibv_wr_* send API (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)",
+                         "not virtualized yet; use ibv_post_send");
+        else
+            ibcr_refuse ("ibv_create_qp_ex attributes beyond a PD",
+                         "XRC, RSS, TSO, creation flags cannot be rebuilt");
+        return NULL;
+    }
+    if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct ibv_qp_init_attr ia = {
+        .qp_context = a->qp_context, .send_cq = a->send_cq, .recv_cq = a->recv_cq,
+        .srq = a->srq, .cap = a->cap, .qp_type = a->qp_type, .sq_sig_all = a->sq_sig_all,
+    };
+    struct ibv_qp *qp = ibcr_create_qp (a->pd, &ia);
+    if (qp)
+        a->cap = ia.cap;
+    return qp;
+}
+
+struct ibv_qp_ex *ibcr_qp_to_qp_ex (struct ibv_qp *qp)
+{
+    ibcr_refuse ("ibv_qp_to_qp_ex", "the ibv_wr_* send API is not virtualized yet; "
+                 "use ibv_post_send");
+    return NULL;
+}
+
+static void hist_add (struct ibcr_qp *vqp, const struct ibv_qp_attr *a, int mask)
+{
+    if ((mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RESET) {
+        vqp->nhist = 0;
+        return;
+    }
+    if (vqp->nhist == (int)(sizeof (vqp->hist) / sizeof (vqp->hist[0]))) {
+        /* Keep the first steps (the state walk) and the newest one. */
+        vqp->nhist--;
+    }
+    vqp->hist[vqp->nhist].attr = *a;
+    vqp->hist[vqp->nhist].mask = mask;
+    vqp->nhist++;
+}
+
+/* Rewrite virtual peer ids in a modify to the current real ones. */
+static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, bool rebuild)
+{
+    if (!(mask & (IBV_QP_AV | IBV_QP_DEST_QPN)))
+        return;
+    uint16_t vlid = (mask & IBV_QP_AV) ? a->ah_attr.dlid : vqp->peer_vlid;
+    uint32_t vqpn = (mask & IBV_QP_DEST_QPN) ? a->dest_qp_num : vqp->peer_vqpn;
+    const struct xl_qp *x = xlate_qp (vlid, vqpn);
+    if (!x) {
+        if (rebuild)
+            ibcr_log ("rebuild: peer LID %u QPN %u of QP %u is not in the id table; "
+                      "left as is", vlid, vqpn, vqp->vqpn);
+        return;
+    }
+    if (mask & IBV_QP_AV)
+        a->ah_attr.dlid = x->rlid;
+    if (mask & IBV_QP_DEST_QPN)
+        a->dest_qp_num = x->rqpn;
+    if (rebuild && (mask & IBV_QP_RQ_PSN))
+        a->rq_psn = x->psn;
+    vqp->peer_rank = x->rank;
+}
+
+int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+    struct ibcr_qp *vqp = vqp_of (qp);
+    struct ibv_qp_attr a = *attr;
+    gate_enter ();
+    if (mask & IBV_QP_AV) {
+        vqp->has_peer = qp->qp_type != IBV_QPT_UD;
+        vqp->peer_vlid = attr->ah_attr.dlid;
+        vqp->peer_global = attr->ah_attr.is_global;
+        vqp->peer_vgid = attr->ah_attr.grh.dgid;
+    }
+    if (mask & IBV_QP_DEST_QPN)
+        vqp->peer_vqpn = attr->dest_qp_num;
+    if (mask & IBV_QP_PORT)
+        vqp->port = attr->port_num;
+    if (ibcr_xlate)
+        modify_xlate (vqp, &a, mask, false);
+    int rc = ibcr_be.modify_qp (vqp->real, &a, mask);
+    if (rc == 0) {
+        hist_add (vqp, attr, mask);
+        if (mask & IBV_QP_STATE)
+            qp->state = attr->qp_state;
+    }
+    gate_leave ();
+    return rc;
+}
+
+/* Rebuild: walk the new real QP through the recorded modifies. */
+int ibcr_qp_connect_real (struct ibcr_qp *vqp)
+{
+    for (int i = 0; i < vqp->nhist; i++) {
+        struct ibv_qp_attr a = vqp->hist[i].attr;
+        int mask = vqp->hist[i].mask;
+        modify_xlate (vqp, &a, mask, true);
+        if (mask & IBV_QP_SQ_PSN)
+            a.sq_psn = vqp->psn;
+        int rc = ibcr_be.modify_qp (vqp->real, &a, mask);
+        if (rc) {
+            ibcr_log ("rebuild: replaying modify %d of QP %u failed: %s", i, vqp->vqpn,
+                      strerror (rc));
+            errno = rc;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ibcr_query_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+                   struct ibv_qp_init_attr *init)
+{
+    struct ibcr_qp *vqp = vqp_of (qp);
+    gate_enter ();
+    int rc = ibcr_be.query_qp (vqp->real, attr, mask, init);
+    gate_leave ();
+    if (rc)
+        return rc;
+    /* Answer in the application's ids. */
+    if (vqp->has_peer) {
+        attr->dest_qp_num = vqp->peer_vqpn;
+        attr->ah_attr.dlid = vqp->peer_vlid;
+    }
+    for (int i = vqp->nhist - 1; i >= 0; i--) {
+        if (vqp->hist[i].mask & IBV_QP_SQ_PSN) {
+            attr->sq_psn = vqp->hist[i].attr.sq_psn;
+            break;
+        }
+    }
+    if (init) {
+        struct ibv_qp_cap cap = init->cap;
+        *init = vqp->init;
+        init->cap = cap;
+    }
+    return 0;
+}
+
+int ibcr_destroy_qp (struct ibv_qp *qp)
+{
+    struct ibcr_qp *vqp = vqp_of (qp);
+    gate_enter ();
+    pthread_mutex_lock (&ibcr_lock);
+    int rc = ibcr_be.destroy_qp (vqp->real);
+    if (rc == 0) {
+        map_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
+        ibcr_list_del (&vqp->link);
+        ibcr_cq_grow (vqp->vscq, -(int)vqp->init.cap.max_send_wr);
+        if (!vqp->vsrq)
+            ibcr_cq_grow (vqp->vrcq, -(int)vqp->init.cap.max_recv_wr);
+    }
+    pthread_mutex_unlock (&ibcr_lock);
+    gate_leave ();
+    if (rc == 0) {
+        wrlog_sq_fini (&vqp->sq);
+        wrlog_rq_fini (&vqp->rq);
+        map_fini (&vqp->ud_sent);
+        map_fini (&vqp->ud_recv);
+        free (vqp);
+    }
+    return rc;
+}
+
+/* ---- completion accounting ---- */
+
+static bool is_send_completion (struct ibcr_qp *vqp, const struct ibv_wc *wc)
+{
+    if (wc->status == IBV_WC_SUCCESS)
+        return !(wc->opcode & IBV_WC_RECV);
+    /* The opcode of an error completion is undefined: tell by the queue. */
+    struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
+    return e && e->wr_id == wc->wr_id;
+}
+
+bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc)
+{
+    struct ibcr_qp *vqp = map_get (&vctx->qp_by_rqpn, wc->qp_num);
+    bool show = true;
+    if (!vqp)
+        return true;
+    if (is_send_completion (vqp, wc)) {
+        pthread_spin_lock (&vqp->slock);
+        struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
+        if (e) {
+            show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
+            if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah)
+                map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
+            wrlog_sq_pop (&vqp->sq);
+        }
+        pthread_spin_unlock (&vqp->slock);
+    } else {
+        if (vqp->vsrq) {
+            pthread_spin_lock (&vqp->vsrq->lock);
+            wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id);
+            pthread_spin_unlock (&vqp->vsrq->lock);
+        } else {
+            pthread_spin_lock (&vqp->rlock);
+            wrlog_rq_complete (&vqp->rq, wc->wr_id);
+            pthread_spin_unlock (&vqp->rlock);
+        }
+        if (wc->status == IBV_WC_SUCCESS) {
+            vqp->recv_done++;
+            if (ibcr_xlate) {
+                uint16_t vl;
+                uint32_t vq;
+                if (xlate_qp_rev (wc->slid, wc->src_qp, &vl, &vq)) {
+                    wc->slid = vl;
+                    wc->src_qp = vq;
+                }
+            }
+            if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD)
+                map_add (&vqp->ud_recv, xl_key (wc->slid, wc->src_qp), 1);
+        }
+    }
+    wc->qp_num = vqp->vqpn;
+    return show;
+}

@@ -1,0 +1,116 @@
+/* xlate.c - id translation tables (see xlate.h).
+ *
+ * Written only by the checkpoint thread while the gate is closed; read by
+ * application threads afterwards, so no lock is needed.
+ */
+#include "config.h"
+#include <errno.h>
+#include <stdlib.h>
+#include "ibcr.h"
+#include "xlate.h"
+
+static struct ibcr_map qps;     /* key -> struct xl_qp* */
+static struct ibcr_map rev;     /* real key -> virtual key + 1 */
+static struct ibcr_map lids;    /* vlid -> rlid + 1 */
+static struct ibcr_map rkeys;   /* (rank << 32 | vrkey) -> rrkey + 1 */
+
+void xlate_fini (void)
+{
+    for (long i = map_next (&qps, 0); i >= 0; i = map_next (&qps, i + 1))
+        free (qps.slot[i].val);
+    map_fini (&qps);
+    map_fini (&rev);
+    map_fini (&lids);
+    map_fini (&rkeys);
+}
+
+static int64_t geti (json_object *o, const char *k)
+{
+    json_object *v;
+    if (!json_object_object_get_ex (o, k, &v) || !json_object_is_type (v, json_type_int))
+        return -1;
+    return json_object_get_int64 (v);
+}
+
+int xlate_load (json_object *procs)
+{
+    xlate_fini ();
+    if (!json_object_is_type (procs, json_type_array))
+        goto bad;
+    for (size_t p = 0; p < json_object_array_length (procs); p++) {
+        json_object *proc = json_object_array_get_idx (procs, p), *a;
+        int64_t rank = geti (proc, "rank");
+        if (rank < 0)
+            goto bad;
+        if (json_object_object_get_ex (proc, "qps", &a)) {
+            for (size_t i = 0; i < json_object_array_length (a); i++) {
+                json_object *q = json_object_array_get_idx (a, i);
+                int64_t vlid = geti (q, "vlid"), vqpn = geti (q, "vqpn");
+                int64_t rlid = geti (q, "rlid"), rqpn = geti (q, "rqpn");
+                int64_t psn = geti (q, "psn");
+                if (vlid < 0 || vqpn < 0 || rlid < 0 || rqpn < 0 || psn < 0)
+                    goto bad;
+                struct xl_qp *x = malloc (sizeof (*x));
+                if (!x)
+                    return -1;
+                x->rlid = rlid;
+                x->rqpn = rqpn;
+                x->psn = psn;
+                x->rank = rank;
+                uint64_t k = xl_key (vlid, vqpn);
+                free (map_get (&qps, k));
+                if (map_put (&qps, k, x) < 0
+                    || map_put (&rev, xl_key (rlid, rqpn), (void *)(uintptr_t)(k + 1)) < 0
+                    || map_put (&lids, vlid, (void *)(uintptr_t)(rlid + 1)) < 0)
+                    return -1;
+            }
+        }
+        if (json_object_object_get_ex (proc, "mrs", &a)) {
+            for (size_t i = 0; i < json_object_array_length (a); i++) {
+                json_object *m = json_object_array_get_idx (a, i);
+                int64_t v = geti (m, "vrkey"), r = geti (m, "rrkey");
+                if (v < 0 || r < 0)
+                    goto bad;
+                if (map_put (&rkeys, ((uint64_t)rank << 32) | (uint32_t)v,
+                             (void *)(uintptr_t)((uint64_t)r + 1)) < 0)
+                    return -1;
+            }
+        }
+    }
+    return 0;
+bad:
+    ibcr_log ("rebuild: malformed id table from the coordinator; QPs stay unconnected");
+    errno = EPROTO;
+    return -1;
+}
+
+const struct xl_qp *xlate_qp (uint16_t vlid, uint32_t vqpn)
+{
+    return map_get (&qps, xl_key (vlid, vqpn));
+}
+
+bool xlate_qp_rev (uint16_t rlid, uint32_t rqpn, uint16_t *vlid, uint32_t *vqpn)
+{
+    uint64_t k = (uint64_t)(uintptr_t)map_get (&rev, xl_key (rlid, rqpn));
+    if (!k)
+        return false;
+    k--;
+    *vlid = k >> 32;
+    *vqpn = (uint32_t)k;
+    return true;
+}
+
+bool xlate_lid (uint16_t vlid, uint16_t *rlid)
+{
+    uintptr_t r = (uintptr_t)map_get (&lids, vlid);
+    if (!r)
+        return false;
+    *rlid = r - 1;
+    return true;
+}
+
+uint32_t xlate_rkey (int rank, uint32_t vrkey)
+{
+    uintptr_t r = (uintptr_t)map_get (&rkeys, ((uint64_t)(uint32_t)rank << 32) | vrkey);
+    return r ? (uint32_t)(r - 1) : vrkey;
+}

@@ -1,0 +1,38 @@
+/* xlate.h - the job-wide id tables of the last rebuild.
+ *
+ * After a rebuild every process knows, for every QP of the job, its virtual
+ * (LID, QPN) -> current real (LID, QPN), the PSN its new QP starts with and
+ * the rank that owns it; and for every rank, virtual rkey -> real rkey.
+ * Keys of QPs are (virtual LID << 32 | virtual QPN).
+ */
+#ifndef IBCR_XLATE_H
+#define IBCR_XLATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+struct xl_qp {
+    uint16_t rlid;
+    uint32_t rqpn;
+    uint32_t psn;
+    int rank;
+};
+
+static inline uint64_t xl_key (uint16_t lid, uint32_t qpn)
+{
+    return ((uint64_t)lid << 32) | qpn;
+}
+
+/* Replace the tables with those of a "ckpt-connect" message.  0 or -1+errno
+ * (EPROTO: malformed table, logged). */
+int xlate_load (json_object *procs);
+const struct xl_qp *xlate_qp (uint16_t vlid, uint32_t vqpn);
+/* Real (LID, QPN) -> virtual; false when unknown. */
+bool xlate_qp_rev (uint16_t rlid, uint32_t rqpn, uint16_t *vlid, uint32_t *vqpn);
+/* A virtual LID's current real LID (any QP of that LID; UD AHs only). */
+bool xlate_lid (uint16_t vlid, uint16_t *rlid);
+uint32_t xlate_rkey (int rank, uint32_t vrkey);
+void xlate_fini (void);
+
+#endif

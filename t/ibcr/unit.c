@@ -1,0 +1,142 @@
+/* unit.c - unit tests of libibcr's pure parts: the id map, the WR logs and
+ * the drain condition (compiled from lib/ibcr's sources; no device).
+ */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include <json-c/json.h>
+#include "tap.h"
+#include "ibcr/map.h"
+#include "ibcr/wrlog.h"
+#include "ibcr/drain.h"
+
+static void test_map (void)
+{
+    struct ibcr_map m;
+    int bad = 0;
+    map_init (&m);
+    for (uint64_t i = 0; i < 5000; i++)
+        if (map_put (&m, i * 7919, (void *)(uintptr_t)(i + 1)) < 0)
+            bad++;
+    ok (bad == 0 && m.len == 5000, "5000 keys stored");
+    for (uint64_t i = 0; i < 5000; i += 2)
+        map_del (&m, i * 7919);
+    bad = 0;
+    for (uint64_t i = 0; i < 5000; i++) {
+        uintptr_t v = (uintptr_t)map_get (&m, i * 7919);
+        if ((i % 2 == 0 && v != 0) || (i % 2 == 1 && v != i + 1))
+            bad++;
+    }
+    ok (bad == 0, "deleted keys gone, others intact");
+    map_add (&m, 42, 3);
+    map_add (&m, 42, 4);
+    ok (map_count (&m, 42) == 7, "counters add up");
+    map_fini (&m);
+}
+
+static void test_wrlog (void)
+{
+    struct wrlog_sq sq;
+    struct wrlog_rq rq;
+    char buf[64] = "inline payload";
+    struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 15, .lkey = 9 };
+    struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+                              .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_INLINE };
+    ok (wrlog_sq_init (&sq, 2, 2, 64) == 0, "send log made");
+    int bad = 0;
+    for (int i = 0; i < 10; i++) {
+        wr.wr_id = i;
+        wr.opcode = i % 2 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
+        wr.send_flags = i == 3 ? IBV_SEND_SIGNALED : IBV_SEND_INLINE;
+        if (!wrlog_sq_push (&sq, &wr, false))
+            bad++;
+    }
+    ok (bad == 0 && wrlog_sq_len (&sq) == 10, "log grows past its capacity");
+    ok (sq.posted == 10 && sq.rmsg_posted == 5, "posted and receive-consuming counts");
+    memset (buf, 'X', sizeof (buf));
+    struct wrlog_send *e = wrlog_sq_at (&sq, 0);
+    ok (e->inl_len == 15 && memcmp (wrlog_inl (e), "inline payload", 15) == 0,
+        "inline bytes kept although the buffer was reused");
+    ok (wrlog_sq_at (&sq, 3)->app_signaled && !wrlog_sq_at (&sq, 2)->app_signaled,
+        "signaled flag kept per WR");
+    wrlog_sq_unpush (&sq, 2);
+    ok (sq.posted == 8 && wrlog_sq_len (&sq) == 8, "unpush drops the newest");
+    wrlog_sq_pop (&sq);
+    wrlog_sq_pop (&sq);
+    ok (sq.done == 2 && sq.rmsg_done == 1 && wrlog_sq_at (&sq, 0)->wr_id == 2,
+        "pop completes in order and counts");
+    wr.num_sge = 3;
+    ok (!wrlog_sq_push (&sq, &wr, false), "more sges than the QP has is refused");
+    wrlog_sq_fini (&sq);
+
+    struct ibv_recv_wr rw = { .sg_list = &sge, .num_sge = 1 };
+    ok (wrlog_rq_init (&rq, 4, 1) == 0, "receive log made");
+    for (int i = 0; i < 6; i++) {
+        rw.wr_id = 100 + i;
+        wrlog_rq_push (&rq, &rw);
+    }
+    ok (wrlog_rq_complete (&rq, 103) == 0 && wrlog_rq_len (&rq) == 5,
+        "an SRQ completion out of order removes its own entry");
+    ok (wrlog_rq_at (&rq, 0)->wr_id == 100 && wrlog_rq_at (&rq, 3)->wr_id == 104,
+        "others keep their order");
+    ok (wrlog_rq_complete (&rq, 999) < 0, "unknown wr_id reported");
+    wrlog_rq_fini (&rq);
+}
+
+static json_object *qp (int lid, int qpn, int plid, int pqpn, int posted, int done,
+                        int rmsg_done, int recv_done, int rq_avail, int head_recv)
+{
+    char s[512];
+    snprintf (s, sizeof (s),
+              "{\"vlid\":%d,\"vqpn\":%d,\"type\":\"rc\",\"has_peer\":1,\"peer_vlid\":%d,"
+              "\"peer_vqpn\":%d,\"sq_posted\":%d,\"sq_done\":%d,\"rmsg_done\":%d,"
+              "\"recv_done\":%d,\"rq_avail\":%d,\"head_needs_recv\":%d}",
+              lid, qpn, plid, pqpn, posted, done, rmsg_done, recv_done, rq_avail, head_recv);
+    return json_tokener_parse (s);
+}
+
+static int eval (json_object *a, json_object *b)
+{
+    json_object *r[2];
+    char why[256] = "";
+    for (int i = 0; i < 2; i++) {
+        r[i] = json_object_new_object ();
+        json_object *arr = json_object_new_array ();
+        json_object_array_add (arr, i ? b : a);
+        json_object_object_add (r[i], "qps", arr);
+    }
+    int rc = drain_done (r, 2, why, sizeof (why));
+    if (rc == 0)
+        diag ("waits: %s", why);
+    json_object_put (r[0]);
+    json_object_put (r[1]);
+    return rc;
+}
+
+static void test_drain (void)
+{
+    ok (eval (qp (1, 10, 2, 20, 5, 5, 5, 3, 4, 0), qp (2, 20, 1, 10, 3, 3, 3, 5, 4, 0)) == 1,
+        "all acknowledged: drained");
+    ok (eval (qp (1, 10, 2, 20, 5, 4, 4, 3, 4, 0), qp (2, 20, 1, 10, 3, 3, 3, 5, 4, 0)) == 0,
+        "delivered but not yet acknowledged: another round");
+    ok (eval (qp (1, 10, 2, 20, 6, 5, 5, 3, 4, 1), qp (2, 20, 1, 10, 3, 3, 3, 5, 4, 0)) == 0,
+        "undelivered send while the peer has receives: in flight");
+    ok (eval (qp (1, 10, 2, 20, 6, 5, 5, 3, 4, 1), qp (2, 20, 1, 10, 3, 3, 3, 5, 0, 0)) == 1,
+        "undelivered send and no receive at the peer: RNR, kept for repost");
+    ok (eval (qp (1, 10, 2, 20, 6, 5, 5, 3, 4, 0), qp (2, 20, 1, 10, 3, 3, 3, 5, 0, 0)) == 0,
+        "pending RDMA op is never left behind");
+    json_object *bad[1] = { json_object_new_object () };
+    char why[64];
+    ok (drain_done (bad, 1, why, sizeof (why)) < 0, "a report without qps is malformed");
+    json_object_put (bad[0]);
+}
+
+int main (void)
+{
+    plan (NO_PLAN);
+    test_map ();
+    test_wrlog ();
+    test_drain ();
+    done_testing ();
+    return exit_status ();
+}
