@@ -1,1 +1,46 @@
-# softib's own C test programs
+# softib's own C test programs (see t/Makefile.am).
+#
+# The verbs workload tools link the system libibverbs at build time; tests
+# select the device at run time with LD_LIBRARY_PATH (softib's drop-in, a
+# real HCA's provider, or libibcr on top).  libvw holds the parts that
+# libibcr's tests reuse.
+
+check_LTLIBRARIES += softib/libvw.la
+softib_libvw_la_SOURCES = \
+	softib/vw_pattern.c softib/vw_pattern.h \
+	softib/vw_opts.c softib/vw_opts.h \
+	softib/vw_oob.c softib/vw_oob.h \
+	softib/vw_verbs.c softib/vw_verbs.h
+softib_libvw_la_LIBADD = -libverbs
+
+check_PROGRAMS += softib/verbs_stream
+softib_verbs_stream_SOURCES = \
+	softib/verbs_stream.c softib/vw_stream.h \
+	softib/vw_setup.c softib/vw_client.c softib/vw_server.c
+softib_verbs_stream_LDADD = softib/libvw.la -libverbs $(AX_PTHREAD_LIBS)
+
+# Single-process error-case programs (TAP); run by t1103-softib-errors.t
+# with the device selected.
+check_LTLIBRARIES += softib/libvwpair.la
+softib_libvwpair_la_SOURCES = softib/vw_pair.c softib/vw_pair.h
+softib_libvwpair_la_LIBADD = softib/libvw.la -libverbs
+
+VW_ERR_LDADD = softib/libvwpair.la softib/libvw.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
+check_PROGRAMS += softib/err_access softib/err_state softib/err_rnr \
+	softib/err_flush softib/err_unsupported
+softib_err_access_SOURCES = softib/err_access.c
+softib_err_access_LDADD = $(VW_ERR_LDADD)
+softib_err_state_SOURCES = softib/err_state.c
+softib_err_state_LDADD = $(VW_ERR_LDADD)
+softib_err_rnr_SOURCES = softib/err_rnr.c
+softib_err_rnr_LDADD = $(VW_ERR_LDADD)
+softib_err_flush_SOURCES = softib/err_flush.c
+softib_err_flush_LDADD = $(VW_ERR_LDADD)
+softib_err_unsupported_SOURCES = softib/err_unsupported.c
+softib_err_unsupported_LDADD = $(VW_ERR_LDADD)
+
+# The tools' own logic, no device needed.
+TESTS += softib/vw_unit.t
+check_PROGRAMS += softib/vw_unit.t
+softib_vw_unit_t_SOURCES = softib/vw_unit.c
+softib_vw_unit_t_LDADD = softib/libvw.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
