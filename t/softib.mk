@@ -1,1 +1,4 @@
-# softib tests (see t/Makefile.am)
+# softib tests (see t/Makefile.am): Debian's unmodified verbs tools and
+# perftest running on softib's drop-in libibverbs.so.1.
+TESTS += \
+	t1001-softib-devices.t

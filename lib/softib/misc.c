@@ -1,0 +1,219 @@
+/*
+ * misc.c - the rest of the exported ABI: fork helpers, sysfs helpers,
+ * kernel-ABI copy helpers, import/ECE/multicast verbs softib refuses, and
+ * the IBVERBS_1.0 compatibility symbols.
+ *
+ * Refusals are explicit (EOPNOTSUPP), never silent success.  The 1.0
+ * symbols served binaries linked against libibverbs 1.0 (2006) with
+ * other struct layouts; softib does not emulate that ABI, so each fails
+ * cleanly instead of corrupting memory.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "softib.h"
+
+SIB_EXPORT int ibv_fork_init(void)
+{
+	return 0;	/* no pinned pages: fork is always safe */
+}
+
+SIB_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return IBV_FORK_UNNEEDED;
+}
+
+/* driver.h prototypes (not installed by libibverbs-dev) */
+SIB_EXPORT int ibv_dontfork_range(void *base, size_t size);
+SIB_EXPORT int ibv_dofork_range(void *base, size_t size);
+SIB_EXPORT const char *ibv_get_sysfs_path(void);
+SIB_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file,
+				   char *buf, size_t size);
+SIB_EXPORT void ibv_copy_qp_attr_from_kern(void *dst, void *src);
+SIB_EXPORT void ibv_copy_ah_attr_from_kern(void *dst, void *src);
+SIB_EXPORT void ibv_copy_path_rec_from_kern(void *dst, void *src);
+SIB_EXPORT void ibv_copy_path_rec_to_kern(void *dst, void *src);
+SIB_EXPORT void sib_compat_register_driver(const char *name, void *init);
+
+int ibv_dontfork_range(void *base, size_t size)
+{
+	return 0;
+}
+
+int ibv_dofork_range(void *base, size_t size)
+{
+	return 0;
+}
+
+const char *ibv_get_sysfs_path(void)
+{
+	return "/sys";
+}
+
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
+			size_t size)
+{
+	errno = ENOENT;	/* softib has no sysfs presence */
+	return -1;
+}
+
+/* kernel uverbs structures never reach softib: nothing to convert */
+void ibv_copy_qp_attr_from_kern(void *dst, void *src)
+{
+}
+
+void ibv_copy_ah_attr_from_kern(void *dst, void *src)
+{
+}
+
+void ibv_copy_path_rec_from_kern(void *dst, void *src)
+{
+}
+
+void ibv_copy_path_rec_to_kern(void *dst, void *src)
+{
+}
+
+/* ibv_register_driver@IBVERBS_1.1: old providers register here */
+__attribute__((symver("ibv_register_driver@IBVERBS_1.1")))
+void sib_compat_register_driver(const char *name, void *init)
+{
+	sib_log("provider '%s' ignored: softib is the only device",
+		name ? name : "?");
+}
+
+SIB_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+				uint16_t lid)
+{
+	return EOPNOTSUPP;	/* multicast */
+}
+
+SIB_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+				uint16_t lid)
+{
+	return EOPNOTSUPP;
+}
+
+SIB_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *c,
+					   struct ibv_ah_attr *attr,
+					   uint8_t eth_mac[6],
+					   uint16_t *vid)
+{
+	return EOPNOTSUPP;	/* the port is InfiniBand, not Ethernet */
+}
+
+SIB_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SIB_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *c, uint32_t h)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SIB_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+{
+}
+
+SIB_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t h)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SIB_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+}
+
+SIB_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *c, uint32_t h)
+{
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+SIB_EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+{
+}
+
+SIB_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	return EOPNOTSUPP;
+}
+
+SIB_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	return EOPNOTSUPP;
+}
+
+/* ---- IBVERBS_1.0 ---- */
+
+#define COMPAT_PTR(name) \
+	SIB_EXPORT void *sib_compat10_##name(void); \
+	__attribute__((symver("ibv_" #name "@IBVERBS_1.0"))) \
+	void *sib_compat10_##name(void) \
+	{ \
+		sib_log("ibv_" #name "@IBVERBS_1.0: the libibverbs 1.0 ABI " \
+			"is not supported; rebuild the program"); \
+		errno = EOPNOTSUPP; \
+		return NULL; \
+	}
+#define COMPAT_INT(name) \
+	SIB_EXPORT int sib_compat10_##name(void); \
+	__attribute__((symver("ibv_" #name "@IBVERBS_1.0"))) \
+	int sib_compat10_##name(void) \
+	{ \
+		sib_log("ibv_" #name "@IBVERBS_1.0: the libibverbs 1.0 ABI " \
+			"is not supported; rebuild the program"); \
+		errno = EOPNOTSUPP; \
+		return EOPNOTSUPP; \
+	}
+#define COMPAT_VOID(name) \
+	SIB_EXPORT void sib_compat10_##name(void); \
+	__attribute__((symver("ibv_" #name "@IBVERBS_1.0"))) \
+	void sib_compat10_##name(void) \
+	{ \
+	}
+
+COMPAT_VOID(ack_async_event)
+COMPAT_VOID(ack_cq_events)
+COMPAT_PTR(alloc_pd)
+COMPAT_INT(attach_mcast)
+COMPAT_INT(close_device)
+COMPAT_PTR(create_ah)
+COMPAT_PTR(create_cq)
+COMPAT_PTR(create_qp)
+COMPAT_PTR(create_srq)
+COMPAT_INT(dealloc_pd)
+COMPAT_INT(dereg_mr)
+COMPAT_INT(destroy_ah)
+COMPAT_INT(destroy_cq)
+COMPAT_INT(destroy_qp)
+COMPAT_INT(destroy_srq)
+COMPAT_INT(detach_mcast)
+COMPAT_VOID(free_device_list)
+COMPAT_INT(get_async_event)
+COMPAT_INT(get_cq_event)
+COMPAT_INT(get_device_guid)
+COMPAT_PTR(get_device_list)
+COMPAT_PTR(get_device_name)
+COMPAT_INT(modify_qp)
+COMPAT_INT(modify_srq)
+COMPAT_PTR(open_device)
+COMPAT_INT(query_device)
+COMPAT_INT(query_gid)
+COMPAT_INT(query_pkey)
+COMPAT_INT(query_port)
+COMPAT_INT(query_qp)
+COMPAT_INT(query_srq)
+COMPAT_PTR(reg_mr)
+COMPAT_INT(resize_cq)
+
+/* default versions; IBVERBS_1.0 ones are in misc.c */
+SIB_V11(ibv_attach_mcast);
+SIB_V11(ibv_detach_mcast);

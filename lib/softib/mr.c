@@ -1,0 +1,247 @@
+/*
+ * mr.c - protection domains and memory regions.
+ *
+ * An MR's lkey and rkey are the same 32-bit key: table index << 8 | a
+ * generation byte, so a stale key from a deregistered region misses
+ * instead of hitting its successor.  Remote access (WRITE, READ, atomics)
+ * is checked against the MR's access flags, its PD and its bounds; a
+ * failed check is reported by the caller as the IB status it passes in.
+ * Deregistration goes through the progress thread so no incoming RDMA
+ * WRITE is still placing bytes into the region when it returns.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "softib.h"
+
+SIB_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *c)
+{
+	struct sib_pd *pd = calloc(1, sizeof(*pd));
+
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->pd.context = c;
+	pd->pd.handle = 0;
+	return &pd->pd;
+}
+
+SIB_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	if (!pd)
+		return EINVAL;
+	free(pd);
+	return 0;
+}
+
+static int table_insert(struct sib_ctx *ctx, struct sib_mr *mr)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&ctx->lock);
+	for (i = 1; i < ctx->nmrs; i++)
+		if (!ctx->mrs[i])
+			break;
+	if (i >= ctx->nmrs) {
+		uint32_t n = ctx->nmrs ? ctx->nmrs * 2 : 64;
+		struct sib_mr **t;
+
+		if (n > (1u << 24)) {
+			pthread_mutex_unlock(&ctx->lock);
+			errno = ENOMEM;
+			return -1;
+		}
+		t = realloc(ctx->mrs, n * sizeof(*t));
+		if (!t) {
+			pthread_mutex_unlock(&ctx->lock);
+			errno = ENOMEM;
+			return -1;
+		}
+		memset(t + ctx->nmrs, 0, (n - ctx->nmrs) * sizeof(*t));
+		ctx->mrs = t;
+		i = ctx->nmrs ? ctx->nmrs : 1;
+		ctx->nmrs = n;
+	}
+	ctx->mrs[i] = mr;
+	mr->idx = i;
+	ctx->mr_gen++;
+	mr->mr.lkey = mr->mr.rkey = (i << 8) | (ctx->mr_gen & 0xff);
+	pthread_mutex_unlock(&ctx->lock);
+	return 0;
+}
+
+struct sib_mr *sib_mr_lookup(struct sib_ctx *ctx, uint32_t key)
+{
+	uint32_t i = key >> 8;
+
+	if (i == 0 || i >= ctx->nmrs || !ctx->mrs[i]
+	    || ctx->mrs[i]->mr.lkey != key)
+		return NULL;
+	return ctx->mrs[i];
+}
+
+void *sib_mr_check(struct sib_ctx *ctx, struct ibv_pd *pd, uint32_t key,
+		   uint64_t addr, uint64_t len, int need,
+		   enum ibv_wc_status fail, enum ibv_wc_status *status)
+{
+	struct sib_mr *mr;
+	void *p = NULL;
+
+	pthread_mutex_lock(&ctx->lock);
+	mr = sib_mr_lookup(ctx, key);
+	if (!mr || mr->mr.pd != pd || (mr->access & need) != need)
+		goto out;
+	if (addr < mr->iova || len > mr->mr.length
+	    || addr - mr->iova > mr->mr.length - len)
+		goto out;
+	p = (char *)mr->mr.addr + (addr - mr->iova);
+out:
+	pthread_mutex_unlock(&ctx->lock);
+	if (!p)
+		*status = fail;
+	return p;
+}
+
+void sib_mr_table_free(struct sib_ctx *ctx)
+{
+	free(ctx->mrs);
+	ctx->mrs = NULL;
+	ctx->nmrs = 0;
+}
+
+static const int sib_mr_known_access = IBV_ACCESS_LOCAL_WRITE
+	| IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
+	| IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
+
+static struct ibv_mr *mr_register(struct ibv_pd *pd, void *addr, size_t len,
+				  uint64_t iova, unsigned int access)
+{
+	struct sib_ctx *ctx;
+	struct sib_mr *mr;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (access & IBV_ACCESS_ON_DEMAND) {
+		errno = EOPNOTSUPP;	/* ODP is not emulated */
+		return NULL;
+	}
+	if (access & ~(unsigned int)sib_mr_known_access) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* IB spec: remote write or atomic requires local write */
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC))
+	    && !(access & IBV_ACCESS_LOCAL_WRITE)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!addr && len) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ctx = sib_ctx_of(pd->context);
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mr->mr.context = pd->context;
+	mr->mr.pd = pd;
+	mr->mr.addr = addr;
+	mr->mr.length = len;
+	mr->iova = iova;
+	mr->access = (int)access;
+	if (table_insert(ctx, mr) < 0) {
+		free(mr);
+		return NULL;
+	}
+	return &mr->mr;
+}
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+SIB_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
+				     size_t length, int access)
+{
+	return mr_register(pd, addr, length, (uintptr_t)addr,
+			   (unsigned int)access);
+}
+
+SIB_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
+					  size_t length, uint64_t iova,
+					  int access)
+{
+	return mr_register(pd, addr, length, iova, (unsigned int)access);
+}
+
+SIB_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+					   size_t length, uint64_t iova,
+					   unsigned int access)
+{
+	return mr_register(pd, addr, length, iova, access);
+}
+
+SIB_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd,
+					    uint64_t offset, size_t length,
+					    uint64_t iova, int fd, int access)
+{
+	errno = EOPNOTSUPP;	/* no device memory behind softib */
+	return NULL;
+}
+
+SIB_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct sib_mr *mr = (struct sib_mr *)ibmr;
+	struct sib_ctx *ctx;
+
+	if (!ibmr)
+		return EINVAL;
+	ctx = sib_ctx_of(ibmr->context);
+	pthread_mutex_lock(&ctx->lock);
+	if (mr->idx < ctx->nmrs && ctx->mrs[mr->idx] == mr)
+		ctx->mrs[mr->idx] = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	/* wait until no connection is still placing data into it */
+	sib_progress_cmd(ctx, SIB_CMD_DEREG_MR, mr);
+	free(mr);
+	return 0;
+}
+
+SIB_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
+			    void *addr, size_t length, int access)
+{
+	struct sib_mr *mr = (struct sib_mr *)ibmr;
+	struct sib_ctx *ctx;
+
+	if (!ibmr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
+		return IBV_REREG_MR_ERR_INPUT;
+	if ((flags & IBV_REREG_MR_CHANGE_ACCESS)
+	    && (access & ~sib_mr_known_access))
+		return IBV_REREG_MR_ERR_INPUT;
+	ctx = sib_ctx_of(ibmr->context);
+	sib_progress_cmd(ctx, SIB_CMD_DEREG_MR, mr);
+	pthread_mutex_lock(&ctx->lock);
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		mr->mr.pd = pd;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		mr->mr.addr = addr;
+		mr->mr.length = length;
+		mr->iova = (uintptr_t)addr;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		mr->access = access;
+	pthread_mutex_unlock(&ctx->lock);
+	return 0;
+}
+
+/* default versions; IBVERBS_1.0 ones are in misc.c */
+SIB_V11(ibv_alloc_pd);
+SIB_V11(ibv_dealloc_pd);
+SIB_V11(ibv_reg_mr);
+SIB_V11(ibv_dereg_mr);

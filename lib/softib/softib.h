@@ -1,0 +1,376 @@
+/*
+ * softib.h - softib's internal types, limits and hidden functions.
+ *
+ * softib is a user-space verbs device built as a drop-in libibverbs.so.1.
+ * Everything declared here is internal (hidden visibility): softib never
+ * calls its own exported ibv_* entry points, so an LD_PRELOADed wrapper
+ * (libibcr) on top of it is never re-entered from inside.  All state hangs
+ * off a context (struct sib_ctx); there are no process-wide singletons, so
+ * two copies of the library loaded from two paths never share anything,
+ * and after the last ibv_close_device nothing (thread, fd, socket, mapping)
+ * is left behind.
+ *
+ * Addressing (see softib(7)):
+ *   host address  first non-loopback IPv4 (SOFTIB_ADDR / SOFTIB_IFACE)
+ *   LID           low 16 bits of that address
+ *   GID[0]        ::ffff:a.b.c.d
+ *   endpoint      one TCP listener per context on port_base + slot
+ *   QPN           slot << 12 | qp index
+ * so a peer reaches a QP knowing only (LID or GID, QPN).
+ */
+#ifndef SOFTIB_SOFTIB_H
+#define SOFTIB_SOFTIB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <sys/uio.h>
+#include <infiniband/verbs.h>
+
+#include "wire.h"
+
+#define SIB_HIDDEN __attribute__((visibility("hidden")))
+#define SIB_EXPORT __attribute__((visibility("default")))
+/* Names exported under both IBVERBS_1.0 and 1.1: the definition becomes
+ * the default 1.1 version only (misc.c defines the 1.0 ones). */
+#define SIB_V11(name) __asm__(".symver " #name ", " #name "@@@IBVERBS_1.1")
+
+#define SIB_DEV_NAME     "softib0"
+#define SIB_PORT_BASE    24576	/* default; SOFTIB_PORT_BASE overrides */
+#define SIB_SLOTS        4096	/* slot 0 unused: QPN 0/1 are special */
+#define SIB_QP_IDX_BITS  12
+#define SIB_MAX_QP       (1 << SIB_QP_IDX_BITS)
+#define SIB_MAX_SGE      16
+#define SIB_MAX_INLINE   1024
+#define SIB_MAX_WR       16384
+#define SIB_MAX_CQE      (1 << 22)
+#define SIB_MAX_RD_ATOM  16
+#define SIB_MTU_BYTES    4096
+#define SIB_GRH_BYTES    40
+#define SIB_VENDOR_ID    0x5342	/* "SB": matches no real vendor */
+#define SIB_VENDOR_PART  0x0001
+
+struct sib_ctx;
+struct sib_qp;
+struct sib_conn;
+
+/* ---- device (device.c) ---- */
+struct sib_dev {
+	struct ibv_device ibdev;
+	int refs;		/* list + open contexts */
+	uint64_t guid;
+};
+
+struct sib_addr {
+	uint32_t ip;		/* network order */
+	uint16_t lid;
+	union ibv_gid gid;
+};
+
+SIB_HIDDEN int sib_host_addr(struct sib_addr *a);
+SIB_HIDDEN uint32_t sib_lid_to_ip(const struct sib_ctx *ctx, uint16_t lid);
+SIB_HIDDEN bool sib_gid_to_ip(const union ibv_gid *gid, uint32_t *ip);
+SIB_HIDDEN void sib_ip_to_gid(uint32_t ip, union ibv_gid *gid);
+SIB_HIDDEN uint16_t sib_port_of_qpn(const struct sib_ctx *ctx, uint32_t qpn);
+SIB_HIDDEN void sib_dev_put(struct sib_dev *dev);
+
+/* ---- strings (strings.c) ---- */
+SIB_HIDDEN const char *sib_wc_status_str(enum ibv_wc_status st);
+SIB_HIDDEN const char *sib_event_str(enum ibv_event_type ev);
+
+/* ---- logging (device.c) ---- */
+SIB_HIDDEN void sib_log(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+/* ---- async events (device.c) ---- */
+SIB_HIDDEN void sib_async_event(struct sib_ctx *ctx, enum ibv_event_type type,
+				void *obj);
+
+/* ---- PD / MR (mr.c) ---- */
+struct sib_pd {
+	struct ibv_pd pd;
+};
+
+struct sib_mr {
+	struct ibv_mr mr;
+	uint64_t iova;
+	int access;
+	uint32_t idx;
+};
+
+SIB_HIDDEN struct sib_mr *sib_mr_lookup(struct sib_ctx *ctx, uint32_t key);
+/* Checks [addr, addr+len) against key's MR; returns the local pointer or
+ * NULL with *status set (IBV_WC_LOC_PROT_ERR or IBV_WC_REM_ACCESS_ERR). */
+SIB_HIDDEN void *sib_mr_check(struct sib_ctx *ctx, struct ibv_pd *pd,
+			      uint32_t key, uint64_t addr, uint64_t len,
+			      int need, enum ibv_wc_status fail,
+			      enum ibv_wc_status *status);
+SIB_HIDDEN void sib_mr_table_free(struct sib_ctx *ctx);
+
+/* ---- CQ and completion channels (cq.c) ---- */
+struct sib_chan_ev {
+	struct sib_chan_ev *next;
+	struct ibv_cq *cq;
+};
+
+struct sib_chan {
+	struct ibv_comp_channel ch;
+	pthread_mutex_t lock;
+	struct sib_chan_ev *head, *tail;
+};
+
+struct sib_cq {
+	struct ibv_cq_ex cqx;	/* ibv_cq is its prefix */
+	pthread_mutex_t lock;
+	struct ibv_wc *ring;
+	uint32_t size, head, tail;	/* entries = head - tail */
+	bool armed, solicited_only, overflowed;
+	struct ibv_wc cur;	/* ibv_cq_ex polling: current entry */
+	uint64_t wc_flags_ex;
+};
+
+SIB_HIDDEN void sib_cq_push(struct sib_cq *cq, const struct ibv_wc *wc,
+			    bool solicited);
+
+/* ---- SRQ and receive queues (srq.c) ---- */
+struct sib_rwqe {
+	uint64_t wr_id;
+	uint32_t nsge;
+	struct ibv_sge sge[SIB_MAX_SGE];
+};
+
+struct sib_rq {
+	struct sib_rwqe *ring;
+	uint32_t cap, head, tail;	/* entries = head - tail */
+	uint32_t max_sge;
+};
+
+struct sib_srq {
+	struct ibv_srq srq;
+	pthread_mutex_t lock;
+	struct sib_rq rq;
+	uint32_t limit;		/* armed when non-zero */
+};
+
+SIB_HIDDEN int sib_rq_init(struct sib_rq *rq, uint32_t max_wr,
+			   uint32_t max_sge);
+SIB_HIDDEN int sib_rq_post(struct sib_rq *rq, struct ibv_recv_wr *wr,
+			   struct ibv_recv_wr **bad);
+SIB_HIDDEN bool sib_rq_pop(struct sib_rq *rq, struct sib_rwqe *out);
+/* Takes one receive WQE for qp from its SRQ or RQ; false if none. */
+SIB_HIDDEN bool sib_take_recv(struct sib_qp *qp, struct sib_rwqe *out);
+
+/* ---- AH (ah.c) ---- */
+struct sib_ah {
+	struct ibv_ah ah;
+	struct ibv_ah_attr attr;
+	uint32_t ip;
+};
+
+/* ---- QP (qp.c, post.c) ---- */
+struct sib_swqe {
+	uint64_t wr_id;
+	uint32_t seq;
+	uint8_t op;		/* SIB_OP_* */
+	uint8_t signaled, solicited, sent;
+	uint32_t imm;		/* raw __be32 */
+	uint32_t len;
+	uint32_t nsge;
+	struct ibv_sge sge[SIB_MAX_SGE];
+	uint8_t *inl;		/* inline copy (points into qp->inl_pool) */
+	uint64_t raddr;
+	uint32_t rkey;
+	uint64_t cmp, swp;
+	/* UD */
+	uint32_t ud_ip, rqpn, qkey;
+	uint16_t ud_port;
+	uint8_t ud_grh;
+	struct sib_hdr hdr;	/* wire header, built at transmit */
+};
+
+enum sib_conn_kind {
+	SIB_CONN_PENDING,	/* accepted, HELLO not read yet */
+	SIB_CONN_RC_REQ,	/* our QP is the requester */
+	SIB_CONN_RC_RESP,	/* our QP is the responder */
+	SIB_CONN_UD_TX,		/* UD datagrams to a peer endpoint */
+	SIB_CONN_UD_RX,		/* UD datagrams from a peer endpoint */
+};
+
+struct sib_qp {
+	struct ibv_qp_ex qpx;	/* ibv_qp is its prefix */
+	struct sib_ctx *ctx;
+	uint32_t idx;
+	pthread_mutex_t lock;
+	enum ibv_qp_state state;
+	struct ibv_qp_attr attr;	/* attributes last set */
+	struct ibv_qp_cap cap;
+	bool sq_sig_all;
+	struct sib_cq *scq, *rcq;
+	struct sib_srq *srq;
+
+	/* send queue: done <= tx <= head (free-running counters) */
+	struct sib_swqe *sq;
+	uint32_t sq_cap, sq_head, sq_tx, sq_done;
+	size_t tx_off;		/* bytes of WQE sq_tx already written */
+	uint32_t next_seq;
+	uint8_t *inl_pool;
+	int rnr_left;
+	uint64_t rnr_until;	/* monotonic ns; 0 = not waiting */
+	bool rnr_rewind;	/* rewind to sq_done after the partial WQE */
+
+	struct sib_rq rq;
+
+	/* RC transport */
+	struct sib_conn *req;	/* requester connection (we send) */
+	struct sib_conn *resp;	/* responder connection (we receive) */
+	uint32_t peer_ip;
+	uint16_t peer_port;
+	uint32_t resp_expect;	/* next request seq the responder takes */
+	uint32_t resp_acked;	/* highest seq acknowledged + 1 */
+	bool resp_rnr_drop;	/* discarding until seq == resp_expect */
+	bool close_conns;	/* progress thread must drop connections */
+
+	/* ibv_wr_* API */
+	bool wr_err;
+	uint32_t wr_first;
+};
+
+/* qp.c */
+SIB_HIDDEN struct sib_qp *sib_qp_lookup(struct sib_ctx *ctx, uint32_t qpn);
+SIB_HIDDEN void sib_qp_error(struct sib_qp *qp, const char *why);
+SIB_HIDDEN void sib_qp_flush(struct sib_qp *qp);
+SIB_HIDDEN uint64_t sib_now_ns(void);
+SIB_HIDDEN uint64_t sib_rnr_ns(uint8_t timer);
+
+/* post.c */
+SIB_HIDDEN int sib_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			     struct ibv_send_wr **bad);
+SIB_HIDDEN int sib_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad);
+SIB_HIDDEN void sib_qp_ex_init(struct sib_qp *qp);
+SIB_HIDDEN void sib_tx_progress(struct sib_qp *qp);
+SIB_HIDDEN void sib_send_complete(struct sib_qp *qp, struct sib_swqe *w,
+				  enum ibv_wc_status st);
+SIB_HIDDEN void sib_sq_ack(struct sib_qp *qp, uint32_t seq_excl);
+
+/* ---- connections and progress thread (conn.c, progress.c) ---- */
+struct sib_conn {
+	int fd;
+	enum sib_conn_kind kind;
+	struct sib_ctx *ctx;
+	struct sib_qp *qp;	/* RC: owner (locks with qp->lock) */
+	struct sib_conn *next;	/* ctx->conns */
+	pthread_mutex_t lock;	/* UD_TX: obuf, shared by UD QPs */
+	uint32_t peer_ip;
+	uint16_t peer_port;
+	bool connecting, dead, out_armed, parked;
+	uint64_t retry_at, give_up_at;
+
+	/* receive side */
+	uint8_t *stage;
+	uint32_t st_len, st_off;
+	struct sib_hdr rh;
+	uint32_t rh_have;
+	bool in_payload;
+	struct iovec riov[SIB_MAX_SGE + 1];
+	int riovcnt;
+	uint64_t rleft;		/* payload bytes still to place */
+	uint64_t rdiscard;	/* payload bytes still to drop */
+	uint8_t small[64];	/* small payloads: HELLO, atomic result */
+	struct sib_rwqe rwqe;	/* receive WQE consumed by this message */
+	bool have_rwqe;
+	enum ibv_wc_status rstatus;
+	uint32_t rx_key;	/* rkey being written into, 0 if none */
+
+	/* send side byte queue (responses, UD datagrams) */
+	uint8_t *obuf;
+	size_t olen, ooff, ocap;
+};
+
+struct sib_cmd {
+	struct sib_cmd *next;
+	int type;
+	void *arg;
+	bool done;
+};
+
+enum { SIB_CMD_DESTROY_QP = 1, SIB_CMD_DEREG_MR, SIB_CMD_RESET_QP,
+	SIB_CMD_KICK };
+
+struct sib_ctx {
+	struct verbs_context vctx;	/* ibv_context is its last member */
+	struct sib_dev *dev;
+	struct sib_addr addr;
+	uint16_t port_base, slot, port;
+	pthread_mutex_t lock;	/* tables below */
+	struct sib_qp *qps[SIB_MAX_QP];
+	uint32_t qp_next;
+	struct sib_mr **mrs;
+	uint32_t nmrs;
+	uint32_t mr_gen;
+	struct sib_conn *conns;	/* all connections (progress thread frees) */
+
+	/* progress thread */
+	int epfd, listen_fd, wake_fd;
+	pthread_t thread;
+	bool stop;
+	pthread_mutex_t cmd_lock;
+	pthread_cond_t cmd_cond;
+	struct sib_cmd *cmds;
+
+	/* async events */
+	pthread_mutex_t ev_lock;
+	struct sib_async {
+		struct sib_async *next;
+		struct ibv_async_event ev;
+	} *ev_head, *ev_tail;
+};
+
+static inline struct sib_ctx *sib_ctx_of(struct ibv_context *c)
+{
+	return (struct sib_ctx *)((char *)c - offsetof(struct sib_ctx, vctx) -
+				  offsetof(struct verbs_context, context));
+}
+
+/* progress.c */
+SIB_HIDDEN int sib_progress_start(struct sib_ctx *ctx);
+SIB_HIDDEN void sib_progress_stop(struct sib_ctx *ctx);
+SIB_HIDDEN void sib_progress_cmd(struct sib_ctx *ctx, int type, void *arg);
+SIB_HIDDEN void sib_progress_kick(struct sib_ctx *ctx);
+
+/* conn.c */
+SIB_HIDDEN struct sib_conn *sib_conn_new(struct sib_ctx *ctx, int fd,
+					 enum sib_conn_kind kind);
+SIB_HIDDEN int sib_conn_connect(struct sib_conn *c, uint32_t ip,
+				uint16_t port);
+SIB_HIDDEN void sib_conn_kill(struct sib_conn *c, const char *why);
+SIB_HIDDEN void sib_conn_want_out(struct sib_conn *c, bool on);
+SIB_HIDDEN int sib_conn_flush(struct sib_conn *c);
+SIB_HIDDEN int sib_conn_queue(struct sib_conn *c, const void *a, size_t alen,
+			      const void *b, size_t blen);
+SIB_HIDDEN void sib_conn_event(struct sib_conn *c, uint32_t events);
+SIB_HIDDEN void sib_conn_timer(struct sib_conn *c, uint64_t now);
+SIB_HIDDEN void sib_conn_free(struct sib_conn *c);
+SIB_HIDDEN void sib_conn_resume(struct sib_conn *c);
+/* Ends a connection that sent something invalid (and its RC QP). */
+SIB_HIDDEN void sib_conn_garbage(struct sib_conn *c, const char *why);
+SIB_HIDDEN bool sib_hello_matches(struct sib_conn *c, struct sib_qp *qp);
+SIB_HIDDEN bool sib_sink_rwqe(struct sib_conn *c, struct sib_qp *qp,
+			      uint32_t skip, uint64_t len);
+
+/* ud.c */
+SIB_HIDDEN int sib_ud_send(struct sib_qp *qp, struct sib_swqe *w);
+SIB_HIDDEN void sib_ud_rx_header(struct sib_conn *c);
+SIB_HIDDEN void sib_ud_rx_done(struct sib_conn *c);
+
+/* resp.c: responder side of RC */
+SIB_HIDDEN void sib_resp_header(struct sib_conn *c);
+SIB_HIDDEN void sib_resp_done(struct sib_conn *c);
+SIB_HIDDEN void sib_resp_batch_end(struct sib_conn *c);
+/* req.c: requester side of RC (responses arriving) */
+SIB_HIDDEN void sib_req_header(struct sib_conn *c);
+SIB_HIDDEN void sib_req_done(struct sib_conn *c);
+SIB_HIDDEN void sib_req_lost(struct sib_qp *qp, const char *why);
+
+#endif
