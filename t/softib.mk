@@ -2,3 +2,4 @@
 # perftest running on softib's drop-in libibverbs.so.1.
 TESTS += \
 	t1001-softib-devices.t
+TESTS += t1002-softib-pingpong.t

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
 
@@ -125,6 +126,8 @@ void sib_cq_push(struct sib_cq *cq, const struct ibv_wc *wc, bool solicited)
 		cq->overflowed = true;
 	} else {
 		cq->ring[cq->head & (cq->size - 1)] = *wc;
+		if (cq->ts)
+			cq->ts[cq->head & (cq->size - 1)] = sib_now_ns();
 		cq->head++;
 		if (cq->armed && (!cq->solicited_only || solicited
 				  || wc->status != IBV_WC_SUCCESS)) {
@@ -153,8 +156,13 @@ static int sib_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	/* unlocked peek keeps empty polls (the common case in busy loops)
 	 * off the mutex */
-	if (__atomic_load_n(&cq->head, __ATOMIC_ACQUIRE) == cq->tail)
+	if (__atomic_load_n(&cq->head, __ATOMIC_ACQUIRE) == cq->tail) {
+		/* a busy-polling application must leave the CPU to the
+		 * progress thread that produces its completions: with few
+		 * cores the two would otherwise take turns per time slice */
+		sched_yield();
 		return 0;
+	}
 	pthread_mutex_lock(&cq->lock);
 	while (i < n && cq->tail != cq->head) {
 		wc[i++] = cq->ring[cq->tail & (cq->size - 1)];
@@ -187,6 +195,7 @@ static int cqx_take(struct sib_cq *cq)
 	if (cq->tail == cq->head)
 		return ENOENT;
 	cq->cur = cq->ring[cq->tail & (cq->size - 1)];
+	cq->cur_ts = cq->ts ? cq->ts[cq->tail & (cq->size - 1)] : 0;
 	cq->tail++;
 	cq->cqx.status = cq->cur.status;
 	cq->cqx.wr_id = cq->cur.wr_id;
@@ -200,6 +209,10 @@ static int cqx_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
+	if (__atomic_load_n(&cq->head, __ATOMIC_ACQUIRE) == cq->tail) {
+		sched_yield();	/* see sib_poll_cq */
+		return ENOENT;
+	}
 	pthread_mutex_lock(&cq->lock);
 	rc = cqx_take(cq);
 	if (rc)
@@ -267,9 +280,10 @@ static uint8_t cqx_dlid_path_bits(struct ibv_cq_ex *c)
 	return cqx_of(c)->cur.dlid_path_bits;
 }
 
+/* hca_core_clock is 1 GHz: the raw timestamp is in nanoseconds */
 static uint64_t cqx_ts(struct ibv_cq_ex *c)
 {
-	return sib_now_ns();
+	return cqx_of(c)->cur_ts;
 }
 
 /* ---- create / destroy ---- */
@@ -362,6 +376,16 @@ static struct ibv_cq_ex *sib_create_cq_ex(struct ibv_context *c,
 		    (int)a->comp_vector);
 	if (!cq)
 		return NULL;
+	if (a->wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+			   | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)) {
+		cq->ts = calloc(cq->size, sizeof(*cq->ts));
+		if (!cq->ts) {
+			free(cq->ring);
+			free(cq);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
 	cq->wc_flags_ex = a->wc_flags;
 	return &cq->cqx;
 }
@@ -370,6 +394,7 @@ SIB_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
 	struct sib_cq *cq = (struct sib_cq *)ibcq;
 	struct ibv_wc *ring;
+	uint64_t *ts;
 	uint32_t size = 1, n, i;
 
 	if (!ibcq || cqe < 1 || cqe > SIB_MAX_CQE)
@@ -383,13 +408,21 @@ SIB_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 		return EINVAL;	/* would drop unpolled completions */
 	}
 	ring = calloc(size, sizeof(*ring));
-	if (!ring) {
+	ts = cq->ts ? calloc(size, sizeof(*ts)) : NULL;
+	if (!ring || (cq->ts && !ts)) {
 		pthread_mutex_unlock(&cq->lock);
+		free(ring);
+		free(ts);
 		return ENOMEM;
 	}
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		ring[i] = cq->ring[(cq->tail + i) & (cq->size - 1)];
+		if (ts)
+			ts[i] = cq->ts[(cq->tail + i) & (cq->size - 1)];
+	}
 	free(cq->ring);
+	free(cq->ts);
+	cq->ts = ts;
 	cq->ring = ring;
 	cq->size = size;
 	cq->tail = 0;
@@ -427,6 +460,7 @@ SIB_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 		__atomic_sub_fetch(&ch->ch.refcnt, 1, __ATOMIC_RELAXED);
 	}
 	free(cq->ring);
+	free(cq->ts);
 	pthread_mutex_destroy(&cq->lock);
 	pthread_mutex_destroy(&cq->cqx.mutex);
 	pthread_cond_destroy(&cq->cqx.cond);

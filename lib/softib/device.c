@@ -270,6 +270,8 @@ static int sib_query_device_ex(struct ibv_context *c,
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
 	fill_device_attr(sib_ctx_of(c), &ex.orig_attr);
+	ex.completion_timestamp_mask = UINT64_MAX;
+	ex.hca_core_clock = 1000000;	/* kHz: timestamps are in ns */
 	ex.max_dm_size = 0;
 	ex.raw_packet_caps = 0;
 	ex.pci_atomic_caps.fetch_add = 0;

@@ -126,7 +126,9 @@ struct sib_cq {
 	struct ibv_wc *ring;
 	uint32_t size, head, tail;	/* entries = head - tail */
 	bool armed, solicited_only, overflowed;
+	uint64_t *ts;		/* completion times (ns), if asked for */
 	struct ibv_wc cur;	/* ibv_cq_ex polling: current entry */
+	uint64_t cur_ts;
 	uint64_t wc_flags_ex;
 };
 
