@@ -71,11 +71,13 @@ slurm_node_addr() {
 }
 
 # ibcr_slurm_free_ports_ COUNT: print COUNT distinct TCP ports nobody
-# listens on, from a random start so concurrent tests rarely race.
+# uses, from a random start so concurrent tests rarely race, below the
+# kernel's ephemeral range (32768-60999) so no outgoing connection takes
+# one between this check and the daemon's bind.
 ibcr_slurm_free_ports_() {
 	ibcr_fp_want=$1
 	ibcr_fp_busy=" $(ss -Htan 2>/dev/null | awk '{ n = split($4, a, ":"); printf "%s ", a[n] }')"
-	ibcr_fp_p=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom) % 30000 ))
+	ibcr_fp_p=$(( 10000 + $(od -An -N2 -tu2 /dev/urandom) % 22000 ))
 	ibcr_fp_got=0
 	while test $ibcr_fp_got -lt "$ibcr_fp_want"; do
 		case "$ibcr_fp_busy" in
@@ -264,6 +266,20 @@ ibcr_slurm_wait_idle_() {
 }
 
 slurm_start() {
+	ibcr_slurm_start_once_ "$@"
+	ibcr_ss_rc=$?
+	if test $ibcr_ss_rc -eq 2; then
+		# Another program took one of our free ports before the daemon
+		# bound it: start again on fresh ports, once.
+		echo "slurm_start: a port was taken meanwhile; retrying with new ports" >&2
+		slurm_stop
+		ibcr_slurm_start_once_ "$@"
+		ibcr_ss_rc=$?
+	fi
+	return $ibcr_ss_rc
+}
+
+ibcr_slurm_start_once_() {
 	if test -n "$ibcr_slurm_tag"; then
 		echo "slurm_start: a cluster is already running; slurm_stop it first" >&2
 		return 1
@@ -324,7 +340,7 @@ slurm_start() {
 	}
 	ibcr_slurm_write_conf_ || return 1
 
-	mungekey --create --keyfile="$IBCR_SLURM_DIR/munge-key/munge.key" || {
+	mungekey --create --force --keyfile="$IBCR_SLURM_DIR/munge-key/munge.key" || {
 		echo "slurm_start: mungekey failed" >&2
 		return 1
 	}
@@ -360,6 +376,9 @@ slurm_start() {
 		ibcr_i=$((ibcr_i + 1))
 	done
 	ibcr_slurm_wait_idle_ 300 || {
+		if grep -qs "Address already in use" "$IBCR_SLURM_DIR"/log/*; then
+			return 2
+		fi
 		slurm_logs >&2
 		return 1
 	}
