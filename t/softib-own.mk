@@ -44,3 +44,7 @@ TESTS += softib/vw_unit.t
 check_PROGRAMS += softib/vw_unit.t
 softib_vw_unit_t_SOURCES = softib/vw_unit.c
 softib_vw_unit_t_LDADD = softib/libvw.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
+
+# Sharness tests of softib with these tools.
+TESTS += t1101-softib-stream.t t1103-softib-errors.t
+EXTRA_DIST += softib/vw.sh

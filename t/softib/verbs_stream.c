@@ -112,7 +112,9 @@ static int handshake (struct vw_run *r)
         if (vw_opts_load (&r->o, line + strlen (VW_PROTO) + 1, err, sizeof (err)) < 0)
             vw_die (r, "%s", err);
     } else {
-        fd = vw_oob_connect (r->o.host, r->o.port, r->o.timeout * 1000, err,
+        /* Half the run's time for the server to come up, so that the
+         * failure names the connection, not the watchdog. */
+        fd = vw_oob_connect (r->o.host, r->o.port, r->o.timeout * 500, err,
                              sizeof (err));
         if (fd < 0)
             vw_die (r, "%s", err);
@@ -234,6 +236,8 @@ int main (int argc, char **argv)
         return 2;
     }
     r->server = r->o.host == NULL;
+    r->corrupt_seq = getenv ("VW_CORRUPT_SEQ")
+                     ? strtoull (getenv ("VW_CORRUPT_SEQ"), NULL, 0) : UINT64_MAX;
     r->role = r->server ? "server" : "client";
     srandom ((unsigned)(getpid () ^ time (NULL)));
     if (pthread_create (&wd, NULL, watchdog, r) != 0)
@@ -262,13 +266,15 @@ int main (int argc, char **argv)
     t0 = now_s ();
     vw_threads_start (r);
     wait_workers (r, fd);
-    secs = now_s () - t0;
-    summary (r, &msgs, &bytes, &sum);
+    secs = r->t_end - t0;
 
     if (r->server) {
+        /* Atomics land in our memory with no completion here: only the
+         * client's DONE says they all happened. */
         oob_recv (r, fd, line, sizeof (line), "the client's totals");
         if (sscanf (line, "DONE msgs=%llu bytes=%llu checksum=%llx", &pm, &pb, &ps) != 3)
             vw_die (r, "bad totals line from the client: '%s'", line);
+        summary (r, &msgs, &bytes, &sum);
         if (pm != msgs || pb != bytes || ps != sum) {
             snprintf (err, sizeof (err), "totals differ: client msgs=%llu "
                       "bytes=%llu checksum=%016llx, server msgs=%llu bytes=%llu "
@@ -280,6 +286,7 @@ int main (int argc, char **argv)
         }
         oob_send (r, fd, "RESULT OK");
     } else {
+        summary (r, &msgs, &bytes, &sum);
         snprintf (line, sizeof (line), "DONE msgs=%llu bytes=%llu checksum=%016llx",
                   (unsigned long long)msgs, (unsigned long long)bytes,
                   (unsigned long long)sum);

@@ -91,6 +91,8 @@ static void post_data (struct vw_run *r, struct vw_qp *q, uint64_t seq)
     case VW_OP_WRITE:
     case VW_OP_WRITE_IMM:
         vw_pattern_fill (q->thr->scratch, r->o.size, (uint32_t)q->idx, seq);
+        if (q->idx == 0 && seq == r->corrupt_seq)
+            q->thr->scratch[r->o.size / 2] ^= 0x01;
         vw_slot_scatter (slot, q->thr->scratch, r->o.size, r->o.nsge);
         break;
     case VW_OP_READ:

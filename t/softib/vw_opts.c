@@ -66,7 +66,9 @@ void vw_opts_usage (const char *prog)
 "  -S          receiver uses shared receive queues\n"
 "  -w MODE     wait for completions: busy|event|poll (default busy)\n"
 "  -W WINDOW   messages in flight per QP (default 16)\n"
-"prints 'OK msgs=N bytes=B checksum=X' when every message was verified.\n",
+"prints 'OK msgs=N bytes=B checksum=X' when every message was verified.\n"
+"environment: VW_CORRUPT_SEQ=N makes the client flip one byte of QP 0's\n"
+"message N (send, send_imm, write, write_imm): the run must then fail.\n",
              prog);
 }
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vw_pattern.h"
@@ -375,6 +376,8 @@ void vw_teardown (struct vw_run *r)
 
 /* ---- the per-thread loop ---- */
 
+static pthread_mutex_t end_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void *thread_main (void *arg)
 {
     struct vw_thread *t = arg;
@@ -412,6 +415,15 @@ static void *thread_main (void *arg)
         if (!progress && t->nfinished < t->nqp
             && vw_waiter_idle (&t->waiter, err, sizeof (err)) < 0)
             vw_die (r, "thread %d: %s", t->idx, err);
+    }
+    {
+        struct timespec ts;
+        clock_gettime (CLOCK_MONOTONIC, &ts);
+        pthread_mutex_lock (&end_lock);
+        double t = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+        if (t > r->t_end)
+            r->t_end = t;
+        pthread_mutex_unlock (&end_lock);
     }
     __atomic_add_fetch (&r->threads_done, 1, __ATOMIC_SEQ_CST);
     return NULL;

@@ -116,6 +116,9 @@ struct vw_run {
     int rd_atomic;
     uint32_t window, batch, nctl;
     int threads_done;           /* atomic */
+    double t_end;               /* when the last worker finished */
+    uint64_t corrupt_seq;       /* VW_CORRUPT_SEQ: flip a byte of qp 0's
+                                 * message seq, to prove the checks fail */
 };
 
 /* Fail the run: print "verbs_stream: ROLE: message" and exit 1 at once
