@@ -3,3 +3,4 @@
 TESTS += \
 	t1001-softib-devices.t
 TESTS += t1002-softib-pingpong.t
+TESTS += t1003-softib-perftest.t
