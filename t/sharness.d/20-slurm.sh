@@ -246,10 +246,11 @@ ibcr_slurm_write_conf_() {
 }
 
 # ibcr_slurm_wait_idle_ TENTHS: until every node reports idle.
+# (sinfo -N lists a node once per partition: count each node once.)
 ibcr_slurm_wait_idle_() {
 	ibcr_wi_t=$1
 	while test "$ibcr_wi_t" -gt 0; do
-		ibcr_idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | grep -c ' idle$')
+		ibcr_idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u | grep -c ' idle$')
 		test "$ibcr_idle" -eq "$ibcr_slurm_n" && return 0
 		for ibcr_p in $ibcr_slurm_pids; do
 			if ! ibcr_pid_alive_ "$ibcr_p"; then
