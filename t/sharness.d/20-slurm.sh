@@ -363,6 +363,21 @@ ibcr_slurm_start_once_() {
 	done
 
 	ibcr_slurm_bg_ slurmctld slurmctld -D -c -i -f "$SLURM_CONF"
+	# A slurmd or client that finds slurmctld not yet listening retries
+	# only a second later: wait (cheaply) for its port first.
+	ibcr_t=200
+	while test -z "$(ss -Hltn "sport = :$ibcr_ctld_port" 2>/dev/null)"; do
+		ibcr_t=$((ibcr_t - 1))
+		if test $ibcr_t -le 0 || ! ibcr_pid_alive_ "$ibcr_slurm_pid_slurmctld"; then
+			if grep -qs "Address already in use" "$IBCR_SLURM_DIR"/log/*; then
+				return 2
+			fi
+			echo "slurm_start: slurmctld is not listening on port $ibcr_ctld_port" >&2
+			slurm_logs >&2
+			return 1
+		fi
+		sleep 0.05
+	done
 	ibcr_i=1
 	while test $ibcr_i -le "$ibcr_slurm_n"; do
 		if test "$ibcr_slurm_netns" = 1; then
