@@ -1,0 +1,364 @@
+/* sp_ns.c - see sp_ns.h.
+ *
+ * Invariants kept here:
+ * - The application starts only after the waiter said so (go pipe), so a
+ *   task that must fail never runs a single instruction of user code.
+ * - Signals are blocked before the first fork and taken with
+ *   sigwaitinfo() by the waiter and the init: none is lost between fork
+ *   and wait, and no slurmstepd handler ever runs in them.
+ * - The waiter's exit mirrors the application's wait status (exit code,
+ *   or death by the same signal), so Slurm reports what it would have
+ *   reported without ibcr.
+ * - Neither the waiter nor the init ever returns into slurmstepd.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sp_ns.h"
+
+/* Exit code of the waiter or init when ibcr itself failed (as env(1)). */
+#define SP_NS_EXIT_FAILURE 125
+
+/* Signals passed on to the application.  Not the synchronous ones
+ * (SEGV, BUS, FPE, ILL, TRAP, SYS: a blocked one raised by a fault kills
+ * anyway) nor KILL/STOP (cannot be caught; Slurm's SIGKILL reaches every
+ * process of the cgroup, its SIGSTOP is the cgroup freezer). */
+static const int sp_ns_fwd[] = {
+    SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
+    SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGXCPU, SIGXFSZ, SIGVTALRM,
+    SIGPROF, SIGWINCH, SIGIO, SIGPWR,
+};
+#define SP_NS_NFWD (sizeof (sp_ns_fwd) / sizeof (sp_ns_fwd[0]))
+
+int sp_ns_prepare (char *err, size_t errlen)
+{
+    if (unshare (CLONE_NEWPID) < 0) {
+        snprintf (err, errlen, "cannot create a PID namespace for the task: %s%s",
+                  strerror (errno),
+                  errno == EPERM ? " (slurmstepd lacks CAP_SYS_ADMIN?)"
+                  : errno == EINVAL ? " (another plugin made one already?)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+static void sp_ns_sigset (sigset_t *set)
+{
+    size_t i;
+
+    sigemptyset (set);
+    for (i = 0; i < SP_NS_NFWD; i++)
+        sigaddset (set, sp_ns_fwd[i]);
+    sigaddset (set, SIGCHLD);
+}
+
+/* An ignored signal is dropped when sent, even while blocked, and a
+ * SIGCHLD set to SIG_IGN makes children vanish unwaited: the waiter and
+ * the init must see all of them.  Only after the application forked, so
+ * that it keeps the dispositions slurmstepd gave it. */
+static void sp_ns_default_dispositions (void)
+{
+    size_t i;
+
+    for (i = 0; i < SP_NS_NFWD; i++)
+        (void)signal (sp_ns_fwd[i], SIG_DFL);
+    (void)signal (SIGCHLD, SIG_DFL);
+}
+
+static int sp_ns_keep (int fd, const int *keep, int nkeep)
+{
+    int i;
+
+    for (i = 0; i < nkeep; i++)
+        if (keep[i] == fd)
+            return 1;
+    return 0;
+}
+
+/* Close every fd above 2 that is not kept; with only_cloexec, just those
+ * that an exec would have closed.  Errors are ignored: what cannot be
+ * listed cannot be closed, and is harmless. */
+static void sp_ns_close_fds (int only_cloexec, const int *keep, int nkeep)
+{
+    DIR *d = opendir ("/proc/self/fd");
+    struct dirent *e;
+    int fd, flags;
+
+    if (!d)
+        return;
+    while ((e = readdir (d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        fd = atoi (e->d_name);
+        if (fd <= 2 || fd == dirfd (d) || sp_ns_keep (fd, keep, nkeep))
+            continue;
+        if (only_cloexec && ((flags = fcntl (fd, F_GETFD)) < 0 || !(flags & FD_CLOEXEC)))
+            continue;
+        (void)close (fd);
+    }
+    (void)closedir (d);
+}
+
+static int sp_ns_write_all (int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    ssize_t n;
+
+    while (len > 0) {
+        if ((n = write (fd, p, len)) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* 1: read len bytes; 0: end of file first; -1: error. */
+static int sp_ns_read_all (int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    ssize_t n;
+
+    while (len > 0) {
+        if ((n = read (fd, p, len)) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (n == 0)
+            return 0;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 1;
+}
+
+static void sp_ns_say (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+static void sp_ns_say (const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    int n;
+
+    va_start (ap, fmt);
+    n = vsnprintf (buf, sizeof (buf) - 1, fmt, ap);
+    va_end (ap);
+    if (n < 0)
+        return;
+    if (n > (int)sizeof (buf) - 2)
+        n = (int)sizeof (buf) - 2;
+    buf[n++] = '\n';
+    (void)sp_ns_write_all (2, buf, (size_t)n);
+}
+
+/* Die the way the application died, so slurmstepd records the same wait
+ * status.  A core file of this process would only mislead. */
+static void __attribute__ ((noreturn)) sp_ns_exit_as (int status)
+{
+    struct rlimit no_core = { 0, 0 };
+    sigset_t one;
+    int sig;
+
+    if (WIFEXITED (status))
+        _exit (WEXITSTATUS (status));
+    if (!WIFSIGNALED (status))
+        _exit (SP_NS_EXIT_FAILURE);
+    sig = WTERMSIG (status);
+    (void)setrlimit (RLIMIT_CORE, &no_core);
+    (void)signal (sig, SIG_DFL);
+    sigemptyset (&one);
+    sigaddset (&one, sig);
+    (void)kill (getpid (), sig);
+    (void)sigprocmask (SIG_UNBLOCK, &one, NULL);
+    /* Only reached for signals whose default is to be ignored. */
+    _exit (128 + sig);
+}
+
+/* PID 1 of the task's namespace.  Reports the application's pid, then
+ * its wait status, on 'report'; exits when the application has ended
+ * (the kernel then kills whatever it left in the namespace, as Slurm
+ * would at the end of the step). */
+static void __attribute__ ((noreturn))
+sp_ns_init (pid_t app, int report, const sigset_t *set)
+{
+    int32_t word = (int32_t)app;
+    siginfo_t si;
+    int status, sig;
+    pid_t pid;
+
+    sp_ns_default_dispositions ();
+    if (sp_ns_write_all (report, &word, sizeof (word)) < 0)
+        _exit (SP_NS_EXIT_FAILURE);
+    for (;;) {
+        if ((sig = sigwaitinfo (set, &si)) < 0)
+            continue;           /* EINTR: nothing else can fail here */
+        if (sig != SIGCHLD) {
+            (void)kill (app, sig);
+            continue;
+        }
+        /* Orphans of the application are ours to reap as well. */
+        while ((pid = waitpid (-1, &status, WNOHANG)) > 0) {
+            if (pid == app) {
+                word = (int32_t)status;
+                (void)sp_ns_write_all (report, &word, sizeof (word));
+                _exit (0);
+            }
+        }
+    }
+}
+
+/* The waiter, once the application may run: forward signals to the init
+ * until it ends, then exit as the application did. */
+static void __attribute__ ((noreturn))
+sp_ns_wait (pid_t init, int report, const sigset_t *set)
+{
+    int32_t word;
+    siginfo_t si;
+    int status, sig;
+    pid_t pid;
+
+    for (;;) {
+        if ((sig = sigwaitinfo (set, &si)) < 0)
+            continue;
+        if (sig != SIGCHLD) {
+            (void)kill (init, sig);
+            continue;
+        }
+        while ((pid = waitpid (-1, &status, WNOHANG)) > 0) {
+            if (pid != init)
+                continue;
+            /* The init writes the application's status before it exits;
+             * without it (the init was killed) its own status is all
+             * there is. */
+            if (sp_ns_read_all (report, &word, sizeof (word)) == 1)
+                sp_ns_exit_as ((int)word);
+            sp_ns_exit_as (status);
+        }
+    }
+}
+
+int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
+                 char *err, size_t errlen)
+{
+    int report[2] = { -1, -1 }, go[2] = { -1, -1 };
+    sigset_t set, old;
+    int32_t word;
+    pid_t init, app;
+    int status = 0;
+    char c = 'g';
+
+    sp_ns_sigset (&set);
+    if (sigprocmask (SIG_BLOCK, &set, &old) < 0) {
+        snprintf (err, errlen, "cannot block signals: %s", strerror (errno));
+        return -1;
+    }
+    if (pipe2 (report, O_CLOEXEC) < 0 || pipe2 (go, O_CLOEXEC) < 0) {
+        snprintf (err, errlen, "cannot make a pipe: %s", strerror (errno));
+        goto error;
+    }
+    if ((init = fork ()) < 0) {
+        snprintf (err, errlen, "cannot fork the task's PID namespace init: %s",
+                  strerror (errno));
+        goto error;
+    }
+    if (init == 0) {
+        /* PID 1 of the new namespace. */
+        if (setsid () < 0) {
+            sp_ns_say ("ibcr: setsid failed in the task's PID namespace: %s",
+                       strerror (errno));
+            _exit (SP_NS_EXIT_FAILURE);
+        }
+        (void)close (report[0]);
+        (void)close (go[1]);
+        if ((app = fork ()) < 0) {
+            sp_ns_say ("ibcr: cannot fork the application in its PID namespace: %s",
+                       strerror (errno));
+            _exit (SP_NS_EXIT_FAILURE);
+        }
+        if (app == 0) {
+            /* The application: wait for the waiter's word, then go back
+             * to slurmstepd, which execs the user's command. */
+            (void)close (report[1]);
+            if (sp_ns_read_all (go[0], &c, 1) != 1 || c != 'g')
+                _exit (SP_NS_EXIT_FAILURE);
+            (void)close (go[0]);
+            (void)sigprocmask (SIG_SETMASK, &old, NULL);
+            return 0;
+        }
+        (void)prctl (PR_SET_NAME, "ibcr-init", 0, 0, 0);
+        /* What CRIU dumps holds nothing of slurmstepd's but the task's
+         * own stdin, stdout and stderr. */
+        sp_ns_close_fds (0, &report[1], 1);
+        sp_ns_init (app, report[1], &set);
+    }
+
+    /* The waiter. */
+    (void)close (report[1]);
+    report[1] = -1;
+    (void)close (go[0]);
+    go[0] = -1;
+    if (sp_ns_read_all (report[0], &word, sizeof (word)) != 1) {
+        (void)waitpid (init, &status, 0);
+        snprintf (err, errlen, "the task's PID namespace init failed before starting "
+                  "the application (status 0x%x)", (unsigned)status);
+        goto error;
+    }
+    app = (pid_t)word;
+    (void)prctl (PR_SET_NAME, "ibcr-task", 0, 0, 0);
+    sp_ns_default_dispositions ();
+    {
+        int keep2[nkeep + 2];
+        memcpy (keep2, keep, sizeof (int) * (size_t)nkeep);
+        keep2[nkeep] = report[0];
+        keep2[nkeep + 1] = go[1];
+        sp_ns_close_fds (1, keep2, nkeep + 2);
+    }
+    if (started && started (init, app, arg) < 0) {
+        /* Killing a namespace's init kills everything in it. */
+        (void)kill (init, SIGKILL);
+        (void)waitpid (init, &status, 0);
+        _exit (1);
+    }
+    if (sp_ns_write_all (go[1], &c, 1) < 0) {
+        sp_ns_say ("ibcr: cannot start the application: %s", strerror (errno));
+        (void)kill (init, SIGKILL);
+        (void)waitpid (init, &status, 0);
+        _exit (SP_NS_EXIT_FAILURE);
+    }
+    (void)close (go[1]);
+    sp_ns_wait (init, report[0], &set);
+
+error:
+    {
+        int e = errno;
+        if (report[0] >= 0)
+            (void)close (report[0]);
+        if (report[1] >= 0)
+            (void)close (report[1]);
+        if (go[0] >= 0)
+            (void)close (go[0]);
+        if (go[1] >= 0)
+            (void)close (go[1]);
+        (void)sigprocmask (SIG_SETMASK, &old, NULL);
+        errno = e;
+    }
+    return -1;
+}

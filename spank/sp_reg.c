@@ -1,0 +1,177 @@
+/* sp_reg.c - see sp_reg.h.
+ *
+ * Frames are lib/common/proto.h's.  The connection is made from
+ * slurmstepd as root, so ibcrd identifies it as root (SO_PEERCRED) and
+ * accepts the job's uid and the init's pid named in the request; the
+ * task's own processes never hold this fd.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/proto.h"
+#include "sp_reg.h"
+
+static long now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static int left_ms (long deadline)
+{
+    long left = deadline - now_ms ();
+    return left > 0 ? (int)left : 0;
+}
+
+/* Connect without waiting past the deadline: a unix connect blocks when
+ * the listener's backlog is full, which is what a stuck daemon looks like. */
+static int connect_deadline (const char *path, long deadline)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct pollfd pfd;
+    socklen_t sl = sizeof (int);
+    int fd, soerr = 0, flags;
+
+    if (strlen (path) >= sizeof (sa.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy (sa.sun_path, path);
+    if ((fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+        return -1;
+    if (connect (fd, (struct sockaddr *)&sa, sizeof (sa)) < 0) {
+        if (errno != EINPROGRESS && errno != EAGAIN)
+            goto error;
+        pfd.fd = fd;
+        pfd.events = POLLOUT;
+        if (poll (&pfd, 1, left_ms (deadline)) <= 0) {
+            errno = ETIMEDOUT;
+            goto error;
+        }
+        if (getsockopt (fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+            goto error;
+        if (soerr) {
+            errno = soerr;
+            goto error;
+        }
+    }
+    /* proto_send writes on a blocking fd; bound it like the rest. */
+    if ((flags = fcntl (fd, F_GETFL)) < 0 || fcntl (fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+        goto error;
+    {
+        int ms = left_ms (deadline) + 1;
+        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+        (void)setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
+    }
+    return fd;
+error:
+    {
+        int err = errno;
+        (void)close (fd);
+        errno = err;
+    }
+    return -1;
+}
+
+/* One request and its reply.  0 with *reply of type "ok", or -1 with a
+ * message in err (the daemon's own for an "error" reply). */
+static int exchange (int fd, json_object *req, long deadline, const char *what,
+                     char *err, size_t errlen)
+{
+    json_object *reply = NULL;
+    const char *type;
+
+    if (proto_send (fd, req) < 0) {
+        snprintf (err, errlen, "cannot send the %s request: %s", what,
+                  errno == EAGAIN ? "timed out" : strerror (errno));
+        return -1;
+    }
+    if (proto_recv_timeout (fd, 0, left_ms (deadline), &reply) < 0 || !reply) {
+        snprintf (err, errlen, "no answer to the %s request: %s", what,
+                  !reply && errno == 0 ? "ibcrd closed the connection"
+                  : errno == ETIMEDOUT ? "timed out" : strerror (errno));
+        json_object_put (reply);
+        return -1;
+    }
+    type = proto_type (reply);
+    if (!type || strcmp (type, "ok") != 0) {
+        snprintf (err, errlen, "ibcrd refused the %s request: %s", what,
+                  proto_get_str (reply, "message", "(no message)"));
+        json_object_put (reply);
+        return -1;
+    }
+    json_object_put (reply);
+    return 0;
+}
+
+int sp_reg_open (const char *path, int timeout_ms, char *err, size_t errlen)
+{
+    long deadline = now_ms () + timeout_ms;
+    json_object *req;
+    char why[512];
+    int fd, rc;
+
+    if ((fd = connect_deadline (path, deadline)) < 0) {
+        int e = errno;
+        snprintf (err, errlen, "cannot reach ibcrd at %s: %s%s", path,
+                  e == ETIMEDOUT ? "timed out" : strerror (e),
+                  e == ENOENT || e == ECONNREFUSED ? " (is ibcrd running on this node?)"
+                  : "");
+        return -1;
+    }
+    if (!(req = proto_new ("ping"))) {
+        snprintf (err, errlen, "out of memory");
+        (void)close (fd);
+        return -1;
+    }
+    rc = exchange (fd, req, deadline, "ping", why, sizeof (why));
+    json_object_put (req);
+    if (rc < 0) {
+        snprintf (err, errlen, "ibcrd at %s: %s", path, why);
+        (void)close (fd);
+        return -1;
+    }
+    return fd;
+}
+
+int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t app_pid,
+                     int timeout_ms, char *err, size_t errlen)
+{
+    long deadline = now_ms () + timeout_ms;
+    json_object *req;
+    int rc;
+
+    if (!(req = proto_new ("register"))
+        || proto_set_str (req, "job", id->job) < 0
+        || proto_set_str (req, "step", id->step) < 0
+        || proto_set_int (req, "rank", id->rank) < 0
+        || proto_set_int (req, "local_task", id->local) < 0
+        || proto_set_int (req, "ntasks", id->ntasks) < 0
+        || proto_set_str (req, "node", id->node) < 0
+        || proto_set_int (req, "uid", id->uid) < 0
+        /* The pid ibcrd checkpoints is the namespace's init; inside its
+         * namespace it is 1, and the application is its child. */
+        || proto_set_int (req, "pid", init_pid) < 0
+        || proto_set_int (req, "ns_pid", 1) < 0
+        || proto_set_int (req, "app_pid", app_pid) < 0
+        || proto_set_int (req, "interval_ms", (int64_t)id->interval_ms) < 0
+        || proto_set_str (req, "source", "spank") < 0) {
+        json_object_put (req);
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    rc = exchange (fd, req, deadline, "register", err, errlen);
+    json_object_put (req);
+    return rc;
+}

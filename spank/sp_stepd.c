@@ -1,0 +1,251 @@
+/* sp_stepd.c - see sp_stepd.h.
+ *
+ * Both hooks run in the process slurmstepd forked for one task, so the
+ * state below is that task's alone.  Decisions that need root (the
+ * namespace) or must come before it (is ibcrd there at all?) are taken in
+ * task_init_privileged, where stderr is not yet the job's: any message is
+ * held and printed from task_init, where the user will see it.
+ *
+ * Must never touch a step that does not have --checkpoint-ib, nor the
+ * batch script unless batch_step=yes, nor the extern and interactive
+ * steps.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+
+#include "common/expand.h"
+#include "sp_ns.h"
+#include "sp_opt.h"
+#include "sp_reg.h"
+#include "sp_stepd.h"
+
+enum sp_state {
+    SP_OFF = 0,         /* not ours: leave the task exactly as it is */
+    SP_ACTIVE,          /* namespace made, ibcrd answered */
+    SP_UNPROTECTED,     /* option given, but ibcr cannot protect: warn */
+    SP_FAILED,          /* option given, cannot protect, admin says fail */
+};
+
+static struct {
+    enum sp_state state;
+    char why[8192];             /* held for task_init */
+    char socket[PATH_MAX];      /* expanded for this node */
+    char libibcr[PATH_MAX];
+    int fd;                     /* connection to ibcrd, held by the waiter */
+    enum sp_on_down on_down;
+    int timeout_ms;
+    struct sp_task_id id;
+} sp_st = { .fd = -1 };
+
+/* One line on the job's stderr (the task's fd 2 in task_init) and the
+ * same in slurmd's log. */
+static void sp_stepd_say (int is_error, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+static void sp_stepd_say (int is_error, const char *fmt, ...)
+{
+    char buf[10240];
+    va_list ap;
+
+    va_start (ap, fmt);
+    (void)vsnprintf (buf, sizeof (buf), fmt, ap);
+    va_end (ap);
+    dprintf (STDERR_FILENO, "%s\n", buf);
+    if (is_error)
+        slurm_error ("%s", buf);
+    else
+        slurm_info ("%s", buf);
+}
+
+static int sp_stepd_ids (spank_t sp, struct sp_task_id *id, uint32_t *stepid)
+{
+    uint32_t job, rank, ntasks;
+    const char *node;
+    int local;
+    uid_t uid;
+
+    if (spank_get_item (sp, S_JOB_ID, &job) != ESPANK_SUCCESS
+        || spank_get_item (sp, S_JOB_STEPID, stepid) != ESPANK_SUCCESS
+        || spank_get_item (sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS
+        || spank_get_item (sp, S_TASK_ID, &local) != ESPANK_SUCCESS
+        || spank_get_item (sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS
+        || spank_get_item (sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+        return -1;
+    snprintf (id->job, sizeof (id->job), "%u", job);
+    if (*stepid == SLURM_BATCH_SCRIPT)
+        snprintf (id->step, sizeof (id->step), "batch");
+    else
+        snprintf (id->step, sizeof (id->step), "%u", *stepid);
+    id->rank = rank;
+    id->local = (uint32_t)local;
+    id->ntasks = ntasks;
+    id->uid = uid;
+    /* slurmstepd puts its node's Slurm name in its own environment; it
+     * differs from the host name when one host runs several slurmd. */
+    if ((node = getenv ("SLURMD_NODENAME")) && *node)
+        snprintf (id->node, sizeof (id->node), "%s", node);
+    else if (expand_hostname (id->node, sizeof (id->node)) < 0)
+        snprintf (id->node, sizeof (id->node), "unknown");
+    id->interval_ms = sp_opt_get ()->interval_ms;
+    return 0;
+}
+
+/* Expand %n/%h of a plugstack path for this node into dst. */
+static int sp_stepd_expand (const char *key, const char *in, const char *node, char *dst,
+                            size_t len)
+{
+    char bad[3] = "";
+    char *out;
+
+    if (!(out = expand_path (in, node, NULL, bad)) || strlen (out) >= len) {
+        snprintf (sp_st.why, sizeof (sp_st.why), "plugstack.conf %s=%s cannot be expanded "
+                  "for node %s: %s", key, in, node,
+                  out ? "too long" : *bad ? "unknown escape" : strerror (errno));
+        free (out);
+        return -1;
+    }
+    strcpy (dst, out);
+    free (out);
+    return 0;
+}
+
+/* The task cannot be protected: hold why, and act per on_daemon_down. */
+static int sp_stepd_cannot (void)
+{
+    sp_st.state = sp_st.on_down == SP_DOWN_FAIL ? SP_FAILED : SP_UNPROTECTED;
+    if (sp_st.fd >= 0) {
+        (void)close (sp_st.fd);
+        sp_st.fd = -1;
+    }
+    return 0;
+}
+
+int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
+{
+    const struct sp_opt *o = sp_opt_get ();
+    struct stat sb;
+    uint32_t stepid;
+    char err[1024];
+
+    if (!o->set)
+        return 0;
+    if (sp_stepd_ids (sp, &sp_st.id, &stepid) < 0) {
+        slurm_error ("ibcr: cannot read the job's ids from Slurm; task left unprotected");
+        return 0;
+    }
+    if (stepid == SLURM_EXTERN_CONT || stepid == SLURM_INTERACTIVE_STEP
+        || (stepid == SLURM_BATCH_SCRIPT && !a->batch_step))
+        return 0;
+    sp_st.on_down = a->on_down;
+    sp_st.timeout_ms = (int)a->timeout_ms;
+
+    if (sp_stepd_expand ("socket", a->socket, sp_st.id.node, sp_st.socket,
+                         sizeof (sp_st.socket)) < 0
+        || sp_stepd_expand ("libibcr", a->libibcr, sp_st.id.node, sp_st.libibcr,
+                            sizeof (sp_st.libibcr)) < 0)
+        return sp_stepd_cannot ();
+    if (stat (sp_st.libibcr, &sb) < 0 || !S_ISREG (sb.st_mode)) {
+        snprintf (sp_st.why, sizeof (sp_st.why), "the checkpoint library %s %s "
+                  "(plugstack.conf libibcr=)", sp_st.libibcr,
+                  errno == ENOENT ? "does not exist" : "is not a regular file");
+        return sp_stepd_cannot ();
+    }
+    /* Ask before making the namespace: a task that will not be protected
+     * must not be changed at all. */
+    if ((sp_st.fd = sp_reg_open (sp_st.socket, sp_st.timeout_ms, err, sizeof (err))) < 0) {
+        snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
+        return sp_stepd_cannot ();
+    }
+    if (sp_ns_prepare (err, sizeof (err)) < 0) {
+        /* Not a matter of policy: the node cannot do what ibcr needs. */
+        snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
+        sp_st.on_down = SP_DOWN_FAIL;
+        return sp_stepd_cannot ();
+    }
+    sp_st.state = SP_ACTIVE;
+    return 0;
+}
+
+static int sp_stepd_started (pid_t init, pid_t app, void *arg)
+{
+    char err[1024];
+
+    (void)arg;
+    if (sp_reg_register (sp_st.fd, &sp_st.id, init, app, sp_st.timeout_ms, err,
+                         sizeof (err)) == 0)
+        return 0;
+    if (sp_st.on_down == SP_DOWN_FAIL) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; on_daemon_down=fail: "
+                      "the task is not started", sp_st.id.job, sp_st.id.step,
+                      sp_st.id.rank, sp_st.id.node, err);
+        return -1;
+    }
+    sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s; running UNPROTECTED: "
+                  "this task will not be checkpointed", sp_st.id.job, sp_st.id.step,
+                  sp_st.id.rank, sp_st.id.node, err);
+    return 0;
+}
+
+/* Prepend 'lib' to the task's LD_PRELOAD, keeping what the user set. */
+static int sp_stepd_preload (spank_t sp, const char *lib)
+{
+    char cur[4096], val[8192];
+
+    if (spank_getenv (sp, "LD_PRELOAD", cur, sizeof (cur)) == ESPANK_SUCCESS && *cur)
+        snprintf (val, sizeof (val), "%s:%s", lib, cur);
+    else
+        snprintf (val, sizeof (val), "%s", lib);
+    return spank_setenv (sp, "LD_PRELOAD", val, 1) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+int sp_stepd_task (spank_t sp, const struct sp_args *a)
+{
+    char err[1024];
+    int keep[1];
+
+    (void)a;
+    switch (sp_st.state) {
+    case SP_OFF:
+        return 0;
+    case SP_UNPROTECTED:
+        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s; running UNPROTECTED: "
+                      "this task will not be checkpointed (on_daemon_down=warn)",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node,
+                      sp_st.why);
+        return 0;
+    case SP_FAILED:
+        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not "
+                      "started (on_daemon_down=fail)", sp_st.id.job, sp_st.id.step,
+                      sp_st.id.rank, sp_st.id.node, sp_st.why);
+        return -1;
+    case SP_ACTIVE:
+        break;
+    }
+    if (sp_stepd_preload (sp, sp_st.libibcr) < 0
+        || spank_setenv (sp, "IBCR_SOCKET", sp_st.socket, 1) != ESPANK_SUCCESS
+        || spank_setenv (sp, "IBCR_CHECKPOINT_INTERVAL", sp_opt_get ()->text, 1)
+           != ESPANK_SUCCESS) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank);
+        return -1;
+    }
+    keep[0] = sp_st.fd;
+    if (sp_ns_start (sp_stepd_started, NULL, keep, 1, err, sizeof (err)) < 0) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not started",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
+        return -1;
+    }
+    /* The application process: the connection is the waiter's alone. */
+    (void)close (sp_st.fd);
+    sp_st.fd = -1;
+    return 0;
+}

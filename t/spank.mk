@@ -1,0 +1,5 @@
+# SPANK plugin tests (issue 6): spank/spank_ibcr.so from the build tree on
+# a private Slurm cluster (t/sharness.d/20-slurm.sh), with a real ibcrd per
+# node where a test needs one.  See t/Makefile.am.
+TESTS += \
+	t4001-spank-option.t
