@@ -4,3 +4,4 @@ TESTS += \
 	t1001-softib-devices.t
 TESTS += t1002-softib-pingpong.t
 TESTS += t1003-softib-perftest.t
+TESTS += t1004-softib-lifecycle.t

@@ -20,9 +20,12 @@
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "softib.h"
+
+#define SIB_STACK (512 * 1024)
 
 static char sib_tag_wake, sib_tag_listen;
 
@@ -320,7 +323,22 @@ int sib_progress_start(struct sib_ctx *ctx)
 	ev.data.ptr = &sib_tag_listen;
 	if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->listen_fd, &ev) < 0)
 		goto error;
-	err = pthread_create(&ctx->thread, NULL, progress_main, ctx);
+	/* our own stack, unmapped at stop: glibc would cache a stack it
+	 * allocated after the join, and softib must leave no mapping */
+	ctx->stack = mmap(NULL, SIB_STACK, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (ctx->stack == MAP_FAILED) {
+		ctx->stack = NULL;
+		goto error;
+	}
+	{
+		pthread_attr_t attr;
+
+		pthread_attr_init(&attr);
+		pthread_attr_setstack(&attr, ctx->stack, SIB_STACK);
+		err = pthread_create(&ctx->thread, &attr, progress_main, ctx);
+		pthread_attr_destroy(&attr);
+	}
 	if (err) {
 		errno = err;
 		goto error;
@@ -334,6 +352,9 @@ error:
 		close(ctx->wake_fd);
 	if (ctx->epfd >= 0)
 		close(ctx->epfd);
+	if (ctx->stack)
+		munmap(ctx->stack, SIB_STACK);
+	ctx->stack = NULL;
 	ctx->listen_fd = ctx->wake_fd = ctx->epfd = -1;
 	errno = err;
 	return -1;
@@ -351,5 +372,7 @@ void sib_progress_stop(struct sib_ctx *ctx)
 	close(ctx->listen_fd);
 	close(ctx->wake_fd);
 	close(ctx->epfd);
+	munmap(ctx->stack, SIB_STACK);
+	ctx->stack = NULL;
 	ctx->listen_fd = ctx->wake_fd = ctx->epfd = -1;
 }

@@ -316,6 +316,7 @@ struct sib_ctx {
 	/* progress thread */
 	int epfd, listen_fd, wake_fd;
 	pthread_t thread;
+	void *stack;
 	bool stop;
 	pthread_mutex_t cmd_lock;
 	pthread_cond_t cmd_cond;
