@@ -110,7 +110,12 @@ netns_create() {
 }
 
 netns_exec() {
-	if test -z "$1" || test "$1" -lt 1 2>/dev/null || test "$1" -gt "$ibcr_netns_n" 2>/dev/null; then
+	ibcr_ne_i=$1
+	case "$ibcr_ne_i" in
+	[1-9]) ;;
+	*) ibcr_ne_i=0 ;;
+	esac
+	if test "$ibcr_ne_i" -lt 1 || test "$ibcr_ne_i" -gt "$ibcr_netns_n"; then
 		echo "netns_exec: no host '$1' (netns_create made $ibcr_netns_n)" >&2
 		return 1
 	fi

@@ -52,6 +52,13 @@
 # every controller, bind-mounted at a private CgroupMountpoint; the kernel
 # still shows true paths in /proc/PID/cgroup.
 #
+# Outside the trash directory it makes only /run/ibcr.<PID>/: a link
+# "slurm" to the state folder and the cgroup bind mounts; slurm_stop
+# removes them.  With --netns every process of a node (slurmd, slurmstepd,
+# tasks) shares that node's network and UTS namespaces, so `hostname`
+# prints the node name there; anything that dumps those tasks (CRIU) sees
+# namespaces other than its own unless it runs inside them (netns_exec).
+#
 # Requires ROOT and SLURM (and NETNS for --netns).
 
 ibcr_slurm_tag=
