@@ -1,1 +1,9 @@
 # ibcrd and ibcr CLI tests
+
+# Test helper: hand-made frames to ibcrd's socket.
+check_PROGRAMS += ibcrd/rawmsg
+ibcrd_rawmsg_SOURCES = ibcrd/rawmsg.c
+ibcrd_rawmsg_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
+ibcrd_rawmsg_LDADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS)
+EXTRA_DIST += ibcrd/lib.sh
+TESTS += t3001-ibcrd-daemon.t

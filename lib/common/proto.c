@@ -440,8 +440,14 @@ int proto_reader_read (struct proto_reader *r, int fd, json_object **msg)
             dst = r->buf + r->got;
             want = r->len - r->got;
         }
-        n = read (fd, dst, want);
+        /* MSG_DONTWAIT: the fd may stay blocking for writes (replies with
+         * a send timeout) while reads here never block the loop. */
+        n = r->not_sock ? read (fd, dst, want) : recv (fd, dst, want, MSG_DONTWAIT);
         if (n < 0) {
+            if (errno == ENOTSOCK && !r->not_sock) {
+                r->not_sock = 1;
+                continue;
+            }
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)

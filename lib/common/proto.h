@@ -80,7 +80,9 @@ int proto_set_str (json_object *msg, const char *key, const char *val);
 int proto_set_int (json_object *msg, const char *key, int64_t val);
 int proto_set_bool (json_object *msg, const char *key, int val);
 
-/* Incremental reader for non-blocking fds in a poll loop (ibcrd).  It
+/* Incremental reader for a poll loop (ibcrd).  On sockets it never blocks
+ * (MSG_DONTWAIT), so the fd itself may stay blocking for writes; other fds
+ * must be O_NONBLOCK.  It
  * buffers at most one frame; a frame over the cap is skipped without being
  * stored, so one oversized message does not end the conversation. */
 struct proto_reader {
@@ -91,6 +93,7 @@ struct proto_reader {
     char *buf;          /* payload being read (NULL while skipping) */
     size_t got;         /* payload bytes read or skipped so far */
     int skipping;       /* announced length was over cap */
+    int not_sock;       /* fd is a pipe or file: read(2), and it may block */
 };
 
 void proto_reader_init (struct proto_reader *r, size_t cap);

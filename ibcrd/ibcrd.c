@@ -1,0 +1,307 @@
+/* ibcrd.c - the per-node ibcr daemon: options, start-up, the main loop,
+ * signals and shut-down.
+ *
+ * Signal handlers only set flags; the loop, woken by ppoll with the signals
+ * unblocked only while it waits, acts on them.  Start-up follows munged:
+ * config, secure socket folder, lock, stale socket removal, bind, pid file
+ * last.  In service mode the parent waits for the daemon to report that
+ * start-up succeeded, so errors reach the terminal and the exit status.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "common/conf.h"
+#include "common/log.h"
+#include "jobs.h"
+#include "lock.h"
+#include "server.h"
+
+#define MAX_POLLFDS 1100
+
+static volatile sig_atomic_t got_term, got_hup;
+
+static void on_signal (int sig)
+{
+    if (sig == SIGHUP)
+        got_hup = 1;
+    else
+        got_term = sig;
+}
+
+static void usage (FILE *f)
+{
+    fprintf (f,
+             "Usage: ibcrd [OPTIONS]\n"
+             "The ibcr per-node daemon (see ibcrd(8)).\n"
+             "\n"
+             "  -F, --foreground     stay in the foreground, log to stderr\n"
+             "  -c, --config FILE    configuration file (default %s)\n"
+             "  -N, --node NAME      node name for %%n in paths (default: short host name)\n"
+             "  -v, --verbose        log debug messages\n"
+             "  -V, --version        print the version and exit\n"
+             "  -h, --help           print this help and exit\n",
+             conf_default_path ());
+}
+
+struct opts {
+    int foreground;
+    int verbose;
+    const char *config;
+    const char *node;
+};
+
+/* Load the configuration: a file named with -c or IBCR_CONF must exist;
+ * the default one may be missing (built-in defaults then). */
+static struct conf *load_conf (const struct opts *o, char *err, size_t len)
+{
+    const char *path = o->config ? o->config : conf_default_path ();
+    int explicit = o->config || getenv ("IBCR_CONF");
+    struct conf *c;
+
+    if (!explicit && access (path, F_OK) < 0 && errno == ENOENT) {
+        if (!(c = conf_create (o->node)))
+            snprintf (err, len, "out of memory");
+        return c;
+    }
+    c = conf_load (path, o->node, err, len);
+    if (c && o->verbose)
+        c->log_level = LOG_DEBUG;
+    return c;
+}
+
+/* Service mode: detach, and return in the daemon a pipe fd on which to
+ * report start-up ("0" ok, else the error text); the parent waits. */
+static int daemonize (void)
+{
+    int p[2];
+    pid_t pid;
+
+    if (pipe (p) < 0)
+        return -1;
+    if ((pid = fork ()) < 0)
+        return -1;
+    if (pid > 0) {
+        char buf[1024];
+        ssize_t n;
+        close (p[1]);
+        n = read (p[0], buf, sizeof (buf) - 1);
+        if (n > 0 && buf[0] == '0')
+            _exit (0);
+        if (n > 0) {
+            buf[n] = '\0';
+            fprintf (stderr, "ibcrd: error: %s\n", buf);
+        } else
+            fprintf (stderr, "ibcrd: error: the daemon died during start-up\n");
+        _exit (1);
+    }
+    close (p[0]);
+    if (setsid () < 0)
+        return -1;
+    if ((pid = fork ()) < 0)
+        return -1;
+    if (pid > 0)
+        _exit (0);
+    if (chdir ("/") < 0)
+        return -1;
+    umask (022);
+    return p[1];
+}
+
+static void report (int fd, const char *msg)
+{
+    if (fd >= 0) {
+        /* If the parent vanished there is nobody to tell: ignore. */
+        ssize_t n = write (fd, msg, strlen (msg));
+        (void)n;
+        close (fd);
+    }
+}
+
+static void detach_stdio (void)
+{
+    int fd = open ("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2 (fd, STDIN_FILENO);
+        dup2 (fd, STDOUT_FILENO);
+        dup2 (fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO)
+            close (fd);
+    }
+}
+
+/* SIGHUP: reread the file; a bad file keeps the running configuration.
+ * The socket and pid file cannot move without a restart. */
+static struct conf *reload (const struct opts *o, struct conf *cur, struct server *srv)
+{
+    char err[1024];
+    struct conf *c = load_conf (o, err, sizeof (err));
+
+    if (!c) {
+        log_msg (LOG_ERR, "reload refused, keeping the running configuration: %s", err);
+        return cur;
+    }
+    if (strcmp (c->socket, cur->socket) || strcmp (c->pidfile, cur->pidfile)) {
+        log_msg (LOG_WARNING, "reload: socket or pidfile changed; they take effect only "
+                 "after a restart, keeping %s", cur->socket);
+        free (c->socket);
+        free (c->pidfile);
+        c->socket = strdup (cur->socket);
+        c->pidfile = strdup (cur->pidfile);
+        if (!c->socket || !c->pidfile) {
+            conf_destroy (c);
+            return cur;
+        }
+    }
+    log_set_level (c->log_level);
+    server_set_conf (srv, c);
+    conf_destroy (cur);
+    log_msg (LOG_INFO, "configuration reloaded from %s", c->path ? c->path : "defaults");
+    return c;
+}
+
+int main (int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "foreground", no_argument, NULL, 'F' },
+        { "config", required_argument, NULL, 'c' },
+        { "node", required_argument, NULL, 'N' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "version", no_argument, NULL, 'V' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct opts o = { 0 };
+    struct conf *conf;
+    struct jobs *jobs = NULL;
+    struct server *srv = NULL;
+    struct sigaction sa;
+    sigset_t block, waitmask;
+    char err[1024];
+    int ch, lockfd = -1, repfd = -1, rc = 1;
+
+    while ((ch = getopt_long (argc, argv, "Fc:N:vVh", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'F': o.foreground = 1; break;
+        case 'c': o.config = optarg; break;
+        case 'N': o.node = optarg; break;
+        case 'v': o.verbose = 1; break;
+        case 'V': printf ("ibcrd %s (protocol 1)\n", PACKAGE_VERSION); return 0;
+        case 'h': usage (stdout); return 0;
+        default: usage (stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "ibcrd: error: unexpected argument '%s'; ibcrd takes options only\n",
+                 argv[optind]);
+        usage (stderr);
+        return 2;
+    }
+    log_open ("ibcrd", LOG_TO_STDERR, o.verbose ? LOG_DEBUG : LOG_INFO);
+    if (!(conf = load_conf (&o, err, sizeof (err)))) {
+        log_msg (LOG_ERR, "%s", err);
+        return 2;
+    }
+    if (!o.foreground) {
+        if ((repfd = daemonize ()) < 0) {
+            log_err (errno, "cannot become a daemon");
+            return 1;
+        }
+        log_open ("ibcrd", LOG_TO_SYSLOG, conf->log_level);
+    } else
+        log_set_level (conf->log_level);
+
+    /* Signals are blocked except while ppoll waits, so a flag set by a
+     * handler is always seen before the next wait. */
+    sigemptyset (&block);
+    sigaddset (&block, SIGHUP);
+    sigaddset (&block, SIGTERM);
+    sigaddset (&block, SIGINT);
+    sigprocmask (SIG_BLOCK, &block, &waitmask);
+    sigdelset (&waitmask, SIGHUP);
+    sigdelset (&waitmask, SIGTERM);
+    sigdelset (&waitmask, SIGINT);
+    memset (&sa, 0, sizeof (sa));
+    sa.sa_handler = on_signal;
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGHUP, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGINT, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction (SIGPIPE, &sa, NULL);
+
+    if (geteuid () != 0)
+        log_msg (LOG_WARNING, "not running as root: checkpoints (CRIU) will not work");
+    if (lock_secure_dir (conf->socket, err, sizeof (err)) < 0)
+        goto startup_error;
+    if ((lockfd = lock_acquire (conf->socket, conf->pidfile, err, sizeof (err))) < 0)
+        goto startup_error;
+    /* We hold the lock: whatever socket is there was left by a dead ibcrd. */
+    if (unlink (conf->socket) == 0)
+        log_msg (LOG_INFO, "removed stale socket %s", conf->socket);
+    if (!(jobs = jobs_create ())) {
+        snprintf (err, sizeof (err), "out of memory");
+        goto startup_error;
+    }
+    if (!(srv = server_create (conf, jobs))) {
+        snprintf (err, sizeof (err), "cannot listen on %s: %s", conf->socket, strerror (errno));
+        goto startup_error;
+    }
+    if (lock_write_pidfile (conf->pidfile, err, sizeof (err)) < 0)
+        goto startup_error;
+    log_msg (LOG_INFO, "ibcrd %s serving %s (node %s, storage %s, pid %ld)", PACKAGE_VERSION,
+             conf->socket, conf->node, conf->storage, (long)getpid ());
+    if (!o.foreground) {
+        report (repfd, "0");
+        repfd = -1;
+        detach_stdio ();
+    }
+
+    while (!got_term) {
+        struct pollfd pfd[MAX_POLLFDS];
+        int n = server_pollfds (srv, pfd, MAX_POLLFDS);
+
+        if (ppoll (pfd, n, NULL, &waitmask) < 0) {
+            if (errno != EINTR) {
+                log_err (errno, "poll");
+                break;
+            }
+        } else
+            server_dispatch (srv, pfd, n);
+        if (got_hup) {
+            got_hup = 0;
+            conf = reload (&o, conf, srv);
+        }
+    }
+    if (got_term)
+        log_msg (LOG_INFO, "signal %d: shutting down (%d jobs registered)", (int)got_term,
+                 jobs_count (jobs));
+    rc = got_term ? 0 : 1;
+    goto out;
+
+startup_error:
+    log_msg (LOG_ERR, "%s", err);
+    report (repfd, err);
+    repfd = -1;
+out:
+    if (srv) {
+        server_destroy (srv);   /* removes the socket */
+        unlink (conf->pidfile);
+    }
+    jobs_destroy (jobs);
+    if (lockfd >= 0)
+        close (lockfd);
+    conf_destroy (conf);
+    log_close ();
+    return rc;
+}

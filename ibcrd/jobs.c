@@ -1,0 +1,279 @@
+/* jobs.c - see jobs.h.  Every log line names the job and step. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+
+#include "common/log.h"
+#include "common/proto.h"
+#include "jobs.h"
+
+struct jobs {
+    struct job *head;
+};
+
+struct jobs *jobs_create (void)
+{
+    return calloc (1, sizeof (struct jobs));
+}
+
+static void job_free (struct job *job)
+{
+    while (job->tasks) {
+        struct task *t = job->tasks;
+        job->tasks = t->next;
+        free (t);
+    }
+    free (job);
+}
+
+void jobs_destroy (struct jobs *j)
+{
+    if (!j)
+        return;
+    while (j->head) {
+        struct job *job = j->head;
+        j->head = job->next;
+        job_free (job);
+    }
+    free (j);
+}
+
+int jobs_may_act (uid_t peer, uid_t owner)
+{
+    return peer == 0 || peer == owner;
+}
+
+struct job *jobs_find (struct jobs *j, const char *id)
+{
+    for (struct job *job = j->head; job; job = job->next)
+        if (!strcmp (job->id, id))
+            return job;
+    return NULL;
+}
+
+int jobs_count (struct jobs *j)
+{
+    int n = 0;
+    for (struct job *job = j->head; job; job = job->next)
+        n++;
+    return n;
+}
+
+/* A job or step id may arrive as a string or an integer (Slurm's). */
+static int get_ident (json_object *req, const char *key, char *out, const char *dflt)
+{
+    json_object *v;
+    const char *s;
+    char num[32];
+
+    if (!json_object_object_get_ex (req, key, &v)) {
+        if (!dflt)
+            return -1;
+        s = dflt;
+    } else if (json_object_is_type (v, json_type_int)) {
+        snprintf (num, sizeof (num), "%lld", (long long)json_object_get_int64 (v));
+        s = num;
+    } else if (json_object_is_type (v, json_type_string))
+        s = json_object_get_string (v);
+    else
+        return -1;
+    if (!ident_ok (s))
+        return -1;
+    strcpy (out, s);
+    return 0;
+}
+
+/* Real uid of a process, from /proc (-1 when it does not exist). */
+static long proc_uid (pid_t pid)
+{
+    char path[64], line[256];
+    long uid = -1;
+    FILE *f;
+
+    snprintf (path, sizeof (path), "/proc/%ld/status", (long)pid);
+    if (!(f = fopen (path, "r")))
+        return -1;
+    while (fgets (line, sizeof (line), f))
+        if (sscanf (line, "Uid: %ld", &uid) == 1)
+            break;
+    fclose (f);
+    return uid;
+}
+
+struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
+                           json_object *req, const char *node, char *err, size_t len)
+{
+    char id[IDENT_MAX + 1], step[IDENT_MAX + 1], tnode[IDENT_MAX + 1];
+    int64_t rank = proto_get_int (req, "rank", -1);
+    int64_t claimed = proto_get_int (req, "pid", -1);
+    int64_t owner = proto_get_int (req, "uid", -1);
+    struct job *job;
+    struct task *t;
+
+    if (get_ident (req, "job", id, NULL) < 0) {
+        snprintf (err, len, "\"job\" is missing or not a job id (1-%d characters of "
+                  "letters, digits, '.', '_', '-')", IDENT_MAX);
+        goto inval;
+    }
+    if (get_ident (req, "step", step, "0") < 0 || get_ident (req, "node", tnode, node) < 0) {
+        snprintf (err, len, "\"step\" or \"node\" is not a valid name (letters, digits, "
+                  "'.', '_', '-')");
+        goto inval;
+    }
+    if (rank < 0 || rank > 10000000) {
+        snprintf (err, len, "\"rank\" is missing or not an integer from 0");
+        goto inval;
+    }
+    /* The task is the client itself unless it names another pid: then that
+     * process must exist and belong to the client (ibcr run registering
+     * its child), or the client must be root (slurmstepd). */
+    if (claimed > 0 && claimed != pid) {
+        long puid = proc_uid ((pid_t)claimed);
+        if (puid < 0) {
+            snprintf (err, len, "pid %lld does not exist", (long long)claimed);
+            errno = ESRCH;
+            return NULL;
+        }
+        if (uid != 0 && (uid_t)puid != uid) {
+            snprintf (err, len, "pid %lld is not yours: a task registers itself or a "
+                      "process of its own user", (long long)claimed);
+            errno = EPERM;
+            return NULL;
+        }
+        pid = (pid_t)claimed;
+    }
+    /* Only root may register on behalf of another user. */
+    if (owner >= 0 && (uid_t)owner != uid && uid != 0) {
+        snprintf (err, len, "only root may register a task for another uid (%lld)",
+                  (long long)owner);
+        errno = EPERM;
+        return NULL;
+    }
+    if (owner < 0)
+        owner = uid;
+
+    if ((job = jobs_find (j, id))) {
+        if (!jobs_may_act (uid, job->uid) || (uid_t)owner != job->uid) {
+            snprintf (err, len, "job %s belongs to another user", id);
+            log_msg (LOG_WARNING, "job %s step %s: uid %u tried to register rank %lld into "
+                     "a job of uid %u: refused", id, step, (unsigned)uid, (long long)rank,
+                     (unsigned)job->uid);
+            errno = EPERM;
+            return NULL;
+        }
+        for (t = job->tasks; t; t = t->next)
+            if (t->rank == rank && !strcmp (t->step, step)) {
+                snprintf (err, len, "job %s step %s rank %lld is already registered "
+                          "(pid %ld)", id, step, (long long)rank, (long)t->pid);
+                errno = EEXIST;
+                return NULL;
+            }
+    } else {
+        if (!(job = calloc (1, sizeof (*job))))
+            goto nomem;
+        strcpy (job->id, id);
+        job->uid = (uid_t)owner;
+        job->since = time (NULL);
+        job->next = j->head;
+        j->head = job;
+    }
+    if (!(t = calloc (1, sizeof (*t))))
+        goto nomem;
+    t->pid = pid;
+    t->ns_pid = proto_get_int (req, "ns_pid", -1);
+    t->rank = (int)rank;
+    strcpy (t->step, step);
+    strcpy (t->node, tnode);
+    t->conn = conn;
+    t->since = time (NULL);
+    t->next = job->tasks;
+    job->tasks = t;
+    job->ntasks++;
+    log_msg (LOG_INFO, "job %s step %s: registered rank %d pid %ld uid %u node %s",
+             id, step, t->rank, (long)pid, (unsigned)job->uid, tnode);
+    return job;
+nomem:
+    snprintf (err, len, "ibcrd is out of memory");
+    errno = ENOMEM;
+    return NULL;
+inval:
+    errno = EINVAL;
+    return NULL;
+}
+
+void jobs_drop_conn (struct jobs *j, int conn)
+{
+    struct job **jp = &j->head;
+
+    while (*jp) {
+        struct job *job = *jp;
+        struct task **tp = &job->tasks;
+        while (*tp) {
+            struct task *t = *tp;
+            if (t->conn == conn) {
+                log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld disconnected",
+                         job->id, t->step, t->rank, (long)t->pid);
+                *tp = t->next;
+                free (t);
+                job->ntasks--;
+            } else
+                tp = &t->next;
+        }
+        if (!job->tasks) {
+            log_msg (LOG_INFO, "job %s: no task left on this node", job->id);
+            *jp = job->next;
+            job_free (job);
+        } else
+            jp = &job->next;
+    }
+}
+
+json_object *jobs_job_json (const struct job *job)
+{
+    json_object *o = json_object_new_object ();
+    json_object *tasks = json_object_new_array ();
+
+    if (!o || !tasks) {
+        json_object_put (o);
+        json_object_put (tasks);
+        return NULL;
+    }
+    proto_set_str (o, "job", job->id);
+    proto_set_int (o, "uid", job->uid);
+    proto_set_int (o, "since", job->since);
+    proto_set_int (o, "ntasks", job->ntasks);
+    for (const struct task *t = job->tasks; t; t = t->next) {
+        json_object *to = json_object_new_object ();
+        if (!to)
+            continue;
+        proto_set_int (to, "rank", t->rank);
+        proto_set_str (to, "step", t->step);
+        proto_set_str (to, "node", t->node);
+        proto_set_int (to, "pid", t->pid);
+        if (t->ns_pid >= 0)
+            proto_set_int (to, "ns_pid", t->ns_pid);
+        json_object_array_add (tasks, to);
+    }
+    json_object_object_add (o, "tasks", tasks);
+    return o;
+}
+
+json_object *jobs_list_json (struct jobs *j, uid_t uid)
+{
+    json_object *a = json_object_new_array ();
+
+    if (!a)
+        return NULL;
+    for (struct job *job = j->head; job; job = job->next)
+        if (jobs_may_act (uid, job->uid)) {
+            json_object *o = jobs_job_json (job);
+            if (o)
+                json_object_array_add (a, o);
+        }
+    return a;
+}

@@ -1,0 +1,65 @@
+/* jobs.h - ibcrd's table of registered jobs and their tasks on this node.
+ *
+ * A task registers over its own connection (libibcr's control socket);
+ * the registration lives as long as that connection.  A job belongs to the
+ * uid that first registered a task of it (or the uid root named for it);
+ * afterwards only that uid or root may add tasks, query or act on it.
+ */
+#ifndef IBCRD_JOBS_H
+#define IBCRD_JOBS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
+#include <json-c/json.h>
+
+#include "common/ident.h"
+
+struct task {
+    pid_t pid;                  /* as the daemon sees it (SO_PEERCRED or checked) */
+    long ns_pid;                /* as the task sees itself, -1 when not given */
+    int rank;
+    char step[IDENT_MAX + 1];
+    char node[IDENT_MAX + 1];
+    int conn;                   /* connection id that registered it */
+    time_t since;
+    struct task *next;
+};
+
+struct job {
+    char id[IDENT_MAX + 1];
+    uid_t uid;
+    time_t since;
+    int ntasks;
+    struct task *tasks;
+    struct job *next;
+};
+
+struct jobs;
+
+struct jobs *jobs_create (void);
+void jobs_destroy (struct jobs *j);
+
+/* May a client with uid 'peer' act on a job owned by 'owner'? */
+int jobs_may_act (uid_t peer, uid_t owner);
+
+/* Register a task from a "register" request of a client identified by the
+ * kernel as (uid, pid) on connection conn.  Returns the job, or NULL with
+ * errno and a message for the client in err (EINVAL bad field, EPERM job
+ * of another user or pid not the client's, EEXIST rank already there). */
+struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
+                           json_object *req, const char *node, char *err, size_t len);
+
+/* Forget every task registered over connection conn (it closed); logs each
+ * and drops jobs left without tasks. */
+void jobs_drop_conn (struct jobs *j, int conn);
+
+struct job *jobs_find (struct jobs *j, const char *id);
+
+/* JSON of one job, or an array of the jobs uid may see (all for root). */
+json_object *jobs_job_json (const struct job *job);
+json_object *jobs_list_json (struct jobs *j, uid_t uid);
+
+int jobs_count (struct jobs *j);
+
+#endif

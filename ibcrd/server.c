@@ -1,0 +1,366 @@
+/* server.c - see server.h.  One request type = one handler function in
+ * the table at the bottom; a reply is sent for every request received. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/proto.h"
+#include "common/usock.h"
+#include "server.h"
+
+#define SERVER_MAX_CLIENTS 1024
+
+struct client {
+    int fd;
+    int id;
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    struct proto_reader rd;
+    struct client *next;
+};
+
+struct server {
+    struct conf *conf;
+    struct jobs *jobs;
+    int lfd;
+    int next_id;
+    int nclients;
+    time_t started;
+    struct client *clients;
+};
+
+typedef json_object *(*handler_f) (struct server *s, struct client *c, json_object *req);
+
+struct server *server_create (struct conf *conf, struct jobs *jobs)
+{
+    struct server *s = calloc (1, sizeof (*s));
+
+    if (!s)
+        return NULL;
+    s->conf = conf;
+    s->jobs = jobs;
+    s->started = time (NULL);
+    s->next_id = 1;
+    if ((s->lfd = usock_listen (conf->socket, 128)) < 0) {
+        int saved = errno;
+        free (s);
+        errno = saved;
+        return NULL;
+    }
+    fcntl (s->lfd, F_SETFL, fcntl (s->lfd, F_GETFL) | O_NONBLOCK);
+    return s;
+}
+
+static void client_close (struct server *s, struct client *c)
+{
+    struct client **cp;
+
+    for (cp = &s->clients; *cp; cp = &(*cp)->next)
+        if (*cp == c) {
+            *cp = c->next;
+            break;
+        }
+    jobs_drop_conn (s->jobs, c->id);
+    proto_reader_fini (&c->rd);
+    close (c->fd);
+    s->nclients--;
+    free (c);
+}
+
+void server_destroy (struct server *s)
+{
+    if (!s)
+        return;
+    while (s->clients)
+        client_close (s, s->clients);
+    if (s->lfd >= 0) {
+        close (s->lfd);
+        unlink (s->conf->socket);
+    }
+    free (s);
+}
+
+void server_set_conf (struct server *s, struct conf *conf)
+{
+    s->conf = conf;
+}
+
+int server_nclients (struct server *s)
+{
+    return s->nclients;
+}
+
+int server_pollfds (struct server *s, struct pollfd *pfd, int max)
+{
+    int n = 0;
+
+    if (n < max && s->nclients < SERVER_MAX_CLIENTS)
+        pfd[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
+    for (struct client *c = s->clients; c && n < max; c = c->next)
+        pfd[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+    return n;
+}
+
+static void reply (struct server *s, struct client *c, json_object *req, json_object *rep)
+{
+    json_object *seq;
+
+    if (!rep)
+        rep = proto_error ("ibcrd", ENOMEM, "ibcrd is out of memory");
+    if (!rep)
+        return;
+    /* Echo a client's sequence number so it can match replies. */
+    if (req && json_object_object_get_ex (req, "seq", &seq))
+        json_object_object_add (rep, "seq", json_object_get (seq));
+    if (proto_send (c->fd, rep) < 0)
+        log_msg (LOG_WARNING, "client pid %ld uid %u: cannot send reply: %s",
+                 (long)c->pid, (unsigned)c->uid, strerror (errno));
+    json_object_put (rep);
+}
+
+static json_object *ok_reply (const char *request)
+{
+    json_object *o = proto_new ("ok");
+    if (o)
+        proto_set_str (o, "request", request);
+    return o;
+}
+
+static json_object *daemon_info (struct server *s, uid_t uid)
+{
+    json_object *o = json_object_new_object ();
+
+    if (!o)
+        return NULL;
+    proto_set_str (o, "version", PACKAGE_VERSION);
+    proto_set_int (o, "protocol", PROTO_VERSION);
+    proto_set_int (o, "pid", getpid ());
+    proto_set_str (o, "node", s->conf->node);
+    proto_set_str (o, "cluster", s->conf->cluster);
+    proto_set_str (o, "storage", s->conf->storage);
+    proto_set_str (o, "staging", s->conf->staging);
+    proto_set_int (o, "retention", s->conf->retention);
+    proto_set_int (o, "uptime", time (NULL) - s->started);
+    (void)uid;
+    return o;
+}
+
+static json_object *h_ping (struct server *s, struct client *c, json_object *req)
+{
+    json_object *o = ok_reply ("ping");
+    if (o) {
+        proto_set_int (o, "uid", c->uid);
+        proto_set_int (o, "pid", c->pid);
+    }
+    return o;
+}
+
+static json_object *h_register (struct server *s, struct client *c, json_object *req)
+{
+    char err[256];
+    struct job *job;
+    json_object *o;
+
+    job = jobs_register (s->jobs, c->uid, c->pid, c->id, req, s->conf->node, err,
+                         sizeof (err));
+    if (!job) {
+        log_msg (LOG_WARNING, "register from pid %ld uid %u refused: %s", (long)c->pid,
+                 (unsigned)c->uid, err);
+        return proto_error ("register", errno, "%s", err);
+    }
+    if ((o = ok_reply ("register"))) {
+        proto_set_str (o, "job", job->id);
+        proto_set_str (o, "node", s->conf->node);
+        proto_set_int (o, "ntasks", job->ntasks);
+    }
+    return o;
+}
+
+static json_object *h_status (struct server *s, struct client *c, json_object *req)
+{
+    const char *id = proto_get_str (req, "job", NULL);
+    json_object *o, *v;
+    char num[32];
+
+    /* A numeric job id is accepted as an integer too (Slurm's). */
+    if (!id && json_object_object_get_ex (req, "job", &v)) {
+        if (!json_object_is_type (v, json_type_int))
+            return proto_error ("status", EINVAL, "\"job\" must be a job id string or integer");
+        snprintf (num, sizeof (num), "%lld", (long long)json_object_get_int64 (v));
+        id = num;
+    }
+    if (!(o = ok_reply ("status")))
+        return NULL;
+    json_object_object_add (o, "daemon", daemon_info (s, c->uid));
+    if (id) {
+        struct job *job;
+        if (!ident_ok (id)) {
+            json_object_put (o);
+            return proto_error ("status", EINVAL, "'%s' is not a job id", id);
+        }
+        if (!(job = jobs_find (s->jobs, id))) {
+            json_object_put (o);
+            return proto_error ("status", ENOENT, "job %s has no task registered on node %s",
+                                id, s->conf->node);
+        }
+        if (!jobs_may_act (c->uid, job->uid)) {
+            json_object_put (o);
+            log_msg (LOG_NOTICE, "job %s: status refused to uid %u (owner uid %u)", id,
+                     (unsigned)c->uid, (unsigned)job->uid);
+            return proto_error ("status", EPERM, "job %s belongs to another user", id);
+        }
+        json_object_object_add (o, "job", jobs_job_json (job));
+    } else
+        json_object_object_add (o, "jobs", jobs_list_json (s->jobs, c->uid));
+    return o;
+}
+
+static const struct {
+    const char *type;
+    handler_f fn;
+} handlers[] = {
+    { "ping", h_ping },
+    { "register", h_register },
+    { "status", h_status },
+};
+#define NHANDLERS (sizeof (handlers) / sizeof (handlers[0]))
+
+static const char *known_types (void)
+{
+    return "ping, register, status";
+}
+
+static void handle (struct server *s, struct client *c, json_object *req)
+{
+    const char *type = proto_type (req);
+    int version = proto_version (req);
+
+    if (version != PROTO_VERSION) {
+        log_msg (LOG_WARNING, "client pid %ld uid %u: protocol version %d refused",
+                 (long)c->pid, (unsigned)c->uid, version);
+        reply (s, c, req, proto_error (type, EPROTONOSUPPORT, "protocol version %d is not "
+               "supported: this ibcrd speaks version %d; use ibcr and libibcr of the same "
+               "release as ibcrd", version, PROTO_VERSION));
+        return;
+    }
+    for (size_t i = 0; i < NHANDLERS; i++)
+        if (!strcmp (handlers[i].type, type)) {
+            log_msg (LOG_DEBUG, "client pid %ld uid %u: %s", (long)c->pid,
+                     (unsigned)c->uid, type);
+            reply (s, c, req, handlers[i].fn (s, c, req));
+            return;
+        }
+    log_msg (LOG_WARNING, "client pid %ld uid %u: unknown request type '%.64s'",
+             (long)c->pid, (unsigned)c->uid, type);
+    reply (s, c, req, proto_error (type, EOPNOTSUPP, "unknown request type '%.64s'; this "
+           "ibcrd knows: %s", type, known_types ()));
+}
+
+static void accept_clients (struct server *s)
+{
+    for (;;) {
+        int fd = accept4 (s->lfd, NULL, NULL, SOCK_CLOEXEC);
+        struct client *c;
+        struct timeval tv;
+
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                log_err (errno, "accept on %s", s->conf->socket);
+            return;
+        }
+        if (!(c = calloc (1, sizeof (*c)))) {
+            close (fd);
+            return;
+        }
+        c->fd = fd;
+        c->id = s->next_id++;
+        if (usock_peercred (fd, &c->uid, &c->gid, &c->pid) < 0) {
+            log_err (errno, "SO_PEERCRED on a new client");
+            close (fd);
+            free (c);
+            continue;
+        }
+        /* Replies block at most this long on a client that stopped
+         * reading, so one stuck client cannot stall the node's daemon. */
+        tv.tv_sec = s->conf->timeout_request / 1000;
+        tv.tv_usec = (s->conf->timeout_request % 1000) * 1000;
+        setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
+        proto_reader_init (&c->rd, PROTO_DEFAULT_CAP);
+        c->next = s->clients;
+        s->clients = c;
+        s->nclients++;
+        log_msg (LOG_DEBUG, "client pid %ld uid %u connected", (long)c->pid, (unsigned)c->uid);
+        if (s->nclients >= SERVER_MAX_CLIENTS)
+            return;
+    }
+}
+
+/* Read and answer what one client sent; 0 to keep it, -1 to close it. */
+static int serve_client (struct server *s, struct client *c)
+{
+    for (int budget = 16; budget > 0; budget--) {
+        json_object *req;
+        int rc = proto_reader_read (&c->rd, c->fd, &req);
+
+        if (rc == 0)
+            return 0;
+        if (rc == 1) {
+            handle (s, c, req);
+            json_object_put (req);
+            continue;
+        }
+        switch (errno) {
+        case EPROTO:
+            log_msg (LOG_WARNING, "client pid %ld uid %u: malformed message refused",
+                     (long)c->pid, (unsigned)c->uid);
+            reply (s, c, NULL, proto_error ("message", EPROTO, "malformed message: a "
+                   "message must be one JSON object with an integer \"version\" and a "
+                   "string \"type\""));
+            continue;
+        case EMSGSIZE:
+            log_msg (LOG_WARNING, "client pid %ld uid %u: message of %u bytes over the "
+                     "%zu-byte cap refused", (long)c->pid, (unsigned)c->uid, c->rd.len,
+                     c->rd.cap);
+            reply (s, c, NULL, proto_error ("message", EMSGSIZE, "message of %u bytes "
+                   "is over the %zu-byte limit; it was discarded", c->rd.len, c->rd.cap));
+            continue;
+        case 0:
+            log_msg (LOG_DEBUG, "client pid %ld uid %u closed", (long)c->pid, (unsigned)c->uid);
+            return -1;
+        default:
+            log_msg (LOG_WARNING, "client pid %ld uid %u: %s; closing", (long)c->pid,
+                     (unsigned)c->uid, errno == ECONNRESET
+                     ? "connection closed in the middle of a message" : strerror (errno));
+            return -1;
+        }
+    }
+    return 0;   /* more later: let others be served first */
+}
+
+void server_dispatch (struct server *s, struct pollfd *pfd, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!pfd[i].revents)
+            continue;
+        if (pfd[i].fd == s->lfd) {
+            accept_clients (s);
+            continue;
+        }
+        for (struct client *c = s->clients; c; c = c->next)
+            if (c->fd == pfd[i].fd) {
+                if (serve_client (s, c) < 0)
+                    client_close (s, c);
+                break;
+            }
+    }
+}

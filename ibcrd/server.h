@@ -1,0 +1,36 @@
+/* server.h - ibcrd's local unix socket: accepting clients, reading framed
+ * requests without blocking the loop, identifying each client with
+ * SO_PEERCRED and answering.
+ *
+ * Any malformed, oversized, wrong-version or unknown-type message gets an
+ * error reply and is logged; the daemon serves on.  Nothing here trusts an
+ * identity written in a message.
+ */
+#ifndef IBCRD_SERVER_H
+#define IBCRD_SERVER_H
+
+#include <poll.h>
+#include <time.h>
+
+#include "common/conf.h"
+#include "jobs.h"
+
+struct server;
+
+/* Bind conf->socket (the caller holds the lock and removed a stale one).
+ * NULL with errno on failure. */
+struct server *server_create (struct conf *conf, struct jobs *jobs);
+void server_destroy (struct server *s);
+
+/* Replace the configuration after a SIGHUP reload (the socket stays). */
+void server_set_conf (struct server *s, struct conf *conf);
+
+/* Fill up to max pollfds with the listener and clients; returns the count. */
+int server_pollfds (struct server *s, struct pollfd *pfd, int max);
+
+/* Act on the revents of the pollfds filled by server_pollfds. */
+void server_dispatch (struct server *s, struct pollfd *pfd, int n);
+
+int server_nclients (struct server *s);
+
+#endif

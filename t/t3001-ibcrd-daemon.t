@@ -1,0 +1,203 @@
+#!/bin/sh
+
+test_description='ibcrd: config, start-up, lock, stale socket, signals, bad messages'
+
+. $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
+
+test_expect_success 'an unknown key is refused with file, line and key' '
+	ibcrd_setup bad "retention = 2" "colour = blue" &&
+	test_expect_code 2 "$IBCRD" -F -c bad/ibcrd.conf 2>err &&
+	grep "bad/ibcrd.conf:5: unknown key .colour." err
+'
+
+test_expect_success 'a bad value is refused naming the key' '
+	ibcrd_setup bad2 "retention = lots" &&
+	test_expect_code 2 "$IBCRD" -F -c bad2/ibcrd.conf 2>err &&
+	grep ":4: retention = lots: not a positive integer" err
+'
+
+test_expect_success 'a missing -c file is an error naming it' '
+	test_expect_code 2 "$IBCRD" -F -c nowhere.conf 2>err &&
+	grep "cannot open configuration nowhere.conf" err
+'
+
+test_expect_success 'a stray argument is a usage error' '
+	test_expect_code 2 "$IBCRD" -F extra 2>err &&
+	grep "unexpected argument .extra." err
+'
+
+test_expect_success 'ibcrd -F -c FILE with only socket/storage/staging starts' '
+	ibcrd_setup a &&
+	test $(wc -l <a/ibcrd.conf) -eq 3 &&
+	ibcrd_start a &&
+	test -S a/run/ibcrd.sock &&
+	test "$(cat a/run/ibcrd.pid)" = "$(ibcrd_pid a)" &&
+	grep "serving $PWD/a/run/ibcrd.sock" a/ibcrd.log
+'
+
+test_expect_success 'socket is 0666 in a 0755 folder owned by the daemon' '
+	test "$(stat -c %a a/run/ibcrd.sock)" = 666 &&
+	test "$(stat -c %a a/run)" = 755 &&
+	test "$(stat -c %u a/run)" = "$(id -u)"
+'
+
+test_expect_success 'status answers with the daemon configuration' '
+	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"status\"}" >out &&
+	grep "\"type\":\"ok\"" out &&
+	grep "\"storage\":\"$(echo $PWD/a/storage | sed "s,/,\\\\\\\\/,g")\"" out &&
+	grep "\"jobs\":\[\]" out
+'
+
+test_expect_success 'register names the client by SO_PEERCRED, status shows it' '
+	"$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":17,\"step\":\"0\",\"rank\":3,\"node\":\"nA\"}" \
+		"{\"version\":1,\"type\":\"status\",\"job\":\"17\",\"seq\":9}" >out &&
+	sed -n 1p out | grep "\"request\":\"register\".*\"ntasks\":1" &&
+	sed -n 2p out | grep "\"rank\":3,\"step\":\"0\",\"node\":\"nA\",\"pid\":[1-9]" &&
+	sed -n 2p out | grep "\"seq\":9" &&
+	grep "job 17 step 0: registered rank 3" a/ibcrd.log &&
+	grep "job 17 step 0: rank 3 pid [0-9]* disconnected" a/ibcrd.log
+'
+
+test_expect_success 'register with bad fields gets a clear error' '
+	"$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"../etc\",\"rank\":0}" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"5\"}" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"5\",\"rank\":0,\"pid\":999999999}" \
+		"{\"version\":1,\"type\":\"status\",\"job\":\"404\"}" >out &&
+	sed -n 1p out | grep "EINVAL.*not a job id" &&
+	sed -n 2p out | grep "EINVAL.*rank" &&
+	sed -n 3p out | grep "ESRCH.*does not exist" &&
+	sed -n 4p out | grep "ENOENT.*job 404 has no task registered"
+'
+
+test_expect_success 'malformed, oversized, unknown-version and unknown-type messages get errors; daemon serves on' '
+	"$RAWMSG" "$(ibcrd_sock a)" \
+		"@raw:{\"version\":1,\"type\"" \
+		"@raw:[1,2]" \
+		"@big:2000000" \
+		"{\"version\":2,\"type\":\"status\"}" \
+		"{\"version\":1,\"type\":\"frobnicate\"}" \
+		"{\"version\":1,\"type\":\"ping\"}" >out &&
+	sed -n 1p out | grep "\"errname\":\"EPROTO\".*malformed" &&
+	sed -n 2p out | grep "\"errname\":\"EPROTO\"" &&
+	sed -n 3p out | grep "\"errname\":\"EMSGSIZE\".*2000000 bytes is over" &&
+	sed -n 4p out | grep "\"errname\":\"EPROTONOSUPPORT\".*version 2" &&
+	sed -n 5p out | grep "unknown request type .frobnicate." &&
+	sed -n 6p out | grep "\"type\":\"ok\",\"request\":\"ping\"" &&
+	grep "malformed message refused" a/ibcrd.log &&
+	grep "over the 1048576-byte cap refused" a/ibcrd.log &&
+	grep "protocol version 2 refused" a/ibcrd.log &&
+	grep "unknown request type .frobnicate." a/ibcrd.log
+'
+
+test_expect_success 'a client dying mid-frame does not disturb the daemon' '
+	"$RAWMSG" "$(ibcrd_sock a)" "@half:{\"version\":1,\"type\":\"status\"}" &&
+	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"ping\"}" >out &&
+	grep "\"request\":\"ping\"" out &&
+	grep "connection closed in the middle of a message" a/ibcrd.log
+'
+
+test_expect_success 'many clients at once are all answered' '
+	pids= &&
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+		"$RAWMSG" "$(ibcrd_sock a)" \
+			"{\"version\":1,\"type\":\"register\",\"job\":\"m$i\",\"rank\":0}" \
+			"@sleep:300" "{\"version\":1,\"type\":\"status\"}" >many.$i &
+		pids="$pids $!"
+	done &&
+	for p in $pids; do wait $p || return 1; done &&
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+		sed -n 2p many.$i | grep "\"job\":\"m$i\"" || return 1
+	done
+'
+
+test_expect_success 'a second ibcrd on the same socket is refused, naming the first' '
+	test_expect_code 1 "$IBCRD" -F -c a/ibcrd.conf 2>err &&
+	grep "another ibcrd (pid $(ibcrd_pid a)) is already serving" err &&
+	test -S a/run/ibcrd.sock &&
+	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"ping\"}"
+'
+
+test_expect_success 'SIGHUP reloads the configuration' '
+	echo "retention = 7" >>a/ibcrd.conf &&
+	kill -HUP $(ibcrd_pid a) &&
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		grep -q "configuration reloaded" a/ibcrd.log && break; sleep 0.1
+	done &&
+	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"status\"}" >out &&
+	grep "\"retention\":7" out
+'
+
+test_expect_success 'SIGHUP with a broken file keeps the running configuration' '
+	echo "retention = -1" >>a/ibcrd.conf &&
+	kill -HUP $(ibcrd_pid a) &&
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		grep -q "reload refused" a/ibcrd.log && break; sleep 0.1
+	done &&
+	grep "reload refused, keeping the running configuration: .*retention" a/ibcrd.log &&
+	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"status\"}" >out &&
+	grep "\"retention\":7" out
+'
+
+test_expect_success 'SIGTERM exits 0 and removes socket and pid file' '
+	pid=$(ibcrd_pid a) &&
+	kill -TERM $pid &&
+	wait $pid &&
+	! test -e a/run/ibcrd.sock &&
+	! test -e a/run/ibcrd.pid &&
+	grep "signal 15: shutting down" a/ibcrd.log &&
+	rm -f a/launch.pid
+'
+
+test_expect_success 'a stale socket left by a killed ibcrd is removed at start' '
+	ibcrd_setup b &&
+	ibcrd_start b &&
+	pid=$(ibcrd_pid b) &&
+	kill -KILL $pid && wait $pid; rm -f b/launch.pid &&
+	test -S b/run/ibcrd.sock &&
+	ibcrd_start b &&
+	grep "removed stale socket" b/ibcrd.log &&
+	"$RAWMSG" "$(ibcrd_sock b)" "{\"version\":1,\"type\":\"ping\"}" &&
+	ibcrd_stop b
+'
+
+test_expect_success 'a group-writable socket folder is refused' '
+	ibcrd_setup c &&
+	mkdir -p c/run && chmod 0775 c/run &&
+	test_expect_code 1 "$IBCRD" -F -c c/ibcrd.conf 2>err &&
+	grep "socket folder .*c/run is writable by group or others (mode 0775)" err &&
+	! test -e c/run/ibcrd.sock
+'
+
+test_expect_success ROOT 'a socket folder owned by another user is refused' '
+	ibcrd_setup d &&
+	mkdir -p d/run && chown 65534 d/run &&
+	test_expect_code 1 "$IBCRD" -F -c d/ibcrd.conf 2>err &&
+	grep "is owned by uid 65534, not by us" err
+'
+
+test_expect_success 'service mode detaches, writes the pid file, stops on SIGTERM' '
+	ibcrd_setup e &&
+	ibcr_atexit ibcrd_stop_service e &&
+	"$IBCRD" -c e/ibcrd.conf 2>err &&
+	test -s e/run/ibcrd.pid &&
+	pid=$(cat e/run/ibcrd.pid) &&
+	ibcrd_alive $pid &&
+	test "$(sed "s/.*) . \([0-9]*\).*/\1/" /proc/$pid/stat)" != $$ &&
+	test "$(readlink /proc/$pid/cwd)" = / &&
+	"$RAWMSG" "$(ibcrd_sock e)" "{\"version\":1,\"type\":\"ping\"}" &&
+	kill -TERM $pid &&
+	ibcrd_wait_gone $pid &&
+	! test -e e/run/ibcrd.sock
+'
+
+test_expect_success 'service mode reports a start-up error on the terminal' '
+	ibcrd_setup f &&
+	mkdir -p f/run && chmod 0777 f/run &&
+	test_expect_code 1 "$IBCRD" -c f/ibcrd.conf 2>err &&
+	grep "ibcrd: error: socket folder .* is writable by group or others" err
+'
+
+test_done
