@@ -5,3 +5,4 @@ TESTS += \
 TESTS += t1002-softib-pingpong.t
 TESTS += t1003-softib-perftest.t
 TESTS += t1004-softib-lifecycle.t
+TESTS += t1005-softib-badpeer.t
