@@ -46,5 +46,5 @@ softib_vw_unit_t_SOURCES = softib/vw_unit.c
 softib_vw_unit_t_LDADD = softib/libvw.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
 
 # Sharness tests of softib with these tools.
-TESTS += t1101-softib-stream.t t1103-softib-errors.t
+TESTS += t1101-softib-stream.t t1102-softib-stream-netns.t t1103-softib-errors.t
 EXTRA_DIST += softib/vw.sh

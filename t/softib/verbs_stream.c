@@ -163,6 +163,14 @@ static void connect_qps (struct vw_run *r)
             vw_die (r, "%s", err);
         if (r->o.ud && !r->server && !(q->ah = vw_ah_create (&r->dev, &q->remote, err, sizeof (err))))
             vw_die (r, "qp %d: %s", i, err);
+        if (r->o.verbose) {
+            char l[400], rm[400];
+            vw_ep_format (&q->local, l, sizeof (l));
+            vw_ep_format (&q->remote, rm, sizeof (rm));
+            fprintf (stderr, "verbs_stream: %s: qp %d local %s\n"
+                     "verbs_stream: %s: qp %d remote %s\n", r->role, i, l,
+                     r->role, i, rm);
+        }
     }
 }
 

@@ -92,6 +92,16 @@ vw_run_() {
 		"$VW_BIN"/verbs_stream -p "$(cat "$vw_name".port)" -T "${VW_TIMEOUT:-30}" \
 		"$@" "$vw_addr" >"$vw_name".client.out 2>"$vw_name".client.err
 	vw_crc=$?
+	if test $vw_crc -ne 0; then
+		# The server may wait for a client that will never come back:
+		# give it a moment to notice, then stop it.
+		vw_i=0
+		while kill -0 $vw_spid 2>/dev/null && test $vw_i -lt 40; do
+			sleep 0.05
+			vw_i=$((vw_i + 1))
+		done
+		kill $vw_spid 2>/dev/null
+	fi
 	wait $vw_spid
 	vw_src=$?
 	return 0

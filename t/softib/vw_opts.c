@@ -277,30 +277,35 @@ void vw_opts_format (const struct vw_opts *o, char *buf, size_t len)
 {
     snprintf (buf, len,
               "op=%s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d thr=%d "
-              "ud=%d srq=%d wait=%s win=%d",
+              "ud=%d srq=%d wait=%s win=%d gid=%d",
               vw_op_name (o->op), (unsigned long long)o->count, o->size,
               o->inline_data, o->nsge, o->sig_every, o->nqp, o->ncq,
-              o->nthread, o->ud, o->srq, wait_names[o->wait], o->window);
+              o->nthread, o->ud, o->srq, wait_names[o->wait], o->window,
+              o->gid_index);
 }
 
 int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
 {
     char op[32], wait[32];
     unsigned long long n;
-    int got;
+    int got, gid;
 
     got = sscanf (line,
                   "op=%31s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d "
-                  "thr=%d ud=%d srq=%d wait=%31s win=%d",
+                  "thr=%d ud=%d srq=%d wait=%31s win=%d gid=%d",
                   op, &n, &o->size, &o->inline_data, &o->nsge, &o->sig_every,
                   &o->nqp, &o->ncq, &o->nthread, &o->ud, &o->srq, wait,
-                  &o->window);
-    if (got != 13) {
+                  &o->window, &gid);
+    if (got != 14) {
         snprintf (err, errlen, "bad workload line from client: '%s' "
                   "(client and server versions differ?)", line);
         return -1;
     }
     o->count = n;
+    /* Both sides address by GID or neither: the server follows the
+     * client unless it was given its own -x. */
+    if (o->gid_index < 0 && gid >= 0 && gid <= 255)
+        o->gid_index = gid;
     if (parse_name (op, op_names, NELEM (op_names), &got, "client op", err, errlen) < 0)
         return -1;
     o->op = (enum vw_op)got;

@@ -33,7 +33,7 @@ struct vw_opts {
     const char *port_file;  /* server: write the bound port here */
     const char *dev;        /* device name, NULL = first */
     int ib_port;
-    int gid_index;          /* -1: address by LID only */
+    int gid_index;          /* -1: address by LID only (sent to the server) */
     int timeout;            /* seconds before the watchdog fails the run */
     int verbose;
 

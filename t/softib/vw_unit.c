@@ -108,7 +108,7 @@ static void opts_tests (void)
 
     ok (parse (&o, err, "-o", "write", "-n", "10", "-s", "65536", "-q", "4",
                "-c", "2", "-t", "2", "-g", "3", "-u", "4", "-w", "event",
-               "-W", "32", "-I", "host", NULL) == 0, "a full client line parses (%s)", err);
+               "-W", "32", "-I", "-x", "3", "host", NULL) == 0, "a full client line parses (%s)", err);
     ok (o.op == VW_OP_WRITE && o.count == 10 && o.size == 65536 && o.nqp == 4
         && o.ncq == 2 && o.nthread == 2 && o.nsge == 3 && o.sig_every == 4
         && o.wait == VW_WAIT_EVENT && o.window == 32 && o.inline_data
@@ -116,12 +116,14 @@ static void opts_tests (void)
     vw_opts_format (&o, line, sizeof (line));
     memset (&back, 0, sizeof (back));
     back.host = "x";
+    back.gid_index = -1;
     ok (vw_opts_load (&back, line, err, sizeof (err)) == 0, "the workload line loads back (%s)", err);
     ok (back.op == o.op && back.count == o.count && back.size == o.size
         && back.nqp == o.nqp && back.ncq == o.ncq && back.nthread == o.nthread
         && back.nsge == o.nsge && back.sig_every == o.sig_every
         && back.wait == o.wait && back.window == o.window
-        && back.inline_data == o.inline_data, "and round-trips exactly");
+        && back.inline_data == o.inline_data && back.gid_index == 3,
+        "and round-trips exactly");
     ok (parse (&o, err, "-o", "fadd", "h", NULL) == 0 && o.size == 8,
         "atomics default to 8 bytes");
     ok (parse (&o, err, "-o", "fadd", "-s", "16", "h", NULL) < 0 && strstr (err, "-s 8"),
