@@ -10,11 +10,7 @@ loads its backend (dlopen, RTLD_LOCAL).'
 
 . $(dirname $0)/sharness.sh
 
-command -v python3 >/dev/null 2>&1 && test_set_prereq PYTHON3
-if ! test_have_prereq PYTHON3; then
-	skip_all="python3 not found"
-	test_done
-fi
+ibcr_require PYTHON3
 
 SOFTIB_LIB=$IBCR_BUILDDIR/lib/softib/.libs/libibverbs.so.1
 

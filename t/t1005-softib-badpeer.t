@@ -11,12 +11,7 @@ receive), not a crash.'
 
 . $(dirname $0)/sharness.sh
 ibcr_require IBVUTILS
-command -v python3 >/dev/null 2>&1 && command -v stdbuf >/dev/null 2>&1 &&
-	test_set_prereq PYTHON3
-if ! test_have_prereq PYTHON3; then
-	skip_all="python3 or stdbuf not found"
-	test_done
-fi
+ibcr_require PYTHON3
 
 LD_LIBRARY_PATH=$IBCR_BUILDDIR/lib/softib/.libs
 SOFTIB_ADDR=127.0.0.1

@@ -9,6 +9,7 @@
 #     NETNS     root, and a network namespace can be made and removed
 #     PERFTEST  ib_send_bw
 #     IBVUTILS  ibv_rc_pingpong
+#     PYTHON3   python3 and stdbuf (test peers and drivers written in python)
 #   ibcr_prereq_ok NAME      true when NAME is present (works outside sharness)
 #   ibcr_prereq_why NAME     prints why NAME is missing
 #   ibcr_require NAME...     call right after sourcing sharness.sh.  If one
@@ -44,7 +45,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -101,6 +102,7 @@ ibcr_prereq_check_() {
 	ibcr_prereq_cmds_ SLURM slurmctld slurmd srun sbatch scontrol squeue munged mungekey
 	ibcr_prereq_cmds_ PERFTEST ib_send_bw
 	ibcr_prereq_cmds_ IBVUTILS ibv_rc_pingpong
+	ibcr_prereq_cmds_ PYTHON3 python3 stdbuf
 
 	if ! ibcr_prereq_ok ROOT; then
 		ibcr_prereq_missing_ NETNS "network namespaces need root"
