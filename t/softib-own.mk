@@ -27,7 +27,7 @@ softib_libvwpair_la_LIBADD = softib/libvw.la -libverbs
 
 VW_ERR_LDADD = softib/libvwpair.la softib/libvw.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
 check_PROGRAMS += softib/err_access softib/err_state softib/err_rnr \
-	softib/err_flush softib/err_unsupported
+	softib/err_flush softib/err_unsupported softib/err_peer
 softib_err_access_SOURCES = softib/err_access.c
 softib_err_access_LDADD = $(VW_ERR_LDADD)
 softib_err_state_SOURCES = softib/err_state.c
@@ -48,3 +48,5 @@ softib_vw_unit_t_LDADD = softib/libvw.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
 # Sharness tests of softib with these tools.
 TESTS += t1101-softib-stream.t t1102-softib-stream-netns.t t1103-softib-errors.t
 EXTRA_DIST += softib/vw.sh
+softib_err_peer_SOURCES = softib/err_peer.c
+softib_err_peer_LDADD = $(VW_ERR_LDADD)
