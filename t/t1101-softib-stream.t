@@ -101,6 +101,15 @@ test_expect_success 'receiver in poll() on the completion channel fd' '
 	vw_stream po-fadd -w poll -o fadd -n 500
 '
 
+# libibcr's checkpoint tests pace a long stream so that it outlasts a
+# checkpoint: 100 messages at 200/s take half a second.
+test_expect_success 'a paced stream (-r) takes the time it should' '
+	vw_stream paced -o write -r 200 -n 100 -q 2 >out &&
+	secs=$(sed -n "s/.* secs=\([0-9.]*\) .*/\1/p" out) &&
+	echo "took $secs s" &&
+	awk "BEGIN { exit !($secs >= 0.45 && $secs < 5) }"
+'
+
 # The checks themselves must be able to fail: a flipped byte in one
 # message is named, and the run fails on both sides.
 for op in send write write_imm; do

@@ -44,8 +44,13 @@ static double now_s (void)
 static void *watchdog (void *arg)
 {
     struct vw_run *r = arg;
+    int waited = 0;
 
-    sleep ((unsigned)r->o.timeout);
+    /* The server learns the client's -T only after the handshake. */
+    while (waited < __atomic_load_n (&r->o.timeout, __ATOMIC_RELAXED)) {
+        sleep (1);
+        waited++;
+    }
     fflush (stdout);
     fprintf (stderr, "verbs_stream: %s: timeout after %d s (-T)\n", r->role,
              r->o.timeout);

@@ -12,6 +12,7 @@
 #include <endian.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "vw_pattern.h"
 #include "vw_stream.h"
@@ -161,11 +162,26 @@ static void post_data (struct vw_run *r, struct vw_qp *q, uint64_t seq)
     q->posted = seq + 1;
 }
 
+/* How many messages -r allows by now (UINT64_MAX without -r). */
+static uint64_t paced_limit (struct vw_run *r)
+{
+    struct timespec ts;
+
+    if (!r->o.rate)
+        return UINT64_MAX;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return 1 + (uint64_t)(((double)ts.tv_sec + (double)ts.tv_nsec / 1e9
+                           - r->t_start) * r->o.rate);
+}
+
 int vw_client_post (struct vw_run *r, struct vw_qp *q)
 {
+    uint64_t limit = paced_limit (r);
     int n = 0;
 
-    while (q->posted < r->o.count && q->posted < q->credit
+    if (q->posted < r->o.count && q->posted >= limit)
+        q->thr->throttled = 1;
+    while (q->posted < r->o.count && q->posted < q->credit && q->posted < limit
            && q->posted - q->done < r->window
            && q->wr_posted - q->wr_done + 2 < q->sq_depth) {
         uint64_t seq = q->posted;

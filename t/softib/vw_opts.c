@@ -66,6 +66,8 @@ void vw_opts_usage (const char *prog)
 "  -S          receiver uses shared receive queues\n"
 "  -w MODE     wait for completions: busy|event|poll (default busy)\n"
 "  -W WINDOW   messages in flight per QP (default 16)\n"
+"  -r RATE     post at most RATE messages per second per QP (default: no\n"
+"              limit); with a large -n, a stream that outlasts a checkpoint\n"
 "prints 'OK msgs=N bytes=B checksum=X' when every message was verified.\n"
 "environment: VW_CORRUPT_SEQ=N makes the client flip one byte of QP 0's\n"
 "message N (send, send_imm, write, write_imm): the run must then fail.\n",
@@ -133,7 +135,7 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
 
     opts_defaults (o);
     optind = 1;
-    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vo:n:s:Ig:u:q:c:t:USw:W:h")) != -1) {
+    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vo:n:s:Ig:u:q:c:t:USw:W:r:h")) != -1) {
         switch (c) {
         case 'p': o->port = optarg; break;
         case 'P': o->port_file = optarg; break;
@@ -207,6 +209,11 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
                 return -1;
             o->window = (int)v;
             break;
+        case 'r':
+            if (parse_num (optarg, 1, 100000000, &v, "-r (rate)", err, errlen) < 0)
+                return -1;
+            o->rate = (uint32_t)v;
+            break;
         case 'h':
             vw_opts_usage (argv[0]);
             exit (0);
@@ -277,26 +284,26 @@ void vw_opts_format (const struct vw_opts *o, char *buf, size_t len)
 {
     snprintf (buf, len,
               "op=%s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d thr=%d "
-              "ud=%d srq=%d wait=%s win=%d gid=%d",
+              "ud=%d srq=%d wait=%s win=%d gid=%d tmo=%d",
               vw_op_name (o->op), (unsigned long long)o->count, o->size,
               o->inline_data, o->nsge, o->sig_every, o->nqp, o->ncq,
               o->nthread, o->ud, o->srq, wait_names[o->wait], o->window,
-              o->gid_index);
+              o->gid_index, o->timeout);
 }
 
 int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
 {
     char op[32], wait[32];
     unsigned long long n;
-    int got, gid;
+    int got, gid, tmo;
 
     got = sscanf (line,
                   "op=%31s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d "
-                  "thr=%d ud=%d srq=%d wait=%31s win=%d gid=%d",
+                  "thr=%d ud=%d srq=%d wait=%31s win=%d gid=%d tmo=%d",
                   op, &n, &o->size, &o->inline_data, &o->nsge, &o->sig_every,
                   &o->nqp, &o->ncq, &o->nthread, &o->ud, &o->srq, wait,
-                  &o->window, &gid);
-    if (got != 14) {
+                  &o->window, &gid, &tmo);
+    if (got != 15) {
         snprintf (err, errlen, "bad workload line from client: '%s' "
                   "(client and server versions differ?)", line);
         return -1;
@@ -306,6 +313,9 @@ int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
      * client unless it was given its own -x. */
     if (o->gid_index < 0 && gid >= 0 && gid <= 255)
         o->gid_index = gid;
+    /* Never give up before the client does. */
+    if (tmo > o->timeout && tmo <= 3600)
+        o->timeout = tmo;
     if (parse_name (op, op_names, NELEM (op_names), &got, "client op", err, errlen) < 0)
         return -1;
     o->op = (enum vw_op)got;

@@ -51,6 +51,7 @@ struct vw_opts {
     int srq;
     enum vw_wait wait;
     int window;             /* messages in flight per QP */
+    uint32_t rate;          /* client: messages per second per QP, 0 = no limit */
 };
 
 const char *vw_op_name (enum vw_op op);

@@ -388,6 +388,7 @@ static void *thread_main (void *arg)
     while (t->nfinished < t->nqp) {
         int progress = 0;
 
+        t->throttled = 0;
         if (!r->server)
             for (int i = 0; i < t->nqp; i++)
                 if (!t->qps[i]->finished)
@@ -412,8 +413,11 @@ static void *thread_main (void *arg)
                 t->nfinished++;
             }
         }
-        if (!progress && t->nfinished < t->nqp
-            && vw_waiter_idle (&t->waiter, err, sizeof (err)) < 0)
+        if (progress || t->nfinished == t->nqp)
+            continue;
+        if (t->throttled)
+            usleep (500);   /* -r: the next post is due soon, not on an event */
+        else if (vw_waiter_idle (&t->waiter, err, sizeof (err)) < 0)
             vw_die (r, "thread %d: %s", t->idx, err);
     }
     {
@@ -431,6 +435,10 @@ static void *thread_main (void *arg)
 
 void vw_threads_start (struct vw_run *r)
 {
+    struct timespec ts;
+
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    r->t_start = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     for (int k = 0; k < r->o.nthread; k++) {
         int rc = pthread_create (&r->thr[k].tid, NULL, thread_main, &r->thr[k]);
         if (rc)

@@ -102,6 +102,7 @@ struct vw_thread {
     struct ibv_srq *srq;
     struct vw_waiter waiter;
     uint8_t *scratch;           /* one message, for gather/generate */
+    int throttled;              /* client: -r held back a post this round */
     int nfinished;
 };
 
@@ -117,6 +118,7 @@ struct vw_run {
     uint32_t window, batch, nctl;
     int threads_done;           /* atomic */
     double t_end;               /* when the last worker finished */
+    double t_start;             /* when the workers started (pacing) */
     uint64_t corrupt_seq;       /* VW_CORRUPT_SEQ: flip a byte of qp 0's
                                  * message seq, to prove the checks fail */
 };
