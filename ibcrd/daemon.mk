@@ -6,4 +6,12 @@ ibcrd_SOURCES = \
 	jobs.c jobs.h \
 	server.c server.h
 ibcrd_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
-ibcrd_LDADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS) $(INIH_LIBS)
+ibcrd_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(INIH_LIBS)
+
+bin_PROGRAMS += ibcr
+ibcr_SOURCES = \
+	ibcr.c cli.h \
+	cli_status.c \
+	cli_store.c
+ibcr_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
+ibcr_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(INIH_LIBS) $(XXHASH_LIBS)

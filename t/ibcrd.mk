@@ -7,3 +7,10 @@ ibcrd_rawmsg_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
 ibcrd_rawmsg_LDADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS)
 EXTRA_DIST += ibcrd/lib.sh
 TESTS += t3001-ibcrd-daemon.t
+
+# Test helper: a generation made with the store calls ibcrd uses.
+check_PROGRAMS += ibcrd/mkgen
+ibcrd_mkgen_SOURCES = ibcrd/mkgen.c
+ibcrd_mkgen_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
+ibcrd_mkgen_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS)
+TESTS += t3002-ibcrd-store.t

@@ -13,4 +13,4 @@ common_test_proto_t_LDADD = $(top_builddir)/lib/common/libcommon.la libtap.la $(
 TESTS += common/test_conf.t
 check_PROGRAMS += common/test_conf.t
 common_test_conf_t_SOURCES = common/test_conf.c
-common_test_conf_t_LDADD = $(top_builddir)/lib/common/libcommon.la libtap.la
+common_test_conf_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la

@@ -1,0 +1,348 @@
+/* manifest.c - see manifest.h. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef HAVE_XXHASH
+#error "image checksums need libxxhash (Debian: libxxhash-dev); re-run configure"
+#endif
+#include <xxhash.h>
+
+#include "manifest.h"
+
+#define HASH_BUF (1024 * 1024)
+
+int manifest_hash_file (int dirfd, const char *path, uint64_t *hash, uint64_t *size)
+{
+    XXH3_state_t *st = NULL;
+    char *buf = NULL;
+    uint64_t total = 0;
+    int fd, saved;
+    struct stat sb;
+
+    if ((fd = openat (dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return -1;
+    if (fstat (fd, &sb) < 0)
+        goto error;
+    if (!S_ISREG (sb.st_mode)) {
+        errno = EINVAL;
+        goto error;
+    }
+    if (!(buf = malloc (HASH_BUF)) || !(st = XXH3_createState ())) {
+        errno = ENOMEM;
+        goto error;
+    }
+    XXH3_64bits_reset (st);
+    for (;;) {
+        ssize_t n = read (fd, buf, HASH_BUF);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            goto error;
+        }
+        if (n == 0)
+            break;
+        XXH3_64bits_update (st, buf, n);
+        total += n;
+    }
+    *hash = XXH3_64bits_digest (st);
+    *size = total;
+    XXH3_freeState (st);
+    free (buf);
+    close (fd);
+    return 0;
+error:
+    saved = errno;
+    if (st)
+        XXH3_freeState (st);
+    free (buf);
+    close (fd);
+    errno = saved;
+    return -1;
+}
+
+static int is_manifest (const char *name)
+{
+    return !strncmp (name, MANIFEST_NAME, strlen (MANIFEST_NAME));
+}
+
+static int cmp_path (const void *a, const void *b)
+{
+    json_object *const *x = a, *const *y = b;
+    json_object *px, *py;
+    json_object_object_get_ex (*x, "path", &px);
+    json_object_object_get_ex (*y, "path", &py);
+    return strcmp (json_object_get_string (px), json_object_get_string (py));
+}
+
+/* Depth-first walk of dir (relative path rel, "" at the top), hashing every
+ * regular file into arr. */
+static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes,
+                     int hash, char *err, size_t len)
+{
+    DIR *d;
+    struct dirent *e;
+    int rc = 0;
+
+    if (!(d = fdopendir (dfd))) {
+        snprintf (err, len, "%s: %s", *rel ? rel : ".", strerror (errno));
+        close (dfd);
+        return -1;
+    }
+    while (rc == 0 && (e = readdir (d))) {
+        char path[4096];
+        struct stat sb;
+
+        if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
+            continue;
+        if (!*rel && is_manifest (e->d_name))
+            continue;
+        snprintf (path, sizeof (path), "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+        if (fstatat (dirfd (d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+            snprintf (err, len, "%s: %s", path, strerror (errno));
+            rc = -1;
+        } else if (S_ISDIR (sb.st_mode)) {
+            int sub = openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                snprintf (err, len, "%s: %s", path, strerror (errno));
+                rc = -1;
+            } else
+                rc = scan_dir (sub, path, arr, bytes, hash, err, len);
+        } else if (S_ISREG (sb.st_mode)) {
+            uint64_t h = 0, sz = sb.st_size;
+            char hex[17];
+            json_object *f;
+            if (hash && manifest_hash_file (dirfd (d), e->d_name, &h, &sz) < 0) {
+                snprintf (err, len, "%s: %s", path, strerror (errno));
+                rc = -1;
+                continue;
+            }
+            snprintf (hex, sizeof (hex), "%016" PRIx64, h);
+            if (!(f = json_object_new_object ())) {
+                errno = ENOMEM;
+                rc = -1;
+                continue;
+            }
+            json_object_object_add (f, "path", json_object_new_string (path));
+            json_object_object_add (f, "size", json_object_new_int64 ((int64_t)sz));
+            json_object_object_add (f, "xxh3", json_object_new_string (hex));
+            json_object_array_add (arr, f);
+            *bytes += sz;
+        } else {
+            snprintf (err, len, "%s: not a regular file or folder (symbolic links and "
+                      "devices are never part of an image)", path);
+            errno = EINVAL;
+            rc = -1;
+        }
+    }
+    closedir (d);
+    return rc;
+}
+
+static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *err, size_t len)
+{
+    json_object *arr = json_object_new_array ();
+    int dfd, saved;
+    uint64_t total = 0;
+
+    if (!arr) {
+        snprintf (err, len, "out of memory");
+        errno = ENOMEM;
+        return NULL;
+    }
+    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        saved = errno;
+        snprintf (err, len, "%s: %s", gendir, strerror (saved));
+        json_object_put (arr);
+        errno = saved;
+        return NULL;
+    }
+    if (scan_dir (dfd, "", arr, &total, hash, err, len) < 0) {
+        saved = errno;
+        json_object_put (arr);
+        errno = saved;
+        return NULL;
+    }
+    json_object_array_sort (arr, cmp_path);
+    if (bytes)
+        *bytes = total;
+    return arr;
+}
+
+json_object *manifest_scan (const char *gendir, uint64_t *bytes, char *err, size_t len)
+{
+    return scan (gendir, bytes, 1, err, len);
+}
+
+int manifest_write (const char *gendir, json_object *m, int uid, int gid,
+                    char *err, size_t len)
+{
+    char tmp[4096], dst[4096];
+    const char *s;
+    int fd, dfd, saved;
+    size_t n;
+
+    snprintf (tmp, sizeof (tmp), "%s/%s.tmp", gendir, MANIFEST_NAME);
+    snprintf (dst, sizeof (dst), "%s/%s", gendir, MANIFEST_NAME);
+    s = json_object_to_json_string_ext (m, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
+    n = strlen (s);
+    if ((fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+        goto error;
+    if (write (fd, s, n) != (ssize_t)n || write (fd, "\n", 1) != 1
+        || (uid >= 0 && fchown (fd, uid, gid) < 0) || fsync (fd) < 0) {
+        saved = errno;
+        close (fd);
+        unlink (tmp);
+        errno = saved ? saved : EIO;
+        goto error;
+    }
+    if (close (fd) < 0 || rename (tmp, dst) < 0) {
+        saved = errno;
+        unlink (tmp);
+        errno = saved;
+        goto error;
+    }
+    /* The rename is what commits: make it durable before reporting it. */
+    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+        fsync (dfd);
+        close (dfd);
+    }
+    return 0;
+error:
+    saved = errno;
+    snprintf (err, len, "cannot write %s: %s", dst, strerror (saved));
+    errno = saved;
+    return -1;
+}
+
+json_object *manifest_read (const char *gendir, char *err, size_t len)
+{
+    char path[4096];
+    struct stat sb;
+    json_object *m, *v;
+    char *buf;
+    int fd, saved;
+    ssize_t n;
+
+    snprintf (path, sizeof (path), "%s/%s", gendir, MANIFEST_NAME);
+    if ((fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        saved = errno;
+        snprintf (err, len, "%s: %s", path, strerror (saved));
+        errno = saved;
+        return NULL;
+    }
+    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || sb.st_size > 64 * 1024 * 1024
+        || !(buf = malloc (sb.st_size + 1))) {
+        close (fd);
+        snprintf (err, len, "%s: not a readable manifest", path);
+        errno = EBADMSG;
+        return NULL;
+    }
+    n = read (fd, buf, sb.st_size);
+    close (fd);
+    if (n != sb.st_size) {
+        free (buf);
+        snprintf (err, len, "%s: short read", path);
+        errno = EBADMSG;
+        return NULL;
+    }
+    buf[n] = '\0';
+    m = json_tokener_parse (buf);
+    free (buf);
+    if (!m || !json_object_is_type (m, json_type_object)
+        || !json_object_object_get_ex (m, "format", &v) || json_object_get_int (v) != MANIFEST_FORMAT
+        || !json_object_object_get_ex (m, "job", &v) || !json_object_is_type (v, json_type_string)
+        || !json_object_object_get_ex (m, "generation", &v) || !json_object_is_type (v, json_type_int)
+        || !json_object_object_get_ex (m, "files", &v) || !json_object_is_type (v, json_type_array)) {
+        json_object_put (m);
+        snprintf (err, len, "%s: not a valid ibcr manifest (format %d)", path, MANIFEST_FORMAT);
+        errno = EBADMSG;
+        return NULL;
+    }
+    return m;
+}
+
+static int add_problem (json_object *problems, const char *path, const char *what)
+{
+    if (problems) {
+        json_object *p = json_object_new_object ();
+        json_object_object_add (p, "path", json_object_new_string (path));
+        json_object_object_add (p, "problem", json_object_new_string (what));
+        json_object_array_add (problems, p);
+    }
+    return 1;
+}
+
+int manifest_verify (const char *gendir, json_object *m, json_object *problems,
+                     uint64_t *bytes_checked)
+{
+    json_object *files, *now;
+    char err[512];
+    int nprob = 0, dfd;
+    uint64_t total = 0;
+
+    if (!json_object_object_get_ex (m, "files", &files)) {
+        errno = EBADMSG;
+        return -1;
+    }
+    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return -1;
+    for (size_t i = 0; i < json_object_array_length (files); i++) {
+        json_object *f = json_object_array_get_idx (files, i), *v;
+        const char *path, *want;
+        uint64_t h, sz;
+        char hex[17], what[128];
+
+        if (!json_object_object_get_ex (f, "path", &v) || !(path = json_object_get_string (v))
+            || strstr (path, "..") || path[0] == '/') {
+            nprob += add_problem (problems, "?", "manifest entry without a safe path");
+            continue;
+        }
+        json_object_object_get_ex (f, "xxh3", &v);
+        want = v ? json_object_get_string (v) : "";
+        if (manifest_hash_file (dfd, path, &h, &sz) < 0) {
+            snprintf (what, sizeof (what), "%s", errno == ENOENT ? "missing" : strerror (errno));
+            nprob += add_problem (problems, path, what);
+            continue;
+        }
+        total += sz;
+        snprintf (hex, sizeof (hex), "%016" PRIx64, h);
+        json_object_object_get_ex (f, "size", &v);
+        if (!v || (uint64_t)json_object_get_int64 (v) != sz) {
+            snprintf (what, sizeof (what), "size %" PRIu64 ", manifest says %lld", sz,
+                      v ? (long long)json_object_get_int64 (v) : -1LL);
+            nprob += add_problem (problems, path, what);
+        } else if (strcmp (hex, want))
+            nprob += add_problem (problems, path, "checksum mismatch");
+    }
+    close (dfd);
+    /* Files nobody listed: something wrote into a committed generation. */
+    if ((now = scan (gendir, NULL, 0, err, sizeof (err)))) {
+        for (size_t i = 0; i < json_object_array_length (now); i++) {
+            json_object *f = json_object_array_get_idx (now, i), *v;
+            const char *p;
+            int listed = 0;
+            json_object_object_get_ex (f, "path", &v);
+            p = json_object_get_string (v);
+            for (size_t j = 0; !listed && j < json_object_array_length (files); j++) {
+                json_object *g = json_object_array_get_idx (files, j), *w;
+                listed = json_object_object_get_ex (g, "path", &w)
+                         && !strcmp (json_object_get_string (w), p);
+            }
+            if (!listed)
+                nprob += add_problem (problems, p, "not in manifest");
+        }
+        json_object_put (now);
+    }
+    if (bytes_checked)
+        *bytes_checked = total;
+    return nprob;
+}

@@ -1,0 +1,47 @@
+/* manifest.h - manifest.json of one checkpoint generation: what it holds
+ * (job, tasks, nodes, times, trigger, engine versions) and, per file, its
+ * size and XXH3-64 checksum.
+ *
+ * The manifest is written last, by rename, after every image file is
+ * durable: a generation folder without a valid manifest is partial and is
+ * never listed or restored.  Nothing here follows a symbolic link.
+ */
+#ifndef IBCR_COMMON_MANIFEST_H
+#define IBCR_COMMON_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#define MANIFEST_NAME "manifest.json"
+#define MANIFEST_FORMAT 1
+
+/* XXH3-64 of a file relative to dirfd (O_NOFOLLOW), and its size.
+ * 0 or -1 with errno. */
+int manifest_hash_file (int dirfd, const char *path, uint64_t *hash, uint64_t *size);
+
+/* Walk the folder gendir and return the "files" array:
+ * [{"path":"task-0/core.img","size":N,"xxh3":"16 hex digits"}, ...]
+ * sorted by path, manifest files excluded.  Symbolic links and anything
+ * but regular files and folders are refused (EINVAL).  *bytes gets the
+ * total.  NULL with errno and a message in err. */
+json_object *manifest_scan (const char *gendir, uint64_t *bytes, char *err, size_t len);
+
+/* Write m as gendir/manifest.json: temporary file, fsync, rename, fsync of
+ * the folder.  mode/uid/gid as for the image files (uid -1: unchanged). */
+int manifest_write (const char *gendir, json_object *m, int uid, int gid,
+                    char *err, size_t len);
+
+/* Read and check gendir/manifest.json (format, job, generation, files).
+ * NULL with errno (ENOENT: no manifest, the generation is partial;
+ * EBADMSG: unreadable or invalid) and a message in err. */
+json_object *manifest_read (const char *gendir, char *err, size_t len);
+
+/* Recompute every checksum listed in m and look for files not listed.
+ * Returns the number of problems (0 = intact), each appended to 'problems'
+ * (if not NULL) as {"path":..., "problem":"checksum mismatch"|"missing"|
+ * "size ..."|"not in manifest"}; -1 with errno on a failure to check. */
+int manifest_verify (const char *gendir, json_object *m, json_object *problems,
+                     uint64_t *bytes_checked);
+
+#endif
