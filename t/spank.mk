@@ -2,4 +2,6 @@
 # a private Slurm cluster (t/sharness.d/20-slurm.sh), with a real ibcrd per
 # node where a test needs one.  See t/Makefile.am.
 TESTS += \
-	t4001-spank-option.t
+	t4001-spank-option.t \
+	t4002-spank-task.t \
+	t4003-spank-daemon.t

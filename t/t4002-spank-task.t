@@ -1,0 +1,263 @@
+#!/bin/sh
+test_description='spank: a protected task runs under its own PID-namespace init
+
+srun --checkpoint-ib on a real 2-node Slurm cluster (proctrack/cgroup,
+task/cgroup) with a real ibcrd per node.  The application sees itself as
+PID 2 of its own PID namespace, under a setsid init that is PID 1 there,
+below the task process Slurm knows; all three stay in the step cgroups;
+scancel and its signals reach the application exactly once; exit codes and
+deaths by signal are what Slurm reports without ibcr; a job without the
+option is not touched at all.'
+
+. $(dirname $0)/sharness.sh
+ibcr_require ROOT SLURM
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
+preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+
+test -x "$IBCRD" && test_set_prereq IBCRD
+
+run=/run/ibcr-sp.$$
+ibcrd_pids=
+
+ibcrd_start_node() {
+	mkdir -p "$run/ibcrd/$1" &&
+	cat >"$run/ibcrd/$1/ibcrd.conf" <<-EOF &&
+	socket = $run/ibcrd/%n/ibcrd.sock
+	storage = $run/ibcrd/%n/storage
+	staging = $run/ibcrd/%n/staging
+	EOF
+	"$IBCRD" -F -c "$run/ibcrd/$1/ibcrd.conf" -N "$1" \
+		</dev/null >"$run/ibcrd/$1/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+	ibcrd_pids="$ibcrd_pids $!"
+	t=50
+	while ! test -S "$run/ibcrd/$1/ibcrd.sock"; do
+		t=$((t - 1))
+		test $t -gt 0 || { cat "$run/ibcrd/$1/ibcrd.log"; return 1; }
+		sleep 0.1
+	done
+}
+
+ibcrd_stop_all() {
+	if ibcr_failed; then
+		for f in "$run"/ibcrd/*/ibcrd.log; do
+			test -f "$f" && { echo "----- $f"; cat "$f"; }
+		done | ibcr_diag
+	fi
+	for p in $ibcrd_pids; do
+		kill -TERM "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	ibcrd_pids=
+	rm -rf "$run/ibcrd"
+	rmdir "$run" 2>/dev/null
+	return 0
+}
+
+# wait_for FILE [TENTHS]: until FILE exists.
+wait_for() {
+	wf_t=${2:-300}
+	while ! test -e "$1"; do
+		wf_t=$((wf_t - 1))
+		test $wf_t -gt 0 || { echo "timed out waiting for $1" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+# The probe is the application: it describes itself, its parent and its
+# grandparent with shell builtins (so /proc/self is the shell itself).
+# /proc is the host's, so the pids it reads there are host pids.
+cat >probe.sh <<\EOF
+#!/bin/sh
+# No command substitution before the facts are read: a subshell would
+# be another process.
+load() { # FILE VAR: set VAR_ppid, VAR_nspid, VAR_name from a status file
+	while read -r k v; do
+		case $k in
+		PPid:) eval "$2_ppid=\$v" ;;
+		NSpid:) eval "$2_nspid=\"\$v\"" ;;
+		Name:) eval "$2_name=\$v" ;;
+		Uid:) set -- "$1" "$2" $v; eval "$2_uid=\$3" ;;
+		esac
+	done <"$1"
+}
+load_sid() { # FILE VAR: set VAR_sid from a stat file
+	read -r a b c d e s rest <"$1"
+	eval "$2_sid=\$s"
+}
+load /proc/self/status app
+load_sid /proc/self/stat app
+load /proc/$app_ppid/status parent
+load_sid /proc/$app_ppid/stat parent
+load /proc/$parent_ppid/status gp
+load /proc/$gp_ppid/status ggp
+echo "app_nspid=$app_nspid"
+echo "app_sid=$app_sid"
+echo "parent=$app_ppid"
+echo "parent_name=$parent_name"
+echo "parent_nspid=$parent_nspid"
+echo "parent_sid=$parent_sid"
+echo "grandparent=$parent_ppid"
+echo "grandparent_name=$gp_name"
+echo "uids=$app_uid $parent_uid $gp_uid"
+echo "greatgrandparent_name=$ggp_name"
+echo "task_pid=$SLURM_TASK_PID"
+echo "pidns=$(readlink /proc/self/ns/pid)"
+echo "parent_pidns=$(readlink /proc/$app_ppid/ns/pid)"
+echo "preload=${LD_PRELOAD-none} socket=${IBCR_SOCKET-none}"
+for p in self $app_ppid $parent_ppid; do
+	echo "cgroup_$p=$(grep :freezer: /proc/$p/cgroup)"
+done
+EOF
+chmod +x probe.sh
+
+# get KEY FILE: the value of KEY=value in a probe output
+get() {
+	sed -n "s/^$1=//p" "$2"
+}
+
+test_expect_success IBCRD 'start a 2-node cluster and one ibcrd per node' '
+	mkdir -p "$run" &&
+	ibcr_atexit ibcrd_stop_all &&
+	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload" >plugstack.conf &&
+	SLURM_PLUGSTACK=plugstack.conf slurm_start 2 &&
+	ibcrd_start_node n1 &&
+	ibcrd_start_node n2
+'
+
+test_expect_success IBCRD 'the application is PID 2 of its own PID namespace' '
+	srun -N1 --checkpoint-ib=30m ./probe.sh >p.out &&
+	cat p.out &&
+	set -- $(get app_nspid p.out) &&
+	test $# -eq 2 && test "$2" = 2 &&
+	test "$(get pidns p.out)" != "$(readlink /proc/self/ns/pid)"
+'
+
+test_expect_success IBCRD 'its parent is PID 1 there, a session leader named ibcr-init' '
+	test "$(get parent_name p.out)" = ibcr-init &&
+	set -- $(get parent_nspid p.out) &&
+	test $# -eq 2 && test "$2" = 1 &&
+	test "$(get parent_sid p.out)" = "$(get parent p.out)" &&
+	test "$(get app_sid p.out)" = "$(get parent p.out)" &&
+	test "$(get parent_pidns p.out)" = "$(get pidns p.out)"
+'
+
+test_expect_success IBCRD 'above the init is the task process Slurm knows, a child of slurmstepd' '
+	test "$(get grandparent p.out)" = "$(get task_pid p.out)" &&
+	test "$(get grandparent_name p.out)" = ibcr-task &&
+	test "$(get greatgrandparent_name p.out)" = slurmstepd
+'
+
+test_expect_success IBCRD 'task, init and application stay in the step cgroup' '
+	get cgroup_self p.out >cg.app &&
+	grep ":freezer:$IBCR_CGROUP_PREFIX/slurm_n1/uid_0/job_[0-9]*/step_0" cg.app &&
+	test "$(get "cgroup_$(get parent p.out)" p.out)" = "$(cat cg.app)" &&
+	test "$(get "cgroup_$(get grandparent p.out)" p.out)" = "$(cat cg.app)"
+'
+
+test_expect_success IBCRD 'ibcrd registered the init pid of the task' '
+	grep "registered rank 0 pid $(get parent p.out) " "$run/ibcrd/n1/ibcrd.log"
+'
+
+test_expect_success IBCRD 'a job without the option is not touched: no namespace, no preload' '
+	srun -N1 ./probe.sh >n.out &&
+	cat n.out &&
+	test $(get app_nspid n.out | wc -w) -eq 1 &&
+	test "$(get pidns n.out)" = "$(readlink /proc/self/ns/pid)" &&
+	test "$(get app_nspid n.out)" = "$(get task_pid n.out)" &&
+	test "$(get parent_name n.out)" = slurmstepd &&
+	test "$(get preload n.out)" = "none socket=none" &&
+	test $(grep -c "registered rank" "$run/ibcrd/n1/ibcrd.log") -eq 1
+'
+
+test_expect_success IBCRD 'exit codes reach srun as without ibcr' '
+	for code in 0 1 7 42; do
+		srun -N1 sh -c "exit $code"
+		plain=$?
+		srun -N1 --checkpoint-ib sh -c "exit $code"
+		ours=$?
+		echo "exit $code: plain $plain, ibcr $ours"
+		test $plain = $code && test $ours = $code || return 1
+	done
+'
+
+test_expect_success IBCRD 'a death by signal reaches srun as without ibcr' '
+	for sig in USR1 TERM INT; do
+		srun -N1 sh -c "kill -$sig \$\$" 2>plain.err
+		plain=$?
+		srun -N1 --checkpoint-ib sh -c "kill -$sig \$\$" 2>ours.err
+		ours=$?
+		echo "SIG$sig: plain $plain, ibcr $ours"
+		# srun adds "Force Terminated StepId=..." for SIGTERM or not,
+		# depending on timing alone: compare what it says of the task.
+		grep "task 0" plain.err >plain.msg
+		grep "task 0" ours.err >ours.msg
+		cat plain.err ours.err &&
+		test -s ours.msg &&
+		test $plain = $ours && test $ours != 0 &&
+		test_cmp plain.msg ours.msg || return 1
+	done
+'
+
+test_expect_success IBCRD 'for an ordinary user the task, init and application are that user' '
+	mkdir -m 0777 u && cp probe.sh u/ &&
+	jobid=$(sbatch --parsable --uid=nobody --gid=nogroup -N1 -D "$(pwd)/u" \
+		-o "$(pwd)/u/job.out" --wrap "srun -N1 --checkpoint-ib=2h ./probe.sh") &&
+	slurm_wait_job "$jobid" COMPLETED 30 &&
+	cat u/job.out &&
+	set -- $(get app_nspid u/job.out) && test "$2" = 2 &&
+	test "$(get parent_name u/job.out)" = ibcr-init &&
+	test "$(get grandparent_name u/job.out)" = ibcr-task &&
+	test "$(get uids u/job.out)" = "65534 65534 65534" &&
+	grep "job $jobid step 0: registered rank 0 pid $(get parent u/job.out) uid 65534" \
+		"$run/ibcrd/n1/ibcrd.log"
+'
+
+cat >sigapp.sh <<\EOF
+#!/bin/sh
+# Count the USR1s we get; on TERM say so and exit 3.
+n=0
+trap 'n=$((n + 1)); echo "usr1 $n" >>"$1.log"' USR1
+trap 'echo term >>"$1.log"; exit 3' TERM
+touch "$1.ready"
+while ! test -e "$1.stop"; do
+	sleep 0.1 &
+	wait $!
+done
+echo "done $n" >>"$1.log"
+EOF
+chmod +x sigapp.sh
+
+test_expect_success IBCRD 'scancel -s USR1 reaches the application exactly once' '
+	jobid=$(sbatch --parsable -N1 -o s1.out --wrap "srun -N1 --checkpoint-ib ./sigapp.sh s1") &&
+	wait_for s1.ready &&
+	scancel -s USR1 "$jobid" &&
+	sleep 1 &&
+	scancel -s USR1 "$jobid" &&
+	sleep 1 &&
+	touch s1.stop &&
+	slurm_wait_job "$jobid" COMPLETED 30 &&
+	cat s1.log &&
+	printf "usr1 1\nusr1 2\ndone 2\n" >expect &&
+	test_cmp expect s1.log
+'
+
+test_expect_success IBCRD 'scancel ends the job: the application gets SIGTERM, nothing is left' '
+	jobid=$(sbatch --parsable -N1 -o s2.out --wrap "srun -N1 --checkpoint-ib ./sigapp.sh s2") &&
+	wait_for s2.ready &&
+	scancel "$jobid" &&
+	slurm_wait_job "$jobid" CANCELLED 30 &&
+	wait_for s2.log 50 &&
+	cat s2.log &&
+	echo term >expect &&
+	test_cmp expect s2.log &&
+	sleep 1 &&
+	! ps -eo comm | grep -x -e ibcr-init -e ibcr-task
+'
+
+test_expect_success IBCRD 'slurm_stop' '
+	slurm_stop
+'
+
+test_done
