@@ -183,7 +183,9 @@ static int run_timers(struct sib_ctx *ctx)
 		struct sib_qp *qp = ctx->qps[i];
 		uint64_t t;
 
-		if (!qp || !__atomic_load_n(&qp->rnr_until, __ATOMIC_RELAXED))
+		if (!qp || (!__atomic_load_n(&qp->rnr_until, __ATOMIC_RELAXED)
+			    && !__atomic_load_n(&qp->gone_at,
+						__ATOMIC_RELAXED)))
 			continue;
 		pthread_mutex_lock(&qp->lock);
 		t = qp->rnr_until;
@@ -193,6 +195,9 @@ static int run_timers(struct sib_ctx *ctx)
 		} else if (t && (!next || t < next)) {
 			next = t;
 		}
+		t = sib_req_gone_timer(qp, now);
+		if (t && (!next || t < next))
+			next = t;
 		pthread_mutex_unlock(&qp->lock);
 	}
 	if (!next)

@@ -84,6 +84,7 @@ void sib_qp_error(struct sib_qp *qp, const char *why)
 	qp->state = IBV_QPS_ERR;
 	qp->qpx.qp_base.state = IBV_QPS_ERR;
 	qp->rnr_until = 0;
+	qp->gone_at = 0;
 	sib_qp_flush(qp);
 	qp->close_conns = true;
 	sib_progress_kick(qp->ctx);
@@ -414,6 +415,8 @@ static void qp_reset(struct sib_qp *qp)
 	qp->tx_off = 0;
 	qp->next_seq = 0;
 	qp->rnr_until = 0;
+	qp->gone_why = NULL;
+	qp->gone_at = 0;
 	qp->rq.head = qp->rq.tail = 0;
 	qp->resp_expect = qp->resp_acked = 0;
 	qp->resp_rnr_drop = false;

@@ -15,15 +15,59 @@
 #include "softib.h"
 
 
+/* IB's local ACK timeout is 4.096 us * 2^timeout per try; 0 = infinite */
+static uint64_t transport_ns(const struct sib_qp *qp)
+{
+	if (!qp->attr.timeout)
+		return 0;
+	return (4096ull << (qp->attr.timeout & 31))
+		* ((uint64_t)qp->attr.retry_cnt + 1);
+}
+
+/*
+ * The responder cannot be reached any more.  An HCA would not know that:
+ * its requests would go unanswered until retry_cnt retries of the local
+ * ACK timeout ran out.  So WQEs fail only after that time, and a QP with
+ * nothing outstanding stays quiet; a peer that exits right after its last
+ * receive (ibv_srq_pingpong's server does) then ends no run that an HCA
+ * would have let finish.
+ */
 void sib_req_lost(struct sib_qp *qp, const char *why)
 {
 	if (qp->req)
 		sib_conn_kill(qp->req, why);
+	if (!qp->gone_why)
+		qp->gone_why = why;
+	sib_req_gone_arm(qp);
+}
+
+void sib_req_gone_arm(struct sib_qp *qp)
+{
+	uint64_t ns;
+
+	if (!qp->gone_why || qp->gone_at || qp->state == IBV_QPS_ERR
+	    || qp->sq_done == qp->sq_head)
+		return;
+	ns = transport_ns(qp);
+	if (!ns)
+		return;	/* timeout 0: the IB spec's infinite wait */
+	__atomic_store_n(&qp->gone_at, sib_now_ns() + ns, __ATOMIC_RELAXED);
+	sib_progress_kick(qp->ctx);
+}
+
+uint64_t sib_req_gone_timer(struct sib_qp *qp, uint64_t now)
+{
+	if (!qp->gone_at)
+		return 0;
+	if (qp->gone_at > now)
+		return qp->gone_at;
+	qp->gone_at = 0;
 	if (qp->state == IBV_QPS_ERR || qp->sq_done == qp->sq_head)
-		return;	/* an IB requester with nothing to send never knows */
+		return 0;
 	sib_send_complete(qp, &qp->sq[qp->sq_done & (qp->sq_cap - 1)],
 			  IBV_WC_RETRY_EXC_ERR);
-	sib_qp_error(qp, why);
+	sib_qp_error(qp, qp->gone_why);
+	return 0;
 }
 
 static struct sib_swqe *head_wqe(struct sib_qp *qp, uint32_t seq)

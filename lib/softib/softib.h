@@ -220,6 +220,11 @@ struct sib_qp {
 	int rnr_left;
 	uint64_t rnr_until;	/* monotonic ns; 0 = not waiting */
 	bool rnr_rewind;	/* rewind to sq_done after the partial WQE */
+	/* responder gone (connection closed, refused, unreachable): like an
+	 * HCA whose packets go unanswered, outstanding WQEs fail with
+	 * RETRY_EXC_ERR only after the transport timeout x (retry_cnt + 1) */
+	const char *gone_why;	/* non-NULL once the responder is gone */
+	uint64_t gone_at;	/* monotonic ns; 0 = no deadline armed */
 
 	struct sib_rq rq;
 
@@ -375,5 +380,11 @@ SIB_HIDDEN void sib_resp_batch_end(struct sib_conn *c);
 SIB_HIDDEN void sib_req_header(struct sib_conn *c);
 SIB_HIDDEN void sib_req_done(struct sib_conn *c);
 SIB_HIDDEN void sib_req_lost(struct sib_qp *qp, const char *why);
+/* Arms the transport deadline of a QP whose responder is gone, if it has
+ * outstanding WQEs (qp->lock held). */
+SIB_HIDDEN void sib_req_gone_arm(struct sib_qp *qp);
+/* Fails the head WQE once the deadline passed; returns the deadline still
+ * pending (0 if none). */
+SIB_HIDDEN uint64_t sib_req_gone_timer(struct sib_qp *qp, uint64_t now);
 
 #endif
