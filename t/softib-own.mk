@@ -27,7 +27,8 @@ softib_libvwpair_la_LIBADD = softib/libvw.la -libverbs
 
 VW_ERR_LDADD = softib/libvwpair.la softib/libvw.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
 check_PROGRAMS += softib/err_access softib/err_state softib/err_rnr \
-	softib/err_flush softib/err_unsupported softib/err_peer
+	softib/err_flush softib/err_unsupported softib/err_peer softib/mt_post \
+	softib/srq_cq
 softib_err_access_SOURCES = softib/err_access.c
 softib_err_access_LDADD = $(VW_ERR_LDADD)
 softib_err_state_SOURCES = softib/err_state.c
@@ -50,3 +51,7 @@ TESTS += t1101-softib-stream.t t1102-softib-stream-netns.t t1103-softib-errors.t
 EXTRA_DIST += softib/vw.sh
 softib_err_peer_SOURCES = softib/err_peer.c
 softib_err_peer_LDADD = $(VW_ERR_LDADD)
+softib_mt_post_SOURCES = softib/mt_post.c
+softib_mt_post_LDADD = $(VW_ERR_LDADD)
+softib_srq_cq_SOURCES = softib/srq_cq.c
+softib_srq_cq_LDADD = $(VW_ERR_LDADD)

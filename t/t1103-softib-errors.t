@@ -1,9 +1,10 @@
 #!/bin/sh
-test_description='softib: error cases behave as on an HCA
+test_description='softib: error cases and finer semantics behave as on an HCA
 
 Remote access errors (bad rkey, out of bounds, missing rights), the QP
 state machine and its attribute masks, RNR retries, flushes of QPs in
-ERR, and features softib refuses.  Each program prints TAP; here each
+ERR, features softib refuses, threads posting to one QP at once, SRQ
+limit events, CQ resize and solicited-only notification.  Each program prints TAP; here each
 must pass every one of its checks (their output is shown with -v).'
 
 . $(dirname $0)/sharness.sh
@@ -41,6 +42,14 @@ test_expect_success 'unsupported features fail with EOPNOTSUPP, the context live
 	VW_STRICT_UNSUPPORTED=1 &&
 	export VW_STRICT_UNSUPPORTED &&
 	vw_tap unsupported err_unsupported
+'
+
+test_expect_success 'four threads post to one QP and poll one CQ at once' '
+	vw_tap mtpost mt_post
+'
+
+test_expect_success 'SRQ limit event, CQ resize, solicited-only notification' '
+	vw_tap srqcq srq_cq
 '
 
 test_done
