@@ -97,11 +97,14 @@ static int exchange (int fd, json_object *req, long deadline, const char *what,
                   errno == EAGAIN ? "timed out" : strerror (errno));
         return -1;
     }
-    if (proto_recv_timeout (fd, 0, left_ms (deadline), &reply) < 0 || !reply) {
+    if (proto_recv_timeout (fd, 0, left_ms (deadline), &reply) < 0) {
         snprintf (err, errlen, "no answer to the %s request: %s", what,
-                  !reply && errno == 0 ? "ibcrd closed the connection"
-                  : errno == ETIMEDOUT ? "timed out" : strerror (errno));
-        json_object_put (reply);
+                  errno == ETIMEDOUT ? "timed out" : strerror (errno));
+        return -1;
+    }
+    if (!reply) {
+        snprintf (err, errlen, "no answer to the %s request: ibcrd closed the "
+                  "connection (see its log)", what);
         return -1;
     }
     type = proto_type (reply);

@@ -214,6 +214,24 @@ test_expect_success IBCRD 'for an ordinary user the task, init and application a
 		"$run/ibcrd/n1/ibcrd.log"
 '
 
+test_expect_success IBCRD 'two tasks on one node: one namespace each, both complete' '
+	srun -N1 -n2 --checkpoint-ib ./probe.sh >two.out &&
+	test $(grep -c "^parent_name=ibcr-init$" two.out) -eq 2 &&
+	test $(get pidns two.out | sort -u | wc -l) -eq 2 &&
+	for v in $(get app_nspid two.out | awk "{ print \$2 }"); do
+		test "$v" = 2 || return 1
+	done
+'
+
+test_expect_success IBCRD 'stdin and stdout pass through the shim intact (4 MiB, checksummed)' '
+	head -c 4194304 /dev/urandom >data.in &&
+	srun -N1 --checkpoint-ib sha256sum <data.in >sum.remote &&
+	sha256sum <data.in >sum.local &&
+	test_cmp sum.local sum.remote &&
+	srun -N1 --checkpoint-ib cat data.in >data.out &&
+	cmp data.in data.out
+'
+
 cat >sigapp.sh <<\EOF
 #!/bin/sh
 # Count the USR1s we get; on TERM say so and exit 3.

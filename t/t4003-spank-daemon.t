@@ -160,6 +160,21 @@ test_expect_success 'a daemon that accepts but never answers costs the timeout, 
 	rm -f "$run/ibcrd/n1/ibcrd.sock"
 '
 
+test_expect_success 'a daemon that hangs up without answering is named as such' '
+	perl -MSocket -e "socket(S, PF_UNIX, SOCK_STREAM, 0) or die; bind(S, pack_sockaddr_un(\$ARGV[0])) or die; listen(S, 16) or die; open(F, \">\", \$ARGV[1]); close(F); while (accept(C, S)) { close(C) }" \
+		"$run/ibcrd/n1/ibcrd.sock" hup.ready </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+	hung_pid=$! &&
+	while ! test -e hup.ready; do sleep 0.1; done &&
+	plugstack &&
+	srun -N1 --checkpoint-ib ./app.sh >out 2>err &&
+	cat err &&
+	echo "n1 levels=1 preload=none" >expect &&
+	test_cmp expect out &&
+	grep "^ibcr: job [0-9]* step 0 task 0 on n1: ibcrd at $run/ibcrd/n1/ibcrd.sock: no answer to the ping request: ibcrd closed the connection (see its log); running UNPROTECTED" err &&
+	kill $hung_pid && wait $hung_pid; hung_pid= &&
+	rm -f "$run/ibcrd/n1/ibcrd.sock"
+'
+
 test_expect_success IBCRD 'ibcrd on n1 only: n1 is protected, n2 warns' '
 	ibcrd_start_node n1 &&
 	plugstack &&
