@@ -232,6 +232,22 @@ test_expect_success IBCRD 'stdin and stdout pass through the shim intact (4 MiB,
 	cmp data.in data.out
 '
 
+# ms_of CMD...: run CMD 5 times, print the median wall time in ms.
+ms_of() {
+	for i in 1 2 3 4 5; do
+		t0=$(date +%s%N) &&
+		"$@" >/dev/null &&
+		echo $(( ($(date +%s%N) - t0) / 1000000 )) || return 1
+	done | sort -n | sed -n 3p
+}
+
+test_expect_success IBCRD 'the shim adds little to a task start (median of 5)' '
+	plain=$(ms_of srun -N1 true) &&
+	ours=$(ms_of srun -N1 --checkpoint-ib true) &&
+	echo "srun -N1 true: $plain ms plain, $ours ms with --checkpoint-ib" | ibcr_diag &&
+	test $ours -lt $((plain + 1000))
+'
+
 cat >sigapp.sh <<\EOF
 #!/bin/sh
 # Count the USR1s we get; on TERM say so and exit 3.
