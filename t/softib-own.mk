@@ -10,7 +10,8 @@ softib_libvw_la_SOURCES = \
 	softib/vw_pattern.c softib/vw_pattern.h \
 	softib/vw_opts.c softib/vw_opts.h \
 	softib/vw_oob.c softib/vw_oob.h \
-	softib/vw_verbs.c softib/vw_verbs.h
+	softib/vw_verbs.c softib/vw_verbs.h \
+	softib/vw_ex.c softib/vw_ex.h
 softib_libvw_la_LIBADD = -libverbs
 
 check_PROGRAMS += softib/verbs_stream

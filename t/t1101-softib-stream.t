@@ -101,6 +101,19 @@ test_expect_success 'receiver in poll() on the completion channel fd' '
 	vw_stream po-fadd -w poll -o fadd -n 500
 '
 
+test_expect_success 'extended verbs (ibv_wr_*, ibv_start_poll): every opcode' '
+	for op in send send_imm write write_imm read fadd cswap; do
+		vw_stream x-$op -X -o $op -n 300 || return 1
+	done
+'
+
+test_expect_success 'extended verbs with inline, sg lists, UD, SRQ, threads, events' '
+	vw_stream x-inl -X -o send -I -s 100 -g 2 &&
+	vw_stream x-ud -X -U -o send_imm -q 2 -n 300 &&
+	vw_stream x-srq -X -S -w event -o send -q 3 -t 3 -c 3 -u 4 -n 300 &&
+	vw_stream x-read -X -o read -g 3 -w poll -n 300
+'
+
 # libibcr's checkpoint tests pace a long stream so that it outlasts a
 # checkpoint: 100 messages at 200/s take half a second.
 test_expect_success 'a paced stream (-r) takes the time it should' '

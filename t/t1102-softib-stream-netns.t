@@ -45,6 +45,11 @@ test_expect_success 'several QPs, CQs and threads, SRQ, blocked receiver across 
 	vw_stream ns-mt -o send -q 6 -c 4 -t 2 -S -w event -g 2 -n 300
 '
 
+test_expect_success 'extended verbs API across hosts' '
+	vw_stream ns-x -X -o write_imm -q 2 -n 300 &&
+	vw_stream ns-xa -X -o cswap -n 300
+'
+
 # softib derives GID 0 from the host address (::ffff:a.b.c.d): each side
 # must have seen its own and the other host's address.
 vw_gid_of() {

@@ -66,6 +66,8 @@ void vw_opts_usage (const char *prog)
 "  -S          receiver uses shared receive queues\n"
 "  -w MODE     wait for completions: busy|event|poll (default busy)\n"
 "  -W WINDOW   messages in flight per QP (default 16)\n"
+"  -X          extended verbs on both sides: ibv_create_qp_ex + ibv_wr_*,\n"
+"              ibv_create_cq_ex + ibv_start_poll (perftest's default path)\n"
 "  -r RATE     post at most RATE messages per second per QP (default: no\n"
 "              limit); with a large -n, a stream that outlasts a checkpoint\n"
 "prints 'OK msgs=N bytes=B checksum=X' when every message was verified.\n"
@@ -135,7 +137,7 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
 
     opts_defaults (o);
     optind = 1;
-    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vo:n:s:Ig:u:q:c:t:USw:W:r:h")) != -1) {
+    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vo:n:s:Ig:u:q:c:t:USw:W:r:Xh")) != -1) {
         switch (c) {
         case 'p': o->port = optarg; break;
         case 'P': o->port_file = optarg; break;
@@ -214,6 +216,7 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
                 return -1;
             o->rate = (uint32_t)v;
             break;
+        case 'X': o->ex = 1; break;
         case 'h':
             vw_opts_usage (argv[0]);
             exit (0);
@@ -284,11 +287,11 @@ void vw_opts_format (const struct vw_opts *o, char *buf, size_t len)
 {
     snprintf (buf, len,
               "op=%s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d thr=%d "
-              "ud=%d srq=%d wait=%s win=%d gid=%d tmo=%d",
+              "ud=%d srq=%d wait=%s win=%d gid=%d tmo=%d ex=%d",
               vw_op_name (o->op), (unsigned long long)o->count, o->size,
               o->inline_data, o->nsge, o->sig_every, o->nqp, o->ncq,
               o->nthread, o->ud, o->srq, wait_names[o->wait], o->window,
-              o->gid_index, o->timeout);
+              o->gid_index, o->timeout, o->ex);
 }
 
 int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
@@ -299,11 +302,11 @@ int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
 
     got = sscanf (line,
                   "op=%31s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d "
-                  "thr=%d ud=%d srq=%d wait=%31s win=%d gid=%d tmo=%d",
+                  "thr=%d ud=%d srq=%d wait=%31s win=%d gid=%d tmo=%d ex=%d",
                   op, &n, &o->size, &o->inline_data, &o->nsge, &o->sig_every,
                   &o->nqp, &o->ncq, &o->nthread, &o->ud, &o->srq, wait,
-                  &o->window, &gid, &tmo);
-    if (got != 15) {
+                  &o->window, &gid, &tmo, &o->ex);
+    if (got != 16) {
         snprintf (err, errlen, "bad workload line from client: '%s' "
                   "(client and server versions differ?)", line);
         return -1;

@@ -52,6 +52,7 @@ struct vw_opts {
     enum vw_wait wait;
     int window;             /* messages in flight per QP */
     uint32_t rate;          /* client: messages per second per QP, 0 = no limit */
+    int ex;                 /* ibv_create_qp_ex + ibv_wr_*, ibv_create_cq_ex + ibv_start_poll */
 };
 
 const char *vw_op_name (enum vw_op op);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vw_ex.h"
 #include "vw_pattern.h"
 #include "vw_stream.h"
 
@@ -61,7 +62,11 @@ void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr,
     wr->wr_id = VW_WRID (kind, q->idx, q->wr_posted);
     wr->next = NULL;
     q->wr_seq[q->wr_posted % q->sq_depth] = seq;
-    if ((rc = ibv_post_send (q->qp, wr, &bad)) != 0)
+    if (q->qpx)
+        rc = vw_ex_post_send (q->qpx, wr);
+    else
+        rc = ibv_post_send (q->qp, wr, &bad);
+    if (rc != 0)
         vw_die (r, "qp %d: ibv_post_send (WR %llu, opcode %d, %d sge, flags "
                 "0x%x): %s", q->idx, (unsigned long long)q->wr_posted,
                 wr->opcode, wr->num_sge, wr->send_flags, strerror (rc));
@@ -240,10 +245,11 @@ static void create_qp (struct vw_run *r, struct vw_qp *q)
     ia.cap.max_send_sge = (uint32_t)o->nsge;
     ia.cap.max_recv_sge = (uint32_t)o->nsge + 1;
     ia.cap.max_inline_data = o->inline_data ? o->size : 0;
-    q->qp = ibv_create_qp (r->dev.pd, &ia);
+    q->qp = o->ex ? vw_ex_create_qp (r->dev.pd, &ia, &q->qpx)
+                  : ibv_create_qp (r->dev.pd, &ia);
     if (!q->qp)
-        vw_die (r, "qp %d: ibv_create_qp(%s, send %u x %d sge, recv %u, "
-                "inline %u): %s", q->idx, o->ud ? "UD" : "RC", q->sq_depth,
+        vw_die (r, "qp %d: ibv_create_qp%s(%s, send %u x %d sge, recv %u, "
+                "inline %u): %s", q->idx, o->ex ? "_ex" : "", o->ud ? "UD" : "RC", q->sq_depth,
                 o->nsge, ia.cap.max_recv_wr, ia.cap.max_inline_data,
                 strerror (errno));
     if (o->inline_data && ia.cap.max_inline_data < o->size)
@@ -299,6 +305,8 @@ void vw_setup (struct vw_run *r)
         t->scratch = xzalloc (r, o->size);
         t->qps = xzalloc (r, (size_t)(o->nqp / T + 1) * sizeof (*t->qps));
         t->cqs = xzalloc (r, (size_t)per * sizeof (*t->cqs));
+        if (o->ex)
+            t->cqxs = xzalloc (r, (size_t)per * sizeof (*t->cqxs));
         if (o->wait != VW_WAIT_BUSY && !(t->ch = ibv_create_comp_channel (r->dev.ctx)))
             vw_die (r, "ibv_create_comp_channel: %s", strerror (errno));
         if (r->server && o->srq) {
@@ -315,9 +323,13 @@ void vw_setup (struct vw_run *r)
     }
     for (int j = 0; j < o->ncq; j++) {
         struct vw_thread *t = &r->thr[j % T];
-        r->cqs[j] = ibv_create_cq (r->dev.ctx, cqe, t, t->ch, 0);
+        if (o->ex)
+            r->cqs[j] = vw_ex_create_cq (r->dev.ctx, cqe, t, t->ch, &t->cqxs[t->ncq]);
+        else
+            r->cqs[j] = ibv_create_cq (r->dev.ctx, cqe, t, t->ch, 0);
         if (!r->cqs[j])
-            vw_die (r, "ibv_create_cq(%d entries): %s", cqe, strerror (errno));
+            vw_die (r, "ibv_create_cq%s(%d entries): %s", o->ex ? "_ex" : "",
+                    cqe, strerror (errno));
         t->cqs[t->ncq++] = r->cqs[j];
     }
     for (int k = 0; k < T; k++)
@@ -368,6 +380,7 @@ void vw_teardown (struct vw_run *r)
         free (t->scratch);
         free (t->qps);
         free (t->cqs);
+        free (t->cqxs);
     }
     free (r->qps);
     free (r->thr);
@@ -394,7 +407,8 @@ static void *thread_main (void *arg)
                 if (!t->qps[i]->finished)
                     progress += vw_client_post (r, t->qps[i]);
         for (int j = 0; j < t->ncq; j++) {
-            int n = ibv_poll_cq (t->cqs[j], 32, wc);
+            int n = t->cqxs ? vw_ex_poll (t->cqxs[j], 32, wc)
+                            : ibv_poll_cq (t->cqs[j], 32, wc);
             if (n < 0)
                 vw_die (r, "ibv_poll_cq: returned %d", n);
             for (int i = 0; i < n; i++) {

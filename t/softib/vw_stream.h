@@ -65,6 +65,7 @@ struct vw_qp {
     struct ibv_cq *scq, *rcq;
     struct ibv_srq *srq;         /* the thread's, or NULL */
     struct ibv_ah *ah;           /* UD: towards the peer's QP */
+    struct ibv_qp_ex *qpx;       /* -X: posts go through ibv_wr_* */
     struct ibv_mr *mr;
     uint8_t *buf;
     size_t buf_len;
@@ -97,6 +98,7 @@ struct vw_thread {
     struct vw_qp **qps;
     int nqp;
     struct ibv_cq **cqs;
+    struct ibv_cq_ex **cqxs;    /* -X: polled with ibv_start_poll */
     int ncq;
     struct ibv_comp_channel *ch;
     struct ibv_srq *srq;
