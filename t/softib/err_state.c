@@ -319,6 +319,47 @@ static void overflow (void)
     ibv_dereg_mr (mr);
 }
 
+/* Inline data is bounded by what the QP was created with. */
+static void inline_limits (void)
+{
+    static uint8_t big[1 << 16];
+    struct ibv_qp_init_attr ia, qa_ia;
+    struct ibv_qp_attr qa;
+    struct ibv_sge sge;
+    struct ibv_send_wr wr, *bad;
+    struct vw_pair p;
+    struct ibv_qp *qp;
+    char err[256];
+    int rc;
+
+    memset (&ia, 0, sizeof (ia));
+    ia.send_cq = ia.recv_cq = cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap = (struct ibv_qp_cap){ 4, 4, 1, 1, 1u << 30 };
+    errno = 0;
+    qp = ibv_create_qp (dev.pd, &ia);
+    ok (qp == NULL && errno != 0,
+        "ibv_create_qp asking 1 GiB of inline data fails (errno %d)", errno);
+    if (qp)
+        ibv_destroy_qp (qp);
+    if (vw_pair_create (&p, &dev, IBV_QPT_RC, NULL, err, sizeof (err)) < 0
+        || vw_pair_connect (&p, NULL, NULL, err, sizeof (err)) < 0)
+        BAIL_OUT ("pair: %s", err);
+    rc = ibv_query_qp (p.qp[0], &qa, IBV_QP_CAP, &qa_ia);
+    ok (rc == 0, "query the QP's caps (max_inline_data %u)", qa_ia.cap.max_inline_data);
+    sge = (struct ibv_sge){ (uintptr_t)big, qa_ia.cap.max_inline_data + 1, 0 };
+    memset (&wr, 0, sizeof (wr));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+    bad = NULL;
+    rc = ibv_post_send (p.qp[0], &wr, &bad);
+    ok (rc != 0 && bad == &wr,
+        "an inline SEND one byte over max_inline_data is refused at post (got %d)", rc);
+    vw_pair_destroy (&p);
+}
+
 int main (void)
 {
     char err[256];
@@ -332,6 +373,7 @@ int main (void)
     ud_transitions ();
     post_states ();
     overflow ();
+    inline_limits ();
     ok (ibv_destroy_cq (cq) == 0, "destroy the CQ");
     vw_dev_close (&dev);
     done_testing ();

@@ -5,7 +5,9 @@
  * and the limit disarms (ibv_query_srq reads 0).  CQ: ibv_resize_cq keeps
  * the completions already queued, in order, and the bigger CQ holds more.
  * Notification: a CQ armed solicited-only fires for a SEND with
- * IBV_SEND_SOLICITED and not for one without.  Prints TAP.
+ * IBV_SEND_SOLICITED and not for one without.  Signaling: with
+ * sq_sig_all every send completes, without it only IBV_SEND_SIGNALED
+ * ones do.  Prints TAP.
  */
 #include "config.h"
 
@@ -215,6 +217,60 @@ static void solicited (void)
         "destroy the CQ, then its channel (all events acked)");
 }
 
+/* sq_sig_all 1: every WR completes; 0: only the signaled ones. */
+static void sig_all (int all)
+{
+    struct ibv_cq *cq = ibv_create_cq (dev.ctx, 32, NULL, NULL, 0);
+    struct ibv_qp_init_attr ia;
+    struct ibv_qp *qp[2];
+    struct vw_ep ep[2];
+    struct ibv_wc wc;
+    char err[256];
+    int sends = 0, recvs = 0, signaled_ids = 1;
+
+    if (!cq)
+        BAIL_OUT ("ibv_create_cq: %s", strerror (errno));
+    for (int i = 0; i < 2; i++) {
+        memset (&ia, 0, sizeof (ia));
+        ia.send_cq = ia.recv_cq = cq;
+        ia.qp_type = IBV_QPT_RC;
+        ia.sq_sig_all = all;
+        ia.cap = (struct ibv_qp_cap){ 8, 8, 1, 1, 0 };
+        if (!(qp[i] = ibv_create_qp (dev.pd, &ia)))
+            BAIL_OUT ("ibv_create_qp: %s", strerror (errno));
+        vw_ep_local (&dev, &ep[i]);
+        ep[i].qpn = qp[i]->qp_num;
+        ep[i].psn = 5 * (uint32_t)(i + 1);
+    }
+    for (int i = 0; i < 2; i++)
+        if (vw_qp_rc_connect (qp[i], &dev, &ep[i], &ep[1 - i], 1, err, sizeof (err)) < 0)
+            BAIL_OUT ("%s", err);
+    for (int i = 0; i < 4; i++)
+        vw_recv1 (qp[1], 10 + (uint64_t)i, buf + 64 * i, 64, mr->lkey);
+    /* Only WR 3 asks for a completion. */
+    for (int i = 0; i < 4; i++)
+        vw_post1 (qp[0], IBV_WR_SEND, (uint64_t)i, buf + 1024, 8, mr->lkey, 0, 0,
+                  i == 3 ? IBV_SEND_SIGNALED : 0);
+    while (vw_cq_wait (cq, &wc, 300) == 1) {
+        if (wc.opcode == IBV_WC_SEND) {
+            if (!all && wc.wr_id != 3)
+                signaled_ids = 0;
+            sends++;
+        } else {
+            recvs++;
+        }
+    }
+    ok (recvs == 4, "sq_sig_all %d: all 4 SENDs arrive (%d)", all, recvs);
+    if (all)
+        ok (sends == 4, "sq_sig_all 1: all 4 SENDs complete, signaled or not (%d)", sends);
+    else
+        ok (sends == 1 && signaled_ids,
+            "sq_sig_all 0: only the one signaled SEND completes (%d)", sends);
+    ibv_destroy_qp (qp[0]);
+    ibv_destroy_qp (qp[1]);
+    ibv_destroy_cq (cq);
+}
+
 int main (void)
 {
     char err[256];
@@ -228,6 +284,8 @@ int main (void)
     srq_limit ();
     cq_resize ();
     solicited ();
+    sig_all (1);
+    sig_all (0);
     ibv_dereg_mr (mr);
     vw_dev_close (&dev);
     done_testing ();
