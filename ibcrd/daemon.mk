@@ -4,9 +4,11 @@ ibcrd_SOURCES = \
 	ibcrd.c \
 	lock.c lock.h \
 	jobs.c jobs.h \
-	server.c server.h
-ibcrd_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
-ibcrd_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(INIH_LIBS)
+	server.c server.h \
+	peer.c peer.h
+ibcrd_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS) $(MUNGE_CFLAGS)
+ibcrd_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(INIH_LIBS) \
+	$(MUNGE_LIBS)
 
 bin_PROGRAMS += ibcr
 ibcr_SOURCES = \

@@ -23,8 +23,11 @@
 
 #include "common/conf.h"
 #include "common/log.h"
+#include "common/peerauth.h"
+#include "common/proto.h"
 #include "jobs.h"
 #include "lock.h"
+#include "peer.h"
 #include "server.h"
 
 #define MAX_POLLFDS 1100
@@ -49,6 +52,9 @@ static void usage (FILE *f)
              "  -c, --config FILE    configuration file (default %s)\n"
              "  -N, --node NAME      node name for %%n in paths (default: short host name)\n"
              "  -v, --verbose        log debug messages\n"
+             "  -P, --ping-peer NODE@HOST:PORT\n"
+             "                       send one authenticated ping to that node's ibcrd,\n"
+             "                       print its reply and exit (checks MUNGE and the network)\n"
              "  -V, --version        print the version and exit\n"
              "  -h, --help           print this help and exit\n",
              conf_default_path ());
@@ -59,6 +65,7 @@ struct opts {
     int verbose;
     const char *config;
     const char *node;
+    const char *ping;
 };
 
 /* Load the configuration: a file named with -c or IBCR_CONF must exist;
@@ -170,6 +177,39 @@ static struct conf *reload (const struct opts *o, struct conf *cur, struct serve
     return c;
 }
 
+/* --ping-peer NODE@HOST:PORT: one request through the real peer client. */
+static int ping_peer (struct conf *conf, const char *spec)
+{
+    char node[256], host[256], err[1024];
+    int port;
+    struct peerauth *pa;
+    json_object *req, *rep;
+
+    if (sscanf (spec, "%255[^@]@%255[^:]:%d", node, host, &port) != 3 || port <= 0) {
+        log_msg (LOG_ERR, "--ping-peer %s: give NODE@HOST:PORT, e.g. n2@10.0.0.2:7195", spec);
+        return 2;
+    }
+    if (!(pa = peerauth_create (conf->munge_socket)) || !(req = proto_new ("ping"))) {
+        log_msg (LOG_ERR, "out of memory");
+        peerauth_destroy (pa);
+        return 1;
+    }
+    proto_set_str (req, "from", conf->node);
+    if (peer_request (pa, host, port, node, req, (int)conf->timeout_request, &rep, err,
+                      sizeof (err)) < 0) {
+        log_msg (LOG_ERR, "%s", err);
+        json_object_put (req);
+        peerauth_destroy (pa);
+        return 1;
+    }
+    printf ("%s\n", json_object_to_json_string_ext (rep, JSON_C_TO_STRING_PLAIN));
+    int rc = strcmp (proto_type (rep), "ok") ? 1 : 0;
+    json_object_put (rep);
+    json_object_put (req);
+    peerauth_destroy (pa);
+    return rc;
+}
+
 int main (int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -177,6 +217,7 @@ int main (int argc, char **argv)
         { "config", required_argument, NULL, 'c' },
         { "node", required_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
+        { "ping-peer", required_argument, NULL, 'P' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -185,17 +226,20 @@ int main (int argc, char **argv)
     struct conf *conf;
     struct jobs *jobs = NULL;
     struct server *srv = NULL;
+    struct peerauth *pa = NULL;
+    struct peer *peer = NULL;
     struct sigaction sa;
     sigset_t block, waitmask;
     char err[1024];
     int ch, lockfd = -1, repfd = -1, rc = 1;
 
-    while ((ch = getopt_long (argc, argv, "Fc:N:vVh", longopts, NULL)) != -1) {
+    while ((ch = getopt_long (argc, argv, "Fc:N:vP:Vh", longopts, NULL)) != -1) {
         switch (ch) {
         case 'F': o.foreground = 1; break;
         case 'c': o.config = optarg; break;
         case 'N': o.node = optarg; break;
         case 'v': o.verbose = 1; break;
+        case 'P': o.ping = optarg; break;
         case 'V': printf ("ibcrd %s (protocol 1)\n", PACKAGE_VERSION); return 0;
         case 'h': usage (stdout); return 0;
         default: usage (stderr); return 2;
@@ -211,6 +255,11 @@ int main (int argc, char **argv)
     if (!(conf = load_conf (&o, err, sizeof (err)))) {
         log_msg (LOG_ERR, "%s", err);
         return 2;
+    }
+    if (o.ping) {
+        rc = ping_peer (conf, o.ping);
+        conf_destroy (conf);
+        return rc;
     }
     if (!o.foreground) {
         if ((repfd = daemonize ()) < 0) {
@@ -257,6 +306,27 @@ int main (int argc, char **argv)
         snprintf (err, sizeof (err), "cannot listen on %s: %s", conf->socket, strerror (errno));
         goto startup_error;
     }
+    if (conf->peer_port != 0) {
+        if (!(pa = peerauth_create (conf->munge_socket))) {
+            snprintf (err, sizeof (err), "cannot set up MUNGE: %s", strerror (errno));
+            goto startup_error;
+        }
+        if (!(peer = peer_create (conf, pa, err, sizeof (err)))) {
+            /* An explicit peer_port must work; the default one may be
+             * taken by another ibcrd sharing this host (tests, one-node
+             * use), which then serves its local socket only. */
+            if (conf->peer_port_set)
+                goto startup_error;
+            log_msg (LOG_WARNING, "%s; serving without the peer listener (set peer_port "
+                     "to make this an error)", err);
+        }
+    }
+    if (peer) {
+        server_set_peer_port (srv, peer_port (peer));
+        log_msg (LOG_INFO, "listening for peer ibcrd's on %s:%d (MUNGE%s%s)",
+                 conf->peer_address, peer_port (peer), conf->munge_socket ? " socket " : "",
+                 conf->munge_socket ? conf->munge_socket : "");
+    }
     if (lock_write_pidfile (conf->pidfile, err, sizeof (err)) < 0)
         goto startup_error;
     log_msg (LOG_INFO, "ibcrd %s serving %s (node %s, storage %s, pid %ld)", PACKAGE_VERSION,
@@ -270,17 +340,23 @@ int main (int argc, char **argv)
     while (!got_term) {
         struct pollfd pfd[MAX_POLLFDS];
         int n = server_pollfds (srv, pfd, MAX_POLLFDS);
+        int np = peer ? peer_pollfds (peer, pfd + n, MAX_POLLFDS - n) : 0;
 
-        if (ppoll (pfd, n, NULL, &waitmask) < 0) {
+        if (ppoll (pfd, n + np, NULL, &waitmask) < 0) {
             if (errno != EINTR) {
                 log_err (errno, "poll");
                 break;
             }
-        } else
+        } else {
             server_dispatch (srv, pfd, n);
+            if (peer)
+                peer_dispatch (peer, pfd + n, np);
+        }
         if (got_hup) {
             got_hup = 0;
             conf = reload (&o, conf, srv);
+            if (peer)
+                peer_set_conf (peer, conf);
         }
     }
     if (got_term)
@@ -298,6 +374,8 @@ out:
         server_destroy (srv);   /* removes the socket */
         unlink (conf->pidfile);
     }
+    peer_destroy (peer);
+    peerauth_destroy (pa);
     jobs_destroy (jobs);
     if (lockfd >= 0)
         close (lockfd);

@@ -35,6 +35,7 @@ struct server {
     int lfd;
     int next_id;
     int nclients;
+    int peer_port;
     time_t started;
     struct client *clients;
 };
@@ -95,6 +96,11 @@ void server_set_conf (struct server *s, struct conf *conf)
     s->conf = conf;
 }
 
+void server_set_peer_port (struct server *s, int port)
+{
+    s->peer_port = port;
+}
+
 int server_nclients (struct server *s)
 {
     return s->nclients;
@@ -150,6 +156,7 @@ static json_object *daemon_info (struct server *s, uid_t uid)
     proto_set_str (o, "storage", s->conf->storage);
     proto_set_str (o, "staging", s->conf->staging);
     proto_set_int (o, "retention", s->conf->retention);
+    proto_set_int (o, "peer_port", s->peer_port);
     proto_set_int (o, "uptime", time (NULL) - s->started);
     (void)uid;
     return o;

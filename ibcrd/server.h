@@ -33,4 +33,7 @@ void server_dispatch (struct server *s, struct pollfd *pfd, int n);
 
 int server_nclients (struct server *s);
 
+/* The peer port actually bound, for status replies (0: none). */
+void server_set_peer_port (struct server *s, int port);
+
 #endif

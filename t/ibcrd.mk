@@ -14,3 +14,10 @@ ibcrd_mkgen_SOURCES = ibcrd/mkgen.c
 ibcrd_mkgen_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
 ibcrd_mkgen_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS)
 TESTS += t3002-ibcrd-store.t
+
+# Test helper: ibcrd's peer protocol with good and bad MUNGE credentials.
+check_PROGRAMS += ibcrd/peermsg
+ibcrd_peermsg_SOURCES = ibcrd/peermsg.c
+ibcrd_peermsg_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
+ibcrd_peermsg_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(MUNGE_LIBS)
+TESTS += t3003-ibcrd-peer.t

@@ -286,11 +286,17 @@ static int handler (void *user, const char *section, const char *name, const cha
             return fail (p, "%s = %s: must be one word without spaces or '/'", name, value);
         break;
     case K_PORT:
+        /* "any": the kernel picks a free port (tests; ibcrd logs it and
+         * reports it in status). */
+        if (!strcmp (value, "any")) {
+            *(int *)dst = -1;
+            return 1;
+        }
         errno = 0;
         n = strtol (value, &end, 10);
         if (errno || *end || n < 0 || n > 65535)
             return fail (p, "%s = %s: not a TCP port; give a number from 1 to 65535 "
-                         "(0 disables the peer listener)", name, value);
+                         "(0 disables the peer listener, any lets the system choose)", name, value);
         *(int *)dst = (int)n;
         return 1;
     case K_POSINT:
@@ -414,6 +420,7 @@ struct conf *conf_load (const char *path, const char *node, char *err, size_t er
         conf_destroy (c);
         return NULL;
     }
+    c->peer_port_set = p.seen[key_index ("peer_port")];
     if (!p.seen[key_index ("pidfile")]) {
         free (c->pidfile);
         if (!(c->pidfile = dir_join (c->socket, "ibcrd.pid")))

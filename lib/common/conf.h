@@ -23,7 +23,9 @@ struct conf {
     char *criu;             /* criu binary */
     char *munge_socket;     /* munged socket for peer credentials; NULL = default */
     char *peer_address;     /* address the peer listener binds */
-    int peer_port;          /* TCP port of the peer protocol; 0 = disabled */
+    int peer_port;          /* TCP port of the peer protocol; 0 = disabled,
+                               -1 = any free port */
+    int peer_port_set;      /* peer_port was given in the file */
     int retention;          /* committed generations kept per job (>= 1) */
     int compression;        /* 0/1: zstd on image files */
     int log_level;          /* syslog level */

@@ -20,7 +20,8 @@ IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
 IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
 RAWMSG=$IBCR_BUILDDIR/t/ibcrd/rawmsg
 MKGEN=$IBCR_BUILDDIR/t/ibcrd/mkgen
-export IBCRD IBCR RAWMSG MKGEN
+PEERMSG=$IBCR_BUILDDIR/t/ibcrd/peermsg
+export IBCRD IBCR RAWMSG MKGEN PEERMSG
 
 ibcrd_setup() {
 	ibcrd_s_name=$1
@@ -104,4 +105,49 @@ ibcrd_stop_service() {
 	*"$PWD/$1/"*|*" $1/ibcrd.conf"*) kill -TERM "$ibcrd_ss_pid"; ibcrd_wait_gone "$ibcrd_ss_pid" 50 ;;
 	esac
 	return 0
+}
+
+# ibcrd_munged_start NAME: a private munged (own key) in folder NAME/;
+# its socket is NAME/sock/munge.socket.  Teardown is registered.
+ibcrd_munged_start() {
+	ibcrd_m_dir=$PWD/$1
+	mkdir -p "$ibcrd_m_dir/key" "$ibcrd_m_dir/sock" "$ibcrd_m_dir/log" || return 1
+	chmod 0755 "$ibcrd_m_dir" "$ibcrd_m_dir/sock" && chmod 0700 "$ibcrd_m_dir/key" &&
+	mungekey --create --keyfile="$ibcrd_m_dir/key/munge.key" || return 1
+	munged --foreground --key-file="$ibcrd_m_dir/key/munge.key" \
+		--socket="$ibcrd_m_dir/sock/munge.socket" \
+		--pid-file="$ibcrd_m_dir/munged.pid" \
+		--log-file="$ibcrd_m_dir/log/munged.log" \
+		--seed-file="$ibcrd_m_dir/key/munged.seed" 2>>"$ibcrd_m_dir/log/stderr" &
+	echo $! >"$ibcrd_m_dir/launch.pid"
+	ibcr_atexit ibcrd_munged_stop "$1"
+	ibcrd_m_t=100
+	while ! test -S "$ibcrd_m_dir/sock/munge.socket"; do
+		ibcrd_m_t=$((ibcrd_m_t - 1))
+		if test $ibcrd_m_t -le 0 || ! ibcrd_alive "$(cat "$ibcrd_m_dir/launch.pid")"; then
+			echo "munged $1 did not start:" >&2
+			cat "$ibcrd_m_dir/log/"* >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+
+ibcrd_munged_stop() {
+	ibcrd_mp_dir=$PWD/$1
+	test -f "$ibcrd_mp_dir/launch.pid" || return 0
+	ibcrd_mp_pid=$(cat "$ibcrd_mp_dir/launch.pid")
+	if ibcrd_alive "$ibcrd_mp_pid"; then
+		kill -TERM "$ibcrd_mp_pid" 2>/dev/null
+		ibcrd_wait_gone "$ibcrd_mp_pid" 50 || kill -KILL "$ibcrd_mp_pid" 2>/dev/null
+	fi
+	wait "$ibcrd_mp_pid" 2>/dev/null
+	rm -f "$ibcrd_mp_dir/launch.pid"
+	return 0
+}
+
+# ibcrd_peer_port NAME: the peer port a running ibcrd reports.
+ibcrd_peer_port() {
+	"$RAWMSG" "$(ibcrd_sock "$1")" '{"version":1,"type":"status"}' |
+		sed -n 's/.*"peer_port":\([0-9]*\).*/\1/p'
 }
