@@ -6,3 +6,15 @@ TESTS += t1002-softib-pingpong.t
 TESTS += t1003-softib-perftest.t
 TESTS += t1004-softib-lifecycle.t
 TESTS += t1005-softib-badpeer.t
+
+# Verb-semantics programs (TAP), one group of verbs each, checked against
+# the IB spec; run by t1006-softib-verbs.t with softib selected.  They link
+# the system libibverbs and pick the device at run time (LD_LIBRARY_PATH).
+check_LTLIBRARIES += softib-verbs/libsv.la
+softib_verbs_libsv_la_SOURCES = softib-verbs/sv.c softib-verbs/sv.h
+softib_verbs_libsv_la_LIBADD = libtap.la -libverbs
+SV_LDADD = softib-verbs/libsv.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
+check_PROGRAMS += softib-verbs/qp_table
+softib_verbs_qp_table_SOURCES = softib-verbs/qp_table.c
+softib_verbs_qp_table_LDADD = $(SV_LDADD)
+TESTS += t1006-softib-verbs.t

@@ -302,6 +302,15 @@ static const struct sib_trans *trans_of(enum ibv_qp_state cur,
 		{ 0, 0, 0 },
 		{ M(EN_SQD_ASYNC_NOTIFY), M(EN_SQD_ASYNC_NOTIFY),
 		  M(EN_SQD_ASYNC_NOTIFY) } };
+	static const struct sib_trans sqd_sqd = {
+		{ 0, 0, 0 },
+		{ M(PORT) | M(AV) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY)
+		  | M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC) | M(ALT_PATH)
+		  | M(ACCESS_FLAGS) | M(PKEY_INDEX) | M(MIN_RNR_TIMER)
+		  | M(PATH_MIG_STATE),
+		  M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX)
+		  | M(PATH_MIG_STATE),
+		  M(PKEY_INDEX) | M(QKEY) } };
 	static const struct sib_trans sqe_rts = {
 		{ 0, 0, 0 },
 		{ 0, M(CUR_STATE) | M(ACCESS_FLAGS),
@@ -325,7 +334,7 @@ static const struct sib_trans *trans_of(enum ibv_qp_state cur,
 	case IBV_QPS_SQD:
 		if (next == IBV_QPS_RTS)
 			return &rts_rts;
-		return next == IBV_QPS_SQD ? &rts_rts : NULL;
+		return next == IBV_QPS_SQD ? &sqd_sqd : NULL;
 	case IBV_QPS_SQE:
 		return next == IBV_QPS_RTS ? &sqe_rts : NULL;
 	default:
@@ -333,6 +342,18 @@ static const struct sib_trans *trans_of(enum ibv_qp_state cur,
 	}
 }
 #undef M
+
+/* the peer host an address vector names (checked by check_values) */
+static uint32_t av_ip(const struct sib_ctx *ctx, const struct ibv_ah_attr *av)
+{
+	uint32_t ip = 0;
+
+	if (av->is_global)
+		sib_gid_to_ip(&av->grh.dgid, &ip);
+	else
+		ip = sib_lid_to_ip(ctx, av->dlid);
+	return ip;
+}
 
 static int check_values(struct sib_qp *qp, struct ibv_qp_attr *a, int mask)
 {
@@ -437,8 +458,14 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 		: ibqp->qp_type == IBV_QPT_UC ? T_UC : T_UD;
 	pthread_mutex_lock(&qp->lock);
 	cur = qp->state;
-	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != cur
-	    && !(cur == IBV_QPS_SQE && a->cur_qp_state == IBV_QPS_RTS)) {
+	/* the tables list CUR_STATE for RTR->RTS too, but the verbs core
+	 * takes it only from RTS, SQD and SQE (and it must be true) */
+	if ((mask & IBV_QP_CUR_STATE)
+	    && ((cur != IBV_QPS_RTS && cur != IBV_QPS_SQD
+		 && cur != IBV_QPS_SQE)
+		|| (a->cur_qp_state != cur
+		    && !(cur == IBV_QPS_SQE
+			 && a->cur_qp_state == IBV_QPS_RTS)))) {
 		pthread_mutex_unlock(&qp->lock);
 		return EINVAL;
 	}
@@ -456,6 +483,10 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 		return EINVAL;	/* attribute mask wrong for the transition */
 	}
 	rc = check_values(qp, a, mask);
+	if (!rc && cur == IBV_QPS_SQD && next == IBV_QPS_SQD
+	    && (mask & IBV_QP_AV) && type != T_UD
+	    && av_ip(qp->ctx, &a->ah_attr) != qp->peer_ip)
+		rc = -2;	/* a new path would need a new connection */
 	if (rc) {
 		pthread_mutex_unlock(&qp->lock);
 		return rc == -2 ? EOPNOTSUPP : EINVAL;
@@ -478,13 +509,7 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 	}
 	apply_attrs(qp, a, mask);
 	if (type != T_UD && next == IBV_QPS_RTR && cur == IBV_QPS_INIT) {
-		uint32_t ip;
-
-		if (qp->attr.ah_attr.is_global)
-			sib_gid_to_ip(&qp->attr.ah_attr.grh.dgid, &ip);
-		else
-			ip = sib_lid_to_ip(qp->ctx, qp->attr.ah_attr.dlid);
-		qp->peer_ip = ip;
+		qp->peer_ip = av_ip(qp->ctx, &qp->attr.ah_attr);
 		qp->peer_port = sib_port_of_qpn(qp->ctx,
 						qp->attr.dest_qp_num);
 		qp->resp_expect = 0;

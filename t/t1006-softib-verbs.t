@@ -1,0 +1,40 @@
+#!/bin/sh
+test_description='softib: verbs keep the IB spec'"'"'s semantics
+
+Each program in t/softib-verbs/ checks one group of verbs against what
+the IB spec says and a real HCA does (attribute masks per QP transition
+and query_qp, RNR timing, signaling, inline limits, local access rights,
+completion channels, resize_cq, address handles from completions, async
+events, several threads posting at once); each prints TAP and must pass
+every check.  Their output is shown with -v.'
+
+. $(dirname $0)/sharness.sh
+
+SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
+SV_BIN=$IBCR_BUILDDIR/t/softib-verbs
+if ! test -e "$SOFTIB_LIBDIR/libibverbs.so.1"; then
+	if test "$CI" = true; then
+		test_expect_success 'softib is built' 'false'
+	else
+		skip_all="softib is not built ($SOFTIB_LIBDIR/libibverbs.so.1 missing)"
+	fi
+	test_done
+fi
+
+# sv_tap PROG: PROG passes all its TAP checks on softib.
+sv_tap() {
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" SOFTIB_ADDR=127.0.0.1 \
+		timeout 120 "$SV_BIN/$1" >"$1.tap" 2>"$1.err"
+	rc=$?
+	cat "$1.tap"
+	sed "s/^/stderr: /" "$1.err"
+	test $rc -eq 0 &&
+	grep -q "^1\.\.[1-9]" "$1.tap" &&
+	! grep -q "^not ok" "$1.tap"
+}
+
+test_expect_success 'modify_qp masks per transition (RC, UC, UD), query_qp' '
+	sv_tap qp_table
+'
+
+test_done
