@@ -1,0 +1,113 @@
+#!/bin/sh
+
+test_description='a second real uid cannot see, verify, prune or read the first uid'"'"'s jobs and images, nor act on them through ibcrd'
+
+. $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
+
+ibcr_require ROOT
+
+UA=ibcra$$
+UB=ibcrb$$
+
+# Remove only the two users this test made (by their unique names).
+remove_users() {
+	for u in $UA $UB; do
+		id "$u" >/dev/null 2>&1 && userdel "$u" >/dev/null 2>&1
+	done
+	return 0
+}
+
+as() {
+	u=$1
+	shift
+	setpriv --reuid="$(id -u $u)" --regid="$(id -g $u)" --clear-groups "$@"
+}
+
+test_expect_success 'setup: two real users, an ibcrd, generations of a job of user A' '
+	ibcr_atexit remove_users &&
+	useradd -r -M -d /nonexistent -s /usr/sbin/nologin -U $UA &&
+	useradd -r -M -d /nonexistent -s /usr/sbin/nologin -U $UB &&
+	A=$(id -u $UA) && B=$(id -u $UB) && test "$A" != "$B" &&
+	ibcrd_setup a &&
+	ibcrd_start a &&
+	ST=$PWD/a/storage &&
+	test "$("$MKGEN" "$ST" jobA --uid $A --gid $(id -g $UA))" = 1 &&
+	test "$("$MKGEN" "$ST" jobA --uid $A --gid $(id -g $UA))" = 2 &&
+	test "$(stat -c %u "$ST/local/jobA")" = $A &&
+	test "$(stat -c %u "$ST/local/jobA/gen-1/task-0/pages-1.img")" = $A
+'
+
+test_expect_success 'user A lists and verifies its own job' '
+	as $UA "$IBCR" --socket "$(ibcrd_sock a)" list jobA >out &&
+	test $(wc -l <out) -eq 3 &&
+	as $UA "$IBCR" --socket "$(ibcrd_sock a)" verify jobA
+'
+
+test_expect_success 'user B cannot list, verify or prune it (exit 6, says why)' '
+	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" list jobA 2>err &&
+	grep "job jobA: permission denied: its checkpoints belong to another user" err &&
+	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" verify jobA 2>err &&
+	grep "permission denied" err &&
+	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" prune jobA --keep 0 2>err &&
+	grep "permission denied" err &&
+	test -d "$ST/local/jobA/gen-1" && test -d "$ST/local/jobA/gen-2"
+'
+
+test_expect_success 'user B cannot read, list or alter the image files' '
+	test_must_fail as $UB cat "$ST/local/jobA/gen-1/task-0/pages-1.img" >/dev/null 2>err &&
+	grep "Permission denied" err &&
+	test_must_fail as $UB ls "$ST/local/jobA" 2>err &&
+	test_must_fail as $UB sh -c "echo x >\"$ST/local/jobA/gen-1/evil\"" 2>err &&
+	test_must_fail as $UB mkdir "$ST/local/jobB-squat" 2>err &&
+	! test -e "$ST/local/jobA/gen-1/evil"
+'
+
+test_expect_success 'user A registers a task of job sa with ibcrd' '
+	as $UA "$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"sa\",\"rank\":0}" \
+		"@sleep:4000" >regA.out &
+	echo $! >regA.pid &&
+	for i in $(seq 30); do
+		grep -q "job sa step 0: registered rank 0 pid [0-9]* uid $A" a/ibcrd.log && break
+		sleep 0.1
+	done &&
+	grep "job sa step 0: registered rank 0 pid [0-9]* uid $A" a/ibcrd.log
+'
+
+test_expect_success 'user B cannot see job sa in status, nor query it' '
+	as $UB "$IBCR" --socket "$(ibcrd_sock a)" status >out &&
+	grep "no job registered" out &&
+	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" status sa 2>err &&
+	grep "job sa belongs to another user" err &&
+	grep "job sa: status refused to uid $B (owner uid $A)" a/ibcrd.log
+'
+
+test_expect_success 'user A and root see it' '
+	as $UA "$IBCR" --socket "$(ibcrd_sock a)" status sa >out &&
+	grep "^job sa  uid $A  tasks 1" out &&
+	"$IBCR" --socket "$(ibcrd_sock a)" status >out &&
+	grep "^job sa  uid $A" out
+'
+
+test_expect_success 'user B cannot join job sa, claim a process of A, or register for uid A' '
+	apid=$(sed -n "s/.*job sa step 0: registered rank 0 pid \([0-9]*\).*/\1/p" a/ibcrd.log | head -1) &&
+	as $UB "$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"sa\",\"rank\":1}" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"sb\",\"rank\":0,\"pid\":$apid}" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"sc\",\"rank\":0,\"uid\":$A}" >out &&
+	cat out &&
+	sed -n 1p out | grep "EPERM.*job sa belongs to another user" &&
+	sed -n 2p out | grep "EPERM.*pid $apid is not yours" &&
+	sed -n 3p out | grep "EPERM.*only root may register a task for another uid" &&
+	grep "uid $B tried to register rank 1 into a job of uid $A: refused" a/ibcrd.log
+'
+
+test_expect_success 'root may register on behalf of user A (as slurmstepd will)' '
+	"$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"sa\",\"rank\":1,\"uid\":$A}" >out &&
+	grep "\"request\":\"register\".*\"ntasks\":2" out &&
+	wait $(cat regA.pid)
+'
+
+test_done
