@@ -193,9 +193,11 @@ static void __attribute__ ((noreturn)) sp_ns_exit_as (int status)
 }
 
 /* PID 1 of the task's namespace.  Reports the application's pid, then
- * its wait status, on 'report'; exits when the application has ended
- * (the kernel then kills whatever it left in the namespace, as Slurm
- * would at the end of the step). */
+ * its wait status, on 'report'; exits when the application has ended,
+ * with its exit code or 128 + the signal that killed it (the kernel then
+ * kills whatever it left in the namespace, as Slurm would at the end of
+ * the step).  CRIU dumps this process (about 1.7 MB, 90 ms measured with
+ * a shell application): it holds only fds 0-2 and 'report'. */
 static void __attribute__ ((noreturn))
 sp_ns_init (pid_t app, int report, const sigset_t *set)
 {
@@ -219,7 +221,11 @@ sp_ns_init (pid_t app, int report, const sigset_t *set)
             if (pid == app) {
                 word = (int32_t)status;
                 (void)sp_ns_write_all (report, &word, sizeof (word));
-                _exit (0);
+                /* Also as an exit code, the way ibcr-init reports it: a
+                 * restored init has no waiter pipe, only this. */
+                _exit (WIFEXITED (status) ? WEXITSTATUS (status)
+                       : WIFSIGNALED (status) ? 128 + WTERMSIG (status)
+                       : SP_NS_EXIT_FAILURE);
             }
         }
     }
