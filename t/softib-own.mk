@@ -29,7 +29,7 @@ softib_libvwpair_la_LIBADD = softib/libvw.la -libverbs
 VW_ERR_LDADD = softib/libvwpair.la softib/libvw.la libtap.la -libverbs $(AX_PTHREAD_LIBS)
 check_PROGRAMS += softib/err_access softib/err_state softib/err_rnr \
 	softib/err_flush softib/err_unsupported softib/err_peer softib/mt_post \
-	softib/srq_cq
+	softib/srq_cq softib/atomic_shared
 softib_err_access_SOURCES = softib/err_access.c
 softib_err_access_LDADD = $(VW_ERR_LDADD)
 softib_err_state_SOURCES = softib/err_state.c
@@ -56,3 +56,5 @@ softib_mt_post_SOURCES = softib/mt_post.c
 softib_mt_post_LDADD = $(VW_ERR_LDADD)
 softib_srq_cq_SOURCES = softib/srq_cq.c
 softib_srq_cq_LDADD = $(VW_ERR_LDADD)
+softib_atomic_shared_SOURCES = softib/atomic_shared.c
+softib_atomic_shared_LDADD = $(VW_ERR_LDADD)

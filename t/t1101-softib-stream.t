@@ -43,7 +43,8 @@ test_expect_success 'scatter/gather lists: send, write, read, write_imm' '
 	vw_stream sge-send -o send -g 4 -s 1000 &&
 	vw_stream sge-write -o write -g 3 -s 5000 &&
 	vw_stream sge-read -o read -g 4 -s 4097 &&
-	vw_stream sge-wimm -o write_imm -g 2 -s 64
+	vw_stream sge-wimm -o write_imm -g 2 -s 64 &&
+	vw_stream sge-max -o send -g 16 -s 4096 -n 300
 '
 
 test_expect_success 'inline data (the source is scribbled over right after posting)' '

@@ -52,4 +52,8 @@ test_expect_success 'SRQ limit event, CQ resize, solicited-only notification' '
 	vw_tap srqcq srq_cq
 '
 
+test_expect_success 'one counter, four QPs and threads: atomics stay atomic' '
+	vw_tap atomic atomic_shared
+'
+
 test_done

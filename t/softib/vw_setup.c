@@ -243,7 +243,7 @@ static void create_qp (struct vw_run *r, struct vw_qp *q)
     ia.cap.max_send_wr = q->sq_depth;
     ia.cap.max_recv_wr = q->srq ? 0 : q->rq_depth;
     ia.cap.max_send_sge = (uint32_t)o->nsge;
-    ia.cap.max_recv_sge = (uint32_t)o->nsge + 1;
+    ia.cap.max_recv_sge = (uint32_t)(o->nsge + o->ud);
     ia.cap.max_inline_data = o->inline_data ? o->size : 0;
     q->qp = o->ex ? vw_ex_create_qp (r->dev.pd, &ia, &q->qpx)
                   : ibv_create_qp (r->dev.pd, &ia);
@@ -285,9 +285,10 @@ void vw_setup (struct vw_run *r)
     if (2 * r->window + 4 > (uint32_t)r->dev.attr.max_qp_wr)
         vw_die (r, "-W %u needs %u send WRs, device allows %d", r->window,
                 2 * r->window + 4, r->dev.attr.max_qp_wr);
-    if (o->nsge + 1 > r->dev.attr.max_sge)
+    /* A UD receive takes one more entry: the GRH lands in its own. */
+    if (o->nsge + o->ud > r->dev.attr.max_sge)
         vw_die (r, "-g %d needs %d sg entries, device allows %d", o->nsge,
-                o->nsge + 1, r->dev.attr.max_sge);
+                o->nsge + o->ud, r->dev.attr.max_sge);
     if (o->ud && o->size > (128u << r->dev.port_attr.active_mtu))
         vw_die (r, "-U: a UD message must fit the path MTU (%u bytes), not -s %u",
                 128u << r->dev.port_attr.active_mtu, o->size);
@@ -312,7 +313,7 @@ void vw_setup (struct vw_run *r)
         if (r->server && o->srq) {
             struct ibv_srq_init_attr sa = { 0 };
             sa.attr.max_wr = (uint32_t)((o->nqp / T + 1) * (int)r->nctl);
-            sa.attr.max_sge = (uint32_t)o->nsge + 1;
+            sa.attr.max_sge = (uint32_t)(o->nsge + o->ud);
             if (!(t->srq = ibv_create_srq (r->dev.pd, &sa)))
                 vw_die (r, "ibv_create_srq(%u WRs, %u sge): %s", sa.attr.max_wr,
                         sa.attr.max_sge, strerror (errno));
