@@ -1,0 +1,92 @@
+#!/bin/sh
+test_description='spank: CRIU can checkpoint a task tree the plugin made
+
+A step started with srun --checkpoint-ib on a real Slurm cluster with a
+real ibcrd: the init that ibcrd registered is dumped by CRIU with
+--leave-running while the application counts, as a periodic checkpoint
+does; the image holds the init and the application, and the application
+goes on without a gap or a repeat.'
+
+. $(dirname $0)/sharness.sh
+ibcr_require ROOT SLURM CRIU
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
+preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+
+test -x "$IBCRD" && test_set_prereq IBCRD
+
+run=/run/ibcr-sp.$$
+ibcrd_pid=
+
+cleanup_all() {
+	if ibcr_failed && test -f "$run/ibcrd.log"; then
+		cat "$run/ibcrd.log" | ibcr_diag
+		test -f img/dump.log && tail -n 40 img/dump.log | ibcr_diag
+	fi
+	if test -n "$ibcrd_pid"; then
+		kill -TERM "$ibcrd_pid" 2>/dev/null
+		wait "$ibcrd_pid" 2>/dev/null
+	fi
+	ibcrd_pid=
+	rm -rf "$run"
+	return 0
+}
+
+# Counts to $1, one line every 0.1 s: the output proves by itself that
+# nothing was lost or replayed.
+cat >counter.sh <<\EOF
+#!/bin/sh
+i=0
+while test $i -lt "$1"; do
+	i=$((i + 1))
+	echo $i
+	sleep 0.1
+done
+EOF
+chmod +x counter.sh
+
+test_expect_success IBCRD 'start a 1-node cluster and its ibcrd' '
+	mkdir -p "$run" &&
+	ibcr_atexit cleanup_all &&
+	cat >"$run/ibcrd.conf" <<-EOF &&
+	socket = $run/%n/ibcrd.sock
+	storage = $run/%n/storage
+	staging = $run/%n/staging
+	EOF
+	"$IBCRD" -F -c "$run/ibcrd.conf" -N n1 \
+		</dev/null >"$run/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+	ibcrd_pid=$! &&
+	t=50 &&
+	while ! test -S "$run/n1/ibcrd.sock"; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	echo "required $plugin socket=$run/%n/ibcrd.sock libibcr=$preload" >plugstack.conf &&
+	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
+'
+
+test_expect_success IBCRD 'a running protected task is dumped from its init, and runs on' '
+	jobid=$(sbatch --parsable -N1 -o job.out \
+		--wrap "srun --checkpoint-ib=30m -o app.out ./counter.sh 60") &&
+	t=100 &&
+	while test "$(wc -l <app.out 2>/dev/null || echo 0)" -lt 5; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	init=$(sed -n "s/.*job $jobid step 0: registered rank 0 pid \([0-9]*\) .*/\1/p" "$run/ibcrd.log") &&
+	test -n "$init" &&
+	test "$(cat /proc/$init/comm)" = ibcr-init &&
+	mkdir img &&
+	t0=$(date +%s%N) &&
+	"$IBCR_CRIU" dump -t "$init" -D img -o dump.log --leave-running &&
+	echo "criu dump of the task tree: $(( ($(date +%s%N) - t0) / 1000000 )) ms, $(du -sk img | cut -f1) KiB" | ibcr_diag &&
+	test $(ls img/core-*.img | wc -l) -ge 2 &&
+	slurm_wait_job "$jobid" COMPLETED 60 &&
+	seq 1 60 >expect &&
+	test_cmp expect app.out
+'
+
+test_expect_success IBCRD 'slurm_stop' '
+	slurm_stop
+'
+
+test_done
