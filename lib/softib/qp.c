@@ -54,7 +54,27 @@ struct sib_qp *sib_qp_lookup(struct sib_ctx *ctx, uint32_t qpn)
 
 void sib_qp_flush(struct sib_qp *qp)
 {
+	struct sib_conn *c = qp->resp;
 	struct sib_rwqe r;
+
+	/* a receive WQE a half-arrived message already took completes
+	 * first (it was posted before those still queued), and no more of
+	 * that message lands in its buffer afterwards */
+	if (c && c->have_rwqe) {
+		struct ibv_wc wc;
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = c->rwqe.wr_id;
+		wc.status = IBV_WC_WR_FLUSH_ERR;
+		wc.opcode = IBV_WC_RECV;
+		wc.qp_num = qp->qpx.qp_base.qp_num;
+		sib_cq_push(qp->rcq, &wc, false);
+		c->have_rwqe = false;
+		c->rdiscard += c->rleft;
+		c->rleft = 0;
+		c->riovcnt = 0;
+		c->rstatus = IBV_WC_GENERAL_ERR;
+	}
 
 	while (qp->sq_done != qp->sq_head) {
 		struct sib_swqe *w = &qp->sq[qp->sq_done & (qp->sq_cap - 1)];

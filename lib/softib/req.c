@@ -140,6 +140,7 @@ void sib_req_header(struct sib_conn *c)
 		return;
 	case SIB_OP_NAK_ACCESS:
 	case SIB_OP_NAK_INV:
+	case SIB_OP_NAK_OP:
 		if (h->len)
 			break;
 		sib_sq_ack(qp, h->seq);
@@ -150,6 +151,11 @@ void sib_req_header(struct sib_conn *c)
 			fail_head(qp, w, IBV_WC_REM_ACCESS_ERR,
 				  "remote access error (rkey, bounds or "
 				  "access rights)");
+		else if (h->op == SIB_OP_NAK_OP)
+			fail_head(qp, w, IBV_WC_REM_OP_ERR,
+				  "remote operation error (the responder's "
+				  "receive buffer is not writable: lkey or "
+				  "local write access)");
 		else
 			fail_head(qp, w, IBV_WC_REM_INV_REQ_ERR,
 				  "remote invalid request (message too long "

@@ -218,6 +218,7 @@ static void recv_cqe(struct sib_qp *qp, struct sib_conn *c,
 		wc.imm_data = c->rh.imm;
 	}
 	sib_cq_push(qp->rcq, &wc, (c->rh.flags & SIB_F_SOLICITED) != 0);
+	c->have_rwqe = false;	/* completed: a flush must not repeat it */
 }
 
 static void serve_read(struct sib_conn *c, struct sib_qp *qp)
@@ -286,7 +287,10 @@ void sib_resp_done(struct sib_conn *c)
 				 c->rh.op == SIB_OP_READ ? c->rh.rlen
 				 : c->rh.len);
 		} else {
-			respond(c, SIB_OP_NAK_INV, c->rh.seq, 0, NULL, 0);
+			/* IB: a length error is an invalid request, any
+			 * other local error of ours a remote op error */
+			respond(c, st == IBV_WC_LOC_LEN_ERR ? SIB_OP_NAK_INV
+				: SIB_OP_NAK_OP, c->rh.seq, 0, NULL, 0);
 			if (c->have_rwqe)
 				recv_cqe(qp, c, st);
 			snprintf(why, sizeof(why), "%s on an incoming message "

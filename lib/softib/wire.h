@@ -39,6 +39,8 @@ enum sib_op {
 	SIB_OP_ATOMIC_RESP,	/* payload: 8-byte original value */
 	/* UD */
 	SIB_OP_UD_SEND,		/* rkey = dst QPN, rlen = src QPN, cmp = qkey */
+	SIB_OP_NAK_OP,		/* seq: responder's local error (e.g. its
+				 * receive buffer's lkey): remote op error */
 	SIB_OP_MAX
 };
 
