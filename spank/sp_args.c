@@ -58,6 +58,11 @@ static int check_path (const char *key, const char *val, char *dst, size_t dstle
 
 int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errlen)
 {
+    static const char *const keys[] = {
+        "socket", "libibcr", "batch_step", "on_daemon_down", "timeout",
+    };
+    int seen[sizeof (keys) / sizeof (keys[0])] = { 0 };
+    size_t k;
     int i;
 
     for (i = 0; i < ac; i++) {
@@ -67,6 +72,14 @@ int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errle
         size_t klen = eq ? (size_t)(eq - arg) : strlen (arg);
 
 #define KEY(k) (klen == strlen (k) && !strncmp (arg, k, klen))
+        /* Two values for one key: which one did the admin mean? */
+        for (k = 0; k < sizeof (keys) / sizeof (keys[0]); k++) {
+            if (KEY (keys[k]) && seen[k]++) {
+                snprintf (err, errlen, "ibcr: plugstack.conf: %s= is given twice; "
+                          "keep one", keys[k]);
+                return -1;
+            }
+        }
         if (!val || !*val) {
             if (KEY ("socket") || KEY ("libibcr") || KEY ("batch_step")
                 || KEY ("on_daemon_down") || KEY ("timeout"))

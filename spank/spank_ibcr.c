@@ -34,7 +34,9 @@
  * which reaches every process of the cgroup; so forwarding delivers
  * scancel -s SIG exactly once to the application; scancel, exit codes and
  * deaths by signal are reported as without ibcr; the three processes
- * stay in the step's cgroups.
+ * stay in the step's cgroups; a task start costs about 1 ms more.  CRIU
+ * dumps the tree from the init with --leave-running and the task runs on
+ * (t/t4004-spank-criu.t).
  *
  * Must never: change a step without the option; hang a task start on a
  * stuck ibcrd (every exchange has a deadline, plugstack timeout=); export

@@ -196,6 +196,9 @@ test_expect_success IBCRD 'plugstack.conf: bad values are named with what to wri
 	echo "required $plugin socket=/run/%j.sock" >plugstack.conf &&
 	test_must_fail srun -N1 true 2>err &&
 	grep "^ibcr: plugstack.conf: socket=/run/%j.sock: unknown escape .%j." err &&
+	plugstack batch_step=no batch_step=yes &&
+	test_must_fail srun -N1 true 2>err &&
+	grep "^ibcr: plugstack.conf: batch_step= is given twice; keep one" err &&
 	echo "required $plugin socket" >plugstack.conf &&
 	test_must_fail srun -N1 true 2>err &&
 	grep "^ibcr: plugstack.conf: argument .socket. needs a value" err &&

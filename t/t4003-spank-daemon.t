@@ -189,9 +189,7 @@ test_expect_success IBCRD 'ibcrd on n1 only: n1 is protected, n2 warns' '
 '
 
 test_expect_success IBCRD 'a missing libibcr is reported like a missing daemon' '
-	plugstack libibcr=/nonexistent/libibcr.so &&
-	sed -i "s, libibcr=$preload,," plugstack.conf &&
-	cat plugstack.conf &&
+	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=/nonexistent/libibcr.so" >plugstack.conf &&
 	srun -N1 --checkpoint-ib ./app.sh >out 2>err &&
 	cat err &&
 	echo "n1 levels=1 preload=none" >expect &&
