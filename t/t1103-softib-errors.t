@@ -3,7 +3,8 @@ test_description='softib: error cases and finer semantics behave as on an HCA
 
 Remote access errors (bad rkey, out of bounds, missing rights), the QP
 state machine and its attribute masks, RNR retries, flushes of QPs in
-ERR, features softib refuses, threads posting to one QP at once, SRQ
+ERR, features softib refuses, garbage and cut-off messages from a
+peer (only its QP dies, with QP_FATAL), threads posting to one QP at once, SRQ
 limit events, CQ resize and solicited-only notification.  Each program prints TAP; here each
 must pass every one of its checks (their output is shown with -v).'
 
@@ -42,6 +43,10 @@ test_expect_success 'unsupported features fail with EOPNOTSUPP, the context live
 	VW_STRICT_UNSUPPORTED=1 &&
 	export VW_STRICT_UNSUPPORTED &&
 	vw_tap unsupported err_unsupported
+'
+
+test_expect_success 'a peer sending garbage or vanishing mid-message kills only its QP' '
+	vw_tap peer err_peer
 '
 
 test_expect_success 'four threads post to one QP and poll one CQ at once' '
