@@ -18,3 +18,6 @@ check_PROGRAMS += softib-verbs/qp_table
 softib_verbs_qp_table_SOURCES = softib-verbs/qp_table.c
 softib_verbs_qp_table_LDADD = $(SV_LDADD)
 TESTS += t1006-softib-verbs.t
+check_PROGRAMS += softib-verbs/rc_semantics
+softib_verbs_rc_semantics_SOURCES = softib-verbs/rc_semantics.c
+softib_verbs_rc_semantics_LDADD = $(SV_LDADD)

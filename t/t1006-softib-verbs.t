@@ -18,7 +18,11 @@ if ! test -e "$SOFTIB_LIBDIR/libibverbs.so.1"; then
 	else
 		skip_all="softib is not built ($SOFTIB_LIBDIR/libibverbs.so.1 missing)"
 	fi
-	test_done
+	test_expect_success 'RNR timing, vanished responder, sq_sig_all, inline limits, local access' '
+	sv_tap rc_semantics
+'
+
+test_done
 fi
 
 # sv_tap PROG: PROG passes all its TAP checks on softib.
@@ -35,6 +39,10 @@ sv_tap() {
 
 test_expect_success 'modify_qp masks per transition (RC, UC, UD), query_qp' '
 	sv_tap qp_table
+'
+
+test_expect_success 'RNR timing, vanished responder, sq_sig_all, inline limits, local access' '
+	sv_tap rc_semantics
 '
 
 test_done
