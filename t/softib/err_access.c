@@ -233,6 +233,61 @@ static void lkey_check (void)
     vw_pair_destroy (&p);
 }
 
+/* Receives and READ/atomic results write local memory: without
+ * LOCAL_WRITE on its MR that is a local protection error. */
+static void local_write_check (void)
+{
+    static uint8_t ro[4096] __attribute__ ((aligned (4096)));
+    struct ibv_mr *romr = ibv_reg_mr (dev.pd, ro, sizeof (ro), 0);
+    struct vw_pair p;
+    struct ibv_wc wc;
+    char err[256];
+    int rc, got, st;
+
+    if (!ok (romr != NULL, "ibv_reg_mr without any access flag (read-only) works"))
+        return;
+    if (vw_pair_create (&p, &dev, IBV_QPT_RC, NULL, err, sizeof (err)) < 0
+        || vw_pair_connect (&p, NULL, NULL, err, sizeof (err)) < 0)
+        BAIL_OUT ("pair: %s", err);
+    rc = vw_recv1 (p.qp[1], 9, ro, 64, romr->lkey);
+    if (rc == 0)
+        rc = vw_post1 (p.qp[0], IBV_WR_SEND, 8, local, 64, local_mr->lkey, 0, 0,
+                       IBV_SEND_SIGNALED);
+    got = rc == 0 ? vw_cq_wait (p.cq[1], &wc, WAIT_MS) : 0;
+    if (!ok (rc != 0 || (got == 1 && wc.status == IBV_WC_LOC_PROT_ERR && wc.wr_id == 9),
+             "a SEND into a receive buffer without LOCAL_WRITE: LOC_PROT_ERR "
+             "on the receiver (or refused at post)"))
+        diag ("post %d, completion %d, status %s", rc, got,
+              got == 1 ? ibv_wc_status_str (wc.status) : "-");
+    got = rc == 0 ? vw_cq_wait (p.cq[0], &wc, WAIT_MS) : 0;
+    if (!ok (rc != 0 || (got == 1 && wc.status != IBV_WC_SUCCESS && wc.wr_id == 8),
+             "and the SEND fails on the sender"))
+        diag ("completion %d, status %s", got,
+              got == 1 ? ibv_wc_status_str (wc.status) : "-");
+    else if (got == 1)
+        diag ("the sender got %s", ibv_wc_status_str (wc.status));
+    ok (memcmp (ro, "\0\0\0\0\0\0\0\0", 8) == 0, "the read-only buffer is untouched");
+    vw_pair_destroy (&p);
+
+    if (vw_pair_create (&p, &dev, IBV_QPT_RC, NULL, err, sizeof (err)) < 0
+        || vw_pair_connect (&p, NULL, NULL, err, sizeof (err)) < 0)
+        BAIL_OUT ("pair: %s", err);
+    fill_targets ();
+    rc = vw_post1 (p.qp[0], IBV_WR_RDMA_READ, 10, ro, 64, romr->lkey,
+                   (uintptr_t)mem[T_FULL], rkey[T_FULL], IBV_SEND_SIGNALED);
+    got = rc == 0 ? vw_cq_wait (p.cq[0], &wc, WAIT_MS) : 0;
+    if (!ok (rc != 0 || (got == 1 && wc.status == IBV_WC_LOC_PROT_ERR && wc.wr_id == 10),
+             "an RDMA READ into an MR without LOCAL_WRITE: LOC_PROT_ERR"))
+        diag ("post %d, completion %d, status %s", rc, got,
+              got == 1 ? ibv_wc_status_str (wc.status) : "-");
+    st = vw_qp_state (p.qp[0]);
+    ok (rc != 0 || st == IBV_QPS_ERR, "and the reader's QP is in ERR (%s)",
+        st < 0 ? "?" : vw_qp_state_str ((enum ibv_qp_state)st));
+    ok (memcmp (ro, "\0\0\0\0\0\0\0\0", 8) == 0, "the read-only buffer is untouched");
+    vw_pair_destroy (&p);
+    ibv_dereg_mr (romr);
+}
+
 int main (void)
 {
     static const int rights[T_NTARGET] = {
@@ -280,6 +335,7 @@ int main (void)
         run_case (&cases[i]);
     reg_checks ();
     lkey_check ();
+    local_write_check ();
     for (int t = 0; t < T_NTARGET; t++)
         if (mr[t])
             ibv_dereg_mr (mr[t]);
