@@ -1,7 +1,8 @@
 # ibcr tests (see t/Makefile.am): libibcr's ABI, virtual objects, and
 # checkpoint cycles driven by the test coordinator (t/ibcr/coord).
 TESTS += \
-	t2001-ibcr-abi.t
+	t2001-ibcr-abi.t \
+	t2002-ibcr-cycle-nodev.t
 
 check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \
@@ -10,3 +11,14 @@ ibcr_unit_SOURCES = ibcr/unit.c \
 	$(top_srcdir)/lib/ibcr/drain.c
 ibcr_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/lib $(JSON_CFLAGS)
 ibcr_unit_LDADD = libtap.la $(JSON_LIBS)
+
+# The test coordinator (plays ibcrd's leader; see lib/ibcr/ckpt_proto.h).
+check_PROGRAMS += ibcr/coord
+ibcr_coord_SOURCES = ibcr/coord.c $(top_srcdir)/lib/ibcr/drain.c
+ibcr_coord_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/lib $(JSON_CFLAGS)
+ibcr_coord_LDADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS)
+
+# Workloads run under LD_PRELOAD=libibcr.
+check_PROGRAMS += ibcr/idle
+ibcr_idle_SOURCES = ibcr/idle.c
+ibcr_idle_LDADD = -libverbs

@@ -12,6 +12,7 @@
 #include "config.h"
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -315,6 +316,20 @@ int ckpt_stat (json_object *out)
     json_object_object_add (out, "qps", qps);
     json_object_object_add (out, "mrs", mrs);
     return 0;
+}
+
+int ckpt_count_maps (const char *needle)
+{
+    char line[4096];
+    int n = 0;
+    FILE *f = fopen ("/proc/self/maps", "re");
+    if (!f)
+        return -1;
+    while (fgets (line, sizeof (line), f))
+        if (strstr (line, needle))
+            n++;
+    fclose (f);
+    return n;
 }
 
 int ckpt_count_fds (void)

@@ -27,5 +27,7 @@ int ckpt_resume (void);
 int ckpt_stat (json_object *out);
 /* Open fds of the process (diagnostic after release). */
 int ckpt_count_fds (void);
+/* Lines of /proc/self/maps containing 'needle' (diagnostic). */
+int ckpt_count_maps (const char *needle);
 
 #endif

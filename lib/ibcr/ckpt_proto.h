@@ -22,7 +22,8 @@
  *                "ud_sent":[{"lid","qpn","n"}], "ud_recv":[{"lid","qpn","n"}]}
  *       repeated until drain_done() (drain.h) holds for all reports
  *    "ckpt-release"  {}            destroy every real object, unload backend
- *       <- "ckpt-released" {"fds":N}   N: open fds after release (diagnostic)
+ *       <- "ckpt-released" {"fds":N, "verbs_maps":M}   open fds and mappings
+                                  of any libibverbs after release (diagnostic)
  *    "ckpt-rebuild"  {"backend":PATH?}  reopen (PATH, else $IBCR_BACKEND,
  *                                  else the default), recreate, new PSNs
  *       <- "ckpt-ids" {"rank":R, "qps":[{"vlid","vqpn","rlid","rqpn","psn"}],

@@ -65,6 +65,8 @@ static int serve (json_object *req)
             return reply (req, fail (t));
         m = proto_new (CKPT_RELEASED);
         proto_set_int (m, "fds", ckpt_count_fds ());
+        /* A backend left mapped would have to match at restore time. */
+        proto_set_int (m, "verbs_maps", ckpt_count_maps ("libibverbs"));
         return reply (req, m);
     }
     if (strcmp (t, CKPT_REBUILD) == 0) {
