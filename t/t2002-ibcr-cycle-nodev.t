@@ -16,8 +16,8 @@ SYSVERBS=$(ldconfig -p | sed -n "s/.*libibverbs.so.1 (libc6,x86-64) => //p" | he
 
 # run_cycles N BACKENDS: N cycles on one idle process; output in coord.out
 run_cycles() {
-	rm -f sock coord.out idle.out &&
-	"$COORD" -s "$PWD/sock" -n 1 -c "$1" -w 0:2 -b "$2" >coord.out 2>&1 &
+	rm -f sock coord.out idle.out || return 1
+	timeout 300 "$COORD" -s "$PWD/sock" -n 1 -c "$1" -w 0:2 -b "$2" >coord.out 2>&1 &
 	coord_pid=$!
 	i=0
 	while ! test -S sock && test $i -lt 100; do sleep 0.05; i=$((i + 1)); done
