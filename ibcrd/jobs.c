@@ -56,6 +56,18 @@ struct job *jobs_find (struct jobs *j, const char *id)
     return NULL;
 }
 
+struct task *jobs_find_pid (struct jobs *j, pid_t pid, struct job **jobp)
+{
+    for (struct job *job = j->head; job; job = job->next)
+        for (struct task *t = job->tasks; t; t = t->next)
+            if (t->pid == pid) {
+                if (jobp)
+                    *jobp = job;
+                return t;
+            }
+    return NULL;
+}
+
 int jobs_count (struct jobs *j)
 {
     int n = 0;
@@ -190,6 +202,7 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     strcpy (t->step, step);
     strcpy (t->node, tnode);
     t->conn = conn;
+    t->ctl_conn = -1;
     t->since = time (NULL);
     t->next = job->tasks;
     job->tasks = t;
@@ -215,6 +228,11 @@ void jobs_drop_conn (struct jobs *j, int conn)
         struct task **tp = &job->tasks;
         while (*tp) {
             struct task *t = *tp;
+            if (t->ctl_conn == conn) {
+                log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control "
+                         "connection closed", job->id, t->step, t->rank, (long)t->pid);
+                t->ctl_conn = -1;
+            }
             if (t->conn == conn) {
                 log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld disconnected",
                          job->id, t->step, t->rank, (long)t->pid);
@@ -255,6 +273,7 @@ json_object *jobs_job_json (const struct job *job)
         proto_set_str (to, "step", t->step);
         proto_set_str (to, "node", t->node);
         proto_set_int (to, "pid", t->pid);
+        proto_set_bool (to, "control", t->ctl_conn >= 0);
         if (t->ns_pid >= 0)
             proto_set_int (to, "ns_pid", t->ns_pid);
         json_object_array_add (tasks, to);

@@ -22,6 +22,7 @@ struct task {
     char step[IDENT_MAX + 1];
     char node[IDENT_MAX + 1];
     int conn;                   /* connection id that registered it */
+    int ctl_conn;               /* libibcr's control connection, or -1 */
     time_t since;
     struct task *next;
 };
@@ -50,11 +51,15 @@ int jobs_may_act (uid_t peer, uid_t owner);
 struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
                            json_object *req, const char *node, char *err, size_t len);
 
-/* Forget every task registered over connection conn (it closed); logs each
- * and drops jobs left without tasks. */
+/* Forget every task registered over connection conn (it closed), and
+ * detach control connections equal to conn; logs each and drops jobs left
+ * without tasks. */
 void jobs_drop_conn (struct jobs *j, int conn);
 
 struct job *jobs_find (struct jobs *j, const char *id);
+
+/* The task whose pid (as the daemon sees it) is pid, and its job. */
+struct task *jobs_find_pid (struct jobs *j, pid_t pid, struct job **job);
 
 /* JSON of one job, or an array of the jobs uid may see (all for root). */
 json_object *jobs_job_json (const struct job *job);

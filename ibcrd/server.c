@@ -40,6 +40,11 @@ struct server {
     struct client *clients;
 };
 
+/* Returned by a handler that must not answer (libibcr's hello: libibcr
+ * only answers requests, it does not read replies). */
+static char no_reply_marker;
+#define NO_REPLY ((json_object *)(void *)&no_reply_marker)
+
 typedef json_object *(*handler_f) (struct server *s, struct client *c, json_object *req);
 
 struct server *server_create (struct conf *conf, struct jobs *jobs)
@@ -193,6 +198,79 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
     return o;
 }
 
+/* Value of NAME in /proc/PID/environ (root can read any), or NULL. */
+static char *proc_env (pid_t pid, const char *name, char *buf, size_t len)
+{
+    char path[64], env[65536];
+    size_t nlen = strlen (name);
+    ssize_t n;
+    int fd;
+
+    snprintf (path, sizeof (path), "/proc/%ld/environ", (long)pid);
+    if ((fd = open (path, O_RDONLY | O_CLOEXEC)) < 0)
+        return NULL;
+    n = read (fd, env, sizeof (env) - 1);
+    close (fd);
+    if (n <= 0)
+        return NULL;
+    env[n] = '\0';
+    for (char *p = env; p < env + n; p += strlen (p) + 1)
+        if (!strncmp (p, name, nlen) && p[nlen] == '=') {
+            snprintf (buf, len, "%s", p + nlen + 1);
+            return buf;
+        }
+    return NULL;
+}
+
+/* "ibcr-hello" from libibcr (lib/ibcr/ckpt_proto.h): this connection is
+ * the control channel of the task whose pid the kernel gives.  Bind it to
+ * the task registered for that pid (ibcr run and the SPANK plugin register
+ * first); else register it from the task's IBCR_JOB, or SLURM_JOB_ID and
+ * SLURM_STEP_ID.  Never replied to: libibcr reads only requests.
+ * TODO (Slurm): check with slurmctld that a SLURM_JOB_ID belongs to the
+ * client's uid before trusting it, or a user could claim another's job id
+ * before its first task registers. */
+static json_object *h_hello (struct server *s, struct client *c, json_object *req)
+{
+    struct job *job = NULL;
+    struct task *t = jobs_find_pid (s->jobs, c->pid, &job);
+    int64_t rank = proto_get_int (req, "rank", -1);
+    char jobid[128], step[128], err[256];
+
+    if (!t) {
+        json_object *r;
+        if (!proc_env (c->pid, "IBCR_JOB", jobid, sizeof (jobid))
+            && !proc_env (c->pid, "SLURM_JOB_ID", jobid, sizeof (jobid))) {
+            log_msg (LOG_WARNING, "libibcr pid %ld uid %u rank %lld connected without a "
+                     "registration, IBCR_JOB or SLURM_JOB_ID: it cannot be checkpointed",
+                     (long)c->pid, (unsigned)c->uid, (long long)rank);
+            return NO_REPLY;
+        }
+        if (!proc_env (c->pid, "SLURM_STEP_ID", step, sizeof (step)))
+            snprintf (step, sizeof (step), "0");
+        if (!(r = proto_new ("register")))
+            return NO_REPLY;
+        proto_set_str (r, "job", jobid);
+        proto_set_str (r, "step", step);
+        proto_set_int (r, "rank", rank < 0 ? 0 : rank);
+        job = jobs_register (s->jobs, c->uid, c->pid, c->id, r, s->conf->node, err,
+                             sizeof (err));
+        json_object_put (r);
+        if (!job) {
+            log_msg (LOG_WARNING, "libibcr pid %ld uid %u job %s: not registered: %s",
+                     (long)c->pid, (unsigned)c->uid, jobid, err);
+            return NO_REPLY;
+        }
+        t = jobs_find_pid (s->jobs, c->pid, &job);
+    }
+    if (t) {
+        t->ctl_conn = c->id;
+        log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control connection",
+                 job->id, t->step, t->rank, (long)t->pid);
+    }
+    return NO_REPLY;
+}
+
 static json_object *h_status (struct server *s, struct client *c, json_object *req)
 {
     const char *id = proto_get_str (req, "job", NULL);
@@ -236,6 +314,7 @@ static const struct {
     const char *type;
     handler_f fn;
 } handlers[] = {
+    { "ibcr-hello", h_hello },
     { "ping", h_ping },
     { "register", h_register },
     { "status", h_status },
@@ -244,7 +323,7 @@ static const struct {
 
 static const char *known_types (void)
 {
-    return "ping, register, status";
+    return "ibcr-hello, ping, register, status";
 }
 
 static void handle (struct server *s, struct client *c, json_object *req)
@@ -260,11 +339,20 @@ static void handle (struct server *s, struct client *c, json_object *req)
                "release as ibcrd", version, PROTO_VERSION));
         return;
     }
+    /* Never answer a reply: two parties answering each other's "error"
+     * would loop forever. */
+    if (!strcmp (type, "ok") || !strcmp (type, "error")) {
+        log_msg (LOG_WARNING, "client pid %ld uid %u: unexpected '%s' message ignored: %.200s",
+                 (long)c->pid, (unsigned)c->uid, type, proto_get_str (req, "message", ""));
+        return;
+    }
     for (size_t i = 0; i < NHANDLERS; i++)
         if (!strcmp (handlers[i].type, type)) {
+            json_object *rep;
             log_msg (LOG_DEBUG, "client pid %ld uid %u: %s", (long)c->pid,
                      (unsigned)c->uid, type);
-            reply (s, c, req, handlers[i].fn (s, c, req));
+            if ((rep = handlers[i].fn (s, c, req)) != NO_REPLY)
+                reply (s, c, req, rep);
             return;
         }
     log_msg (LOG_WARNING, "client pid %ld uid %u: unknown request type '%.64s'",

@@ -84,7 +84,7 @@ test_expect_success 'malformed, oversized, unknown-version and unknown-type mess
 	sed -n 2p out | grep "\"errname\":\"EPROTO\"" &&
 	sed -n 3p out | grep "\"errname\":\"EMSGSIZE\".*2000000 bytes is over" &&
 	sed -n 4p out | grep "\"errname\":\"EPROTONOSUPPORT\".*version 2" &&
-	sed -n 5p out | grep "unknown request type .frobnicate." &&
+	sed -n 5p out | grep "unknown request type .frobnicate.; this ibcrd knows: ibcr-hello, ping, register, status" &&
 	sed -n 6p out | grep "\"type\":\"ok\",\"request\":\"ping\"" &&
 	grep "malformed message refused" a/ibcrd.log &&
 	grep "over the 1048576-byte cap refused" a/ibcrd.log &&
@@ -111,6 +111,38 @@ test_expect_success 'many clients at once are all answered' '
 	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
 		sed -n 2p many.$i | grep "\"job\":\"m$i\"" || return 1
 	done
+'
+
+test_expect_success 'a message of type error or ok is never answered (no reply loops)' '
+	"$RAWMSG" "$(ibcrd_sock a)" \
+		"@noreply:{\"version\":1,\"type\":\"error\",\"message\":\"boom\"}" \
+		"@noreply:{\"version\":1,\"type\":\"ok\"}" \
+		"{\"version\":1,\"type\":\"ping\",\"seq\":1}" >out &&
+	test $(wc -l <out) -eq 1 &&
+	grep "\"request\":\"ping\".*\"seq\":1" out &&
+	grep "unexpected .error. message ignored: boom" a/ibcrd.log
+'
+
+test_expect_success 'libibcr hello (no reply) binds to the task registered for its pid' '
+	"$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"h1\",\"rank\":4}" \
+		"@noreply:{\"version\":1,\"type\":\"ibcr-hello\",\"pid\":1,\"rank\":4}" \
+		"{\"version\":1,\"type\":\"status\",\"job\":\"h1\"}" >out &&
+	test $(wc -l <out) -eq 2 &&
+	sed -n 2p out | grep "\"rank\":4,.*\"control\":true" &&
+	grep "job h1 step 0: rank 4 pid [0-9]*: libibcr control connection" a/ibcrd.log
+'
+
+test_expect_success 'libibcr hello without registration registers from IBCR_JOB' '
+	IBCR_JOB=h2 "$RAWMSG" "$(ibcrd_sock a)" \
+		"@noreply:{\"version\":1,\"type\":\"ibcr-hello\",\"pid\":1,\"rank\":2}" \
+		"{\"version\":1,\"type\":\"status\",\"job\":\"h2\"}" >out &&
+	grep "\"job\":\"h2\".*\"rank\":2,.*\"control\":true" out &&
+	env -u IBCR_JOB -u SLURM_JOB_ID "$RAWMSG" "$(ibcrd_sock a)" \
+		"@noreply:{\"version\":1,\"type\":\"ibcr-hello\",\"pid\":1,\"rank\":0}" \
+		"{\"version\":1,\"type\":\"ping\"}" >out &&
+	test $(wc -l <out) -eq 1 &&
+	grep "connected without a registration, IBCR_JOB or SLURM_JOB_ID" a/ibcrd.log
 '
 
 test_expect_success 'a second ibcrd on the same socket is refused, naming the first' '

@@ -70,7 +70,9 @@ ibcrd_start() {
 	echo $! >"$ibcrd_st_dir/launch.pid"
 	ibcr_atexit ibcrd_stop "$ibcrd_st_name"
 	ibcrd_st_t=100
-	while ! test -S "$ibcrd_st_dir/run/ibcrd.sock" || ! test -s "$ibcrd_st_dir/run/ibcrd.pid"; do
+	# The pid file is written last and names this daemon: stale files left
+	# by a killed one do not count.
+	while test "$(cat "$ibcrd_st_dir/run/ibcrd.pid" 2>/dev/null)" != "$(cat "$ibcrd_st_dir/launch.pid")"; do
 		ibcrd_st_t=$((ibcrd_st_t - 1))
 		if test $ibcrd_st_t -le 0 || ! ibcrd_alive "$(cat "$ibcrd_st_dir/launch.pid")"; then
 			echo "ibcrd_start: ibcrd $ibcrd_st_name did not come up:" >&2

@@ -7,7 +7,8 @@
  *   @raw:TEXT   TEXT sent as one frame without any check
  *   @half:TEXT  the header and half of TEXT, then the connection is closed
  *   @sleep:MS   wait
- * After each frame but @half, one reply is read and printed on its own
+ *   @noreply:TEXT  TEXT sent as one frame, no reply expected
+ * After each frame but @half and @noreply, one reply is read and printed on its own
  * line as compact JSON.  Exits 0 if every expected reply came.
  */
 #include <errno.h>
@@ -56,6 +57,14 @@ int main (int argc, char **argv)
 
         if (!strncmp (a, "@sleep:", 7)) {
             usleep (atoi (a + 7) * 1000);
+            continue;
+        }
+        if (!strncmp (a, "@noreply:", 9)) {
+            const char *t = a + 9;
+            if (frame (fd, t, strlen (t), strlen (t)) < 0) {
+                fprintf (stderr, "rawmsg: write: %s\n", strerror (errno));
+                return 1;
+            }
             continue;
         }
         if (!strncmp (a, "@half:", 6)) {
