@@ -14,7 +14,8 @@
 #                       numbers) place the two sides in network namespaces;
 #                       unset, both run here and meet on 127.0.0.1.
 #                       VW_CLIENT_ENV="VAR=value ..." goes to the client's
-#                       environment only.
+#                       environment only, VW_SERVER_ENV to the server's
+#                       (e.g. LD_PRELOAD=libibcr.so for checkpoint tests).
 #   vw_stream_fails NAME PATTERN [CLIENT-OPTIONS...]
 #                       the same, but the run must fail and one side's
 #                       stderr must match PATTERN (grep -E).
@@ -65,7 +66,7 @@ vw_run_() {
 	vw_name=$1
 	shift
 	rm -f "$vw_name".port
-	vw_side_ "$VW_SERVER_HOST" env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" \
+	vw_side_ "$VW_SERVER_HOST" env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $VW_SERVER_ENV \
 		"$VW_BIN"/verbs_stream -p 0 -P "$PWD/$vw_name.port" -T "${VW_TIMEOUT:-30}" \
 		>"$vw_name".server.out 2>"$vw_name".server.err &
 	vw_spid=$!
