@@ -14,3 +14,9 @@ TESTS += common/test_conf.t
 check_PROGRAMS += common/test_conf.t
 common_test_conf_t_SOURCES = common/test_conf.c
 common_test_conf_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la
+
+TESTS += common/test_store.t
+check_PROGRAMS += common/test_store.t
+common_test_store_t_SOURCES = common/test_store.c
+common_test_store_t_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
+common_test_store_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la $(JSON_LIBS)

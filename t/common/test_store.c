@@ -1,0 +1,97 @@
+/* Unit test of lib/common/{ident,store,manifest}.c on real files: names
+ * that could escape the storage are refused, a symbolic link inside a
+ * generation fails the commit instead of being followed, a commit is
+ * atomic (no manifest, not listed), and numbering never reuses a number. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/ident.h"
+#include "common/manifest.h"
+#include "common/store.h"
+#include "tap.h"
+
+static char root[] = "/tmp/ibcr-test-store-XXXXXX";
+
+static void put (const char *dir, const char *name, const char *text)
+{
+    char p[4200];
+    FILE *f;
+    snprintf (p, sizeof (p), "%s/%s", dir, name);
+    if (!(f = fopen (p, "w")) || fputs (text, f) < 0 || fclose (f) != 0)
+        BAIL_OUT ("cannot write %s", p);
+}
+
+int main (void)
+{
+    struct store st = { .cluster = "local" };
+    char dir[4096], err[1024], other[4300];
+    json_object *gens;
+    int gen;
+
+    plan (NO_PLAN);
+    if (!mkdtemp (root))
+        BAIL_OUT ("mkdtemp");
+    st.root = root;
+
+    ok (ident_ok ("4242") && ident_ok ("run.a_b-c"), "plain names are valid");
+    ok (!ident_ok ("..") && !ident_ok (".hidden") && !ident_ok ("a/b") && !ident_ok ("")
+        && !ident_ok ("-x") && !ident_ok ("a b") && !ident_ok (NULL), "path-like names are not");
+    char longname[80];
+    memset (longname, 'a', sizeof (longname) - 1);
+    longname[sizeof (longname) - 1] = '\0';
+    ok (!ident_ok (longname), "a 79-character name is too long");
+    ok (store_job_path (&st, "../etc", dir, sizeof (dir)) < 0 && errno == EINVAL,
+        "store_job_path refuses ../etc");
+
+    ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
+                         sizeof (err)) == 0 && gen == 1, "first generation is 1");
+    put (dir, "a.img", "hello");
+    ok (store_list (&st, "j1", 0, &gens, err, sizeof (err)) == 0
+        && json_object_array_length (gens) == 0, "before commit nothing is listed");
+    json_object_put (gens);
+    ok (store_gen_commit (&st, "j1", gen, getuid (), getgid (), NULL, err, sizeof (err)) == 0,
+        "commit succeeds: %s", err);
+    ok (store_list (&st, "j1", 0, &gens, err, sizeof (err)) == 0
+        && json_object_array_length (gens) == 1, "after commit it is listed");
+    json_object_put (gens);
+
+    ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
+                         sizeof (err)) == 0 && gen == 2, "next generation is 2");
+    put (dir, "b.img", "data");
+    snprintf (other, sizeof (other), "%s/outside", root);
+    put (root, "outside", "secret");
+    char link[4200];
+    snprintf (link, sizeof (link), "%s/link.img", dir);
+    if (symlink (other, link) < 0)
+        BAIL_OUT ("symlink");
+    ok (store_gen_commit (&st, "j1", gen, getuid (), getgid (), NULL, err, sizeof (err)) < 0,
+        "a symbolic link in a generation fails the commit: %s", err);
+    struct stat sb;
+    ok (stat (other, &sb) == 0 && (sb.st_mode & 07777) != 0600,
+        "and the file it points to was not touched (mode %o)", sb.st_mode & 07777);
+    ok (store_list (&st, "j1", 1, &gens, err, sizeof (err)) == 0
+        && json_object_array_length (gens) == 2
+        && !json_object_get_boolean (json_object_object_get (json_object_array_get_idx (gens, 1),
+                                                             "committed")),
+        "the failed generation is partial");
+    json_object_put (gens);
+    ok (store_gen_abort (&st, "j1", gen) == 0 && stat (dir, &sb) < 0 && stat (other, &sb) == 0,
+        "abort removes it without following the link");
+    ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
+                         sizeof (err)) == 0 && gen == 2, "an aborted number may be reused");
+    ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
+                         sizeof (err)) == 0 && gen == 3, "a partial one is never reused");
+
+    ok (store_list (&st, "nojob", 0, &gens, err, sizeof (err)) < 0 && errno == ENOENT
+        && strstr (err, "no checkpoint of job nojob"), "an unknown job is ENOENT: %s", err);
+
+    store_rmtree (root);
+    ok (stat (root, &sb) < 0, "store_rmtree cleans up");
+    done_testing ();
+    return exit_status ();
+}
