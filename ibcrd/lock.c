@@ -70,7 +70,9 @@ int lock_secure_dir (const char *path, char *err, size_t len)
         return -1;
     }
     /* Folders above: writable by others only if sticky (like /tmp), or
-     * someone could rename our folder away and put theirs in its place. */
+     * someone could rename our folder away and put theirs in its place.
+     * Group write is fine when the group is root's or ours (a checkout
+     * made with umask 002): nobody else gains anything from it. */
     while ((slash = strrchr (dir, '/')) && dir[1]) {
         if (slash == dir)
             slash[1] = '\0';
@@ -78,7 +80,8 @@ int lock_secure_dir (const char *path, char *err, size_t len)
             *slash = '\0';
         if (stat (dir, &st) < 0)
             break;
-        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+        int untrusted_group = (st.st_mode & S_IWGRP) && st.st_gid != 0 && st.st_gid != getegid ();
+        if (((st.st_mode & S_IWOTH) || untrusted_group) && !(st.st_mode & S_ISVTX)) {
             snprintf (err, len, "folder %s above the socket is writable by others without "
                       "the sticky bit (mode %04o); fix its mode or move the socket",
                       dir, (unsigned)(st.st_mode & 07777));

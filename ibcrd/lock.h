@@ -12,8 +12,8 @@
 
 /* Create the folder of 'path' (mode 0755, owned by us) if missing, and
  * refuse one that others could write into: it must be ours and not group-
- * or world-writable, and no folder above it may be writable by others
- * unless sticky.  0, or -1 with a message in err. */
+ * or world-writable, and no folder above it may be writable by others (or
+ * by a group other than root's or ours) unless sticky.  0, or -1 with a message in err. */
 int lock_secure_dir (const char *path, char *err, size_t len);
 
 /* Take the exclusive lock '<socket>.lock'.  Returns the fd to keep open,

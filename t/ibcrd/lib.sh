@@ -116,7 +116,9 @@ ibcrd_munged_start() {
 	mkdir -p "$ibcrd_m_dir/key" "$ibcrd_m_dir/sock" "$ibcrd_m_dir/log" || return 1
 	chmod 0755 "$ibcrd_m_dir" "$ibcrd_m_dir/sock" && chmod 0700 "$ibcrd_m_dir/key" &&
 	mungekey --create --keyfile="$ibcrd_m_dir/key/munge.key" || return 1
-	munged --foreground --key-file="$ibcrd_m_dir/key/munge.key" \
+	# --force: a checkout made with umask 002 has group-writable folders
+	# above the trash directory, which munged would refuse for its files.
+	munged --foreground --force --key-file="$ibcrd_m_dir/key/munge.key" \
 		--socket="$ibcrd_m_dir/sock/munge.socket" \
 		--pid-file="$ibcrd_m_dir/munged.pid" \
 		--log-file="$ibcrd_m_dir/log/munged.log" \
