@@ -2,7 +2,8 @@
 # checkpoint cycles driven by the test coordinator (t/ibcr/coord).
 TESTS += \
 	t2001-ibcr-abi.t \
-	t2002-ibcr-cycle-nodev.t
+	t2002-ibcr-cycle-nodev.t \
+	t2003-ibcr-passthru.t
 
 check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \
@@ -22,3 +23,6 @@ ibcr_coord_LDADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS)
 check_PROGRAMS += ibcr/idle
 ibcr_idle_SOURCES = ibcr/idle.c
 ibcr_idle_LDADD = -libverbs
+
+# Shell helpers sourced by the tests.
+EXTRA_DIST += ibcr/ibcr.sh

@@ -1,0 +1,191 @@
+# ibcr.sh - run workloads under libibcr and the test coordinator.
+#
+# Sourced by t/t20NN-ibcr-*.t after sharness.sh.  Everything a test starts
+# writes into its trash directory; the coordinator's socket is a relative
+# path ("NAME.sock"), so processes in network namespaces (same filesystem,
+# other network) reach it too and no path with the trash directory's space
+# goes through a word-split environment list.
+#
+# API:
+#   ibcr_softib_require  skip (or fail with CI=true) unless softib and
+#                        libibcr are built.
+#   ibcr_on HOST CMD...  run CMD here (HOST 0 or empty) or in netns host HOST.
+#   coord_start NAME NPROCS [COORD-OPTIONS...]
+#                        start t/ibcr/coord in the background on NAME.sock,
+#                        output NAME.coord.{out,err}; waits for the socket.
+#   coord_wait           wait for it; its exit status.
+#   coord_cycles NAME    print how many cycles it completed.
+#   ibcr_env RANK        print the environment words that put a process
+#                        under libibcr with rank RANK talking to the
+#                        coordinator of the current NAME (for VW_*_ENV).
+#   ibcr_stream NAME NCYCLES WAIT [CLIENT-OPTIONS...]
+#                        a verbs_stream server (rank 0, VW_SERVER_HOST) and
+#                        client (rank 1, VW_CLIENT_HOST) both under libibcr,
+#                        with a coordinator running NCYCLES cycles spaced
+#                        WAIT (MIN_MS:MAX_MS) apart; both sides must verify
+#                        the same totals and every cycle must complete.
+#   ibcr_pp NAME SRVHOST CLIHOST NCYCLES WAIT TOOL ARGS...
+#                        a Debian pingpong under libibcr (NCYCLES 0: no
+#                        coordinator); both sides must finish.
+#   ibcr_ids_changed NAME
+#                        from the coordinator's final "stat" lines: every
+#                        QP's real QPN differs from the one the application
+#                        holds; prints the pairs.
+
+IBCR_LIB=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+IBCR_COORD=$IBCR_BUILDDIR/t/ibcr/coord
+. "$SHARNESS_TEST_SRCDIR"/softib/vw.sh
+
+ibcr_softib_require() {
+	if ! test -f "$IBCR_LIB" || ! test -x "$IBCR_COORD"; then
+		if test "$CI" = true; then
+			test_expect_success "prerequisite LIBIBCR missing: build lib/ibcr and t/ibcr/coord" 'false'
+		else
+			skip_all="libibcr or t/ibcr/coord is not built"
+		fi
+		test_done
+	fi
+	softib_require
+}
+
+ibcr_on() {
+	ibcr_on_h=$1
+	shift
+	if test -z "$ibcr_on_h" || test "$ibcr_on_h" = 0; then
+		"$@"
+	else
+		netns_exec "$ibcr_on_h" "$@"
+	fi
+}
+
+coord_start() {
+	coord_name=$1
+	shift
+	coord_n=$1
+	shift
+	rm -f "$coord_name".sock "$coord_name".coord.out "$coord_name".coord.err
+	timeout 300 "$IBCR_COORD" -s "$coord_name".sock -n "$coord_n" "$@" \
+		>"$coord_name".coord.out 2>"$coord_name".coord.err &
+	coord_pid=$!
+	ibcr_cs_i=0
+	while ! test -S "$coord_name".sock; do
+		ibcr_cs_i=$((ibcr_cs_i + 1))
+		if test $ibcr_cs_i -gt 200 || ! kill -0 $coord_pid 2>/dev/null; then
+			echo "coord_start $coord_name: no socket" >&2
+			cat "$coord_name".coord.err >&2
+			return 1
+		fi
+		sleep 0.02
+	done
+}
+
+coord_wait() {
+	wait $coord_pid
+	coord_rc=$?
+	if test $coord_rc -ne 0; then
+		echo "coordinator $coord_name exited $coord_rc" >&2
+		cat "$coord_name".coord.err "$coord_name".coord.out >&2
+	fi
+	return $coord_rc
+}
+
+coord_cycles() {
+	sed -n 's/^cycles done: \([0-9]*\)$/\1/p' "$1".coord.out
+}
+
+ibcr_env() {
+	echo "IBCR_RANK=$1 IBCR_SOCKET=$coord_name.sock LD_PRELOAD=$IBCR_LIB $IBCR_EXTRA_ENV"
+}
+
+ibcr_stream() {
+	ibcr_st_name=$1
+	ibcr_st_n=$2
+	ibcr_st_w=$3
+	shift 3
+	coord_start "$ibcr_st_name" 2 -c "$ibcr_st_n" -w "$ibcr_st_w" $IBCR_COORD_OPTS || return 1
+	VW_SERVER_ENV=$(ibcr_env 0) VW_CLIENT_ENV=$(ibcr_env 1) vw_stream "$ibcr_st_name" "$@"
+	ibcr_st_rc=$?
+	coord_wait || return 1
+	test $ibcr_st_rc -eq 0 || return 1
+	ibcr_st_got=$(coord_cycles "$ibcr_st_name")
+	grep "^cycle " "$ibcr_st_name".coord.out | tail -1
+	if test "$ibcr_st_got" != "$ibcr_st_n"; then
+		echo "ibcr_stream $ibcr_st_name: $ibcr_st_got of $ibcr_st_n cycles done" >&2
+		cat "$ibcr_st_name".coord.out >&2
+		return 1
+	fi
+}
+
+ibcr_pp() {
+	ibcr_pp_name=$1 ibcr_pp_srv=$2 ibcr_pp_cli=$3 ibcr_pp_n=$4 ibcr_pp_w=$5 ibcr_pp_tool=$6
+	shift 6
+	coord_name=$ibcr_pp_name
+	if test "$ibcr_pp_n" -gt 0; then
+		coord_start "$ibcr_pp_name" 2 -c "$ibcr_pp_n" -w "$ibcr_pp_w" || return 1
+		ibcr_pp_e0=$(ibcr_env 0)
+		ibcr_pp_e1=$(ibcr_env 1)
+	else
+		ibcr_pp_e0="LD_PRELOAD=$IBCR_LIB"
+		ibcr_pp_e1=$ibcr_pp_e0
+	fi
+	ibcr_pp_port=$(( 20000 + ($$ * 7 + ${ibcr_pp_k:=0}) % 9000 ))
+	ibcr_pp_k=$((ibcr_pp_k + 1))
+	if test "$ibcr_pp_srv" = 0; then
+		ibcr_pp_addr=127.0.0.1
+	else
+		ibcr_pp_addr=$(netns_ip "$ibcr_pp_srv")
+	fi
+	ibcr_on "$ibcr_pp_srv" env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $ibcr_pp_e0 \
+		timeout 30 "$ibcr_pp_tool" -p $ibcr_pp_port "$@" \
+		>"$ibcr_pp_name".srv.out 2>"$ibcr_pp_name".srv.err &
+	ibcr_pp_spid=$!
+	ibcr_pp_i=0
+	until ibcr_on "$ibcr_pp_srv" ss -Hltn "sport = :$ibcr_pp_port" | grep -q LISTEN; do
+		ibcr_pp_i=$((ibcr_pp_i + 1))
+		if test $ibcr_pp_i -gt 200; then
+			kill $ibcr_pp_spid
+			echo "ibcr_pp $ibcr_pp_name: the server did not listen" >&2
+			return 1
+		fi
+		sleep 0.02
+	done
+	ibcr_on "$ibcr_pp_cli" env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $ibcr_pp_e1 \
+		timeout 30 "$ibcr_pp_tool" -p $ibcr_pp_port "$@" "$ibcr_pp_addr" \
+		>"$ibcr_pp_name".cli.out 2>"$ibcr_pp_name".cli.err
+	ibcr_pp_crc=$?
+	wait $ibcr_pp_spid
+	ibcr_pp_src=$?
+	ibcr_pp_ok=0
+	if test "$ibcr_pp_n" -gt 0; then
+		coord_wait || ibcr_pp_ok=1
+	fi
+	if test $ibcr_pp_crc -ne 0 || test $ibcr_pp_src -ne 0 ||
+	   ! grep -q "iters in" "$ibcr_pp_name".srv.out ||
+	   ! grep -q "iters in" "$ibcr_pp_name".cli.out; then
+		ibcr_pp_ok=1
+	fi
+	if test $ibcr_pp_ok -ne 0; then
+		echo "ibcr_pp $ibcr_pp_name: client exit $ibcr_pp_crc, server exit $ibcr_pp_src" >&2
+		for f in srv.out srv.err cli.out cli.err coord.out coord.err; do
+			test -s "$ibcr_pp_name.$f" && sed "s|^|$ibcr_pp_name.$f: |" "$ibcr_pp_name.$f" >&2
+		done
+		return 1
+	fi
+	cat "$ibcr_pp_name".cli.out
+}
+
+ibcr_ids_changed() {
+	grep "^stat " "$1".coord.out >"$1".stat || {
+		echo "no stat lines from the coordinator" >&2
+		return 1
+	}
+	# "vqpn": V, "rqpn": R pairs, one per line
+	sed 's/{ "vqpn"/\n&/g' "$1".stat |
+		sed -n 's/^{ "vqpn": \([0-9]*\), "rqpn": \([0-9]*\) }.*/\1 \2/p' >"$1".qpns
+	test -s "$1".qpns || {
+		echo "no QPs in the stat lines" >&2
+		return 1
+	}
+	cat "$1".qpns
+	! awk '$1 == $2 { print "QP " $1 " still has its first real QPN"; bad = 1 } END { exit !bad }' "$1".qpns
+}

@@ -1,0 +1,62 @@
+#!/bin/sh
+test_description='libibcr: transparent pass-through on softib
+
+With libibcr preloaded on both sides and no checkpoint ever taken, Debian'"'"'s
+unmodified pingpongs and verbs_stream (every opcode, UD, SRQ, completion
+channels, several threads) run exactly as without it, on one host and
+between two network-namespace hosts; the receivers verify every byte.'
+
+. $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR"/ibcr/ibcr.sh
+ibcr_require ROOT NETNS IBVUTILS
+ibcr_softib_require
+
+test_expect_success 'two network-namespace hosts' '
+	netns_create 2
+'
+
+test_expect_success 'libibcr is the one serving the verbs (debug line)' '
+	LD_LIBRARY_PATH="$SOFTIB_LIBDIR" IBCR_DEBUG=1 LD_PRELOAD="$IBCR_LIB" \
+		ibv_devinfo >devinfo.out 2>devinfo.err &&
+	grep "^libibcr.*backend loaded: libibverbs.so.1" devinfo.err &&
+	grep "hca_id:.*softib" devinfo.out
+'
+
+for where in "0 0" "1 2"; do
+	set -- $where
+	if test "$1" = 0; then place="one host"; else place="two netns hosts"; fi
+	test_expect_success "rc_pingpong -c and -c -e ($place)" "
+		ibcr_pp rc$1 $1 $2 0 0 ibv_rc_pingpong -c -n 300 &&
+		ibcr_pp rce$1 $1 $2 0 0 ibv_rc_pingpong -c -e -n 300
+	"
+	test_expect_success "ud_pingpong -c and -c -e ($place)" "
+		ibcr_pp ud$1 $1 $2 0 0 ibv_ud_pingpong -c -n 300 &&
+		ibcr_pp ude$1 $1 $2 0 0 ibv_ud_pingpong -c -e -n 300
+	"
+	test_expect_success "srq_pingpong -c and -c -e -q 4 ($place)" "
+		ibcr_pp srq$1 $1 $2 0 0 ibv_srq_pingpong -c -n 100 &&
+		ibcr_pp srqe$1 $1 $2 0 0 ibv_srq_pingpong -c -e -q 4 -n 100
+	"
+done
+
+VW_SERVER_ENV="LD_PRELOAD=$IBCR_LIB"
+VW_CLIENT_ENV="LD_PRELOAD=$IBCR_LIB"
+for op in send send_imm write write_imm read fadd cswap; do
+	test_expect_success "verbs_stream RC $op under libibcr (one host)" "
+		vw_stream pt-$op -o $op -n 400 -W 32
+	"
+done
+
+VW_SERVER_HOST=1
+VW_CLIENT_HOST=2
+test_expect_success 'verbs_stream UD, SRQ, events, inline, unsignaled, threads (two hosts)' '
+	vw_stream pt-ud -U -o send_imm -q 2 -n 400 &&
+	vw_stream pt-srq -S -q 4 -n 200 &&
+	vw_stream pt-ev -w event -n 400 &&
+	vw_stream pt-poll -w poll -o write_imm -n 400 &&
+	vw_stream pt-inl -I -s 64 -n 400 &&
+	vw_stream pt-sig -u 4 -o write -n 400 &&
+	vw_stream pt-thr -t 2 -q 4 -c 2 -n 200
+'
+
+test_done
