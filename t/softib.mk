@@ -21,3 +21,6 @@ TESTS += t1006-softib-verbs.t
 check_PROGRAMS += softib-verbs/rc_semantics
 softib_verbs_rc_semantics_SOURCES = softib-verbs/rc_semantics.c
 softib_verbs_rc_semantics_LDADD = $(SV_LDADD)
+check_PROGRAMS += softib-verbs/cq_events
+softib_verbs_cq_events_SOURCES = softib-verbs/cq_events.c
+softib_verbs_cq_events_LDADD = $(SV_LDADD)

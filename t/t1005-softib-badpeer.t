@@ -43,7 +43,15 @@ else:
     # play the pingpong client's exchange, then misbehave as requester
     pp_port = int(sys.argv[3])
     fake_qpn, psn = 0xfff002, 0x000001
-    c = socket.create_connection(("127.0.0.1", pp_port))
+    # the server prints its address before it listens: retry a while
+    for i in range(100):
+        try:
+            c = socket.create_connection(("127.0.0.1", pp_port))
+            break
+        except ConnectionRefusedError:
+            time.sleep(0.05)
+    else:
+        sys.exit("pingpong server never listened on %d" % pp_port)
     msg = ("%04x:%06x:%06x:%s" % (1, fake_qpn, psn, "0" * 32)).encode() + b"\0"
     c.sendall(msg)
     rep = b""

@@ -22,6 +22,10 @@ if ! test -e "$SOFTIB_LIBDIR/libibverbs.so.1"; then
 	sv_tap rc_semantics
 '
 
+test_expect_success 'completion channels with several CQs, resize_cq, async events' '
+	sv_tap cq_events
+'
+
 test_done
 fi
 
@@ -43,6 +47,10 @@ test_expect_success 'modify_qp masks per transition (RC, UC, UD), query_qp' '
 
 test_expect_success 'RNR timing, vanished responder, sq_sig_all, inline limits, local access' '
 	sv_tap rc_semantics
+'
+
+test_expect_success 'completion channels with several CQs, resize_cq, async events' '
+	sv_tap cq_events
 '
 
 test_done

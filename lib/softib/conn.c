@@ -351,7 +351,7 @@ bool sib_hello_matches(struct sib_conn *c, struct sib_qp *qp)
 		return false;
 	}
 	if ((le32toh(h->psn) & 0xffffff) != (qp->attr.rq_psn & 0xffffff)) {
-		sib_log("QP 0x%x: requester's sq_psn 0x%x != our rq_psn 0x%x",
+		sib_log("QP 0x%06x: requester's sq_psn 0x%x != our rq_psn 0x%x",
 			qp->qpx.qp_base.qp_num, le32toh(h->psn) & 0xffffff,
 			qp->attr.rq_psn & 0xffffff);
 		hello_reject(c, SIB_NAK_PSN, "PSN mismatch");

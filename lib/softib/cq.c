@@ -86,19 +86,30 @@ SIB_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *chan,
 	struct sib_chan_ev *e;
 	uint64_t n;
 
-	if (read(chan->fd, &n, sizeof(n)) != sizeof(n))
-		return -1;
-	pthread_mutex_lock(&ch->lock);
-	e = ch->head;
-	if (e) {
-		ch->head = e->next;
-		if (!ch->head)
-			ch->tail = NULL;
-	}
-	pthread_mutex_unlock(&ch->lock);
-	if (!e) {
-		errno = EAGAIN;
-		return -1;
+	for (;;) {
+		bool stale = false;
+
+		if (read(chan->fd, &n, sizeof(n)) != sizeof(n))
+			return -1;
+		pthread_mutex_lock(&ch->lock);
+		e = ch->head;
+		if (e) {
+			ch->head = e->next;
+			if (!ch->head)
+				ch->tail = NULL;
+		} else if (ch->stale) {
+			/* the count of an event whose CQ was destroyed
+			 * unread: wait for a real one */
+			ch->stale--;
+			stale = true;
+		}
+		pthread_mutex_unlock(&ch->lock);
+		if (e)
+			break;
+		if (!stale) {
+			errno = EAGAIN;
+			return -1;
+		}
 	}
 	*cq = e->cq;
 	*cq_context = e->cq->cq_context;
@@ -439,6 +450,8 @@ SIB_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 
 	if (!ibcq)
 		return EINVAL;
+	if (__atomic_load_n(&cq->users, __ATOMIC_ACQUIRE))
+		return EBUSY;	/* a QP still completes into it */
 	ch = (struct sib_chan *)ibcq->channel;
 	if (ch) {
 		/* drop events of this CQ nobody will read anymore */
@@ -449,6 +462,7 @@ SIB_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 			if (e->cq == ibcq) {
 				*pp = e->next;
 				free(e);
+				ch->stale++;
 			} else {
 				pp = &e->next;
 			}

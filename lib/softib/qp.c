@@ -100,12 +100,16 @@ void sib_qp_error(struct sib_qp *qp, const char *why)
 	if (qp->state == IBV_QPS_ERR)
 		return;
 	if (why)
-		sib_log("QP 0x%x -> ERROR: %s", qp->qpx.qp_base.qp_num, why);
+		sib_log("QP 0x%06x -> ERROR: %s", qp->qpx.qp_base.qp_num, why);
 	qp->state = IBV_QPS_ERR;
 	qp->qpx.qp_base.state = IBV_QPS_ERR;
 	qp->rnr_until = 0;
 	qp->gone_at = 0;
 	sib_qp_flush(qp);
+	/* IB: a QP on an SRQ tells when its last WQE is done, so the
+	 * application knows when destroying it loses nothing */
+	if (qp->srq)
+		sib_async_event(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp);
 	qp->close_conns = true;
 	sib_progress_kick(qp->ctx);
 }
@@ -222,6 +226,10 @@ static struct ibv_qp *qp_create(struct ibv_context *c,
 	pthread_cond_init(&qp->qpx.qp_base.cond, NULL);
 	sib_qp_ex_init(qp);
 	a->cap = qp->cap;
+	__atomic_add_fetch(&qp->scq->users, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&qp->rcq->users, 1, __ATOMIC_ACQ_REL);
+	if (qp->srq)
+		__atomic_add_fetch(&qp->srq->users, 1, __ATOMIC_ACQ_REL);
 	return &qp->qpx.qp_base;
 nomem:
 	errno = ENOMEM;
@@ -614,6 +622,10 @@ SIB_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	/* the progress thread unlinks the QP and drops its connections, so
 	 * no event for it is in flight when we free it */
 	sib_progress_cmd(qp->ctx, SIB_CMD_DESTROY_QP, qp);
+	__atomic_sub_fetch(&qp->scq->users, 1, __ATOMIC_ACQ_REL);
+	__atomic_sub_fetch(&qp->rcq->users, 1, __ATOMIC_ACQ_REL);
+	if (qp->srq)
+		__atomic_sub_fetch(&qp->srq->users, 1, __ATOMIC_ACQ_REL);
 	free(qp->sq);
 	free(qp->inl_pool);
 	free(qp->rq.ring);

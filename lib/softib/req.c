@@ -100,7 +100,7 @@ void sib_req_header(struct sib_conn *c)
 	}
 	switch (h->op) {
 	case SIB_OP_HELLO_NAK:
-		sib_log("QP 0x%x: peer QP 0x%x refused the connection "
+		sib_log("QP 0x%06x: peer QP 0x%06x refused the connection "
 			"(reason %u)", qp->qpx.qp_base.qp_num,
 			qp->attr.dest_qp_num, h->imm);
 		sib_req_lost(qp, "peer refused the connection");

@@ -118,6 +118,7 @@ struct sib_chan {
 	struct ibv_comp_channel ch;
 	pthread_mutex_t lock;
 	struct sib_chan_ev *head, *tail;
+	uint32_t stale;		/* fd counts of events dropped by destroy_cq */
 };
 
 struct sib_cq {
@@ -130,6 +131,7 @@ struct sib_cq {
 	struct ibv_wc cur;	/* ibv_cq_ex polling: current entry */
 	uint64_t cur_ts;
 	uint64_t wc_flags_ex;
+	int users;		/* QPs using it: destroy gives EBUSY */
 };
 
 SIB_HIDDEN void sib_cq_push(struct sib_cq *cq, const struct ibv_wc *wc,
@@ -153,6 +155,7 @@ struct sib_srq {
 	pthread_mutex_t lock;
 	struct sib_rq rq;
 	uint32_t limit;		/* armed when non-zero */
+	int users;		/* QPs using it: destroy gives EBUSY */
 };
 
 SIB_HIDDEN int sib_rq_init(struct sib_rq *rq, uint32_t max_wr,

@@ -218,6 +218,8 @@ SIB_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 
 	if (!ibsrq)
 		return EINVAL;
+	if (__atomic_load_n(&srq->users, __ATOMIC_ACQUIRE))
+		return EBUSY;	/* a QP still takes receives from it */
 	free(srq->rq.ring);
 	pthread_mutex_destroy(&srq->lock);
 	pthread_mutex_destroy(&srq->srq.mutex);
