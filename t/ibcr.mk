@@ -3,7 +3,8 @@
 TESTS += \
 	t2001-ibcr-abi.t \
 	t2002-ibcr-cycle-nodev.t \
-	t2003-ibcr-passthru.t
+	t2003-ibcr-passthru.t \
+	t2004-ibcr-cycle.t
 
 check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \

@@ -22,8 +22,10 @@
  *                "ud_sent":[{"lid","qpn","n"}], "ud_recv":[{"lid","qpn","n"}]}
  *       repeated until drain_done() (drain.h) holds for all reports
  *    "ckpt-release"  {}            destroy every real object, unload backend
- *       <- "ckpt-released" {"fds":N, "verbs_maps":M}   open fds and mappings
-                                  of any libibverbs after release (diagnostic)
+ *       <- "ckpt-released" {"fds":N, "verbs_maps":M, "backend_maps":B}
+ *                                  open fds, mappings of any libibverbs, and
+ *                                  of the backend's (M minus the process's
+ *                                  own) after release: B must be 0
  *    "ckpt-rebuild"  {"backend":PATH?}  reopen (PATH, else $IBCR_BACKEND,
  *                                  else the default), recreate, new PSNs
  *       <- "ckpt-ids" {"rank":R, "qps":[{"vlid","vqpn","rlid","rqpn","psn"}],

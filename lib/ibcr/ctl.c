@@ -66,7 +66,9 @@ static int serve (json_object *req)
         m = proto_new (CKPT_RELEASED);
         proto_set_int (m, "fds", ckpt_count_fds ());
         /* A backend left mapped would have to match at restore time. */
-        proto_set_int (m, "verbs_maps", ckpt_count_maps ("libibverbs"));
+        int maps = ckpt_count_maps ("libibverbs");
+        proto_set_int (m, "verbs_maps", maps);
+        proto_set_int (m, "backend_maps", maps - ibcr_base_maps);
         return reply (req, m);
     }
     if (strcmp (t, CKPT_REBUILD) == 0) {

@@ -15,11 +15,13 @@
 #include "ibcr.h"
 #include "backend.h"
 #include "ctl.h"
+#include "ckpt.h"
 
 pthread_mutex_t ibcr_lock = PTHREAD_MUTEX_INITIALIZER;
 struct ibcr_link ibcr_ctxs = { &ibcr_ctxs, &ibcr_ctxs };
 volatile int ibcr_xlate;
 int ibcr_rank = -1;
+int ibcr_base_maps;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_errno;
@@ -77,6 +79,9 @@ static void init_once_fn (void)
         r = getenv ("SLURM_PROCID");
     if (r)
         ibcr_rank = atoi (r);
+    /* The process may map its own libibverbs (it was linked against one):
+     * those mappings are not the backend's and stay after release. */
+    ibcr_base_maps = ckpt_count_maps ("libibverbs");
     if (backend_load (NULL) < 0) {
         init_errno = errno;
         return;

@@ -178,6 +178,8 @@ extern struct ibcr_link ibcr_ctxs;
  * it, virtual == real and this is the only test on the hot path. */
 extern volatile int ibcr_xlate;
 extern int ibcr_rank;
+/* Mappings of a libibverbs before the backend was first loaded. */
+extern int ibcr_base_maps;
 
 /* list.c-style helpers (inline, tiny) */
 static inline void ibcr_list_init (struct ibcr_link *h) { h->next = h->prev = h; }

@@ -116,8 +116,10 @@ static int cycle (int k, const char *backend)
     if ((rc = round_trip (CKPT_RELEASE, NULL, CKPT_RELEASED, rep)))
         return rc;
     for (int i = 0; i < np; i++)
-        printf ("released %d fds %ld verbs_maps %ld\n", i, (long)proto_get_int (rep[i], "fds", -1),
-                (long)proto_get_int (rep[i], "verbs_maps", -1));
+        printf ("released %d fds %ld verbs_maps %ld backend_maps %ld\n", i,
+                (long)proto_get_int (rep[i], "fds", -1),
+                (long)proto_get_int (rep[i], "verbs_maps", -1),
+                (long)proto_get_int (rep[i], "backend_maps", -1));
     put_all (rep);
     double t2 = now_ms ();
     json_object *x = json_object_new_object ();
