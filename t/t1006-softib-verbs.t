@@ -26,6 +26,14 @@ test_expect_success 'completion channels with several CQs, resize_cq, async even
 	sv_tap cq_events
 '
 
+test_expect_success 'UD: address handles from completions answer the sender' '
+	sv_tap ud_ah
+'
+
+test_expect_success 'several threads posting at once: exactly once, in order, intact' '
+	sv_tap mt_post
+'
+
 test_done
 fi
 
@@ -51,6 +59,14 @@ test_expect_success 'RNR timing, vanished responder, sq_sig_all, inline limits, 
 
 test_expect_success 'completion channels with several CQs, resize_cq, async events' '
 	sv_tap cq_events
+'
+
+test_expect_success 'UD: address handles from completions answer the sender' '
+	sv_tap ud_ah
+'
+
+test_expect_success 'several threads posting at once: exactly once, in order, intact' '
+	sv_tap mt_post
 '
 
 test_done
