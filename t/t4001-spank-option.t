@@ -10,51 +10,12 @@ srun, strict plugstack.conf arguments and per-node %n expansion.'
 ibcr_require ROOT SLURM
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
-IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
 # Any existing library serves as the preloaded one here: these tests look
 # at what reaches the task, not at checkpoints.
 preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 
-test -x "$IBCRD" && test_set_prereq IBCRD
-
 # Space-free state folder: plugstack.conf splits its arguments on blanks.
-run=/run/ibcr-sp.$$
-ibcrd_pids=
-
-ibcrd_start_node() {
-	mkdir -p "$run/ibcrd/$1" &&
-	cat >"$run/ibcrd/$1/ibcrd.conf" <<-EOF &&
-	socket = $run/ibcrd/%n/ibcrd.sock
-	storage = $run/ibcrd/%n/storage
-	staging = $run/ibcrd/%n/staging
-	EOF
-	"$IBCRD" -F -c "$run/ibcrd/$1/ibcrd.conf" -N "$1" \
-		</dev/null >"$run/ibcrd/$1/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
-	ibcrd_pids="$ibcrd_pids $!"
-	t=50
-	while ! test -S "$run/ibcrd/$1/ibcrd.sock"; do
-		t=$((t - 1))
-		test $t -gt 0 || { cat "$run/ibcrd/$1/ibcrd.log"; return 1; }
-		sleep 0.1
-	done
-}
-
-ibcrd_stop_all() {
-	if ibcr_failed; then
-		for f in "$run"/ibcrd/*/ibcrd.log; do
-			test -f "$f" && { echo "----- $f"; cat "$f"; }
-		done | ibcr_diag
-	fi
-	for p in $ibcrd_pids; do
-		kill -TERM "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	ibcrd_pids=
-	rm -rf "$run/ibcrd"
-	rm -f "$run/trash"
-	rmdir "$run" 2>/dev/null
-	return 0
-}
+run=$IBCRD_RUN
 
 plugstack() {
 	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload $*" >plugstack.conf

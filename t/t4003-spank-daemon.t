@@ -12,48 +12,18 @@ plugstack timeout.'
 ibcr_require ROOT SLURM
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
-IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
 preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 
-test -x "$IBCRD" && test_set_prereq IBCRD
-
-run=/run/ibcr-sp.$$
-ibcrd_pids=
+run=$IBCRD_RUN
 hung_pid=
 
-ibcrd_start_node() {
-	mkdir -p "$run/ibcrd/$1" &&
-	cat >"$run/ibcrd/$1/ibcrd.conf" <<-EOF &&
-	socket = $run/ibcrd/%n/ibcrd.sock
-	storage = $run/ibcrd/%n/storage
-	staging = $run/ibcrd/%n/staging
-	EOF
-	"$IBCRD" -F -c "$run/ibcrd/$1/ibcrd.conf" -N "$1" \
-		</dev/null >"$run/ibcrd/$1/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
-	ibcrd_pids="$ibcrd_pids $!"
-	t=50
-	while ! test -S "$run/ibcrd/$1/ibcrd.sock"; do
-		t=$((t - 1))
-		test $t -gt 0 || { cat "$run/ibcrd/$1/ibcrd.log"; return 1; }
-		sleep 0.1
-	done
-}
-
 cleanup_all() {
-	if ibcr_failed; then
-		for f in "$run"/ibcrd/*/ibcrd.log; do
-			test -f "$f" && { echo "----- $f"; cat "$f"; }
-		done | ibcr_diag
+	if test -n "$hung_pid"; then
+		kill -TERM "$hung_pid" 2>/dev/null
+		wait "$hung_pid" 2>/dev/null
 	fi
-	for p in $ibcrd_pids $hung_pid; do
-		kill -TERM "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	ibcrd_pids=
 	hung_pid=
-	rm -rf "$run/ibcrd"
-	rmdir "$run" 2>/dev/null
-	return 0
+	ibcrd_stop_all
 }
 
 plugstack() {

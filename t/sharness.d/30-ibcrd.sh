@@ -1,0 +1,80 @@
+# 30-ibcrd.sh - real ibcrd daemons for a test, one per (Slurm) node.
+#
+# API:
+#   IBCRD                 the build tree's ibcrd; prereq IBCRD is set when
+#                         it is built
+#   IBCRD_RUN             folder of their state, /run/ibcr-d.<PID> (a path
+#                         without spaces: Slurm and plugstack.conf split
+#                         arguments on them, and the trash folder has one)
+#   IBCRD_CONF_EXTRA      lines added to every ibcrd.conf written after it
+#                         is set
+#   ibcrd_start_node NODE
+#                         writes $IBCRD_RUN/ibcrd/NODE/ibcrd.conf (socket,
+#                         storage and staging under that folder, spelled
+#                         with %n), starts `ibcrd -F -c FILE -N NODE` and
+#                         waits for its socket; on failure prints its log
+#   ibcrd_stop_all        SIGTERM and reap every ibcrd started; when the
+#                         test failed, print their logs first; removes
+#                         $IBCRD_RUN.  Register it with ibcr_atexit.
+#   wait_for FILE [TENTHS]
+#                         until FILE exists (default 30 s)
+#
+# Only the pids started here are ever signalled.
+
+IBCRD=${IBCR_BUILDDIR:-.}/ibcrd/ibcrd
+IBCRD_RUN=/run/ibcr-d.$$
+ibcrd_pids=
+
+if test -x "$IBCRD" && command -v test_set_prereq >/dev/null 2>&1; then
+	test_set_prereq IBCRD
+fi
+
+ibcrd_start_node() {
+	isn_dir=$IBCRD_RUN/ibcrd/$1
+	mkdir -p "$isn_dir" || return 1
+	{
+		echo "socket = $IBCRD_RUN/ibcrd/%n/ibcrd.sock"
+		echo "storage = $IBCRD_RUN/ibcrd/%n/storage"
+		echo "staging = $IBCRD_RUN/ibcrd/%n/staging"
+		test -z "$IBCRD_CONF_EXTRA" || printf '%s\n' "$IBCRD_CONF_EXTRA"
+	} >"$isn_dir/ibcrd.conf" || return 1
+	# Close the descriptors sharness keeps, or the test would wait for
+	# the daemon to exit before it reports.
+	"$IBCRD" -F -c "$isn_dir/ibcrd.conf" -N "$1" \
+		</dev/null >"$isn_dir/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+	ibcrd_pids="$ibcrd_pids $!"
+	isn_t=50
+	while ! test -S "$isn_dir/ibcrd.sock"; do
+		isn_t=$((isn_t - 1))
+		if test $isn_t -le 0; then
+			echo "ibcrd for $1 did not create its socket in 5 s:" >&2
+			cat "$isn_dir/ibcrd.log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+ibcrd_stop_all() {
+	if command -v ibcr_failed >/dev/null 2>&1 && ibcr_failed; then
+		for isa_f in "$IBCRD_RUN"/ibcrd/*/ibcrd.log; do
+			test -f "$isa_f" && { echo "----- $isa_f"; cat "$isa_f"; }
+		done | ibcr_diag
+	fi
+	for isa_p in $ibcrd_pids; do
+		kill -TERM "$isa_p" 2>/dev/null
+		wait "$isa_p" 2>/dev/null
+	done
+	ibcrd_pids=
+	rm -rf "$IBCRD_RUN"
+	return 0
+}
+
+wait_for() {
+	wf_t=${2:-300}
+	while ! test -e "$1"; do
+		wf_t=$((wf_t - 1))
+		test $wf_t -gt 0 || { echo "timed out waiting for $1" >&2; return 1; }
+		sleep 0.1
+	done
+}
