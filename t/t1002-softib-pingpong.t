@@ -36,9 +36,17 @@ pp_run() {
 	wait $spid
 	src=$?
 	cat srv.out cli.out srv.err cli.err
-	test $crc = 0 && test $src = 0 &&
-	grep -q "iters in" srv.out && grep -q "iters in" cli.out &&
-	! grep -qi "fail\|error\|mismatch" srv.err cli.err
+	if test $crc = 0 && test $src = 0 &&
+	   grep -q "iters in" srv.out && grep -q "iters in" cli.out &&
+	   ! grep -qi "fail\|error\|mismatch" srv.err cli.err; then
+		return 0
+	fi
+	# into the TAP log even without -v, so a rare failure explains itself
+	for f in srv.out srv.err cli.out cli.err; do
+		sed "s|^|$tool $f: |" $f
+	done | ibcr_diag
+	echo "$tool: client exit $crc, server exit $src" | ibcr_diag
+	return 1
 }
 
 test_expect_success 'set up two network-namespace hosts' '

@@ -112,13 +112,17 @@ elif mode == "reopen":
     os.environ["SOFTIB_ADDR"] = "10.9.8.7"
     ctx, objs, _ = use(lib)
     a = gid_ip(lib, ctx)
+    ka = ctypes.c_uint32.from_address(objs[3] + 36).value   # ibv_mr.lkey
     release(lib, ctx, objs)
     os.environ["SOFTIB_ADDR"] = "10.6.5.4"
     ctx, objs, _ = use(lib)
     b = gid_ip(lib, ctx)
+    kb = ctypes.c_uint32.from_address(objs[3] + 36).value
     release(lib, ctx, objs)
     assert (a, b) == ("10.9.8.7", "10.6.5.4"), (a, b)
-    print("reopen: address %s then %s" % (a, b))
+    # as on an HCA, re-registering after a reopen gives a new key
+    assert ka != kb, "same MR key 0x%x after reopen" % ka
+    print("reopen: address %s then %s, MR key 0x%x then 0x%x" % (a, b, ka, kb))
 elif mode == "twice":
     l1, l2 = load(sys.argv[2]), load(sys.argv[3])
     f1 = ctypes.cast(l1.ibv_open_device, V).value
@@ -139,7 +143,7 @@ test_expect_success 'after the last close: no softib thread, fd or mapping' '
 	rc=$?; cat out; test $rc = 0 && grep "^clean:" out
 '
 
-test_expect_success 'a new open after close starts afresh with the new address' '
+test_expect_success 'a new open after close starts afresh: new address, new MR keys' '
 	python3 lifecycle.py reopen "$SOFTIB_LIB" >out 2>&1;
 	rc=$?; cat out; test $rc = 0 && grep "^reopen: address 10.9.8.7 then 10.6.5.4" out
 '

@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/random.h>
 
 #include "softib.h"
 
@@ -68,15 +70,18 @@ static int table_insert(struct sib_ctx *ctx, struct sib_mr *mr)
 	}
 	ctx->mrs[i] = mr;
 	mr->idx = i;
-	ctx->mr_gen++;
-	mr->mr.lkey = mr->mr.rkey = (i << 8) | (ctx->mr_gen & 0xff);
+	do {	/* key 0 means "no key" inside softib */
+		ctx->mr_gen++;
+		mr->mr.lkey = mr->mr.rkey = ((i ^ ctx->key_mask) << 8)
+			| (ctx->mr_gen & 0xff);
+	} while (!mr->mr.lkey);
 	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
 
 struct sib_mr *sib_mr_lookup(struct sib_ctx *ctx, uint32_t key)
 {
-	uint32_t i = key >> 8;
+	uint32_t i = ((key >> 8) ^ ctx->key_mask) & 0xffffff;
 
 	if (i == 0 || i >= ctx->nmrs || !ctx->mrs[i]
 	    || ctx->mrs[i]->mr.lkey != key)
@@ -104,6 +109,21 @@ out:
 	if (!p)
 		*status = fail;
 	return p;
+}
+
+/* As an HCA's keys, ours differ from one ibv_open_device to the next, so
+ * that a checkpoint library that re-registers memory (libibcr) really
+ * gets new keys and must translate them. */
+void sib_mr_keys_seed(struct sib_ctx *ctx)
+{
+	uint32_t r[2] = { 0, 0 };
+
+	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != sizeof(r)) {
+		r[0] = (uint32_t)sib_now_ns() ^ ((uint32_t)getpid() << 12);
+		r[1] = (uint32_t)(sib_now_ns() >> 17) * 2654435761u;
+	}
+	ctx->key_mask = r[0] & 0xffffff;
+	ctx->mr_gen = r[1];
 }
 
 void sib_mr_table_free(struct sib_ctx *ctx)

@@ -107,6 +107,7 @@ SIB_HIDDEN void *sib_mr_check(struct sib_ctx *ctx, struct ibv_pd *pd,
 			      int need, enum ibv_wc_status fail,
 			      enum ibv_wc_status *status);
 SIB_HIDDEN void sib_mr_table_free(struct sib_ctx *ctx);
+SIB_HIDDEN void sib_mr_keys_seed(struct sib_ctx *ctx);
 
 /* ---- CQ and completion channels (cq.c) ---- */
 struct sib_chan_ev {
@@ -318,7 +319,8 @@ struct sib_ctx {
 	uint32_t qp_next;
 	struct sib_mr **mrs;
 	uint32_t nmrs;
-	uint32_t mr_gen;
+	uint32_t mr_gen;	/* low key byte: a stale key misses */
+	uint32_t key_mask;	/* 24 random bits: keys differ per open */
 	struct sib_conn *conns;	/* all connections (progress thread frees) */
 
 	/* progress thread */
