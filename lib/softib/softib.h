@@ -259,7 +259,21 @@ SIB_HIDDEN int sib_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			     struct ibv_send_wr **bad);
 SIB_HIDDEN int sib_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			     struct ibv_recv_wr **bad);
+/* The wire opcode of a verbs opcode on a QP type; *err EINVAL (not for
+ * this QP type) or EOPNOTSUPP (memory windows, TSO, ...). */
+SIB_HIDDEN uint8_t sib_wr_op(enum ibv_wr_opcode op, enum ibv_qp_type t,
+			     int *err);
+/* Validates a WQE built at sq_head (inline copy, lkeys to pointers):
+ * an errno for the post, or 0 with *err_status set for a completion
+ * error. */
+SIB_HIDDEN int sib_wqe_prepare(struct sib_qp *qp, struct sib_swqe *w,
+			       bool inl, uint32_t *err_status);
+SIB_HIDDEN bool sib_send_state_ok(struct sib_qp *qp);
+/* After WQEs were added at sq_head (qp->lock held): send them. */
+SIB_HIDDEN void sib_post_kick(struct sib_qp *qp);
+/* wr.c */
 SIB_HIDDEN void sib_qp_ex_init(struct sib_qp *qp);
+/* tx.c */
 SIB_HIDDEN void sib_tx_progress(struct sib_qp *qp);
 SIB_HIDDEN void sib_send_complete(struct sib_qp *qp, struct sib_swqe *w,
 				  enum ibv_wc_status st);
