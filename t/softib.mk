@@ -30,3 +30,4 @@ softib_verbs_mt_post_LDADD = $(SV_LDADD)
 check_PROGRAMS += softib-verbs/ud_ah
 softib_verbs_ud_ah_SOURCES = softib-verbs/ud_ah.c
 softib_verbs_ud_ah_LDADD = $(SV_LDADD)
+TESTS += t1007-softib-log.t

@@ -1,6 +1,6 @@
 /*
  * device.c - the softib device: discovery, open/close, queries, async
- * events, host addressing, logging.
+ * events, host addressing.
  *
  * There is exactly one device, "softib0", with one port.  Its LID and GID
  * come from the host's IPv4 address, re-read at every ibv_open_device so a
@@ -23,26 +23,6 @@
 #include <sys/eventfd.h>
 
 #include "softib.h"
-
-void sib_log(const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if (n > (int)sizeof(buf) - 2)
-		n = sizeof(buf) - 2;
-	buf[n++] = '\n';
-	/* one write(2) per line so concurrent processes do not interleave */
-	if (write(STDERR_FILENO, "softib: ", 8) < 0
-	    || write(STDERR_FILENO, buf, n) < 0)
-		return;
-}
 
 /* ---- addressing ---- */
 
@@ -552,7 +532,7 @@ SIB_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		}
 		ctx->port_base = (uint16_t)v;
 	}
-	if (sib_host_addr(&ctx->addr) < 0)
+	if (sib_log_check() < 0 || sib_host_addr(&ctx->addr) < 0)
 		goto error;
 	ctx->dev = dev;
 	ctx->qp_next = 2;

@@ -79,9 +79,11 @@ SIB_HIDDEN void sib_dev_put(struct sib_dev *dev);
 SIB_HIDDEN const char *sib_wc_status_str(enum ibv_wc_status st);
 SIB_HIDDEN const char *sib_event_str(enum ibv_event_type ev);
 
-/* ---- logging (device.c) ---- */
+/* ---- logging (log.c): SOFTIB_LOG=stderr|quiet|syslog ---- */
 SIB_HIDDEN void sib_log(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
+/* -1/EINVAL (with a line on stderr) if SOFTIB_LOG is not a known mode */
+SIB_HIDDEN int sib_log_check(void);
 
 /* ---- async events (device.c) ---- */
 SIB_HIDDEN void sib_async_event(struct sib_ctx *ctx, enum ibv_event_type type,
