@@ -4,7 +4,8 @@ TESTS += \
 	t2001-ibcr-abi.t \
 	t2002-ibcr-cycle-nodev.t \
 	t2003-ibcr-passthru.t \
-	t2004-ibcr-cycle.t
+	t2004-ibcr-cycle.t \
+	t2005-ibcr-cycles-netns.t
 
 check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \

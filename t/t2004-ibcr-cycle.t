@@ -6,7 +6,7 @@ checksummed messages; the test coordinator runs one quiesce, drain,
 release, rebuild, connect, resume cycle while the stream flows.  Every
 message arrives exactly once and in order (the receiver checks sequence
 numbers and checksums, both sides report the same totals), the real QPNs
-changed while the application kept its own (it checks the QPN of every
+and rkeys changed while the application kept its own (it checks the QPN of every
 completion against the one it holds), and after release no fd or mapping of
 the backend was left.'
 
@@ -27,7 +27,7 @@ test_expect_success 'the cycle happened while messages flowed' '
 	test $(wc -l <cyc) = 2
 '
 
-test_expect_success 'real QPNs changed, the application kept its own' '
+test_expect_success 'real QPNs and rkeys changed, the application kept its own' '
 	ibcr_ids_changed one
 '
 

@@ -26,6 +26,9 @@
 
 static unsigned int cycles;
 static unsigned int psn_seed;
+/* Between a release and a successful connect the application's objects
+ * have no real counterpart: it must not run. */
+static bool released;
 
 #define CTX_FOREACH(vctx) \
     for (struct ibcr_link *_l = ibcr_ctxs.next; _l != &ibcr_ctxs; _l = _l->next) \
@@ -156,8 +159,14 @@ int ckpt_release (void)
     CTX_FOREACH (vctx)
         release_ctx (vctx);
     backend_unload ();
+    released = true;
     pthread_mutex_unlock (&ibcr_lock);
     return 0;
+}
+
+bool ckpt_is_released (void)
+{
+    return released;
 }
 
 static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mrs)
@@ -272,6 +281,8 @@ int ckpt_connect (json_object *procs)
     }
     if (rc)
         ibcr_log ("rebuild: reposting logged work requests failed");
+    else
+        released = false;
 out:
     pthread_mutex_unlock (&ibcr_lock);
     return rc;

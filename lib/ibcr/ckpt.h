@@ -8,6 +8,7 @@
 #ifndef IBCR_CKPT_H
 #define IBCR_CKPT_H
 
+#include <stdbool.h>
 #include <json-c/json.h>
 
 int ckpt_quiesce (void);
@@ -21,6 +22,9 @@ int ckpt_release (void);
 int ckpt_rebuild (const char *backend, json_object *ids);
 /* Load the job's id table, connect QPs, repost receives then sends. */
 int ckpt_connect (json_object *procs);
+/* True from a release until a connect succeeded: the application's
+ * objects have no real counterpart then. */
+bool ckpt_is_released (void);
 /* Re-arm notifications and let application threads go. */
 int ckpt_resume (void);
 /* Ids and counts for tests ("ckpt-stat"). */

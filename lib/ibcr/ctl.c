@@ -87,6 +87,13 @@ static int serve (json_object *req)
         return reply (req, proto_new (CKPT_CONNECTED));
     }
     if (strcmp (t, CKPT_RESUME) == 0) {
+        if (ckpt_is_released ()) {
+            errno = EPROTO;
+            return reply (req, proto_error (t, EPROTO, "libibcr rank %d pid %d: cannot "
+                                            "resume: verbs resources are released and not "
+                                            "rebuilt; send ckpt-rebuild and ckpt-connect "
+                                            "first", ibcr_rank, (int)getpid ()));
+        }
         ckpt_resume ();
         return reply (req, proto_new (CKPT_RESUMED));
     }
@@ -117,6 +124,16 @@ static void *ctl_main (void *arg)
         }
     }
     if (atomic_load (&gate_closed)) {
+        if (ckpt_is_released ()) {
+            /* Letting the application run on objects with no real
+             * counterpart would corrupt its data or crash it later, far
+             * from the cause: stop here, loudly.  The job restarts from
+             * its last committed image. */
+            ibcr_log ("coordinator left (or rebuild failed) after the verbs resources "
+                      "were released: this process cannot continue; restart the job "
+                      "from its last checkpoint");
+            abort ();
+        }
         ibcr_log ("coordinator left during a checkpoint: resuming the application");
         gate_open ();
     }

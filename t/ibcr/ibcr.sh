@@ -8,7 +8,8 @@
 #
 # API:
 #   ibcr_softib_require  skip (or fail with CI=true) unless softib and
-#                        libibcr are built.
+#                        libibcr are built; then points SOFTIB_LIBDIR at a
+#                        private copy of softib in the trash directory.
 #   ibcr_on HOST CMD...  run CMD here (HOST 0 or empty) or in netns host HOST.
 #   coord_start NAME NPROCS [COORD-OPTIONS...]
 #                        start t/ibcr/coord in the background on NAME.sock,
@@ -29,8 +30,8 @@
 #                        coordinator); both sides must finish.
 #   ibcr_ids_changed NAME
 #                        from the coordinator's final "stat" lines: every
-#                        QP's real QPN differs from the one the application
-#                        holds; prints the pairs.
+#                        QP's real QPN and every MR's real rkey differ from
+#                        the ones the application holds; prints the pairs.
 
 IBCR_LIB=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
 IBCR_COORD=$IBCR_BUILDDIR/t/ibcr/coord
@@ -46,6 +47,22 @@ ibcr_softib_require() {
 		test_done
 	fi
 	softib_require
+	# softib may be rebuilt while a test runs (other work in this tree):
+	# use a private copy, checked to load, so every rebuild of the run
+	# sees the same backend file.
+	ibcr_sr_i=0
+	mkdir -p softib-copy
+	until cp -L "$SOFTIB_LIBDIR/libibverbs.so.1" softib-copy/libibverbs.so.1.tmp &&
+		mv softib-copy/libibverbs.so.1.tmp softib-copy/libibverbs.so.1 &&
+		LD_LIBRARY_PATH="$PWD/softib-copy" ibv_devices >/dev/null 2>&1; do
+		ibcr_sr_i=$((ibcr_sr_i + 1))
+		if test $ibcr_sr_i -gt 20; then
+			echo "cannot make a working copy of $SOFTIB_LIBDIR/libibverbs.so.1" >&2
+			break
+		fi
+		sleep 0.5
+	done
+	SOFTIB_LIBDIR=$PWD/softib-copy
 }
 
 ibcr_on() {
@@ -179,13 +196,16 @@ ibcr_ids_changed() {
 		echo "no stat lines from the coordinator" >&2
 		return 1
 	}
-	# "vqpn": V, "rqpn": R pairs, one per line
-	sed 's/{ "vqpn"/\n&/g' "$1".stat |
-		sed -n 's/^{ "vqpn": \([0-9]*\), "rqpn": \([0-9]*\) }.*/\1 \2/p' >"$1".qpns
-	test -s "$1".qpns || {
-		echo "no QPs in the stat lines" >&2
+	# "vqpn": V, "rqpn": R and "vrkey": V, "rrkey": R pairs, one per line
+	sed 's/{ "v/\n&/g' "$1".stat |
+		sed -n 's/^{ "v\(qpn\|rkey\)": \([0-9]*\), "r[a-z]*": \([0-9]*\) }.*/\1 \2 \3/p' \
+		>"$1".ids
+	grep -q "^qpn " "$1".ids && grep -q "^rkey " "$1".ids || {
+		echo "no QPs or MRs in the stat lines" >&2
+		cat "$1".stat >&2
 		return 1
 	}
-	cat "$1".qpns
-	! awk '$1 == $2 { print "QP " $1 " still has its first real QPN"; bad = 1 } END { exit !bad }' "$1".qpns
+	cat "$1".ids
+	! awk '$2 == $3 { print $1 " " $2 ": the real id is still the first one"; bad = 1 }
+		END { exit !bad }' "$1".ids
 }
