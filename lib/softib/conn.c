@@ -399,6 +399,7 @@ static void hello_done(struct sib_conn *c)
 	if (qp->resp)
 		sib_conn_kill(qp->resp, "replaced by a new connection");
 	c->kind = SIB_CONN_RC_RESP;
+	c->handoff = true;
 	c->qp = qp;
 	qp->resp = c;
 	qp->resp_expect = 0;
@@ -536,7 +537,8 @@ static void sink_advance(struct sib_conn *c, size_t n)
 /* Consumes staged bytes; returns false if the connection died. */
 static bool consume(struct sib_conn *c)
 {
-	while (c->st_off < c->st_len && !c->dead && !c->parked) {
+	while (c->st_off < c->st_len && !c->dead && !c->parked
+	       && !c->handoff) {
 		uint32_t avail = c->st_len - c->st_off;
 		uint8_t *p = c->stage + c->st_off;
 
@@ -614,8 +616,8 @@ static void rx_loop(struct sib_conn *c)
 	while (!c->dead && !c->parked && budget) {
 		ssize_t n;
 
-		if (!consume(c))
-			return;
+		if (!consume(c) || c->handoff)
+			return;	/* sib_conn_event goes on under the lock */
 		if (c->parked)
 			break;
 		if (c->in_payload && !c->rdiscard && c->riovcnt
@@ -668,6 +670,14 @@ static void rx_loop(struct sib_conn *c)
 		sib_resp_batch_end(c);
 	if (c->olen > c->ooff && sib_conn_flush(c) < 0)
 		rx_eof(c, errno);
+}
+
+void sib_conn_poll(struct sib_conn *c)
+{
+	if (c->dead || c->connecting || c->parked || c->fd < 0
+	    || !c->pollable)
+		return;
+	rx_loop(c);
 }
 
 static void lock_owner(struct sib_conn *c, struct sib_qp **qp)
@@ -725,4 +735,18 @@ void sib_conn_event(struct sib_conn *c, uint32_t events)
 	}
 out:
 	unlock_owner(c, qp);
+	if (c->handoff && !qp) {
+		/* the HELLO made this an RC responder: what follows it is
+		 * the QP's business, under its lock, as for every event
+		 * from now on */
+		c->handoff = false;
+		if (c->dead || c->kind != SIB_CONN_RC_RESP || !c->qp)
+			return;
+		lock_owner(c, &qp);
+		if (!c->dead) {
+			c->pollable = true;
+			rx_loop(c);
+		}
+		unlock_owner(c, qp);
+	}
 }

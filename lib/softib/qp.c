@@ -212,6 +212,15 @@ static struct ibv_qp *qp_create(struct ibv_context *c,
 	pthread_mutex_unlock(&ctx->lock);
 	qp->idx = idx;
 
+	if (sib_cq_attach(qp->scq, qp) < 0
+	    || (qp->rcq != qp->scq && sib_cq_attach(qp->rcq, qp) < 0)) {
+		sib_cq_detach(qp->scq, qp);
+		pthread_mutex_lock(&ctx->lock);
+		ctx->qps[idx] = NULL;
+		pthread_mutex_unlock(&ctx->lock);
+		errno = ENOMEM;
+		goto error;
+	}
 	qp->qpx.qp_base.context = c;
 	qp->qpx.qp_base.qp_context = a->qp_context;
 	qp->qpx.qp_base.pd = a->pd;
@@ -558,6 +567,7 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 			}
 			/* owner first: events may fire as soon as it connects */
 			c->qp = qp;
+			c->pollable = true;	/* always under qp->lock */
 			qp->req = c;
 			if (sib_conn_connect(c, qp->peer_ip,
 					     qp->peer_port) < 0) {
@@ -621,6 +631,10 @@ SIB_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return EINVAL;
 	/* the progress thread unlinks the QP and drops its connections, so
 	 * no event for it is in flight when we free it */
+	/* no poller may reach it, then no event */
+	sib_cq_detach(qp->scq, qp);
+	if (qp->rcq != qp->scq)
+		sib_cq_detach(qp->rcq, qp);
 	sib_progress_cmd(qp->ctx, SIB_CMD_DESTROY_QP, qp);
 	__atomic_sub_fetch(&qp->scq->users, 1, __ATOMIC_ACQ_REL);
 	__atomic_sub_fetch(&qp->rcq->users, 1, __ATOMIC_ACQ_REL);

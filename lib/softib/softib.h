@@ -135,10 +135,17 @@ struct sib_cq {
 	uint64_t cur_ts;
 	uint64_t wc_flags_ex;
 	int users;		/* QPs using it: destroy gives EBUSY */
+	/* QPs completing here, for progress driven by a polling thread */
+	pthread_mutex_t qlock;	/* order: qlock, then qp->lock (trylock) */
+	struct sib_qp **qps;
+	uint32_t nqps, qcap;
 };
 
 SIB_HIDDEN void sib_cq_push(struct sib_cq *cq, const struct ibv_wc *wc,
 			    bool solicited);
+/* A QP completing into cq joins / leaves its list (0 or -1 ENOMEM). */
+SIB_HIDDEN int sib_cq_attach(struct sib_cq *cq, struct sib_qp *qp);
+SIB_HIDDEN void sib_cq_detach(struct sib_cq *cq, struct sib_qp *qp);
 
 /* ---- SRQ and receive queues (srq.c) ---- */
 struct sib_rwqe {
@@ -292,6 +299,10 @@ struct sib_conn {
 	uint32_t peer_ip;
 	uint16_t peer_port;
 	bool connecting, dead, out_armed, parked;
+	/* PENDING became RC_RESP: the unlocked receive stops right after the
+	 * HELLO and goes on under the QP's lock (handoff); only then may a
+	 * polling application thread read it too (pollable) */
+	bool handoff, pollable;
 	uint64_t retry_at, give_up_at;
 
 	/* receive side */
@@ -382,6 +393,9 @@ SIB_HIDDEN void sib_conn_event(struct sib_conn *c, uint32_t events);
 SIB_HIDDEN void sib_conn_timer(struct sib_conn *c, uint64_t now);
 SIB_HIDDEN void sib_conn_free(struct sib_conn *c);
 SIB_HIDDEN void sib_conn_resume(struct sib_conn *c);
+/* Reads and handles what already arrived on an RC connection, from an
+ * application thread that polls a CQ (owner qp->lock held). */
+SIB_HIDDEN void sib_conn_poll(struct sib_conn *c);
 /* Ends a connection that sent something invalid (and its RC QP). */
 SIB_HIDDEN void sib_conn_garbage(struct sib_conn *c, const char *why);
 SIB_HIDDEN bool sib_hello_matches(struct sib_conn *c, struct sib_qp *qp);
