@@ -68,18 +68,32 @@ else:
     print(mode, "sent")
 PYEOF
 
-# start_server ARGS...: pingpong server on a free port; sets spid, port, qpn
+# start_server ARGS...: pingpong server on a free port; sets spid, port,
+# qpn.  Ports are guessed, and other tests run at the same time: a port
+# someone else holds ("Couldn't listen") means another try on the next.
 start_server() {
-	port=$(( 36000 + ($$ + ${srv_n:=0}) % 2000 ))
-	srv_n=$((srv_n + 1))
-	stdbuf -oL timeout 30 ibv_rc_pingpong -p $port "$@" >srv.out 2>srv.err &
-	spid=$!
-	i=0
-	until grep -q "local address" srv.out 2>/dev/null; do
-		i=$((i + 1)); test $i -lt 100 || return 1; sleep 0.05
+	for try in 1 2 3 4 5; do
+		port=$(( 36000 + ($$ * 7 + ${srv_n:=0} * 131) % 2000 ))
+		srv_n=$((srv_n + 1))
+		stdbuf -oL timeout 30 ibv_rc_pingpong -p $port "$@" >srv.out 2>srv.err &
+		spid=$!
+		i=0
+		until ss -Hltn "sport = :$port" | grep -q LISTEN; do
+			i=$((i + 1))
+			if ! kill -0 $spid 2>/dev/null || test $i -ge 100; then
+				kill $spid 2>/dev/null
+				wait $spid
+				break
+			fi
+			sleep 0.05
+		done
+		if kill -0 $spid 2>/dev/null; then
+			qpn=$(sed -n "s/.*local address:.*QPN 0x\([0-9a-f]*\).*/\1/p" srv.out)
+			test -n "$qpn"
+			return
+		fi
 	done
-	qpn=$(sed -n "s/.*local address:.*QPN 0x\([0-9a-f]*\).*/\1/p" srv.out)
-	test -n "$qpn"
+	return 1
 }
 
 test_expect_success 'garbage and bad handshakes are refused; a real client still runs' '
