@@ -1,0 +1,1 @@
+# Slurm watcher (job end times, node drains, requeue) used by ibcrd
