@@ -5,4 +5,5 @@ TESTS += \
 	t4001-spank-option.t \
 	t4002-spank-task.t \
 	t4003-spank-daemon.t \
-	t4004-spank-criu.t
+	t4004-spank-criu.t \
+	t4005-spank-watch.t
