@@ -7,6 +7,7 @@
 #define IBCRD_CLI_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <json-c/json.h>
 
 #include "common/store.h"
@@ -49,6 +50,44 @@ int cli_rc_for_errno (int errnum);
 /* "1.5 GiB" */
 const char *cli_bytes (uint64_t n, char *buf, size_t len);
 
+/* The socket of ibcrd this command uses (--socket, IBCR_SOCKET, the
+ * configuration's), or NULL after printing why. */
+const char *cli_socket_path (struct cli *c);
+
+/* --- a task this command supervises (cli_task.c): ibcr run, restart --- */
+struct cli_task {
+    pid_t launcher;         /* ibcr-init (run) or ibcr-init --restored (restart) */
+    pid_t init;             /* the task's init (the pid CRIU dumps) */
+    pid_t app;              /* the application under it, or 0 */
+    int out_r, err_r;       /* read ends of the task's stdout/stderr, or -1 */
+    int regfd;              /* registration with ibcrd, open for the task's life */
+    int ended;              /* the launcher ended before the task's pid was seen */
+    int status;             /* its wait status then */
+};
+
+/* ibcr-init: IBCR_INIT, else the installed one. */
+const char *cli_init_path (void);
+
+/* Wait until the launcher wrote the init's pid to pidfile; fills t->init
+ * and t->app.  0; or -1 when the launcher ended first (a program that
+ * ran and ended at once, or a launcher that failed: t->ended, t->status);
+ * or an exit code after printing why. */
+int cli_task_wait_pid (struct cli_task *t, const char *pidfile, const char *what);
+
+/* Register the task (t->init) with ibcrd over a connection kept in
+ * t->regfd.  fields: job, rank, size, ... (taken over).  0 or an exit code. */
+int cli_task_register (struct cli *c, struct cli_task *t, json_object *fields);
+
+/* Relay the task's output to ours, forward SIGINT/SIGTERM/SIGHUP to the
+ * launcher, and return its exit code (the application's). */
+int cli_task_wait (struct cli_task *t);
+
+/* True while pid is stopped or traced (restart --stopped). */
+int cli_task_stopped (pid_t pid);
+
+int cli_run (struct cli *c, int argc, char **argv);
+int cli_checkpoint (struct cli *c, int argc, char **argv);
+int cli_restart (struct cli *c, int argc, char **argv);
 int cli_status (struct cli *c, int argc, char **argv);
 int cli_list (struct cli *c, int argc, char **argv);
 int cli_verify (struct cli *c, int argc, char **argv);

@@ -5,7 +5,13 @@ ibcrd_SOURCES = \
 	lock.c lock.h \
 	jobs.c jobs.h \
 	server.c server.h \
-	peer.c peer.h
+	peer.c peer.h \
+	gen.c gen.h \
+	libctl.c libctl.h \
+	imgcopy.c imgcopy.h \
+	sockdiag.c sockdiag.h \
+	worker.c worker.h \
+	$(top_srcdir)/lib/ibcr/drain.c
 ibcrd_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS) $(MUNGE_CFLAGS)
 ibcrd_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(INIH_LIBS) \
 	$(MUNGE_LIBS)
@@ -14,6 +20,10 @@ bin_PROGRAMS += ibcr
 ibcr_SOURCES = \
 	ibcr.c cli.h \
 	cli_status.c \
-	cli_store.c
+	cli_store.c \
+	cli_task.c \
+	cli_run.c \
+	cli_ckpt.c \
+	cli_restart.c
 ibcr_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
 ibcr_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(INIH_LIBS) $(XXHASH_LIBS)

@@ -58,7 +58,7 @@ const char *cli_bytes (uint64_t n, char *buf, size_t len)
 }
 
 /* The socket: --socket, IBCR_SOCKET, the configuration's. */
-static const char *socket_path (struct cli *c)
+const char *cli_socket_path (struct cli *c)
 {
     static char *from_conf;
     char err[1024];
@@ -83,7 +83,7 @@ static const char *socket_path (struct cli *c)
 
 json_object *cli_request (struct cli *c, json_object *req, int *rc)
 {
-    const char *path = socket_path (c);
+    const char *path = cli_socket_path (c);
     json_object *rep;
     int fd;
 
@@ -128,7 +128,7 @@ int cli_store (struct cli *c)
     }
     /* Ask the daemon where it stores (it knows its %n expansion); when it
      * is not running, fall back to the configuration file. */
-    const char *path = socket_path (c);
+    const char *path = cli_socket_path (c);
     int fd = path ? usock_connect (path) : -1;
     if (fd >= 0) {
         json_object *req = proto_new ("status"), *rep = NULL, *d;
@@ -160,24 +160,21 @@ int cli_store (struct cli *c)
     return 0;
 }
 
-static int not_yet (const char *what)
-{
-    cli_error ("'ibcr %s' is not implemented in this release (%s); see ibcr(1)", what,
-               PACKAGE_VERSION);
-    return CLI_NOTYET;
-}
-
 static void usage (FILE *f)
 {
     fprintf (f,
              "Usage: ibcr [--socket PATH] [-c FILE] [--storage DIR [--cluster NAME]] COMMAND ...\n"
              "\n"
              "Commands:\n"
+             "  run [--name N] [--interval D] [--detach] [--job ID --rank R --size N\n"
+             "      --leader HOST] -- CMD ARGS   run CMD checkpointable; its exit status\n"
+             "  checkpoint JOB [--wait]      take a generation now\n"
+             "  restart JOB [--gen G] [--rank R] [--stopped]\n"
+             "                               restore JOB's newest intact generation\n"
              "  status [JOB] [--json]        jobs registered with this node's ibcrd\n"
              "  list JOB [--json]            committed checkpoint generations of JOB\n"
              "  verify JOB [--gen N]         recompute and compare image checksums\n"
              "  prune JOB --keep K           keep only the newest K generations\n"
-             "  run, checkpoint, restart     not implemented yet\n"
              "\n"
              "Options:\n"
              "  -s, --socket PATH   ibcrd's socket (default: IBCR_SOCKET, then ibcrd.conf)\n"
@@ -187,7 +184,8 @@ static void usage (FILE *f)
              "  -h, --help          this help;  -V, --version  the version\n"
              "\n"
              "Exit codes: 0 ok, 1 failed, 2 usage, 3 ibcrd unreachable, 4 no such job or\n"
-             "generation, 5 damaged image, 6 permission denied, 7 not implemented.\n",
+             "generation, 5 damaged image, 6 permission denied, 7 not implemented;\n"
+             "run and restart return the program's own exit status.\n",
              conf_default_path ());
 }
 
@@ -210,6 +208,9 @@ int main (int argc, char **argv)
         { "list", cli_list },
         { "verify", cli_verify },
         { "prune", cli_prune },
+        { "run", cli_run },
+        { "checkpoint", cli_checkpoint },
+        { "restart", cli_restart },
     };
     struct cli c = { .timeout_ms = 30000 };
     int ch, rc;
@@ -247,9 +248,7 @@ int main (int argc, char **argv)
             free (c.st_cluster);
             return rc;
         }
-    if (!strcmp (cmd, "run") || !strcmp (cmd, "checkpoint") || !strcmp (cmd, "restart"))
-        return not_yet (cmd);
-    cli_error ("unknown command '%s'; commands are status, list, verify, prune "
-               "(try 'ibcr --help')", cmd);
+    cli_error ("unknown command '%s'; commands are run, checkpoint, restart, status, list, "
+               "verify, prune (try 'ibcr --help')", cmd);
     return CLI_USAGE;
 }

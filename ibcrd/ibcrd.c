@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -29,17 +30,32 @@
 #include "lock.h"
 #include "peer.h"
 #include "server.h"
+#include "worker.h"
 
 #define MAX_POLLFDS 1100
 
-static volatile sig_atomic_t got_term, got_hup;
+static volatile sig_atomic_t got_term, got_hup, got_chld;
 
 static void on_signal (int sig)
 {
     if (sig == SIGHUP)
         got_hup = 1;
+    else if (sig == SIGCHLD)
+        got_chld = 1;
     else
         got_term = sig;
+}
+
+/* Reap the generations' workers that ended. */
+static void reap_workers (struct server *srv)
+{
+    int status;
+    pid_t pid;
+
+    got_chld = 0;
+    while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
+        server_worker_done (srv, pid, WIFEXITED (status) ? WEXITSTATUS (status) : 128
+                            + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
 }
 
 static void usage (FILE *f)
@@ -267,8 +283,11 @@ int main (int argc, char **argv)
             return 1;
         }
         log_open ("ibcrd", LOG_TO_SYSLOG, conf->log_level);
-    } else
+        worker_set_log (1, conf->log_level);
+    } else {
         log_set_level (conf->log_level);
+        worker_set_log (0, conf->log_level);
+    }
 
     /* Signals are blocked except while ppoll waits, so a flag set by a
      * handler is always seen before the next wait. */
@@ -276,16 +295,19 @@ int main (int argc, char **argv)
     sigaddset (&block, SIGHUP);
     sigaddset (&block, SIGTERM);
     sigaddset (&block, SIGINT);
+    sigaddset (&block, SIGCHLD);
     sigprocmask (SIG_BLOCK, &block, &waitmask);
     sigdelset (&waitmask, SIGHUP);
     sigdelset (&waitmask, SIGTERM);
     sigdelset (&waitmask, SIGINT);
+    sigdelset (&waitmask, SIGCHLD);
     memset (&sa, 0, sizeof (sa));
     sa.sa_handler = on_signal;
     sigemptyset (&sa.sa_mask);
     sigaction (SIGHUP, &sa, NULL);
     sigaction (SIGTERM, &sa, NULL);
     sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGCHLD, &sa, NULL);
     sa.sa_handler = SIG_IGN;
     sigaction (SIGPIPE, &sa, NULL);
 
@@ -342,7 +364,10 @@ int main (int argc, char **argv)
         int n = server_pollfds (srv, pfd, MAX_POLLFDS);
         int np = peer ? peer_pollfds (peer, pfd + n, MAX_POLLFDS - n) : 0;
 
-        if (ppoll (pfd, n + np, NULL, &waitmask) < 0) {
+        int next = server_timer (srv);
+        struct timespec tmo = { .tv_sec = next / 1000, .tv_nsec = (next % 1000) * 1000000L };
+
+        if (ppoll (pfd, n + np, next >= 0 ? &tmo : NULL, &waitmask) < 0) {
             if (errno != EINTR) {
                 log_err (errno, "poll");
                 break;
@@ -352,6 +377,8 @@ int main (int argc, char **argv)
             if (peer)
                 peer_dispatch (peer, pfd + n, np);
         }
+        if (got_chld)
+            reap_workers (srv);
         if (got_hup) {
             got_hup = 0;
             conf = reload (&o, conf, srv);

@@ -68,6 +68,58 @@ struct task *jobs_find_pid (struct jobs *j, pid_t pid, struct job **jobp)
     return NULL;
 }
 
+struct job *jobs_first (struct jobs *j)
+{
+    return j->head;
+}
+
+struct task *jobs_task (struct job *job, int rank)
+{
+    for (struct task *t = job->tasks; t; t = t->next)
+        if (t->rank == rank)
+            return t;
+    return NULL;
+}
+
+/* Parent of pid from /proc (0 when unknown). */
+static pid_t proc_ppid (pid_t pid)
+{
+    char path[64], buf[512], *p;
+    long ppid = 0;
+    ssize_t n;
+    FILE *f;
+
+    snprintf (path, sizeof (path), "/proc/%ld/stat", (long)pid);
+    if (!(f = fopen (path, "r")))
+        return 0;
+    n = fread (buf, 1, sizeof (buf) - 1, f);
+    fclose (f);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: skip to the last ')'. */
+    if (!(p = strrchr (buf, ')')) || sscanf (p + 1, " %*c %ld", &ppid) != 1)
+        return 0;
+    return (pid_t)ppid;
+}
+
+struct task *jobs_find_tree (struct jobs *j, pid_t pid, struct job **jobp)
+{
+    /* A tree is shallow (init, application, its children); 64 levels up is
+     * far past any real one and bounds a walk through a changing /proc. */
+    for (int depth = 0; pid > 1 && depth < 64; depth++) {
+        for (struct job *job = j->head; job; job = job->next)
+            for (struct task *t = job->tasks; t; t = t->next)
+                if (t->pid == pid || t->app_pid == pid) {
+                    if (jobp)
+                        *jobp = job;
+                    return t;
+                }
+        pid = proc_ppid (pid);
+    }
+    return NULL;
+}
+
 int jobs_count (struct jobs *j)
 {
     int n = 0;
@@ -124,6 +176,10 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     int64_t rank = proto_get_int (req, "rank", -1);
     int64_t claimed = proto_get_int (req, "pid", -1);
     int64_t owner = proto_get_int (req, "uid", -1);
+    /* Job size: "size" from ibcr run, "ntasks" (the step's) from SPANK. */
+    int64_t size = proto_get_int (req, "size", proto_get_int (req, "ntasks", 0));
+    int64_t interval = proto_get_int (req, "interval_ms", 0);
+    const char *leader = proto_get_str (req, "leader", "");
     struct job *job;
     struct task *t;
 
@@ -139,6 +195,19 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     }
     if (rank < 0 || rank > 10000000) {
         snprintf (err, len, "\"rank\" is missing or not an integer from 0");
+        goto inval;
+    }
+    if (size < 0 || size > 10000000 || (size && rank >= size)) {
+        snprintf (err, len, "\"size\" %lld: give the number of ranks of the job, more "
+                  "than rank %lld", (long long)size, (long long)rank);
+        goto inval;
+    }
+    if (interval < 0) {
+        snprintf (err, len, "\"interval_ms\" must be 0 (no periodic checkpoints) or more");
+        goto inval;
+    }
+    if (strlen (leader) >= sizeof (job->leader)) {
+        snprintf (err, len, "\"leader\" is too long for a host name");
         goto inval;
     }
     /* The task is the client itself unless it names another pid: then that
@@ -194,10 +263,30 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
         job->next = j->head;
         j->head = job;
     }
+    /* Job-wide facts: the first registration says them, later ones may
+     * only add what was missing (ranks on other nodes repeat them). */
+    if (size > job->size)
+        job->size = (int)size;
+    if (interval > 0 && !job->interval_ms) {
+        job->interval_ms = (uint64_t)interval;
+        clock_gettime (CLOCK_MONOTONIC, &job->next_due);
+        job->next_due.tv_sec += interval / 1000;
+        job->next_due.tv_nsec += (interval % 1000) * 1000000L;
+        if (job->next_due.tv_nsec >= 1000000000L) {
+            job->next_due.tv_sec++;
+            job->next_due.tv_nsec -= 1000000000L;
+        }
+    }
+    if (*leader && !job->leader[0]) {
+        strcpy (job->leader, leader);
+        job->leader_port = (int)proto_get_int (req, "leader_port", 0);
+    }
     if (!(t = calloc (1, sizeof (*t))))
         goto nomem;
     t->pid = pid;
     t->ns_pid = proto_get_int (req, "ns_pid", -1);
+    t->app_pid = proto_get_int (req, "app_pid", -1);
+    t->restored = proto_get_bool (req, "restored", 0);
     t->rank = (int)rank;
     strcpy (t->step, step);
     strcpy (t->node, tnode);
@@ -207,6 +296,8 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     t->next = job->tasks;
     job->tasks = t;
     job->ntasks++;
+    if (job->size < job->ntasks)
+        job->size = job->ntasks;
     log_msg (LOG_INFO, "job %s step %s: registered rank %d pid %ld uid %u node %s",
              id, step, t->rank, (long)pid, (unsigned)job->uid, tnode);
     return job;
@@ -265,6 +356,14 @@ json_object *jobs_job_json (const struct job *job)
     proto_set_int (o, "uid", job->uid);
     proto_set_int (o, "since", job->since);
     proto_set_int (o, "ntasks", job->ntasks);
+    proto_set_int (o, "size", job->size);
+    proto_set_int (o, "interval_ms", (int64_t)job->interval_ms);
+    proto_set_int (o, "last_gen", job->last_gen);
+    proto_set_bool (o, "checkpointing", job->worker != 0);
+    if (job->last_error[0])
+        proto_set_str (o, "last_error", job->last_error);
+    if (job->leader[0])
+        proto_set_str (o, "leader", job->leader);
     for (const struct task *t = job->tasks; t; t = t->next) {
         json_object *to = json_object_new_object ();
         if (!to)
@@ -276,6 +375,8 @@ json_object *jobs_job_json (const struct job *job)
         proto_set_bool (to, "control", t->ctl_conn >= 0);
         if (t->ns_pid >= 0)
             proto_set_int (to, "ns_pid", t->ns_pid);
+        if (t->app_pid >= 0)
+            proto_set_int (to, "app_pid", t->app_pid);
         json_object_array_add (tasks, to);
     }
     json_object_object_add (o, "tasks", tasks);

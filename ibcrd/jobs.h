@@ -9,6 +9,7 @@
 #define IBCRD_JOBS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
 #include <json-c/json.h>
@@ -18,11 +19,14 @@
 struct task {
     pid_t pid;                  /* as the daemon sees it (SO_PEERCRED or checked) */
     long ns_pid;                /* as the task sees itself, -1 when not given */
+    long app_pid;               /* the application under the init, -1 unknown */
     int rank;
     char step[IDENT_MAX + 1];
     char node[IDENT_MAX + 1];
     int conn;                   /* connection id that registered it */
     int ctl_conn;               /* libibcr's control connection, or -1 */
+    int restored;               /* came back from an image: libibcr waits
+                                   for a rebuild before the job runs on */
     time_t since;
     struct task *next;
 };
@@ -31,7 +35,16 @@ struct job {
     char id[IDENT_MAX + 1];
     uid_t uid;
     time_t since;
-    int ntasks;
+    int ntasks;                 /* registered on this node */
+    int size;                   /* ranks in the whole job (>= ntasks) */
+    uint64_t interval_ms;       /* periodic checkpoints; 0 = none */
+    struct timespec next_due;   /* CLOCK_MONOTONIC of the next periodic one */
+    char leader[256];           /* host of rank 0's ibcrd; "" = this node */
+    int leader_port;            /* its peer port */
+    pid_t worker;               /* generation running (its worker), or 0 */
+    int worker_kind;            /* its enum gen_kind */
+    int last_gen;               /* last generation committed here, 0 none */
+    char last_error[512];       /* why the last generation failed, "" ok */
     struct task *tasks;
     struct job *next;
 };
@@ -60,6 +73,17 @@ struct job *jobs_find (struct jobs *j, const char *id);
 
 /* The task whose pid (as the daemon sees it) is pid, and its job. */
 struct task *jobs_find_pid (struct jobs *j, pid_t pid, struct job **job);
+
+/* The task whose process tree holds pid: the task's init, its application,
+ * or any descendant (libibcr says hello from the application, inside the
+ * init's PID namespace).  NULL when none. */
+struct task *jobs_find_tree (struct jobs *j, pid_t pid, struct job **job);
+
+/* Task of job by rank, or NULL. */
+struct task *jobs_task (struct job *job, int rank);
+
+/* Iterate over every job (for the periodic timer). */
+struct job *jobs_first (struct jobs *j);
 
 /* JSON of one job, or an array of the jobs uid may see (all for root). */
 json_object *jobs_job_json (const struct job *job);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "common/proto.h"
 #include "common/usock.h"
 #include "server.h"
+#include "worker.h"
 
 #define SERVER_MAX_CLIENTS 1024
 
@@ -25,6 +27,10 @@ struct client {
     uid_t uid;
     gid_t gid;
     pid_t pid;
+    pid_t lent;             /* a generation's worker owns this connection */
+    int handed;             /* a worker answers it: close our copy now */
+    int attach_rank;        /* ctl-attach: the restored task's rank, or -1 */
+    char attach_job[IDENT_MAX + 1];
     struct proto_reader rd;
     struct client *next;
 };
@@ -117,8 +123,11 @@ int server_pollfds (struct server *s, struct pollfd *pfd, int max)
 
     if (n < max && s->nclients < SERVER_MAX_CLIENTS)
         pfd[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
+    /* A lent connection is the worker's: reading it here would steal
+     * libibcr's replies. */
     for (struct client *c = s->clients; c && n < max; c = c->next)
-        pfd[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+        if (!c->lent)
+            pfd[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
     return n;
 }
 
@@ -190,6 +199,21 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
                  (unsigned)c->uid, err);
         return proto_error ("register", errno, "%s", err);
     }
+    /* A restored task's libibcr speaks over the connection its restarter
+     * attached beforehand (ctl-attach), handed into the tree by CRIU. */
+    if (proto_get_bool (req, "restored", 0)) {
+        struct task *t = jobs_task (job, (int)proto_get_int (req, "rank", -1));
+        for (struct client *a = s->clients; t && a; a = a->next)
+            if (a->attach_rank == t->rank && !strcmp (a->attach_job, job->id)
+                && jobs_may_act (a->uid, job->uid)) {
+                t->ctl_conn = a->id;
+                a->attach_rank = -1;
+                log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: restored, libibcr "
+                         "control connection handed back", job->id, t->step, t->rank,
+                         (long)t->pid);
+                break;
+            }
+    }
     if ((o = ok_reply ("register"))) {
         proto_set_str (o, "job", job->id);
         proto_set_str (o, "node", s->conf->node);
@@ -233,7 +257,7 @@ static char *proc_env (pid_t pid, const char *name, char *buf, size_t len)
 static json_object *h_hello (struct server *s, struct client *c, json_object *req)
 {
     struct job *job = NULL;
-    struct task *t = jobs_find_pid (s->jobs, c->pid, &job);
+    struct task *t = jobs_find_tree (s->jobs, c->pid, &job);
     int64_t rank = proto_get_int (req, "rank", -1);
     char jobid[128], step[128], err[256];
 
@@ -261,7 +285,7 @@ static json_object *h_hello (struct server *s, struct client *c, json_object *re
                      (long)c->pid, (unsigned)c->uid, jobid, err);
             return NO_REPLY;
         }
-        t = jobs_find_pid (s->jobs, c->pid, &job);
+        t = jobs_find_tree (s->jobs, c->pid, &job);
     }
     if (t) {
         t->ctl_conn = c->id;
@@ -310,20 +334,242 @@ static json_object *h_status (struct server *s, struct client *c, json_object *r
     return o;
 }
 
+/* The job named by req's "job" (string or integer) that client c may act
+ * on, or NULL with *err set to the error reply. */
+static struct job *job_for (struct server *s, struct client *c, json_object *req,
+                            const char *what, json_object **err)
+{
+    const char *id = proto_get_str (req, "job", NULL);
+    json_object *v;
+    char num[32];
+    struct job *job;
+
+    if (!id && json_object_object_get_ex (req, "job", &v)
+        && json_object_is_type (v, json_type_int)) {
+        snprintf (num, sizeof (num), "%lld", (long long)json_object_get_int64 (v));
+        id = num;
+    }
+    if (!id || !ident_ok (id)) {
+        *err = proto_error (what, EINVAL, "\"job\" is missing or not a job id");
+        return NULL;
+    }
+    if (!(job = jobs_find (s->jobs, id))) {
+        *err = proto_error (what, ENOENT, "job %s has no task registered on node %s (is it "
+                            "running? see 'ibcr status')", id, s->conf->node);
+        return NULL;
+    }
+    if (!jobs_may_act (c->uid, job->uid)) {
+        log_msg (LOG_NOTICE, "job %s: %s refused to uid %u (owner uid %u)", id, what,
+                 (unsigned)c->uid, (unsigned)job->uid);
+        *err = proto_error (what, EPERM, "job %s belongs to another user", id);
+        return NULL;
+    }
+    if (job->worker) {
+        *err = proto_error (what, EBUSY, "job %s: a generation is in progress (worker pid "
+                            "%ld); try again when it ends", id, (long)job->worker);
+        return NULL;
+    }
+    return job;
+}
+
+static struct client *client_by_id (struct server *s, int id)
+{
+    for (struct client *c = s->clients; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+/* Fork the worker of a generation of job; asker (may be NULL) gets the
+ * reply from the worker and leaves this loop.  0 or -1 with errno. */
+static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
+                      const char *trigger, int leave_running, struct client *asker)
+{
+    struct gen g = { 0 };
+    struct gen_task tasks[job->ntasks > 0 ? job->ntasks : 1];
+    int keep[job->ntasks > 0 ? job->ntasks : 1], nkeep = 0, n = 0;
+    struct passwd *pw = getpwuid (job->uid);
+    pid_t pid;
+
+    for (struct task *t = job->tasks; t; t = t->next) {
+        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        if (kind == GEN_RESTORED && !t->restored)
+            continue;
+        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
+                                      .ctl_fd = ctl ? ctl->fd : -1, .restored = t->restored };
+        snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
+        if (ctl)
+            keep[nkeep++] = ctl->fd;
+        n++;
+    }
+    g.conf = s->conf;
+    g.kind = kind;
+    snprintf (g.job, sizeof (g.job), "%s", job->id);
+    g.uid = job->uid;
+    g.gid = pw ? pw->pw_gid : job->uid;
+    g.size = job->size;
+    g.trigger = trigger;
+    g.leave_running = leave_running;
+    g.ntasks = n;
+    g.tasks = tasks;
+    g.daemon = getpid ();
+    if ((pid = worker_start (&g, asker ? asker->fd : -1, keep, nkeep)) < 0)
+        return -1;
+    job->worker = pid;
+    job->worker_kind = kind;
+    for (struct task *t = job->tasks; t; t = t->next) {
+        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        if (ctl)
+            ctl->lent = pid;
+    }
+    log_msg (LOG_INFO, "job %s: %s started (%s, worker pid %ld)", job->id,
+             kind == GEN_RESTORED ? "resume of restored tasks" : "generation", trigger,
+             (long)pid);
+    if (asker)
+        asker->handed = 1;          /* the worker answers it; serve_client closes ours */
+    return 0;
+}
+
+/* "checkpoint" {job, wait, trigger?, end?}: one generation now. */
+static json_object *h_checkpoint (struct server *s, struct client *c, json_object *req)
+{
+    json_object *err = NULL, *o;
+    struct job *job = job_for (s, c, req, "checkpoint", &err);
+    int wait = proto_get_bool (req, "wait", 0);
+
+    if (!job)
+        return err;
+    if (start_gen (s, job, GEN_CHECKPOINT, "manual", !proto_get_bool (req, "end", 0),
+                   wait ? c : NULL) < 0)
+        return proto_error ("checkpoint", errno, "job %s: cannot start the generation: %s",
+                            job->id, strerror (errno));
+    if (wait)
+        return NO_REPLY;
+    if ((o = ok_reply ("checkpoint"))) {
+        proto_set_str (o, "job", job->id);
+        proto_set_bool (o, "started", 1);
+    }
+    return o;
+}
+
+/* "ctl-attach" {job, rank}: this connection will be the control socket of
+ * the task of that rank once restored (ibcr restart hands it into the
+ * tree with criu --inherit-fd); bound when the task registers. */
+static json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req)
+{
+    const char *id = proto_get_str (req, "job", NULL);
+    int64_t rank = proto_get_int (req, "rank", -1);
+    struct job *job;
+
+    if (!id || !ident_ok (id) || rank < 0)
+        return proto_error ("ctl-attach", EINVAL, "give \"job\" (a job id) and \"rank\"");
+    if ((job = jobs_find (s->jobs, id)) && !jobs_may_act (c->uid, job->uid))
+        return proto_error ("ctl-attach", EPERM, "job %s belongs to another user", id);
+    snprintf (c->attach_job, sizeof (c->attach_job), "%s", id);
+    c->attach_rank = (int)rank;
+    /* Answered now, before ibcr restart hands the socket to libibcr,
+     * which reads requests only. */
+    return ok_reply ("ctl-attach");
+}
+
+/* "resume-restored" {job}: rebuild and resume the restored tasks. */
+static json_object *h_resume_restored (struct server *s, struct client *c, json_object *req)
+{
+    json_object *err = NULL;
+    struct job *job = job_for (s, c, req, "resume-restored", &err);
+    int n = 0;
+
+    if (!job)
+        return err;
+    for (struct task *t = job->tasks; t; t = t->next)
+        n += t->restored;
+    if (!n)
+        return proto_error ("resume-restored", ENOENT, "job %s has no restored task waiting",
+                            job->id);
+    if (start_gen (s, job, GEN_RESTORED, "restart", 1, c) < 0)
+        return proto_error ("resume-restored", errno, "job %s: cannot start: %s", job->id,
+                            strerror (errno));
+    return NO_REPLY;
+}
+
+void server_worker_done (struct server *s, pid_t pid, int status)
+{
+    struct job *job;
+
+    for (struct client *c = s->clients; c; c = c->next)
+        if (c->lent == pid)
+            c->lent = 0;
+    for (job = jobs_first (s->jobs); job; job = job->next)
+        if (job->worker == pid)
+            break;
+    if (!job)
+        return;
+    job->worker = 0;
+    if (job->worker_kind == GEN_RESTORED && status == 0)
+        for (struct task *t = job->tasks; t; t = t->next)
+            t->restored = 0;
+    log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id,
+             (long)pid, status == 0 ? "done" : "failed (see its lines above)");
+}
+
+static long ts_ms (const struct timespec *t)
+{
+    return t->tv_sec * 1000L + t->tv_nsec / 1000000L;
+}
+
+/* Is this node the job's leader (rank 0's node, or no leader named)? */
+static int is_leader (struct job *job)
+{
+    return !job->leader[0] || jobs_task (job, 0) != NULL;
+}
+
+int server_timer (struct server *s)
+{
+    struct timespec now;
+    long best = -1;
+
+    clock_gettime (CLOCK_MONOTONIC, &now);
+    for (struct job *job = jobs_first (s->jobs); job; job = job->next) {
+        if (!job->interval_ms || !is_leader (job))
+            continue;
+        long left = ts_ms (&job->next_due) - ts_ms (&now);
+        if (left <= 0 && !job->worker) {
+            /* The next one is due an interval after this one starts. */
+            job->next_due = now;
+            job->next_due.tv_sec += job->interval_ms / 1000;
+            job->next_due.tv_nsec += (job->interval_ms % 1000) * 1000000L;
+            if (job->next_due.tv_nsec >= 1000000000L) {
+                job->next_due.tv_sec++;
+                job->next_due.tv_nsec -= 1000000000L;
+            }
+            if (start_gen (s, job, GEN_CHECKPOINT, "periodic", 1, NULL) < 0)
+                log_err (errno, "job %s: periodic checkpoint not started", job->id);
+            left = job->interval_ms;
+        } else if (left <= 0)
+            left = 100;     /* a generation runs: look again soon */
+        if (best < 0 || left < best)
+            best = left;
+    }
+    return (int)best;
+}
+
 static const struct {
     const char *type;
     handler_f fn;
 } handlers[] = {
+    { "checkpoint", h_checkpoint },
+    { "ctl-attach", h_ctl_attach },
     { "ibcr-hello", h_hello },
     { "ping", h_ping },
     { "register", h_register },
+    { "resume-restored", h_resume_restored },
     { "status", h_status },
 };
 #define NHANDLERS (sizeof (handlers) / sizeof (handlers[0]))
 
 static const char *known_types (void)
 {
-    return "ibcr-hello, ping, register, status";
+    return "checkpoint, ctl-attach, ibcr-hello, ping, register, resume-restored, status";
 }
 
 static void handle (struct server *s, struct client *c, json_object *req)
@@ -379,6 +625,7 @@ static void accept_clients (struct server *s)
         }
         c->fd = fd;
         c->id = s->next_id++;
+        c->attach_rank = -1;
         if (usock_peercred (fd, &c->uid, &c->gid, &c->pid) < 0) {
             log_err (errno, "SO_PEERCRED on a new client");
             close (fd);
@@ -412,6 +659,8 @@ static int serve_client (struct server *s, struct client *c)
         if (rc == 1) {
             handle (s, c, req);
             json_object_put (req);
+            if (c->handed)
+                return -1;
             continue;
         }
         switch (errno) {

@@ -10,6 +10,7 @@
 #define IBCRD_SERVER_H
 
 #include <poll.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "common/conf.h"
@@ -32,6 +33,14 @@ int server_pollfds (struct server *s, struct pollfd *pfd, int max);
 void server_dispatch (struct server *s, struct pollfd *pfd, int n);
 
 int server_nclients (struct server *s);
+
+/* A generation's worker ended (status 0: committed or resumed); the
+ * connections it owned are read here again. */
+void server_worker_done (struct server *s, pid_t pid, int status);
+
+/* Start the periodic generations that are due; returns the ms until the
+ * next one is due, or -1 when none is scheduled. */
+int server_timer (struct server *s);
 
 /* The peer port actually bound, for status replies (0: none). */
 void server_set_peer_port (struct server *s, int port);

@@ -180,13 +180,15 @@ test_expect_success 'an unreachable ibcrd exits 3 naming the socket' '
 	grep "cannot reach ibcrd at $PWD/none.sock" err
 '
 
-test_expect_success 'unknown command exits 2; run/checkpoint/restart exit 7' '
+test_expect_success 'unknown command exits 2; run/checkpoint/restart check their usage' '
 	test_expect_code 2 "$IBCR" frob 2>err &&
 	grep "unknown command .frob." err &&
-	test_expect_code 7 "$IBCR" checkpoint 42 2>err &&
-	grep "not implemented" err &&
-	test_expect_code 7 "$IBCR" run -- true &&
-	test_expect_code 7 "$IBCR" restart 42 &&
+	test_expect_code 2 "$IBCR" checkpoint 2>err &&
+	grep "usage: ibcr checkpoint JOB" err &&
+	test_expect_code 2 "$IBCR" run 2>err &&
+	grep "no command to run" err &&
+	test_expect_code 2 "$IBCR" restart 42 --gen 0 2>err &&
+	grep "give a number" err &&
 	test_expect_code 2 "$IBCR"
 '
 

@@ -74,6 +74,14 @@ static int is_manifest (const char *name)
     return !strncmp (name, MANIFEST_NAME, strlen (MANIFEST_NAME));
 }
 
+/* "criu restore" writes its statistics into the images folder it reads,
+ * and has no option not to: a restart of a committed generation adds this
+ * file, which is not part of the image and must not make it "damaged". */
+static int is_restore_stats (const char *name)
+{
+    return !strcmp (name, "stats-restore");
+}
+
 static int cmp_path (const void *a, const void *b)
 {
     json_object *const *x = a, *const *y = b;
@@ -103,7 +111,7 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
 
         if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
             continue;
-        if (!*rel && is_manifest (e->d_name))
+        if ((!*rel && is_manifest (e->d_name)) || is_restore_stats (e->d_name))
             continue;
         snprintf (path, sizeof (path), "%s%s%s", rel, *rel ? "/" : "", e->d_name);
         if (fstatat (dirfd (d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {

@@ -1,0 +1,310 @@
+/* cli_restart.c - "ibcr restart JOB [--gen G] [--rank R] [--stopped]":
+ * bring one task of JOB back from its newest intact committed generation,
+ * as our child, and wait for it like "ibcr run".
+ *
+ * Order: verify the generation's checksums (a damaged one is skipped for
+ * the previous, saying so); attach a fresh control connection to ibcrd
+ * for libibcr; run "ibcr-init --restored -- criu restore" with the task's
+ * stdout/stderr pipes and that connection handed in fresh (--inherit-fd);
+ * register the restored task; have ibcrd rebuild its verbs objects and
+ * release its threads; relay and wait.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "common/criu.h"
+#include "common/manifest.h"
+#include "common/proto.h"
+#include "common/usock.h"
+
+#ifndef IBCR_CRIU_DEFAULT
+#define IBCR_CRIU_DEFAULT "criu"
+#endif
+
+/* Newest committed generation <= want (0: any) whose checksums hold. */
+static int pick_gen (struct cli *c, const char *job, int want, json_object **manifest, int *gen)
+{
+    json_object *gens;
+    char err[1024];
+    int rc;
+
+    if ((rc = cli_store (c)))
+        return rc;
+    if (store_list (&c->st, job, 0, &gens, err, sizeof (err)) < 0) {
+        rc = cli_rc_for_errno (errno);
+        cli_error ("%s", err);
+        return rc;
+    }
+    for (int i = (int)json_object_array_length (gens) - 1; i >= 0; i--) {
+        json_object *e = json_object_array_get_idx (gens, i), *m, *problems;
+        int g = (int)proto_get_int (e, "generation", 0), n;
+        char dir[4096];
+
+        if (want && g != want)
+            continue;
+        json_object_object_get_ex (e, "manifest", &m);
+        store_gen_path (&c->st, job, g, dir, sizeof (dir));
+        problems = json_object_new_array ();
+        n = manifest_verify (dir, m, problems, NULL);
+        if (n == 0) {
+            json_object_put (problems);
+            *manifest = json_object_get (m);
+            *gen = g;
+            json_object_put (gens);
+            return CLI_OK;
+        }
+        json_object *p = json_object_array_get_idx (problems, 0);
+        if (want) {
+            cli_error ("job %s generation %d is damaged (%s: %s); not restoring it (see "
+                       "'ibcr verify %s'; leave out --gen to fall back to an older one)",
+                       job, g, proto_get_str (p, "path", "?"), proto_get_str (p, "problem",
+                       n < 0 ? strerror (errno) : "?"), job);
+            json_object_put (problems);
+            json_object_put (gens);
+            return CLI_DAMAGED;
+        }
+        fprintf (stderr, "ibcr: warning: job %s generation %d is damaged (%s: %s); falling "
+                 "back to the previous generation\n", job, g, proto_get_str (p, "path", "?"),
+                 proto_get_str (p, "problem", n < 0 ? strerror (errno) : "?"));
+        json_object_put (problems);
+    }
+    json_object_put (gens);
+    if (want)
+        cli_error ("job %s has no committed generation %d (see 'ibcr list %s')", job, want, job);
+    else
+        cli_error ("job %s has no intact committed generation to restart from", job);
+    return CLI_NOTFOUND;
+}
+
+static json_object *task_of (json_object *m, int rank)
+{
+    json_object *tasks;
+
+    if (!json_object_object_get_ex (m, "tasks", &tasks))
+        return NULL;
+    for (size_t i = 0; i < json_object_array_length (tasks); i++) {
+        json_object *t = json_object_array_get_idx (tasks, i);
+        if (proto_get_int (t, "rank", -1) == rank)
+            return t;
+    }
+    return NULL;
+}
+
+int cli_restart (struct cli *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "gen", required_argument, NULL, 'g' },
+        { "rank", required_argument, NULL, 'r' },
+        { "stopped", no_argument, NULL, 's' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1 };
+    int ch, want = 0, rank = 0, stopped = 0, gen = 0, rc, ctlfd = -1;
+    json_object *m = NULL, *task, *stdio, *f;
+    char dir[4096], imgdir[4200], pidfile[256], log[256], inherit[3][512], *end;
+    const char *job, *criu = getenv ("IBCR_CRIU");
+    int keep[4], nkeep = 0, ninh = 0;
+    uint64_t out_ino = 0, err_ino = 0;
+
+    while ((ch = getopt_long (argc, argv, "", opts, NULL)) != -1) {
+        long v;
+        switch (ch) {
+        case 'g': case 'r':
+            v = strtol (optarg, &end, 10);
+            if (*end || !*optarg || v < (ch == 'g' ? 1 : 0)) {
+                cli_error ("--%s %s: give a number (see 'ibcr list')", ch == 'g' ? "gen"
+                           : "rank", optarg);
+                return CLI_USAGE;
+            }
+            if (ch == 'g')
+                want = (int)v;
+            else
+                rank = (int)v;
+            break;
+        case 's': stopped = 1; break;
+        default:
+            cli_error ("usage: ibcr restart JOB [--gen G] [--rank R] [--stopped]");
+            return CLI_USAGE;
+        }
+    }
+    if (argc - optind != 1) {
+        cli_error ("usage: ibcr restart JOB [--gen G] [--rank R] [--stopped]: give one job");
+        return CLI_USAGE;
+    }
+    job = argv[optind];
+    if (geteuid () != 0) {
+        cli_error ("ibcr restart needs root: CRIU restores the task into a new PID namespace");
+        return CLI_DENIED;
+    }
+    if ((rc = pick_gen (c, job, want, &m, &gen)))
+        return rc;
+    if (!(task = task_of (m, rank))) {
+        cli_error ("job %s generation %d has no rank %d (give --rank)", job, gen, rank);
+        json_object_put (m);
+        return CLI_NOTFOUND;
+    }
+    store_gen_path (&c->st, job, gen, dir, sizeof (dir));
+    snprintf (imgdir, sizeof (imgdir), "%s/task-%d", dir, rank);
+    snprintf (pidfile, sizeof (pidfile), "/tmp/ibcr-restart.%ld.pid", (long)getpid ());
+    snprintf (log, sizeof (log), "/tmp/ibcr-restart.%ld.%s.log", (long)getpid (), job);
+    unlink (log);
+
+    /* stdout and stderr: fresh pipes in place of the dumped ones. */
+    if (json_object_object_get_ex (task, "stdio", &stdio)) {
+        const char *o = proto_get_str (stdio, "1", ""), *e = proto_get_str (stdio, "2", "");
+        sscanf (o, "pipe:[%llu]", (unsigned long long *)&out_ino);
+        sscanf (e, "pipe:[%llu]", (unsigned long long *)&err_ino);
+    }
+    for (int k = 0; k < 2; k++) {
+        uint64_t ino = k ? err_ino : out_ino;
+        int p[2];
+        if (!ino || (k && ino == out_ino))
+            continue;
+        if (pipe (p) < 0) {
+            cli_error ("cannot make a pipe: %s", strerror (errno));
+            return CLI_ERR;
+        }
+        if (k)
+            t.err_r = p[0];
+        else
+            t.out_r = p[0];
+        fcntl (p[0], F_SETFD, FD_CLOEXEC);
+        keep[nkeep++] = p[1];
+        snprintf (inherit[ninh++], sizeof (inherit[0]), "fd[%d]:pipe:[%llu]", p[1],
+                  (unsigned long long)ino);
+    }
+    /* libibcr's control socket: a fresh connection ibcrd knows is theirs. */
+    if (proto_get_int (task, "ctl_ino", 0) > 0) {
+        const char *sock = cli_socket_path (c);
+        json_object *req = proto_new ("ctl-attach"), *rep = NULL;
+        proto_set_str (req, "job", job);
+        proto_set_int (req, "rank", rank);
+        if (!sock || (ctlfd = usock_connect (sock)) < 0
+            || usock_request (ctlfd, req, c->timeout_ms, &rep) < 0
+            || strcmp (proto_type (rep), "ok")) {
+            cli_error ("cannot attach libibcr's control connection at ibcrd %s: %s", sock ? sock
+                       : "?", rep ? proto_get_str (rep, "message", "?") : strerror (errno));
+            json_object_put (req);
+            json_object_put (rep);
+            return CLI_NODAEMON;
+        }
+        json_object_put (req);
+        json_object_put (rep);
+        fcntl (ctlfd, F_SETFD, 0);
+        keep[nkeep++] = ctlfd;
+        snprintf (inherit[ninh++], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", ctlfd,
+                  (long long)proto_get_int (task, "ctl_ino", 0));
+    }
+    if (!criu || !*criu)
+        criu = IBCR_CRIU_DEFAULT;
+    if ((t.launcher = fork ()) < 0) {
+        cli_error ("cannot fork: %s", strerror (errno));
+        return CLI_ERR;
+    }
+    if (t.launcher == 0) {
+        char *av[32];
+        int ac = 0;
+        av[ac++] = (char *)cli_init_path ();
+        av[ac++] = "--restored";
+        av[ac++] = pidfile;
+        av[ac++] = "--";
+        av[ac++] = (char *)criu;
+        av[ac++] = "restore";
+        av[ac++] = "-D";
+        av[ac++] = imgdir;
+        av[ac++] = "-o";
+        av[ac++] = log;
+        av[ac++] = "--restore-detached";
+        av[ac++] = "--pidfile";
+        av[ac++] = pidfile;
+        for (int i = 0; i < ninh; i++) {
+            av[ac++] = "--inherit-fd";
+            av[ac++] = inherit[i];
+        }
+        if (stopped)
+            av[ac++] = "--leave-stopped";
+        av[ac] = NULL;
+        int nul = open ("/dev/null", O_RDWR);
+        dup2 (nul, 0);
+        dup2 (nul, 1);      /* ibcr-init's own messages go to stderr */
+        /* criu gets only the fds it hands in (--inherit-fd). */
+        for (int fd = 3; fd < 1024; fd++) {
+            int kept = 0;
+            for (int i = 0; i < nkeep; i++)
+                kept |= keep[i] == fd;
+            if (!kept)
+                close (fd);
+        }
+        execv (av[0], av);
+        fprintf (stderr, "ibcr: error: cannot run %s: %s (set IBCR_INIT)\n", av[0],
+                 strerror (errno));
+        _exit (125);
+    }
+    for (int i = 0; i < nkeep; i++)
+        close (keep[i]);
+    if ((rc = cli_task_wait_pid (&t, pidfile, "criu restore"))) {
+        char errs[1024];
+        if (rc < 0 && !(WIFEXITED (t.status) && WEXITSTATUS (t.status) == 125)) {
+            /* Restored, and ended before we looked: its status is ours. */
+            json_object_put (m);
+            return cli_task_wait (&t);
+        }
+        if (rc < 0)
+            rc = CLI_ERR;
+        criu_log_errors (log, 3, errs, sizeof (errs));
+        cli_error ("job %s generation %d rank %d was not restored: %s; log: %s", job, gen,
+                   rank, errs[0] ? errs : "see the log", log);
+        json_object_put (m);
+        return rc;
+    }
+    f = json_object_new_object ();
+    json_object_object_add (f, "job", json_object_new_string (job));
+    json_object_object_add (f, "rank", json_object_new_int (rank));
+    json_object_object_add (f, "size", json_object_new_int ((int)proto_get_int (m, "size", 1)));
+    json_object_object_add (f, "restored", json_object_new_boolean (ctlfd >= 0));
+    json_object_object_add (f, "source", json_object_new_string ("restart"));
+    if ((rc = cli_task_register (c, &t, f)))
+        fprintf (stderr, "ibcr: warning: the restored task runs, but not registered\n");
+    fprintf (stderr, "ibcr: job %s rank %d restored from generation %d (init pid %ld, "
+             "application pid %ld)\n", job, rank, gen, (long)t.init, (long)t.app);
+    if (stopped) {
+        printf ("job %s rank %d stopped: init %ld application %ld launcher %ld\n", job, rank,
+                (long)t.init, (long)t.app, (long)t.launcher);
+        printf ("attach with 'gdb -p %ld'; after detaching, continue it with 'kill -CONT "
+                "%ld'\n", (long)t.app, (long)t.launcher);
+        fflush (stdout);
+        while (cli_task_stopped (t.app ? t.app : t.init))
+            usleep (50000);
+    }
+    if (ctlfd >= 0 && !rc) {
+        json_object *req = proto_new ("resume-restored"), *rep;
+        int rrc;
+        proto_set_str (req, "job", job);
+        c->timeout_ms = -1;
+        rep = cli_request (c, req, &rrc);
+        json_object_put (req);
+        if (!rep) {
+            cli_error ("the restored task cannot go on; ending it");
+            kill (t.launcher, SIGKILL);
+            cli_task_wait (&t);
+            json_object_put (m);
+            return rrc ? rrc : CLI_ERR;
+        }
+        json_object_put (rep);
+    }
+    json_object_put (m);
+    unlink (log);
+    rc = cli_task_wait (&t);
+    unlink (pidfile);
+    return rc;
+}

@@ -1,0 +1,231 @@
+/* cli_task.c - what "ibcr run" and "ibcr restart" share: they stay with
+ * the task they started until it ends, relaying its output, passing on
+ * signals, holding its registration with ibcrd, and return its exit code.
+ *
+ * The task's stdout and stderr are pipes read here, never our own fds
+ * passed down: a terminal or a file outside the task would bind its image
+ * to this session, while a pipe is handed back fresh at restart
+ * (criu --inherit-fd fd[N]:pipe:[INO]) wherever the output goes then.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "common/proto.h"
+#include "common/usock.h"
+
+#ifndef PKGLIBEXECDIR
+#define PKGLIBEXECDIR "/usr/local/libexec/ibcr"
+#endif
+
+static volatile sig_atomic_t got_sig;
+
+static void on_sig (int sig)
+{
+    got_sig = sig;
+}
+
+const char *cli_init_path (void)
+{
+    const char *e = getenv ("IBCR_INIT");
+    return e && *e ? e : PKGLIBEXECDIR "/ibcr-init";
+}
+
+/* State letter of /proc/PID/stat, or 0. */
+static char proc_state (pid_t pid)
+{
+    char path[64], buf[512], *p;
+    FILE *f;
+    size_t n;
+
+    snprintf (path, sizeof (path), "/proc/%ld/stat", (long)pid);
+    if (!(f = fopen (path, "r")))
+        return 0;
+    n = fread (buf, 1, sizeof (buf) - 1, f);
+    fclose (f);
+    buf[n] = '\0';
+    return (p = strrchr (buf, ')')) && p[1] == ' ' ? p[2] : 0;
+}
+
+static pid_t first_child (pid_t pid)
+{
+    char path[64];
+    long child = 0;
+    FILE *f;
+
+    snprintf (path, sizeof (path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
+    if ((f = fopen (path, "r"))) {
+        if (fscanf (f, "%ld", &child) != 1)
+            child = 0;
+        fclose (f);
+    }
+    return (pid_t)child;
+}
+
+int cli_task_wait_pid (struct cli_task *t, const char *pidfile, const char *what)
+{
+    for (int i = 0; i < 6000; i++) {    /* 60 s: a large restore reads for long */
+        FILE *f = fopen (pidfile, "r");
+        long pid = 0;
+        int status;
+
+        if (f) {
+            if (fscanf (f, "%ld", &pid) != 1)
+                pid = 0;
+            fclose (f);
+        }
+        if (pid > 1) {
+            t->init = (pid_t)pid;
+            /* The application is the init's child: give it a moment to
+             * fork (a restored tree has it at once). */
+            for (int k = 0; k < 100 && !(t->app = first_child (t->init)); k++)
+                usleep (10000);
+            return 0;
+        }
+        if (waitpid (t->launcher, &status, WNOHANG) == t->launcher) {
+            t->ended = 1;
+            t->status = status;
+            return -1;
+        }
+        usleep (10000);
+    }
+    cli_error ("%s: no pid in %s after 60 s; giving up", what, pidfile);
+    return CLI_ERR;
+}
+
+int cli_task_register (struct cli *c, struct cli_task *t, json_object *fields)
+{
+    const char *path = cli_socket_path (c);
+    json_object *req = proto_new ("register"), *rep = NULL;
+    int rc = CLI_OK;
+
+    if (!path || !req) {
+        json_object_put (fields);
+        json_object_put (req);
+        return CLI_ERR;
+    }
+    json_object_object_foreach (fields, key, val)
+        json_object_object_add (req, key, json_object_get (val));
+    json_object_put (fields);
+    proto_set_int (req, "pid", t->init);
+    proto_set_int (req, "ns_pid", 1);
+    if (t->app > 0)
+        proto_set_int (req, "app_pid", t->app);
+    if ((t->regfd = usock_connect (path)) < 0) {
+        cli_error ("cannot reach ibcrd at %s: %s; the task runs but cannot be "
+                   "checkpointed", path, strerror (errno));
+        rc = CLI_NODAEMON;
+    } else if (usock_request (t->regfd, req, c->timeout_ms, &rep) < 0) {
+        cli_error ("no reply from ibcrd at %s to register: %s", path, strerror (errno));
+        rc = CLI_NODAEMON;
+    } else if (!strcmp (proto_type (rep), "error")) {
+        cli_error ("ibcrd refused to register the task: %s", proto_get_str (rep, "message", "?"));
+        rc = cli_rc_for_errno ((int)proto_get_int (rep, "errno", EIO));
+    }
+    json_object_put (req);
+    json_object_put (rep);
+    return rc;
+}
+
+/* Copy what is readable on fd to out; -1 at end of file. */
+static int pump (int fd, int out)
+{
+    char buf[65536];
+    ssize_t n = read (fd, buf, sizeof (buf));
+
+    if (n < 0)
+        return errno == EINTR || errno == EAGAIN ? 0 : -1;
+    if (n == 0)
+        return -1;
+    for (ssize_t off = 0; off < n;) {
+        ssize_t w = write (out, buf + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;  /* our output is gone: drop, but keep the task running */
+        off += w;
+    }
+    return 0;
+}
+
+int cli_task_wait (struct cli_task *t)
+{
+    struct sigaction sa = { .sa_handler = on_sig };
+    sigset_t block, waitmask;
+    int status = t->status, reaped = t->launcher <= 0 || t->ended;
+
+    sigemptyset (&sa.sa_mask);
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGHUP, &sa, NULL);
+    sigaction (SIGCHLD, &sa, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    sigemptyset (&block);
+    sigaddset (&block, SIGINT);
+    sigaddset (&block, SIGTERM);
+    sigaddset (&block, SIGHUP);
+    sigaddset (&block, SIGCHLD);
+    sigprocmask (SIG_BLOCK, &block, &waitmask);
+    /* Until the launcher ended and both pipes are at end of file: output
+     * written just before the exit must not be lost. */
+    while (!reaped || t->out_r >= 0 || t->err_r >= 0) {
+        struct pollfd pfd[3];
+        int n = 0;
+        struct timespec tmo = { .tv_sec = 0, .tv_nsec = 200000000 };
+
+        if (t->out_r >= 0)
+            pfd[n++] = (struct pollfd){ .fd = t->out_r, .events = POLLIN };
+        if (t->err_r >= 0)
+            pfd[n++] = (struct pollfd){ .fd = t->err_r, .events = POLLIN };
+        if (t->regfd >= 0)
+            pfd[n++] = (struct pollfd){ .fd = t->regfd, .events = POLLIN };
+        ppoll (pfd, n, reaped ? NULL : &tmo, &waitmask);
+        for (int i = 0; i < n; i++) {
+            if (!pfd[i].revents)
+                continue;
+            if (pfd[i].fd == t->regfd) {
+                char junk[256];
+                if (read (t->regfd, junk, sizeof (junk)) <= 0) {
+                    fprintf (stderr, "ibcr: warning: ibcrd closed the task's registration "
+                             "(did it stop?); the task runs on without checkpoints\n");
+                    close (t->regfd);
+                    t->regfd = -1;
+                }
+            } else if (pump (pfd[i].fd, pfd[i].fd == t->out_r ? 1 : 2) < 0) {
+                close (pfd[i].fd);
+                if (pfd[i].fd == t->out_r)
+                    t->out_r = -1;
+                else
+                    t->err_r = -1;
+            }
+        }
+        if (got_sig && got_sig != SIGCHLD && !reaped)
+            kill (t->launcher, got_sig);
+        got_sig = 0;
+        if (!reaped && waitpid (t->launcher, &status, WNOHANG) == t->launcher)
+            reaped = 1;
+    }
+    if (t->regfd >= 0)
+        close (t->regfd);
+    sigprocmask (SIG_SETMASK, &waitmask, NULL);
+    if (t->launcher <= 0 && !t->ended)
+        return CLI_ERR;
+    return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
+}
+
+/* For "ibcr restart --stopped": true while pid is stopped (or traced). */
+int cli_task_stopped (pid_t pid)
+{
+    char st = proc_state (pid);
+    return st == 'T' || st == 't';
+}

@@ -1,0 +1,117 @@
+/* imgcopy.c - see imgcopy.h.  Plain read/write with a large buffer: the
+ * storage may be any filesystem (NFS, Lustre, tmpfs), so nothing clever
+ * that only some support. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "imgcopy.h"
+
+#define COPY_BUF (4 * 1024 * 1024)
+
+static int copy_file (int sdir, int ddir, const char *name, char *buf, uint64_t *bytes)
+{
+    int in, out, saved;
+
+    if ((in = openat (sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return -1;
+    if ((out = openat (ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0600)) < 0) {
+        saved = errno;
+        close (in);
+        errno = saved;
+        return -1;
+    }
+    for (;;) {
+        ssize_t n = read (in, buf, COPY_BUF), off = 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            goto error;
+        if (n == 0)
+            break;
+        while (off < n) {
+            ssize_t w = write (out, buf + off, n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                if (w == 0)
+                    errno = ENOSPC;
+                goto error;
+            }
+            off += w;
+        }
+        *bytes += n;
+    }
+    if (fsync (out) < 0 || close (out) < 0) {
+        out = -1;
+        goto error;
+    }
+    close (in);
+    return 0;
+error:
+    saved = errno;
+    close (in);
+    if (out >= 0)
+        close (out);
+    errno = saved;
+    return -1;
+}
+
+int imgcopy_dir (const char *src, const char *dst, uint64_t *bytes, char *err, size_t len)
+{
+    int sdir = -1, ddir = -1, saved;
+    char *buf = NULL;
+    DIR *d = NULL;
+    struct dirent *e;
+
+    *bytes = 0;
+    if (mkdir (dst, 0700) < 0 && errno != EEXIST) {
+        saved = errno;
+        snprintf (err, len, "cannot create %s: %s", dst, strerror (saved));
+        errno = saved;
+        return -1;
+    }
+    if ((sdir = open (src, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0
+        || (ddir = open (dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0
+        || !(d = opendir (src)) || !(buf = malloc (COPY_BUF))) {
+        saved = errno ? errno : ENOMEM;
+        snprintf (err, len, "cannot open %s or %s: %s", src, dst, strerror (saved));
+        goto out;
+    }
+    while ((e = readdir (d))) {
+        struct stat sb;
+        if (fstatat (sdir, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG (sb.st_mode))
+            continue;
+        if (copy_file (sdir, ddir, e->d_name, buf, bytes) < 0) {
+            saved = errno;
+            snprintf (err, len, "cannot copy %s/%s to %s: %s%s", src, e->d_name, dst,
+                      strerror (saved), saved == ENOSPC || saved == EDQUOT
+                      ? " (the checkpoint storage is full: free space or lower retention)" : "");
+            goto out;
+        }
+    }
+    if (fsync (ddir) < 0) {
+        saved = errno;
+        snprintf (err, len, "cannot sync %s: %s", dst, strerror (saved));
+        goto out;
+    }
+    saved = 0;
+out:
+    if (d)
+        closedir (d);
+    if (sdir >= 0)
+        close (sdir);
+    if (ddir >= 0)
+        close (ddir);
+    free (buf);
+    errno = saved;
+    return saved ? -1 : 0;
+}

@@ -1,0 +1,21 @@
+/* imgcopy.h - moving a task's images from node-local staging into the
+ * job's storage, durably.
+ *
+ * Runs after the job resumed (the copy is off the application's critical
+ * path).  Every file is fsynced and so is every folder, so that the
+ * manifest, written after this returns, never names bytes that a crash
+ * could still lose.  Any write error (ENOSPC on a full storage) stops the
+ * copy; the caller aborts the generation, which removes what was copied.
+ */
+#ifndef IBCRD_IMGCOPY_H
+#define IBCRD_IMGCOPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Copy the regular files of folder src (one level, as CRIU writes them)
+ * into folder dst, created 0700.  *bytes gets what was written.  0, or -1
+ * with errno and a message naming the file in err. */
+int imgcopy_dir (const char *src, const char *dst, uint64_t *bytes, char *err, size_t len);
+
+#endif

@@ -1,0 +1,71 @@
+/* worker.c - see worker.h. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/proto.h"
+#include "worker.h"
+
+static int log_syslog, log_level = LOG_INFO;
+
+void worker_set_log (int to_syslog, int level)
+{
+    log_syslog = to_syslog;
+    log_level = level;
+}
+
+static void close_others (int asker, const int *keep, int nkeep)
+{
+    DIR *d = opendir ("/proc/self/fd");
+    struct dirent *e;
+
+    if (!d)
+        return;
+    while ((e = readdir (d))) {
+        int fd = atoi (e->d_name), kept = fd <= 2 || fd == dirfd (d) || fd == asker;
+        for (int i = 0; i < nkeep && !kept; i++)
+            kept = keep[i] == fd;
+        if (!kept)
+            close (fd);
+    }
+    closedir (d);
+}
+
+pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep)
+{
+    struct sigaction sa = { .sa_handler = SIG_DFL };
+    sigset_t none;
+    pid_t pid = fork ();
+    int rc;
+
+    if (pid != 0)
+        return pid;
+    /* The daemon's handlers only set its flags; here they would hide a
+     * SIGTERM meant to stop this worker. */
+    sigaction (SIGHUP, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGCHLD, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction (SIGPIPE, &sa, NULL);
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+    close_others (asker_fd, keep, nkeep);
+    log_open ("ibcrd", log_syslog ? LOG_TO_SYSLOG : LOG_TO_STDERR, log_level);
+    rc = gen_run (g);
+    if (asker_fd >= 0) {
+        json_object *rep = gen_reply (g, rc);
+        if (rep && proto_send (asker_fd, rep) < 0)
+            log_msg (LOG_WARNING, "job %s: the asker left before the reply: %s", g->job,
+                     strerror (errno));
+        json_object_put (rep);
+    }
+    _exit (rc == 0 ? 0 : 1);
+}

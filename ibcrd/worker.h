@@ -1,0 +1,27 @@
+/* worker.h - a process forked by ibcrd for one generation (gen.h), so
+ * that CRIU and the copy to storage never stall the daemon's loop.
+ *
+ * The worker keeps only what the generation needs: the tasks' libibcr
+ * control connections and the asker's connection; everything else (the
+ * listening sockets, the lock file) is closed in it, so a daemon killed
+ * and restarted meanwhile is not locked out.  The worker outlives a
+ * killed daemon on purpose: it still finishes or aborts its generation
+ * and resumes the job, instead of leaving it frozen at the gate.
+ */
+#ifndef IBCRD_WORKER_H
+#define IBCRD_WORKER_H
+
+#include <sys/types.h>
+
+#include "gen.h"
+
+/* Where a worker logs: the daemon's destination. */
+void worker_set_log (int to_syslog, int level);
+
+/* Fork the worker for g.  It replies to asker_fd (if >= 0) with
+ * gen_reply() and exits 0 when the generation committed, 1 when it was
+ * aborted.  keep[] are the fds it uses besides asker_fd.  The pid, or -1
+ * with errno. */
+pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep);
+
+#endif

@@ -1,0 +1,155 @@
+/* criu.c - see criu.h. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "criu.h"
+
+void criu_log_errors (const char *log, int max, char *buf, size_t len)
+{
+    char line[1024];
+    size_t off = 0;
+    int n = 0;
+    FILE *f;
+
+    if (len)
+        buf[0] = '\0';
+    if (!log || !(f = fopen (log, "r")))
+        return;
+    while (n < max && fgets (line, sizeof (line), f)) {
+        if (!strstr (line, "Error") && !strstr (line, "error:"))
+            continue;
+        line[strcspn (line, "\n")] = '\0';
+        /* CRIU prefixes "(00.012345) Error (criu/file.c:123): ": keep
+         * the message, which is what the user reads. */
+        char *msg = strstr (line, "): ");
+        msg = msg ? msg + 3 : line;
+        int w = snprintf (buf + off, len - off, "%s%s", n ? " | " : "", msg);
+        if (w < 0 || (size_t)w >= len - off)
+            break;
+        off += w;
+        n++;
+    }
+    fclose (f);
+}
+
+/* In the child: close every fd above 2 except those in keep. */
+static void close_others (const int *keep, int nkeep)
+{
+    DIR *d = opendir ("/proc/self/fd");
+    struct dirent *e;
+    int dfd = d ? dirfd (d) : -1;
+
+    if (!d)
+        return;
+    while ((e = readdir (d))) {
+        int fd = atoi (e->d_name), kept = 0;
+        if (fd <= 2 || fd == dfd)
+            continue;
+        for (int i = 0; i < nkeep; i++)
+            kept |= keep[i] == fd;
+        if (!kept)
+            close (fd);
+        else
+            fcntl (fd, F_SETFD, 0);
+    }
+    closedir (d);
+}
+
+pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkeep)
+{
+    pid_t pid = fork ();
+
+    if (pid != 0)
+        return pid;
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+    signal (SIGPIPE, SIG_DFL);
+    int nul = open ("/dev/null", O_RDWR);
+    int lfd = log ? open (log, O_WRONLY | O_CREAT | O_APPEND, 0600) : -1;
+    if (nul >= 0) {
+        dup2 (nul, 0);
+        dup2 (nul, 1);
+        dup2 (lfd >= 0 ? lfd : nul, 2);
+    }
+    close_others (keep, nkeep);
+    execv (argv[0], argv);
+    fprintf (stderr, "cannot run %s: %s\n", argv[0], strerror (errno));
+    _exit (127);
+}
+
+static long now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
+              int timeout_ms, char *err, size_t len)
+{
+    long deadline = now_ms () + timeout_ms;
+    char errs[1024];
+    int status, saved;
+    pid_t pid, w;
+
+    if (access (argv[0], X_OK) < 0) {
+        saved = errno;
+        snprintf (err, len, "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf; CRIU "
+                  ">= 4.1 is needed on kernels >= 6.13)", argv[0], strerror (saved));
+        errno = ENOENT;
+        return -1;
+    }
+    if ((pid = criu_start (argv, log, keep, nkeep)) < 0) {
+        saved = errno;
+        snprintf (err, len, "cannot fork criu: %s", strerror (saved));
+        errno = saved;
+        return -1;
+    }
+    for (long sleep_us = 1000;;) {
+        w = waitpid (pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            saved = errno;
+            snprintf (err, len, "lost track of criu (pid %ld): %s", (long)pid, strerror (saved));
+            errno = saved;
+            return -1;
+        }
+        if (timeout_ms >= 0 && now_ms () > deadline) {
+            kill (pid, SIGKILL);
+            waitpid (pid, &status, 0);
+            criu_log_errors (log, 3, errs, sizeof (errs));
+            snprintf (err, len, "criu %s did not finish within %d ms and was killed%s%s; "
+                      "log: %s (raise timeout_dump in ibcrd.conf if the job is large)",
+                      argv[1], timeout_ms, errs[0] ? ": " : "", errs, log ? log : "-");
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        usleep (sleep_us);
+        if (sleep_us < 20000)
+            sleep_us *= 2;
+    }
+    if (WIFEXITED (status) && WEXITSTATUS (status) == 0)
+        return 0;
+    criu_log_errors (log, 3, errs, sizeof (errs));
+    if (WIFEXITED (status))
+        snprintf (err, len, "criu %s failed (exit code %d): %s; log: %s", argv[1],
+                  WEXITSTATUS (status), errs[0] ? errs : "no error line in its log",
+                  log ? log : "-");
+    else
+        snprintf (err, len, "criu %s was killed by signal %d%s%s; log: %s", argv[1],
+                  WTERMSIG (status), errs[0] ? ": " : "", errs, log ? log : "-");
+    errno = EIO;
+    return -1;
+}

@@ -1,0 +1,30 @@
+/* criu.h - running the criu binary, for ibcrd (dump) and ibcr (restore).
+ *
+ * CRIU is a separate program: ibcr never links it.  This module runs it
+ * with a deadline and, when it fails, surfaces the first error lines of
+ * its log and the log's path, which is what a user needs to act.
+ */
+#ifndef IBCR_COMMON_CRIU_H
+#define IBCR_COMMON_CRIU_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Run argv (argv[0] the criu binary) with stdin/stdout on /dev/null and
+ * stderr appended to the log 'log' (which criu -o also writes), keeping
+ * open across exec only the fds listed in keep[0..nkeep) (for
+ * --inherit-fd).  Waits at most timeout_ms (negative: forever), then
+ * kills it.  0 when criu exited 0; else -1 with errno (ETIMEDOUT, ENOENT
+ * when criu cannot run, EIO when it failed) and in err: what failed, the
+ * first error lines of 'log' and its path. */
+int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
+              int timeout_ms, char *err, size_t len);
+
+/* Like criu_run, but do not wait: the pid of the started criu, or -1. */
+pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkeep);
+
+/* The first 'max' lines of log with "Error" in them, joined by " | ",
+ * into buf (empty when none). */
+void criu_log_errors (const char *log, int max, char *buf, size_t len);
+
+#endif
