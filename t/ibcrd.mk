@@ -23,3 +23,4 @@ ibcrd_peermsg_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS
 TESTS += t3003-ibcrd-peer.t
 TESTS += t3004-ibcrd-security.t
 TESTS += t3005-ibcrd-run.t
+TESTS += t3006-ibcrd-abort.t
