@@ -24,3 +24,4 @@ TESTS += t3003-ibcrd-peer.t
 TESTS += t3004-ibcrd-security.t
 TESTS += t3005-ibcrd-run.t
 TESTS += t3006-ibcrd-abort.t
+TESTS += t3007-ibcrd-periodic.t
