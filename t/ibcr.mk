@@ -5,7 +5,8 @@ TESTS += \
 	t2002-ibcr-cycle-nodev.t \
 	t2003-ibcr-passthru.t \
 	t2004-ibcr-cycle.t \
-	t2005-ibcr-cycles-netns.t
+	t2005-ibcr-cycles-netns.t \
+	t2006-ibcr-rebuild.t
 
 check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \
@@ -25,6 +26,9 @@ ibcr_coord_LDADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS)
 check_PROGRAMS += ibcr/idle
 ibcr_idle_SOURCES = ibcr/idle.c
 ibcr_idle_LDADD = -libverbs
+check_PROGRAMS += ibcr/rnr
+ibcr_rnr_SOURCES = ibcr/rnr.c
+ibcr_rnr_LDADD = libtap.la -libverbs
 
 # Shell helpers sourced by the tests.
 EXTRA_DIST += ibcr/ibcr.sh

@@ -274,10 +274,14 @@ int ckpt_connect (json_object *procs)
                         rc = -1;
     }
     CTX_FOREACH (vctx) {
-        OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps)
+        OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps) {
             for (size_t i = 0; i < wrlog_sq_len (&v->sq); i++)
                 if (ibcr_post_real_send (v, wrlog_sq_at (&v->sq, i)))
                     rc = -1;
+            ibcr_debug ("rebuild: QP %u is real QP %u now; reposted %zu receives, "
+                        "%zu sends", v->vqpn, v->rqpn,
+                        v->vsrq ? (size_t)0 : wrlog_rq_len (&v->rq), wrlog_sq_len (&v->sq));
+        }
     }
     if (rc)
         ibcr_log ("rebuild: reposting logged work requests failed");
@@ -341,6 +345,18 @@ int ckpt_count_maps (const char *needle)
             n++;
     fclose (f);
     return n;
+}
+
+long ckpt_rss_kb (void)
+{
+    long pages = -1, rss = -1;
+    FILE *f = fopen ("/proc/self/statm", "re");
+    if (!f)
+        return -1;
+    if (fscanf (f, "%ld %ld", &pages, &rss) != 2)
+        rss = -1;
+    fclose (f);
+    return rss < 0 ? -1 : rss * (sysconf (_SC_PAGESIZE) / 1024);
 }
 
 int ckpt_count_fds (void)

@@ -31,6 +31,8 @@ int ckpt_resume (void);
 int ckpt_stat (json_object *out);
 /* Open fds of the process (diagnostic after release). */
 int ckpt_count_fds (void);
+/* Resident set size in KiB (diagnostic: leaks across cycles), or -1. */
+long ckpt_rss_kb (void);
 /* Lines of /proc/self/maps containing 'needle' (diagnostic). */
 int ckpt_count_maps (const char *needle);
 

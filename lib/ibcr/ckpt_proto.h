@@ -22,10 +22,12 @@
  *                "ud_sent":[{"lid","qpn","n"}], "ud_recv":[{"lid","qpn","n"}]}
  *       repeated until drain_done() (drain.h) holds for all reports
  *    "ckpt-release"  {}            destroy every real object, unload backend
- *       <- "ckpt-released" {"fds":N, "verbs_maps":M, "backend_maps":B}
+ *       <- "ckpt-released" {"fds":N, "verbs_maps":M, "backend_maps":B,
+ *                           "rss_kb":R}
  *                                  open fds, mappings of any libibverbs, and
  *                                  of the backend's (M minus the process's
- *                                  own) after release: B must be 0
+ *                                  own) after release: B must be 0; resident
+ *                                  memory (diagnostics for tests)
  *    "ckpt-rebuild"  {"backend":PATH?}  reopen (PATH, else $IBCR_BACKEND,
  *                                  else the default), recreate, new PSNs
  *       <- "ckpt-ids" {"rank":R, "qps":[{"vlid","vqpn","rlid","rqpn","psn"}],

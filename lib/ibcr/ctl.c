@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -22,6 +23,37 @@
 #include "gate.h"
 
 static int ctl_fd = -1;
+/* Held by the control thread from quiesce to resume, so that a process
+ * exiting in the middle of a cycle waits for it to end rather than tearing
+ * the process down while the backend is half rebuilt. */
+static pthread_mutex_t cycle_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool in_cycle;
+static pid_t owner_pid;
+
+static void cycle_end (void)
+{
+    if (in_cycle) {
+        in_cycle = false;
+        pthread_mutex_unlock (&cycle_lock);
+    }
+}
+
+/* exit(): let a running cycle finish, then hang up, so the coordinator
+ * sees this process leave between cycles (it stops cleanly then). */
+static void ctl_atexit (void)
+{
+    struct timespec ts;
+    if (getpid () != owner_pid)
+        return;                 /* a forked child: not ours to close */
+    clock_gettime (CLOCK_REALTIME, &ts);
+    ts.tv_sec += 60;
+    if (pthread_mutex_timedlock (&cycle_lock, &ts) != 0)
+        ibcr_log ("exiting in the middle of a checkpoint that does not end");
+    int fd = ctl_fd;
+    if (fd >= 0)
+        shutdown (fd, SHUT_RDWR);
+    /* cycle_lock stays held: no new cycle may start in a dying process. */
+}
 
 static int reply (json_object *req, json_object *msg)
 {
@@ -48,6 +80,10 @@ static int serve (json_object *req)
     json_object *m;
 
     if (strcmp (t, CKPT_QUIESCE) == 0) {
+        if (!in_cycle) {
+            pthread_mutex_lock (&cycle_lock);
+            in_cycle = true;
+        }
         ckpt_quiesce ();
         return reply (req, proto_new (CKPT_QUIESCED));
     }
@@ -69,6 +105,7 @@ static int serve (json_object *req)
         int maps = ckpt_count_maps ("libibverbs");
         proto_set_int (m, "verbs_maps", maps);
         proto_set_int (m, "backend_maps", maps - ibcr_base_maps);
+        proto_set_int (m, "rss_kb", ckpt_rss_kb ());
         return reply (req, m);
     }
     if (strcmp (t, CKPT_REBUILD) == 0) {
@@ -95,7 +132,9 @@ static int serve (json_object *req)
                                             "first", ibcr_rank, (int)getpid ()));
         }
         ckpt_resume ();
-        return reply (req, proto_new (CKPT_RESUMED));
+        int rc = reply (req, proto_new (CKPT_RESUMED));
+        cycle_end ();
+        return rc;
     }
     if (strcmp (t, CKPT_STAT) == 0) {
         m = proto_new (CKPT_STAT);
@@ -137,8 +176,10 @@ static void *ctl_main (void *arg)
         ibcr_log ("coordinator left during a checkpoint: resuming the application");
         gate_open ();
     }
-    close (ctl_fd);
+    cycle_end ();
+    int fd = ctl_fd;
     ctl_fd = -1;
+    close (fd);
     return NULL;
 }
 
@@ -173,6 +214,8 @@ int ctl_start (void)
     json_object_put (hello);
     if (rc < 0)
         goto error;
+    owner_pid = getpid ();
+    atexit (ctl_atexit);
     sigfillset (&all);
     pthread_sigmask (SIG_SETMASK, &all, &old);
     pthread_attr_init (&a);

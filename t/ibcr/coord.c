@@ -2,11 +2,15 @@
  * for libibcr's tests, speaking lib/ibcr/ckpt_proto.h over IBCR_SOCKET.
  *
  *   coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN_MS:MAX_MS] [-b LIB1,LIB2,...]
+ *         [-g FILE]
  *
  * Waits for NPROCS libibcr processes to connect, then runs CYCLES
  * quiesce/drain/release/rebuild/connect/resume generations at random
  * moments, relaying drain reports (drain_done) and id tables.  With -b the
  * backend named for each rebuild cycles through the list.  It stops when
+ * With -g, each cycle starts only once FILE exists (the test creates it
+ * when its workload is where it wants the checkpoint), and removes it.
+ * It stops when
  * the cycles are done or a process disconnects (finished), prints one line
  * per cycle and a final "stat" JSON line per process (virtual and real QPNs
  * and rkeys), and exits non-zero on any protocol error.
@@ -116,10 +120,11 @@ static int cycle (int k, const char *backend)
     if ((rc = round_trip (CKPT_RELEASE, NULL, CKPT_RELEASED, rep)))
         return rc;
     for (int i = 0; i < np; i++)
-        printf ("released %d fds %ld verbs_maps %ld backend_maps %ld\n", i,
+        printf ("released %d fds %ld verbs_maps %ld backend_maps %ld rss_kb %ld\n", i,
                 (long)proto_get_int (rep[i], "fds", -1),
                 (long)proto_get_int (rep[i], "verbs_maps", -1),
-                (long)proto_get_int (rep[i], "backend_maps", -1));
+                (long)proto_get_int (rep[i], "backend_maps", -1),
+                (long)proto_get_int (rep[i], "rss_kb", -1));
     put_all (rep);
     double t2 = now_ms ();
     json_object *x = json_object_new_object ();
@@ -151,10 +156,10 @@ static int cycle (int k, const char *backend)
 
 int main (int argc, char **argv)
 {
-    const char *sock = NULL;
+    const char *sock = NULL, *trigger = NULL;
     char *backends[16];
     int nb = 0, n = 0, cycles = 1, wmin = 10, wmax = 100, opt;
-    while ((opt = getopt (argc, argv, "s:n:c:w:b:")) != -1) {
+    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:")) != -1) {
         switch (opt) {
         case 's': sock = optarg; break;
         case 'n': n = atoi (optarg); break;
@@ -165,13 +170,14 @@ int main (int argc, char **argv)
                 return 2;
             }
             break;
+        case 'g': trigger = optarg; break;
         case 'b':
             for (char *s = strtok (optarg, ","); s && nb < 16; s = strtok (NULL, ","))
                 backends[nb++] = s;
             break;
         default:
             fprintf (stderr, "usage: coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN:MAX] "
-                     "[-b LIB,...]\n");
+                     "[-b LIB,...] [-g FILE]\n");
             return 2;
         }
     }
@@ -207,6 +213,10 @@ int main (int argc, char **argv)
     for (k = 0; k < cycles; k++) {
         int w = wmin + (wmax > wmin ? rand () % (wmax - wmin + 1) : 0);
         usleep (w * 1000);
+        while (trigger && access (trigger, F_OK) != 0)
+            usleep (2000);
+        if (trigger)
+            unlink (trigger);
         rc = cycle (k, nb ? backends[k % nb] : NULL);
         if (rc)
             break;

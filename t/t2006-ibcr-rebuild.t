@@ -1,0 +1,98 @@
+#!/bin/sh
+test_description='libibcr: rebuilds in special places
+
+A SEND stuck in RNR (no receive posted) at checkpoint time is delivered
+exactly once after the rebuild; Debian'"'"'s unmodified pingpongs complete
+correctly with rebuilds in the middle of their run, on two network-namespace
+hosts; and the backend library is chosen again at every rebuild (softib
+under two different paths, alternating).'
+
+. $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR"/ibcr/ibcr.sh
+ibcr_require ROOT NETNS IBVUTILS
+ibcr_softib_require
+
+# wait_for SECONDS CMD...: poll CMD every 10 ms; false after SECONDS.
+wait_for() {
+	wf_n=$(($1 * 100))
+	shift
+	while ! "$@"; do
+		wf_n=$((wf_n - 1))
+		test $wf_n -gt 0 || return 1
+		sleep 0.01
+	done
+}
+
+cycles_over() {
+	grep -q "^cycles done" rnr.coord.out
+}
+
+# The cycle starts once the SEND is stuck (rnr creates "stuck"); the
+# receive is posted once the cycle is over (the test creates "go-recv").
+rnr_drive() {
+	wait_for 30 test -e stuck && touch go-cycle &&
+	wait_for 30 cycles_over && touch go-recv
+}
+
+test_expect_success 'a SEND stuck in RNR at checkpoint is delivered once after rebuild' '
+	coord_start rnr 1 -c 1 -w 0:0 -g go-cycle || return 1
+	{ rnr_drive & }
+	helper=$!
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) IBCR_DEBUG=1 \
+		timeout 60 "$IBCR_BUILDDIR"/t/ibcr/rnr stuck go-recv >rnr.out 2>rnr.err
+	rc=$?
+	touch stuck go-recv
+	wait $helper
+	coord_wait &&
+	sed "s/^/rnr: /" rnr.out rnr.err rnr.coord.out &&
+	test $rc = 0 &&
+	grep -x "cycles done: 1" rnr.coord.out &&
+	grep "rebuild: QP .* reposted 0 receives, 1 sends" rnr.err &&
+	! grep "^not ok" rnr.out
+'
+
+test_expect_success 'two network-namespace hosts' '
+	netns_create 2
+'
+
+test_expect_success 'rc_pingpong -c with 3 rebuilds mid-run (two hosts)' '
+	ibcr_pp pp-rc 1 2 3 100:250 ibv_rc_pingpong -c -n 15000 &&
+	test $(coord_cycles pp-rc) = 3 &&
+	ibcr_ids_changed pp-rc
+'
+
+test_expect_success 'rc_pingpong -c -e (completion channel) with 3 rebuilds mid-run' '
+	ibcr_pp pp-rce 1 2 3 100:250 ibv_rc_pingpong -c -e -n 10000 &&
+	test $(coord_cycles pp-rce) = 3
+'
+
+test_expect_success 'ud_pingpong -c with 3 rebuilds mid-run (two hosts)' '
+	ibcr_pp pp-ud 1 2 3 100:250 ibv_ud_pingpong -c -n 15000 &&
+	test $(coord_cycles pp-ud) = 3 &&
+	ibcr_ids_changed pp-ud
+'
+
+test_expect_success 'srq_pingpong -c, 16 QPs, with 3 rebuilds mid-run (two hosts)' '
+	ibcr_pp pp-srq 1 2 3 100:250 ibv_srq_pingpong -c -n 40000 &&
+	test $(coord_cycles pp-srq) = 3 &&
+	ibcr_ids_changed pp-srq
+'
+
+test_expect_success 'a second softib under another path' '
+	mkdir other &&
+	cp "$SOFTIB_LIBDIR"/libibverbs.so.1 other/libibverbs.so.1 &&
+	! test other/libibverbs.so.1 -ef "$SOFTIB_LIBDIR"/libibverbs.so.1
+'
+
+test_expect_success 'the backend is chosen again at each rebuild (alternating paths)' '
+	# relative to the trash directory, whose name has a space
+	IBCR_COORD_OPTS="-b other/libibverbs.so.1,libibverbs.so.1" &&
+	ibcr_stream alt 6 20:60 -o write_imm -s 1024 -n 2000 -r 2000 -W 16
+	rc=$?
+	IBCR_COORD_OPTS=
+	test $rc = 0 &&
+	grep "^cycle 4: .* backend other/libibverbs.so.1$" alt.coord.out &&
+	grep "^cycle 5: .* backend libibverbs.so.1$" alt.coord.out
+'
+
+test_done
