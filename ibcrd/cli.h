@@ -85,6 +85,10 @@ int cli_task_wait (struct cli_task *t);
 /* True while pid is stopped or traced (restart --stopped). */
 int cli_task_stopped (pid_t pid);
 
+/* Add "leader" (NODE@HOST or HOST) and "leader_port" from --leader
+ * [NODE@]HOST[:PORT] to a registration.  0, or -1 after printing why. */
+int cli_add_leader (json_object *f, const char *spec);
+
 int cli_run (struct cli *c, int argc, char **argv);
 int cli_checkpoint (struct cli *c, int argc, char **argv);
 int cli_restart (struct cli *c, int argc, char **argv);

@@ -106,13 +106,14 @@ int cli_restart (struct cli *c, int argc, char **argv)
         { "gen", required_argument, NULL, 'g' },
         { "rank", required_argument, NULL, 'r' },
         { "stopped", no_argument, NULL, 's' },
+        { "leader", required_argument, NULL, 'l' },
         { NULL, 0, NULL, 0 },
     };
     struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1 };
     int ch, want = 0, rank = 0, stopped = 0, gen = 0, rc, ctlfd = -1;
     json_object *m = NULL, *task, *stdio, *f;
     char dir[4096], imgdir[4200], pidfile[256], log[256], inherit[3][512], *end;
-    const char *job, *criu = getenv ("IBCR_CRIU");
+    const char *job, *criu = getenv ("IBCR_CRIU"), *leader = NULL;
     int keep[4], nkeep = 0, ninh = 0;
     uint64_t out_ino = 0, err_ino = 0;
 
@@ -132,8 +133,17 @@ int cli_restart (struct cli *c, int argc, char **argv)
                 rank = (int)v;
             break;
         case 's': stopped = 1; break;
+        case 'l': {
+            json_object *tmp = json_object_new_object ();
+            int bad = cli_add_leader (tmp, optarg);
+            json_object_put (tmp);
+            if (bad)
+                return CLI_USAGE;
+            leader = optarg;
+            break;
+        }
         default:
-            cli_error ("usage: ibcr restart JOB [--gen G] [--rank R] [--stopped]");
+            cli_error ("usage: ibcr restart JOB [--gen G] [--rank R] [--leader [NODE@]HOST[:PORT]] [--stopped]");
             return CLI_USAGE;
         }
     }
@@ -273,6 +283,8 @@ int cli_restart (struct cli *c, int argc, char **argv)
     json_object_object_add (f, "size", json_object_new_int ((int)proto_get_int (m, "size", 1)));
     json_object_object_add (f, "restored", json_object_new_boolean (ctlfd >= 0));
     json_object_object_add (f, "source", json_object_new_string ("restart"));
+    if (leader)
+        cli_add_leader (f, leader);     /* checked with the options */
     if ((rc = cli_task_register (c, &t, f)))
         fprintf (stderr, "ibcr: warning: the restored task runs, but not registered\n");
     fprintf (stderr, "ibcr: job %s rank %d restored from generation %d (init pid %ld, "

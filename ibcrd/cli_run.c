@@ -39,6 +39,31 @@ static const char *libibcr_path (void)
     return e && *e ? e : LIBDIR "/libibcr.so";
 }
 
+int cli_add_leader (json_object *f, const char *spec)
+{
+    char buf[256], *colon;
+    long port = 0;
+
+    if (strlen (spec) >= sizeof (buf) || !*spec) {
+        cli_error ("--leader %s: give [NODE@]HOST[:PORT], the ibcrd of rank 0", spec);
+        return -1;
+    }
+    strcpy (buf, spec);
+    if ((colon = strrchr (buf, ':'))) {
+        char *end;
+        *colon = '\0';
+        port = strtol (colon + 1, &end, 10);
+        if (*end || port < 1 || port > 65535) {
+            cli_error ("--leader %s: the port after ':' must be 1-65535", spec);
+            return -1;
+        }
+    }
+    json_object_object_add (f, "leader", json_object_new_string (buf));
+    if (port)
+        json_object_object_add (f, "leader_port", json_object_new_int ((int)port));
+    return 0;
+}
+
 static const char run_usage[] =
     "usage: ibcr run [--name N] [--interval D] [--detach] [--job ID --rank R --size N "
     "--leader HOST[:PORT]] -- CMD [ARGS...]";
@@ -139,6 +164,13 @@ int cli_run (struct cli *c, int argc, char **argv)
         cli_error ("--rank %d is not below --size %d: ranks are 0 .. size-1", rank, size);
         return CLI_USAGE;
     }
+    if (leader) {
+        json_object *tmp = json_object_new_object ();
+        int bad = cli_add_leader (tmp, leader);
+        json_object_put (tmp);
+        if (bad)
+            return CLI_USAGE;
+    }
     if (size > 1 && !leader && rank != 0) {
         cli_error ("--rank %d of a job of --size %d: give --leader HOST, the host where "
                    "rank 0 runs", rank, size);
@@ -215,8 +247,8 @@ int cli_run (struct cli *c, int argc, char **argv)
     json_object_object_add (f, "source", json_object_new_string ("run"));
     if (interval)
         json_object_object_add (f, "interval_ms", json_object_new_int64 ((int64_t)interval));
-    if (leader)
-        json_object_object_add (f, "leader", json_object_new_string (leader));
+    if (leader && cli_add_leader (f, leader) < 0)
+        return CLI_USAGE;
     if ((rc = cli_task_register (c, &t, f))) {
         /* A task that cannot be checkpointed is not what was asked for. */
         kill (t.launcher, SIGTERM);

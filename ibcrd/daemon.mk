@@ -7,6 +7,8 @@ ibcrd_SOURCES = \
 	server.c server.h \
 	peer.c peer.h \
 	gen.c gen.h \
+	gen_local.c \
+	gen_member.c \
 	libctl.c libctl.h \
 	imgcopy.c imgcopy.h \
 	sockdiag.c sockdiag.h \

@@ -23,6 +23,7 @@
 
 #include "common/conf.h"
 #include "common/ident.h"
+#include "common/peerauth.h"
 
 struct gen_task {
     int rank;
@@ -30,6 +31,15 @@ struct gen_task {
     int ctl_fd;             /* libibcr's control connection, or -1 */
     int restored;           /* restart: waits for rebuild, not dumped */
     char node[IDENT_MAX + 1];
+};
+
+/* Another node of the job, as the leader knows it. */
+struct gen_member {
+    char node[IDENT_MAX + 1];
+    char host[64];          /* its address, as its join came from */
+    int port;               /* its ibcrd's peer port */
+    int wport;              /* its worker's port for this generation */
+    json_object *tasks;     /* manifest entries of its tasks (gen-begin) */
 };
 
 enum gen_kind {
@@ -49,6 +59,10 @@ struct gen {
     int ntasks;
     struct gen_task *tasks;
     pid_t daemon;           /* the ibcrd that started this worker */
+    struct peerauth *pa;    /* MUNGE, for the other nodes */
+    int nmembers;           /* leader: the other nodes of the job */
+    struct gen_member *members;
+    int member_lfd;         /* member: where the leader reaches this worker */
 
     /* Filled while it runs. */
     int gen;                /* generation number, once begun */
@@ -60,7 +74,8 @@ struct gen {
     char err[2048];
 };
 
-/* Run the generation.  0 when committed (or resumed, for GEN_RESTORED);
+/* Leader (or a job on one node): run the generation.  0 when committed
+ * (or resumed, for GEN_RESTORED);
  * -1 with g->err saying what failed, in which phase, and what became of
  * the job. */
 int gen_run (struct gen *g);
@@ -68,5 +83,28 @@ int gen_run (struct gen *g);
 /* The reply for whoever asked: "ok" with generation, bytes, phase times,
  * or "error" with g->err. */
 json_object *gen_reply (const struct gen *g, int rc);
+
+/* Member: serve the leader's phase requests on g->member_lfd until the
+ * generation ends (gen_member.c).  0 when it committed. */
+int gen_member_serve (struct gen *g);
+
+/* --- this node's part of each phase (gen_local.c) --- */
+int genl_quiesce (struct gen *g);
+int genl_drain_round (struct gen *g, int round, json_object *reports);
+int genl_release (struct gen *g);
+int genl_dump (struct gen *g);
+int genl_rebuild_ids (struct gen *g, json_object *ids);
+int genl_connect (struct gen *g, json_object *procs);
+int genl_resume (struct gen *g);
+int genl_copy (struct gen *g);
+json_object *genl_tasks_json (struct gen *g);
+void genl_cleanup (struct gen *g, int committed);
+void genl_undo (struct gen *g);
+
+/* Helpers shared by the three files. */
+double gen_now_ms (void);
+int gen_fail (struct gen *g, const char *phase, const char *why);
+void gen_append (char *dst, size_t len, size_t *off, const char *s);
+int gen_daemon_gone (struct gen *g, const char *phase);
 
 #endif

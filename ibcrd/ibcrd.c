@@ -345,6 +345,8 @@ int main (int argc, char **argv)
     }
     if (peer) {
         server_set_peer_port (srv, peer_port (peer));
+        server_set_peerauth (srv, pa);
+        peer_set_handler (peer, server_peer_request, srv);
         log_msg (LOG_INFO, "listening for peer ibcrd's on %s:%d (MUNGE%s%s)",
                  conf->peer_address, peer_port (peer), conf->munge_socket ? " socket " : "",
                  conf->munge_socket ? conf->munge_socket : "");

@@ -31,6 +31,16 @@ struct task {
     struct task *next;
 };
 
+#define JOB_MAX_MEMBERS 64
+
+/* Another node of a job (known to the leader from its "join"). */
+struct job_member {
+    char node[IDENT_MAX + 1];
+    char host[64];
+    int port;
+    int nranks;
+};
+
 struct job {
     char id[IDENT_MAX + 1];
     uid_t uid;
@@ -44,6 +54,8 @@ struct job {
     pid_t worker;               /* generation running (its worker), or 0 */
     int worker_kind;            /* its enum gen_kind */
     int last_gen;               /* last generation committed here, 0 none */
+    int nmembers;               /* leader: the other nodes that joined */
+    struct job_member members[JOB_MAX_MEMBERS];
     char last_error[512];       /* why the last generation failed, "" ok */
     struct task *tasks;
     struct job *next;

@@ -37,7 +37,15 @@ struct peer {
     int port;
     int nconns;
     struct pconn *conns;
+    peer_handler_f handler;
+    void *handler_arg;
 };
+
+void peer_set_handler (struct peer *p, peer_handler_f fn, void *arg)
+{
+    p->handler = fn;
+    p->handler_arg = arg;
+}
 
 struct peer *peer_create (struct conf *conf, struct peerauth *pa, char *err, size_t len)
 {
@@ -165,9 +173,11 @@ static json_object *handle_inner (struct peer *p, struct pconn *c, json_object *
         }
         return o;
     }
+    if (p->handler && (o = p->handler (p->handler_arg, m, c->addr)))
+        return o;
     log_msg (LOG_WARNING, "peer %s: unknown peer request type '%.64s'", c->addr, type);
     return proto_error (type, EOPNOTSUPP, "unknown peer request type '%.64s'; this ibcrd "
-                        "knows: ping", type);
+                        "knows: ping, join, gen-begin", type);
 }
 
 static void handle (struct peer *p, struct pconn *c, json_object *env)

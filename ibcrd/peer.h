@@ -22,6 +22,12 @@ struct peer *peer_create (struct conf *conf, struct peerauth *pa, char *err, siz
 void peer_destroy (struct peer *p);
 void peer_set_conf (struct peer *p, struct conf *conf);
 
+/* Requests other than ping go to fn (the daemon's job table), with the
+ * sender's address ("ip:port") for replies that need one; fn returns the
+ * inner reply (owned by the caller). */
+typedef json_object *(*peer_handler_f) (void *arg, json_object *msg, const char *addr);
+void peer_set_handler (struct peer *p, peer_handler_f fn, void *arg);
+
 /* The port actually bound (useful with peer_port = any). */
 int peer_port (struct peer *p);
 

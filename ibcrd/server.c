@@ -4,6 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <linux/close_range.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/usock.h"
+#include "peer.h"
 #include "server.h"
 #include "worker.h"
 
@@ -42,6 +46,7 @@ struct server {
     int next_id;
     int nclients;
     int peer_port;
+    struct peerauth *pa;
     time_t started;
     struct client *clients;
 };
@@ -105,6 +110,11 @@ void server_destroy (struct server *s)
 void server_set_conf (struct server *s, struct conf *conf)
 {
     s->conf = conf;
+}
+
+void server_set_peerauth (struct server *s, struct peerauth *pa)
+{
+    s->pa = pa;
 }
 
 void server_set_peer_port (struct server *s, int port)
@@ -186,6 +196,63 @@ static json_object *h_ping (struct server *s, struct client *c, json_object *req
     return o;
 }
 
+/* A member node tells the job's leader (rank 0's ibcrd) that it holds a
+ * rank, so that the leader's generations include it.  In a short-lived
+ * child, retried while the leader has not registered rank 0 yet, so the
+ * ranks of a job may start in any order. */
+static void join_leader (struct server *s, struct job *job, int rank)
+{
+    char node[IDENT_MAX + 1], host[256], err[1024];
+    int port = job->leader_port ? job->leader_port : 7195;
+    const char *at = strchr (job->leader, '@');
+    pid_t pid;
+
+    if (!s->pa) {
+        log_msg (LOG_ERR, "job %s: rank %d cannot join leader %s: this ibcrd has no peer "
+                 "listener (set peer_port)", job->id, rank, job->leader);
+        return;
+    }
+    if (at) {
+        snprintf (node, sizeof (node), "%.*s", (int)(at - job->leader), job->leader);
+        snprintf (host, sizeof (host), "%s", at + 1);
+    } else {
+        snprintf (node, sizeof (node), "%.*s", IDENT_MAX, job->leader);
+        snprintf (host, sizeof (host), "%s", job->leader);
+    }
+    if ((pid = fork ()) != 0) {
+        if (pid < 0)
+            log_err (errno, "job %s: cannot fork to join the leader", job->id);
+        return;
+    }
+    close_range (3, ~0U, 0);
+    for (int attempt = 0; attempt < 300; attempt++) {
+        json_object *m = proto_new ("join"), *rep = NULL;
+        proto_set_str (m, "from", s->conf->node);
+        proto_set_str (m, "job", job->id);
+        proto_set_int (m, "rank", rank);
+        proto_set_int (m, "uid", job->uid);
+        proto_set_int (m, "port", s->peer_port);
+        int rc = peer_request (s->pa, host, port, node, m, (int)s->conf->timeout_request, &rep,
+                               err, sizeof (err));
+        json_object_put (m);
+        if (rc == 0 && !strcmp (proto_type (rep), "ok")) {
+            log_msg (LOG_INFO, "job %s: rank %d joined leader %s (%s:%d)", job->id, rank, node,
+                     host, port);
+            _exit (0);
+        }
+        if (rc == 0) {
+            snprintf (err, sizeof (err), "%s", proto_get_str (rep, "message", "?"));
+            if (proto_get_int (rep, "errno", 0) != ENOENT)
+                attempt = 1000;     /* refused for good */
+        }
+        json_object_put (rep);
+        usleep (200000);
+    }
+    log_msg (LOG_ERR, "job %s: rank %d could not join leader %s (%s:%d): %s; its generations "
+             "will not include this node", job->id, rank, node, host, port, err);
+    _exit (1);
+}
+
 static json_object *h_register (struct server *s, struct client *c, json_object *req)
 {
     char err[256];
@@ -214,6 +281,8 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
                 break;
             }
     }
+    if (job->leader[0] && !jobs_task (job, 0))
+        join_leader (s, job, (int)proto_get_int (req, "rank", -1));
     if ((o = ok_reply ("register"))) {
         proto_set_str (o, "job", job->id);
         proto_set_str (o, "node", s->conf->node);
@@ -413,6 +482,16 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     g.ntasks = n;
     g.tasks = tasks;
     g.daemon = getpid ();
+    g.pa = s->pa;
+    struct gen_member members[job->nmembers + 1];
+    memset (members, 0, sizeof (members));
+    for (int i = 0; i < job->nmembers; i++) {
+        snprintf (members[i].node, sizeof (members[i].node), "%s", job->members[i].node);
+        snprintf (members[i].host, sizeof (members[i].host), "%s", job->members[i].host);
+        members[i].port = job->members[i].port;
+    }
+    g.nmembers = job->nmembers;
+    g.members = members;
     if ((pid = worker_start (&g, asker ? asker->fd : -1, keep, nkeep)) < 0)
         return -1;
     job->worker = pid;
@@ -430,6 +509,21 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     return 0;
 }
 
+static int is_leader (struct job *job);
+
+static int ranks_known (struct job *job)
+{
+    int n = job->ntasks;
+    for (int i = 0; i < job->nmembers; i++)
+        n += job->members[i].nranks;
+    return n;
+}
+
+static int all_ranks (struct job *job)
+{
+    return ranks_known (job) >= job->size;
+}
+
 /* "checkpoint" {job, wait, trigger?, end?}: one generation now. */
 static json_object *h_checkpoint (struct server *s, struct client *c, json_object *req)
 {
@@ -439,6 +533,13 @@ static json_object *h_checkpoint (struct server *s, struct client *c, json_objec
 
     if (!job)
         return err;
+    if (!is_leader (job))
+        return proto_error ("checkpoint", EINVAL, "job %s is led by %s (rank 0's node): ask "
+                            "its ibcrd", job->id, job->leader);
+    if (!all_ranks (job))
+        return proto_error ("checkpoint", EAGAIN, "job %s: %d of its %d ranks registered so "
+                            "far; try again when every rank runs", job->id, ranks_known (job),
+                            job->size);
     if (start_gen (s, job, GEN_CHECKPOINT, "manual", !proto_get_bool (req, "end", 0),
                    wait ? c : NULL) < 0)
         return proto_error ("checkpoint", errno, "job %s: cannot start the generation: %s",
@@ -533,7 +634,7 @@ int server_timer (struct server *s)
         if (!job->interval_ms || !is_leader (job))
             continue;
         long left = ts_ms (&job->next_due) - ts_ms (&now);
-        if (left <= 0 && !job->worker) {
+        if (left <= 0 && !job->worker && all_ranks (job)) {
             /* The next one is due an interval after this one starts. */
             job->next_due = now;
             job->next_due.tv_sec += job->interval_ms / 1000;
@@ -551,6 +652,146 @@ int server_timer (struct server *s)
             best = left;
     }
     return (int)best;
+}
+
+/* Peer "join" {job, rank, uid, port, from}: a member node holds a rank
+ * of a job led here. */
+static json_object *p_join (struct server *s, json_object *m, const char *addr)
+{
+    const char *id = proto_get_str (m, "job", ""), *from = proto_get_str (m, "from", "");
+    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
+    struct job_member *mb = NULL;
+    json_object *o;
+
+    if (!job || !jobs_task (job, 0))
+        return proto_error ("join", ENOENT, "rank 0 of job %s is not registered on node %s "
+                            "(yet)", id, s->conf->node);
+    if ((int64_t)job->uid != proto_get_int (m, "uid", -1))
+        return proto_error ("join", EPERM, "job %s belongs to another user on node %s", id,
+                            s->conf->node);
+    if (!ident_ok (from))
+        return proto_error ("join", EINVAL, "\"from\" is not a node name");
+    for (int i = 0; i < job->nmembers; i++)
+        if (!strcmp (job->members[i].node, from))
+            mb = &job->members[i];
+    if (!mb) {
+        if (job->nmembers >= JOB_MAX_MEMBERS)
+            return proto_error ("join", ENOSPC, "job %s has too many nodes", id);
+        mb = &job->members[job->nmembers++];
+        memset (mb, 0, sizeof (*mb));
+        snprintf (mb->node, sizeof (mb->node), "%s", from);
+    }
+    /* The address the join came from: identity is MUNGE's, this is only
+     * where to reach that node's ibcrd. */
+    snprintf (mb->host, sizeof (mb->host), "%.*s", (int)strcspn (addr, ":"), addr);
+    mb->port = (int)proto_get_int (m, "port", 7195);
+    mb->nranks++;
+    log_msg (LOG_INFO, "job %s: node %s (%s:%d) joined with rank %lld", id, from, mb->host,
+             mb->port, (long long)proto_get_int (m, "rank", -1));
+    if ((o = proto_new ("ok")))
+        proto_set_str (o, "request", "join");
+    return o;
+}
+
+/* A TCP listener on our peer address, any port, for a member worker. */
+static int member_listener (struct server *s, int *port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t len = sizeof (sa);
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    inet_pton (AF_INET, s->conf->peer_address, &sa.sin_addr);
+    if (fd < 0 || bind (fd, (struct sockaddr *)&sa, sizeof (sa)) < 0 || listen (fd, 16) < 0
+        || getsockname (fd, (struct sockaddr *)&sa, &len) < 0) {
+        if (fd >= 0)
+            close (fd);
+        return -1;
+    }
+    *port = ntohs (sa.sin_port);
+    return fd;
+}
+
+/* Peer "gen-begin" {job, gen, trigger, leave_running}: the leader starts a
+ * generation; a worker here will serve its phases. */
+static json_object *p_gen_begin (struct server *s, json_object *m)
+{
+    const char *id = proto_get_str (m, "job", "");
+    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
+    struct gen g = { 0 };
+    struct gen_task tasks[job && job->ntasks ? job->ntasks : 1];
+    int keep[job && job->ntasks ? job->ntasks : 1], nkeep = 0, n = 0, port;
+    static char trigger[64];
+    json_object *o;
+    pid_t pid;
+
+    if (!job)
+        return proto_error ("gen-begin", ENOENT, "job %s has no task on node %s", id,
+                            s->conf->node);
+    if (job->worker)
+        return proto_error ("gen-begin", EBUSY, "job %s: node %s is busy with another "
+                            "generation", id, s->conf->node);
+    for (struct task *t = job->tasks; t; t = t->next) {
+        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
+                                      .ctl_fd = ctl ? ctl->fd : -1 };
+        snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
+        if (ctl)
+            keep[nkeep++] = ctl->fd;
+        n++;
+    }
+    snprintf (trigger, sizeof (trigger), "%s", proto_get_str (m, "trigger", "manual"));
+    g.conf = s->conf;
+    g.kind = GEN_CHECKPOINT;
+    snprintf (g.job, sizeof (g.job), "%s", job->id);
+    g.uid = job->uid;
+    g.size = job->size;
+    g.trigger = trigger;
+    g.leave_running = proto_get_bool (m, "leave_running", 1);
+    g.gen = (int)proto_get_int (m, "gen", 0);
+    g.ntasks = n;
+    g.tasks = tasks;
+    g.pa = s->pa;
+    if (g.gen < 1)
+        return proto_error ("gen-begin", EINVAL, "\"gen\" must be a generation number");
+    if ((g.member_lfd = member_listener (s, &port)) < 0)
+        return proto_error ("gen-begin", errno, "node %s: cannot listen for the leader: %s",
+                            s->conf->node, strerror (errno));
+    if (!(o = proto_new ("ok"))) {
+        close (g.member_lfd);
+        return NULL;
+    }
+    proto_set_str (o, "request", "gen-begin");
+    proto_set_int (o, "port", port);
+    json_object_object_add (o, "tasks", genl_tasks_json (&g));
+    if ((pid = worker_start_member (&g, keep, nkeep)) < 0) {
+        json_object_put (o);
+        close (g.member_lfd);
+        return proto_error ("gen-begin", errno, "node %s: cannot fork: %s", s->conf->node,
+                            strerror (errno));
+    }
+    close (g.member_lfd);
+    job->worker = pid;
+    job->worker_kind = GEN_CHECKPOINT;
+    for (struct task *t = job->tasks; t; t = t->next) {
+        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        if (ctl)
+            ctl->lent = pid;
+    }
+    log_msg (LOG_INFO, "job %s gen %d: member worker pid %ld on port %d", job->id, g.gen,
+             (long)pid, port);
+    return o;
+}
+
+json_object *server_peer_request (void *arg, json_object *m, const char *addr)
+{
+    struct server *s = arg;
+    const char *type = proto_type (m);
+
+    if (!strcmp (type, "join"))
+        return p_join (s, m, addr);
+    if (!strcmp (type, "gen-begin"))
+        return p_gen_begin (s, m);
+    return NULL;
 }
 
 static const struct {

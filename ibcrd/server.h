@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/conf.h"
+#include "common/peerauth.h"
 #include "jobs.h"
 
 struct server;
@@ -41,6 +42,12 @@ void server_worker_done (struct server *s, pid_t pid, int status);
 /* Start the periodic generations that are due; returns the ms until the
  * next one is due, or -1 when none is scheduled. */
 int server_timer (struct server *s);
+
+/* MUNGE for talking to the other nodes of multi-node jobs. */
+void server_set_peerauth (struct server *s, struct peerauth *pa);
+
+/* Peer requests about jobs ("join", "gen-begin"); for peer_set_handler. */
+json_object *server_peer_request (void *arg, json_object *msg, const char *addr);
 
 /* The peer port actually bound, for status replies (0: none). */
 void server_set_peer_port (struct server *s, int port);

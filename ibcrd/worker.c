@@ -38,15 +38,12 @@ static void close_others (int asker, const int *keep, int nkeep)
     closedir (d);
 }
 
-pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep)
+/* In the child: signals as a plain process, only our fds, our log. */
+static void child_setup (int asker_fd, const int *keep, int nkeep)
 {
     struct sigaction sa = { .sa_handler = SIG_DFL };
     sigset_t none;
-    pid_t pid = fork ();
-    int rc;
 
-    if (pid != 0)
-        return pid;
     /* The daemon's handlers only set its flags; here they would hide a
      * SIGTERM meant to stop this worker. */
     sigaction (SIGHUP, &sa, NULL);
@@ -59,6 +56,16 @@ pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep)
     sigprocmask (SIG_SETMASK, &none, NULL);
     close_others (asker_fd, keep, nkeep);
     log_open ("ibcrd", log_syslog ? LOG_TO_SYSLOG : LOG_TO_STDERR, log_level);
+}
+
+pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep)
+{
+    pid_t pid = fork ();
+    int rc;
+
+    if (pid != 0)
+        return pid;
+    child_setup (asker_fd, keep, nkeep);
     rc = gen_run (g);
     if (asker_fd >= 0) {
         json_object *rep = gen_reply (g, rc);
@@ -68,4 +75,14 @@ pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep)
         json_object_put (rep);
     }
     _exit (rc == 0 ? 0 : 1);
+}
+
+pid_t worker_start_member (struct gen *g, const int *keep, int nkeep)
+{
+    pid_t pid = fork ();
+
+    if (pid != 0)
+        return pid;
+    child_setup (g->member_lfd, keep, nkeep);
+    _exit (gen_member_serve (g) == 0 ? 0 : 1);
 }

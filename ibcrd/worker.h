@@ -24,4 +24,8 @@ void worker_set_log (int to_syslog, int level);
  * with errno. */
 pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep);
 
+/* Fork a member node's worker for g (gen_member_serve on g->member_lfd,
+ * which it keeps).  The pid, or -1 with errno. */
+pid_t worker_start_member (struct gen *g, const int *keep, int nkeep);
+
 #endif
