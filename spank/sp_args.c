@@ -14,7 +14,7 @@
 #include "sp_args.h"
 
 #define SP_KNOWN "socket=PATH, libibcr=PATH, batch_step=yes|no, " \
-    "on_daemon_down=warn|fail, timeout=DURATION"
+    "on_daemon_down=warn|fail, timeout=DURATION, conf=PATH"
 
 void sp_args_defaults (struct sp_args *a)
 {
@@ -59,7 +59,7 @@ static int check_path (const char *key, const char *val, char *dst, size_t dstle
 int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errlen)
 {
     static const char *const keys[] = {
-        "socket", "libibcr", "batch_step", "on_daemon_down", "timeout",
+        "socket", "libibcr", "batch_step", "on_daemon_down", "timeout", "conf",
     };
     int seen[sizeof (keys) / sizeof (keys[0])] = { 0 };
     size_t k;
@@ -82,7 +82,7 @@ int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errle
         }
         if (!val || !*val) {
             if (KEY ("socket") || KEY ("libibcr") || KEY ("batch_step")
-                || KEY ("on_daemon_down") || KEY ("timeout"))
+                || KEY ("on_daemon_down") || KEY ("timeout") || KEY ("conf"))
                 snprintf (err, errlen, "ibcr: plugstack.conf: argument '%s' needs a value "
                           "(key=value; known: %s)", arg, SP_KNOWN);
             else
@@ -96,6 +96,9 @@ int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errle
         } else if (KEY ("libibcr")) {
             if (check_path ("libibcr", val, a->libibcr, sizeof (a->libibcr), err,
                             errlen) < 0)
+                return -1;
+        } else if (KEY ("conf")) {
+            if (check_path ("conf", val, a->conf, sizeof (a->conf), err, errlen) < 0)
                 return -1;
         } else if (KEY ("batch_step")) {
             if (!strcmp (val, "yes"))

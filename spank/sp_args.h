@@ -2,6 +2,10 @@
  *
  *   required /path/spank_ibcr.so [socket=PATH] [libibcr=PATH]
  *       [batch_step=yes|no] [on_daemon_down=warn|fail] [timeout=DURATION]
+ *       [conf=PATH]
+ *
+ * conf= is ibcrd.conf (default: ibcrd's own default), read on a requeued
+ * job's restart to find its checkpoints (storage=, cluster=) and criu.
  *
  * Parsed strictly in every context (srun, sbatch, salloc, slurmstepd), so
  * a typo stops submissions with a message naming the argument instead of
@@ -25,6 +29,7 @@ struct sp_args {
     int batch_step;         /* 1: the batch script is a protected task too */
     enum sp_on_down on_down;
     uint64_t timeout_ms;    /* whole exchange with ibcrd, per task */
+    char conf[4096];        /* ibcrd.conf, may hold %n and %h; "" = default */
 };
 
 /* Defaults: the configured ibcrd socket and libibcr, batch_step=no,

@@ -261,6 +261,25 @@ sp_ns_wait (pid_t init, int report, const sigset_t *set)
     }
 }
 
+void sp_ns_adopt (pid_t init)
+{
+    sigset_t set;
+    int status;
+
+    sp_ns_sigset (&set);
+    (void)sigprocmask (SIG_BLOCK, &set, NULL);
+    (void)prctl (PR_SET_NAME, "ibcr-task", 0, 0, 0);
+    sp_ns_default_dispositions ();
+    sp_ns_close_fds (1, NULL, 0);
+    /* It may have ended before the signals were blocked: its SIGCHLD is
+     * then gone, but not its zombie. */
+    if (waitpid (init, &status, WNOHANG) == init)
+        sp_ns_exit_as (status);
+    /* No report pipe: a restored init reports the application's status
+     * as its own exit code. */
+    sp_ns_wait (init, -1, &set);
+}
+
 int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
                  char *err, size_t errlen)
 {

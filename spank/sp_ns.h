@@ -46,4 +46,9 @@ typedef int (*sp_ns_started_f) (pid_t init_pid, pid_t app_pid, void *arg);
 int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
                  char *err, size_t errlen);
 
+/* The waiter's half alone, for a restored task (sp_restore.h): 'init' is
+ * already our child (re-parented to us as a subreaper).  Forward signals
+ * to it and exit with its status.  Never returns. */
+void sp_ns_adopt (pid_t init) __attribute__ ((noreturn));
+
 #endif

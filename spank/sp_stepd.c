@@ -23,10 +23,12 @@
 
 #include <slurm/slurm.h>
 
+#include "common/conf.h"
 #include "common/expand.h"
 #include "sp_ns.h"
 #include "sp_opt.h"
 #include "sp_reg.h"
+#include "sp_restore.h"
 #include "sp_stepd.h"
 
 enum sp_state {
@@ -34,6 +36,8 @@ enum sp_state {
     SP_ACTIVE,          /* namespace made, ibcrd answered */
     SP_UNPROTECTED,     /* option given, but ibcr cannot protect: warn */
     SP_FAILED,          /* option given, cannot protect, admin says fail */
+    SP_RESTORE,         /* requeued: restore the image instead of exec */
+    SP_RESTORE_FAILED,  /* requeued, an image is due but cannot be restored */
 };
 
 static struct {
@@ -41,11 +45,15 @@ static struct {
     char why[8192];             /* held for task_init */
     char socket[PATH_MAX];      /* expanded for this node */
     char libibcr[PATH_MAX];
+    char conf[PATH_MAX];        /* ibcrd.conf, expanded for this node */
+    char note[4096];            /* for the job's stderr in task_init, "" none */
+    struct sp_restore_plan plan;
+    int restore_fd;             /* to the restorer (SP_RESTORE) */
     int fd;                     /* connection to ibcrd, held by the waiter */
     enum sp_on_down on_down;
     int timeout_ms;
     struct sp_task_id id;
-} sp_st = { .fd = -1 };
+} sp_st = { .fd = -1, .restore_fd = -1 };
 
 /* One line on the job's stderr (the task's fd 2 in task_init) and the
  * same in slurmd's log. */
@@ -129,6 +137,56 @@ static int sp_stepd_cannot (void)
     return 0;
 }
 
+/* Is this a run of a requeued job (SLURM_RESTART_COUNT > 0)? */
+static int sp_stepd_restarting (spank_t sp)
+{
+    char buf[32];
+
+    if (spank_getenv (sp, "SLURM_RESTART_COUNT", buf, sizeof (buf)) != ESPANK_SUCCESS)
+        return 0;
+    return atoi (buf) > 0;
+}
+
+/* Which image this task restores: 1 (plan set), 0 none yet, -1 failed
+ * (state SP_RESTORE_FAILED, why held). */
+static int sp_stepd_pick (void)
+{
+    struct sp_restore_in in = {
+        .conf = sp_st.conf, .node = sp_st.id.node, .job = sp_st.id.job,
+        .step = sp_st.id.step, .rank = sp_st.id.rank, .ntasks = sp_st.id.ntasks,
+    };
+    char err[4096];
+    int rc;
+
+    rc = sp_restore_pick (&in, &sp_st.plan, sp_st.note, sizeof (sp_st.note), err,
+                          sizeof (err));
+    if (rc < 0) {
+        snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
+        sp_st.state = SP_RESTORE_FAILED;
+    } else if (rc == 0) {
+        snprintf (sp_st.note, sizeof (sp_st.note), "the job was requeued before its first "
+                  "checkpoint: starting afresh");
+    }
+    return rc;
+}
+
+/* As root: fork the restorer, and reach ibcrd to register the restored
+ * task (a restore goes on without it, unprotected). */
+static int sp_stepd_restore_prepare (void)
+{
+    char err[1024];
+
+    if ((sp_st.restore_fd = sp_restore_prepare (&sp_st.plan, err, sizeof (err))) < 0) {
+        snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
+        sp_st.state = SP_RESTORE_FAILED;
+        return 0;
+    }
+    if ((sp_st.fd = sp_reg_open (sp_st.socket, sp_st.timeout_ms, err, sizeof (err))) < 0)
+        snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
+    sp_st.state = SP_RESTORE;
+    return 0;
+}
+
 int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
 {
     const struct sp_opt *o = sp_opt_get ();
@@ -158,6 +216,19 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
                   "(plugstack.conf libibcr=)", sp_st.libibcr,
                   errno == ENOENT ? "does not exist" : "is not a regular file");
         return sp_stepd_cannot ();
+    }
+    if (sp_stepd_expand ("conf", a->conf[0] ? a->conf : conf_default_path (),
+                         sp_st.id.node, sp_st.conf, sizeof (sp_st.conf)) < 0)
+        return sp_stepd_cannot ();
+    if (sp_stepd_restarting (sp)) {
+        switch (sp_stepd_pick ()) {
+        case 1:
+            return sp_stepd_restore_prepare ();
+        case -1:
+            return 0;
+        default:
+            break;      /* nothing checkpointed yet: start afresh */
+        }
     }
     /* Ask before making the namespace: a task that will not be protected
      * must not be changed at all. */
@@ -195,6 +266,52 @@ static int sp_stepd_started (pid_t init, pid_t app, void *arg)
     return 0;
 }
 
+/* The application under a restored init: its first child. */
+static pid_t sp_stepd_first_child (pid_t pid)
+{
+    char path[64];
+    long child = 0;
+    FILE *f;
+
+    snprintf (path, sizeof (path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
+    if ((f = fopen (path, "r"))) {
+        if (fscanf (f, "%ld", &child) != 1)
+            child = 0;
+        fclose (f);
+    }
+    return (pid_t)child;
+}
+
+/* In task_init, as the user: restore instead of returning to exec. */
+static int sp_stepd_restore (void)
+{
+    char err[4096];
+    pid_t init;
+
+    if (sp_st.note[0])
+        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job,
+                      sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.note);
+    if ((init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, err, sizeof (err))) < 0) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: cannot restore generation "
+                      "%d: %s; the task is not started", sp_st.id.job, sp_st.id.step,
+                      sp_st.id.rank, sp_st.id.node, sp_st.plan.gen, err);
+        return -1;
+    }
+    sp_st.restore_fd = -1;
+    if (sp_st.fd < 0 || sp_reg_register (sp_st.fd, &sp_st.id, init, sp_stepd_first_child (init),
+                                         sp_st.timeout_ms, err, sizeof (err)) < 0)
+        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: restored, but %s; running "
+                      "UNPROTECTED: it will not be checkpointed again", sp_st.id.job,
+                      sp_st.id.step, sp_st.id.rank, sp_st.id.node,
+                      sp_st.fd < 0 ? sp_st.why : err);
+    sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: restored from generation %d "
+                  "(init pid %ld)", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
+                  sp_st.id.node, sp_st.plan.gen, (long)init);
+    /* The connection to ibcrd stays open in the waiter: the registration
+     * lives as long as it. */
+    sp_ns_adopt (init);
+}
+
 /* Prepend 'lib' to the task's LD_PRELOAD, keeping what the user set. */
 static int sp_stepd_preload (spank_t sp, const char *lib)
 {
@@ -227,9 +344,18 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
                       "started (on_daemon_down=fail)", sp_st.id.job, sp_st.id.step,
                       sp_st.id.rank, sp_st.id.node, sp_st.why);
         return -1;
+    case SP_RESTORE_FAILED:
+        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not started",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.why);
+        return -1;
+    case SP_RESTORE:
+        return sp_stepd_restore ();
     case SP_ACTIVE:
         break;
     }
+    if (sp_st.note[0])
+        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job,
+                      sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.note);
     if (sp_stepd_preload (sp, sp_st.libibcr) < 0
         || spank_setenv (sp, "IBCR_SOCKET", sp_st.socket, 1) != ESPANK_SUCCESS
         || spank_setenv (sp, "IBCR_CHECKPOINT_INTERVAL", sp_opt_get ()->text, 1)

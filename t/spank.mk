@@ -6,4 +6,5 @@ TESTS += \
 	t4002-spank-task.t \
 	t4003-spank-daemon.t \
 	t4004-spank-criu.t \
-	t4005-spank-watch.t
+	t4005-spank-watch.t \
+	t4006-spank-restore.t

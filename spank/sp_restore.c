@@ -1,0 +1,481 @@
+/* sp_restore.c - see sp_restore.h.
+ *
+ * The restorer is a child of the task process, forked while it is still
+ * root; slurmstepd then makes the task the user for good (setuid), so the
+ * restorer is the only way back to root once the task is in its cgroups
+ * and has its stdio.  It is not a subreaper: when criu (its child) exits,
+ * the restored init goes to the task process, which is.
+ *
+ * Wire between task and restorer (a SOCK_SEQPACKET pair):
+ *   task -> restorer   "go": the task's pid, with fds 0, 1, 2 attached
+ *   restorer -> task   "O<pid>" the restored init, or "E<why>"
+ * A restorer whose task closes the socket without "go" exits at once.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/conf.h"
+#include "common/manifest.h"
+#include "common/proto.h"
+#include "common/store.h"
+#include "sp_cgroup.h"
+#include "sp_restore.h"
+
+/* Exit code of a restorer that failed (as env(1) for "cannot run"). */
+#define SP_RESTORE_EXIT 125
+
+static json_object *sp_restore_task_of (json_object *m, uint32_t rank)
+{
+    json_object *tasks;
+
+    if (!json_object_object_get_ex (m, "tasks", &tasks)
+        || !json_object_is_type (tasks, json_type_array))
+        return NULL;
+    for (size_t i = 0; i < json_object_array_length (tasks); i++) {
+        json_object *t = json_object_array_get_idx (tasks, i);
+        if (proto_get_int (t, "rank", -1) == (int64_t)rank)
+            return t;
+    }
+    return NULL;
+}
+
+/* Append to note, separated by "; ". */
+static void sp_restore_note (char *note, size_t len, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+static void sp_restore_note (char *note, size_t len, const char *fmt, ...)
+{
+    size_t off = strlen (note);
+    va_list ap;
+
+    if (off && off + 2 < len) {
+        strcpy (note + off, "; ");
+        off += 2;
+    }
+    va_start (ap, fmt);
+    (void)vsnprintf (note + off, len - off, fmt, ap);
+    va_end (ap);
+}
+
+/* Check generation g's layout against this step; fill plan.  0, or -1
+ * with err. */
+static int sp_restore_layout (const struct sp_restore_in *in, int g, json_object *m,
+                              const char *dir, struct sp_restore_plan *plan, char *err,
+                              size_t errlen)
+{
+    const char *step = proto_get_str (m, "step", NULL);
+    int64_t size = proto_get_int (m, "size", -1);
+    json_object *task, *stdio;
+    struct stat sb;
+
+    if (step && strcmp (step, in->step)) {
+        snprintf (err, errlen, "job %s generation %d is a checkpoint of step %s, and this "
+                  "is step %s: not restoring it, not starting afresh either; run the "
+                  "checkpointed step first (or remove the job's checkpoints with "
+                  "'ibcr prune')", in->job, g, step, in->step);
+        return -1;
+    }
+    if (size >= 0 && size != (int64_t)in->ntasks) {
+        snprintf (err, errlen, "job %s generation %d holds %lld tasks and step %s now has "
+                  "%u: a checkpoint restores only into the same number of tasks; requeue "
+                  "with -n %lld (or remove the job's checkpoints with 'ibcr prune')",
+                  in->job, g, (long long)size, in->step, in->ntasks, (long long)size);
+        return -1;
+    }
+    if ((size_t)snprintf (plan->imgdir, sizeof (plan->imgdir), "%s/task-%u", dir, in->rank)
+        >= sizeof (plan->imgdir) || stat (plan->imgdir, &sb) < 0 || !S_ISDIR (sb.st_mode)) {
+        snprintf (err, errlen, "job %s generation %d has no image for task %u (%s): the "
+                  "step's layout differs from the checkpoint's", in->job, g, in->rank,
+                  plan->imgdir);
+        return -1;
+    }
+    memset (plan->stdio, 0, sizeof (plan->stdio));
+    if ((task = sp_restore_task_of (m, in->rank))
+        && json_object_object_get_ex (task, "stdio", &stdio)) {
+        for (int fd = 0; fd <= 2; fd++) {
+            char key[4];
+            snprintf (key, sizeof (key), "%d", fd);
+            snprintf (plan->stdio[fd], sizeof (plan->stdio[fd]), "%s",
+                      proto_get_str (stdio, key, ""));
+        }
+    }
+    plan->gen = g;
+    return 0;
+}
+
+int sp_restore_pick (const struct sp_restore_in *in, struct sp_restore_plan *plan,
+                     char *note, size_t notelen, char *err, size_t errlen)
+{
+    struct conf *c;
+    json_object *gens = NULL;
+    char cerr[1024];
+    int rc = -1, damaged = 0;
+
+    note[0] = '\0';
+    memset (plan, 0, sizeof (*plan));
+    if (!(c = conf_load (in->conf, in->node, cerr, sizeof (cerr)))) {
+        snprintf (err, errlen, "cannot read ibcrd's configuration to find the job's "
+                  "checkpoints: %s (plugstack.conf conf=)", cerr);
+        return -1;
+    }
+    struct store st = { .root = c->storage, .cluster = c->cluster };
+    if (store_list (&st, in->job, 0, &gens, cerr, sizeof (cerr)) < 0) {
+        if (errno == ENOENT) {
+            rc = 0;
+            goto out;
+        }
+        snprintf (err, errlen, "cannot list the checkpoints of job %s: %s", in->job, cerr);
+        goto out;
+    }
+    if (json_object_array_length (gens) == 0) {
+        rc = 0;
+        goto out;
+    }
+    for (int i = (int)json_object_array_length (gens) - 1; i >= 0; i--) {
+        json_object *e = json_object_array_get_idx (gens, i), *m, *problems;
+        int g = (int)proto_get_int (e, "generation", 0), n;
+        char dir[PATH_MAX];
+
+        if (!json_object_object_get_ex (e, "manifest", &m)
+            || store_gen_path (&st, in->job, g, dir, sizeof (dir)) < 0)
+            continue;
+        problems = json_object_new_array ();
+        n = manifest_verify (dir, m, problems, NULL);
+        if (n != 0) {
+            json_object *p = json_object_array_get_idx (problems, 0);
+            sp_restore_note (note, notelen, "generation %d is damaged (%s: %s), falling "
+                             "back to the previous one", g,
+                             p ? proto_get_str (p, "path", "?") : "?",
+                             p ? proto_get_str (p, "problem", "?") : strerror (errno));
+            json_object_put (problems);
+            damaged++;
+            continue;
+        }
+        json_object_put (problems);
+        if (sp_restore_layout (in, g, m, dir, plan, err, errlen) < 0)
+            goto out;
+        snprintf (plan->criu, sizeof (plan->criu), "%s", c->criu);
+        snprintf (plan->workdir, sizeof (plan->workdir), "%s/restore", c->staging);
+        if ((size_t)snprintf (plan->log, sizeof (plan->log), "%.3900s/%.40s.%.40s.%u.log",
+                              plan->workdir, in->job, in->step, in->rank)
+            >= sizeof (plan->log)) {
+            snprintf (err, errlen, "ibcrd.conf staging= is too long a path");
+            goto out;
+        }
+        rc = 1;
+        goto out;
+    }
+    snprintf (err, errlen, "job %s has %d committed generation%s and every one is damaged "
+              "(%s): nothing to restore, and a fresh start would lose the work silently; "
+              "see 'ibcr verify %s'", in->job, damaged, damaged == 1 ? "" : "s", note,
+              in->job);
+out:
+    json_object_put (gens);
+    conf_destroy (c);
+    return rc;
+}
+
+/* The first lines of criu's log that say "Error", joined. */
+static void sp_restore_log_errors (const char *log, char *buf, size_t len)
+{
+    char line[1024];
+    size_t off = 0;
+    int n = 0;
+    FILE *f;
+
+    buf[0] = '\0';
+    if (!(f = fopen (log, "r")))
+        return;
+    while (n < 3 && fgets (line, sizeof (line), f)) {
+        char *msg;
+        int w;
+        if (!strstr (line, "Error"))
+            continue;
+        line[strcspn (line, "\n")] = '\0';
+        msg = strstr (line, "): ");
+        msg = msg ? msg + 3 : line;
+        w = snprintf (buf + off, len - off, "%s%s", n ? " | " : "", msg);
+        if (w < 0 || (size_t)w >= len - off)
+            break;
+        off += (size_t)w;
+        n++;
+    }
+    fclose (f);
+}
+
+static int sp_restore_mkdirs (const char *path)
+{
+    char buf[PATH_MAX];
+
+    snprintf (buf, sizeof (buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir (buf, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir (buf, 0700) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    int n;
+
+    buf[0] = kind;
+    va_start (ap, fmt);
+    n = vsnprintf (buf + 1, sizeof (buf) - 1, fmt, ap);
+    va_end (ap);
+    if (n < 0)
+        n = 0;
+    if (n > (int)sizeof (buf) - 2)
+        n = (int)sizeof (buf) - 2;
+    (void)send (sock, buf, (size_t)n + 1, MSG_NOSIGNAL);
+}
+
+/* Receive "go": the task's pid and its fds 0..2 into fds[].  0, or -1. */
+static int sp_restore_recv_go (int sock, pid_t *task, int fds[3])
+{
+    char cbuf[CMSG_SPACE (3 * sizeof (int))];
+    struct msghdr mh = { 0 };
+    struct cmsghdr *cm;
+    struct iovec iov;
+    int32_t word;
+    ssize_t n;
+
+    iov.iov_base = &word;
+    iov.iov_len = sizeof (word);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof (cbuf);
+    do
+        n = recvmsg (sock, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof (word) || !(cm = CMSG_FIRSTHDR (&mh))
+        || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN (3 * sizeof (int)))
+        return -1;
+    memcpy (fds, CMSG_DATA (cm), 3 * sizeof (int));
+    *task = (pid_t)word;
+    return 0;
+}
+
+/* The restorer, as root: never returns. */
+static void __attribute__ ((noreturn))
+sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
+{
+    char pidfile[PATH_MAX + 8], inherit[3][PATH_MAX + 32], err[2048], errs[1500];
+    const char *argv[32];
+    int fds[3], ninh = 0, ac = 0, status, nul, fd;
+    pid_t task, criu;
+    FILE *f;
+    long pid = 0;
+
+    (void)prctl (PR_SET_NAME, "ibcr-restorer", 0, 0, 0);
+    (void)prctl (PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+    /* Nothing of slurmstepd's stays open here, and 0..2 are taken so the
+     * task's fds arrive above them. */
+    if ((nul = open ("/dev/null", O_RDWR)) < 0)
+        _exit (SP_RESTORE_EXIT);
+    for (fd = 0; fd <= 2; fd++)
+        if (fd != nul)
+            (void)dup2 (nul, fd);
+    if (nul > 2)
+        (void)close (nul);
+    {
+        DIR *d = opendir ("/proc/self/fd");
+        struct dirent *e;
+        if (d) {
+            while ((e = readdir (d))) {
+                fd = atoi (e->d_name);
+                if (fd > 2 && fd != sock && fd != dirfd (d))
+                    (void)close (fd);
+            }
+            closedir (d);
+        }
+    }
+    for (int i = 1; i < NSIG; i++)
+        (void)signal (i, SIG_DFL);
+    {
+        sigset_t none;
+        sigemptyset (&none);
+        (void)sigprocmask (SIG_SETMASK, &none, NULL);
+    }
+    if (sp_restore_recv_go (sock, &task, fds) < 0)
+        _exit (0);      /* the task did not ask: nothing to do */
+    if (sp_cgroup_join (task, err, sizeof (err)) < 0) {
+        sp_restore_reply (sock, 'E', "cannot put the restore into the step's cgroups: %s",
+                          err);
+        _exit (SP_RESTORE_EXIT);
+    }
+    if (sp_restore_mkdirs (plan->workdir) < 0) {
+        sp_restore_reply (sock, 'E', "cannot make %s for criu's log: %s", plan->workdir,
+                          strerror (errno));
+        _exit (SP_RESTORE_EXIT);
+    }
+    snprintf (pidfile, sizeof (pidfile), "%s.pid", plan->log);
+    (void)unlink (pidfile);
+    (void)unlink (plan->log);
+
+    argv[ac++] = plan->criu;
+    argv[ac++] = "restore";
+    argv[ac++] = "-D";
+    argv[ac++] = plan->imgdir;
+    argv[ac++] = "-o";
+    argv[ac++] = plan->log;
+    argv[ac++] = "--restore-detached";
+    argv[ac++] = "--pidfile";
+    argv[ac++] = pidfile;
+    /* Stay in the cgroups just joined, the new step's, instead of going
+     * back to the dumped step's. */
+    argv[ac++] = "--manage-cgroups=ignore";
+    for (fd = 0; fd <= 2; fd++) {
+        const char *k = plan->stdio[fd];
+        int dup = 0;
+        /* Devices (/dev/null, a terminal) are reopened by path; a pipe,
+         * a socket or a regular file that grew must be handed in. */
+        if (!*k || !strncmp (k, "/dev/", 5))
+            continue;
+        for (int j = 0; j < fd; j++)
+            dup |= !strcmp (k, plan->stdio[j]);
+        if (dup)
+            continue;
+        if (fcntl (fds[fd], F_SETFD, 0) < 0)
+            continue;
+        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:%s", fds[fd],
+                  k[0] == '/' ? k + 1 : k);
+        argv[ac++] = "--inherit-fd";
+        argv[ac++] = inherit[ninh++];
+    }
+    argv[ac] = NULL;
+
+    if ((criu = fork ()) < 0) {
+        sp_restore_reply (sock, 'E', "cannot fork criu: %s", strerror (errno));
+        _exit (SP_RESTORE_EXIT);
+    }
+    if (criu == 0) {
+        (void)close (sock);
+        execvp (argv[0], (char *const *)argv);
+        _exit (127);
+    }
+    for (fd = 0; fd <= 2; fd++)
+        (void)close (fds[fd]);
+    while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        sp_restore_log_errors (plan->log, errs, sizeof (errs));
+        if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
+            sp_restore_reply (sock, 'E', "cannot run %s (ibcrd.conf criu=)", plan->criu);
+        else
+            sp_restore_reply (sock, 'E', "criu restore of %s failed: %s; log: %s",
+                              plan->imgdir, errs[0] ? errs : "no error line in its log",
+                              plan->log);
+        _exit (SP_RESTORE_EXIT);
+    }
+    if (!(f = fopen (pidfile, "r")) || fscanf (f, "%ld", &pid) != 1 || pid <= 0) {
+        sp_restore_reply (sock, 'E', "criu restored %s but wrote no pid to %s",
+                          plan->imgdir, pidfile);
+        _exit (SP_RESTORE_EXIT);
+    }
+    fclose (f);
+    (void)unlink (pidfile);
+    sp_restore_reply (sock, 'O', "%ld", pid);
+    _exit (0);
+}
+
+int sp_restore_prepare (const struct sp_restore_plan *plan, char *err, size_t errlen)
+{
+    int sv[2];
+    pid_t pid;
+
+    if (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        snprintf (err, errlen, "cannot make a socket pair: %s", strerror (errno));
+        return -1;
+    }
+    if ((pid = fork ()) < 0) {
+        snprintf (err, errlen, "cannot fork the restorer: %s", strerror (errno));
+        (void)close (sv[0]);
+        (void)close (sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        (void)close (sv[0]);
+        sp_restore_restorer (plan, sv[1]);
+    }
+    (void)close (sv[1]);
+    return sv[0];
+}
+
+pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, char *err, size_t errlen)
+{
+    char cbuf[CMSG_SPACE (3 * sizeof (int))], buf[4096];
+    struct msghdr mh = { 0 };
+    struct cmsghdr *cm;
+    struct iovec iov;
+    int32_t word = (int32_t)getpid ();
+    int fds[3] = { 0, 1, 2 };
+    ssize_t n;
+    long pid;
+
+    (void)plan;
+    /* The restored init must become our child, and stay a zombie until we
+     * wait for it. */
+    (void)signal (SIGCHLD, SIG_DFL);
+    if (prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+        snprintf (err, errlen, "cannot become a child subreaper: %s", strerror (errno));
+        goto error;
+    }
+    iov.iov_base = &word;
+    iov.iov_len = sizeof (word);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof (cbuf);
+    cm = CMSG_FIRSTHDR (&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN (sizeof (fds));
+    memcpy (CMSG_DATA (cm), fds, sizeof (fds));
+    if (sendmsg (fd, &mh, MSG_NOSIGNAL) < 0) {
+        snprintf (err, errlen, "the restorer is gone before the restore: %s",
+                  strerror (errno));
+        goto error;
+    }
+    do
+        n = recv (fd, buf, sizeof (buf) - 1, 0);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        snprintf (err, errlen, "the restorer ended without a word: %s",
+                  n < 0 ? strerror (errno) : "closed");
+        goto error;
+    }
+    buf[n] = '\0';
+    (void)close (fd);
+    if (buf[0] != 'O' || sscanf (buf + 1, "%ld", &pid) != 1 || pid <= 0) {
+        snprintf (err, errlen, "%s", buf[0] == 'E' ? buf + 1 : "the restorer said nonsense");
+        return -1;
+    }
+    return (pid_t)pid;
+error:
+    (void)close (fd);
+    return -1;
+}

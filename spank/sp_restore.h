@@ -1,0 +1,77 @@
+/* sp_restore.h - a requeued task comes back from its image instead of
+ * executing the program.
+ *
+ * When the job restarts (SLURM_RESTART_COUNT > 0) and a committed
+ * generation exists for its job and step, each task of the step restores
+ * its own image (gen-N/task-<rank>) in its own slot of the new step:
+ *
+ *   task_init_privileged (root, not yet in the step's cgroups, no stdio):
+ *     sp_restore_pick() chooses the newest intact generation (a damaged
+ *     newest one is skipped for the previous, saying so) and checks that
+ *     the step and its number of tasks match; sp_restore_prepare() forks
+ *     the restorer, a root helper that waits.
+ *   task_init (the user, in the step's cgroups, stdio set up):
+ *     sp_restore_run() makes the task process a child subreaper and sends
+ *     the restorer its stdin/stdout/stderr.  The restorer joins the task's
+ *     cgroups (every hierarchy of /proc/<task>/cgroup), then runs
+ *     "criu restore --restore-detached --manage-cgroups=ignore" with the
+ *     task's stdio handed in for the dumped ones (--inherit-fd), so every
+ *     restored process is born in the new step's cgroups; when criu exits,
+ *     the restored init is re-parented to the task process (the nearest
+ *     subreaper), which then forwards signals to it and exits with its
+ *     status, exactly as a freshly started task does (sp_ns_adopt()).
+ *
+ * Measured with CRIU 4.2.1 and Slurm 22.05 (t/t4006-spank-restore.t).
+ *
+ * Must never start the program afresh when an image should have been
+ * restored (a layout mismatch or an unrestorable image is an error that
+ * fails the task with the reason), nor write into the generation's folder
+ * (criu's log and pid file go to the node's staging area).
+ */
+#ifndef IBCR_SPANK_RESTORE_H
+#define IBCR_SPANK_RESTORE_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sp_restore_in {
+    const char *conf;       /* ibcrd.conf, expanded for this node */
+    const char *node;       /* Slurm node name */
+    const char *job;        /* Slurm job id */
+    const char *step;       /* step id ("0", "batch") */
+    uint32_t rank;          /* global task id */
+    uint32_t ntasks;        /* tasks in the step now */
+};
+
+struct sp_restore_plan {
+    int gen;                        /* generation restored */
+    char imgdir[PATH_MAX];          /* gen-N/task-<rank> */
+    char criu[PATH_MAX];            /* the criu binary (ibcrd.conf criu=) */
+    char workdir[PATH_MAX];         /* root-only folder for criu's log, pid file */
+    char log[PATH_MAX];             /* criu's log */
+    char stdio[3][PATH_MAX];        /* what fds 0..2 were at the dump ("" unknown):
+                                       "pipe:[INO]", "socket:[INO]", a path */
+};
+
+/* Find what task 'in->rank' restores.  Returns 1 with *plan filled, 0 when
+ * the job has no committed generation (a fresh start is right: the job
+ * was requeued before its first checkpoint), -1 with the reason in err
+ * (layout differs, every generation damaged, configuration unreadable).
+ * Notes for the job's stderr (a damaged generation skipped) go into note,
+ * "" when none. */
+int sp_restore_pick (const struct sp_restore_in *in, struct sp_restore_plan *plan,
+                     char *note, size_t notelen, char *err, size_t errlen);
+
+/* As root, in task_init_privileged: fork the restorer for plan.  The fd
+ * the task talks to it over, or -1 with err. */
+int sp_restore_prepare (const struct sp_restore_plan *plan, char *err, size_t errlen);
+
+/* As the user, in task_init: have the restorer restore the image into
+ * this task's slot.  Returns the restored init's pid (now our child) and
+ * closes fd, or -1 with err (criu's first errors and its log's path);
+ * then nothing of the image runs. */
+pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, char *err, size_t errlen);
+
+#endif
