@@ -4,7 +4,8 @@ ibcrd_SOURCES = \
 	ibcrd.c \
 	lock.c lock.h \
 	jobs.c jobs.h \
-	server.c server.h \
+	server.c server.h server_int.h \
+	server_gen.c \
 	peer.c peer.h \
 	gen.c gen.h \
 	gen_local.c \

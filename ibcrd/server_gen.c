@@ -1,0 +1,475 @@
+/* server_gen.c - the requests that start generations ("checkpoint",
+ * "resume-restored"), the restored tasks' control sockets ("ctl-attach"),
+ * the periodic timer, the workers' end, and the peer requests about jobs
+ * ("join" from members to the leader, "gen-begin" from the leader). */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/close_range.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/proto.h"
+#include "gen.h"
+#include "peer.h"
+#include "server.h"
+#include "server_int.h"
+#include "worker.h"
+
+/* A member node tells the job's leader (rank 0's ibcrd) that it holds a
+ * rank, so that the leader's generations include it.  In a short-lived
+ * child, retried while the leader has not registered rank 0 yet, so the
+ * ranks of a job may start in any order. */
+void join_leader (struct server *s, struct job *job, int rank)
+{
+    char node[IDENT_MAX + 1], host[256], err[1024];
+    int port = job->leader_port ? job->leader_port : 7195;
+    const char *at = strchr (job->leader, '@');
+    pid_t pid;
+
+    if (!s->pa) {
+        log_msg (LOG_ERR, "job %s: rank %d cannot join leader %s: this ibcrd has no peer "
+                 "listener (set peer_port)", job->id, rank, job->leader);
+        return;
+    }
+    if (at) {
+        snprintf (node, sizeof (node), "%.*s", (int)(at - job->leader), job->leader);
+        snprintf (host, sizeof (host), "%s", at + 1);
+    } else {
+        snprintf (node, sizeof (node), "%.*s", IDENT_MAX, job->leader);
+        snprintf (host, sizeof (host), "%s", job->leader);
+    }
+    if ((pid = fork ()) != 0) {
+        if (pid < 0)
+            log_err (errno, "job %s: cannot fork to join the leader", job->id);
+        return;
+    }
+    close_range (3, ~0U, 0);
+    for (int attempt = 0; attempt < 300; attempt++) {
+        json_object *m = proto_new ("join"), *rep = NULL;
+        proto_set_str (m, "from", s->conf->node);
+        proto_set_str (m, "job", job->id);
+        proto_set_int (m, "rank", rank);
+        proto_set_int (m, "uid", job->uid);
+        proto_set_int (m, "port", s->peer_port);
+        int rc = peer_request (s->pa, host, port, node, m, (int)s->conf->timeout_request, &rep,
+                               err, sizeof (err));
+        json_object_put (m);
+        if (rc == 0 && !strcmp (proto_type (rep), "ok")) {
+            log_msg (LOG_INFO, "job %s: rank %d joined leader %s (%s:%d)", job->id, rank, node,
+                     host, port);
+            _exit (0);
+        }
+        if (rc == 0) {
+            snprintf (err, sizeof (err), "%s", proto_get_str (rep, "message", "?"));
+            if (proto_get_int (rep, "errno", 0) != ENOENT)
+                attempt = 1000;     /* refused for good */
+        }
+        json_object_put (rep);
+        usleep (200000);
+    }
+    log_msg (LOG_ERR, "job %s: rank %d could not join leader %s (%s:%d): %s; its generations "
+             "will not include this node", job->id, rank, node, host, port, err);
+    _exit (1);
+}
+
+/* The job named by req's "job" (string or integer) that client c may act
+ * on, or NULL with *err set to the error reply. */
+static struct job *job_for (struct server *s, struct client *c, json_object *req,
+                            const char *what, json_object **err)
+{
+    const char *id = proto_get_str (req, "job", NULL);
+    json_object *v;
+    char num[32];
+    struct job *job;
+
+    if (!id && json_object_object_get_ex (req, "job", &v)
+        && json_object_is_type (v, json_type_int)) {
+        snprintf (num, sizeof (num), "%lld", (long long)json_object_get_int64 (v));
+        id = num;
+    }
+    if (!id || !ident_ok (id)) {
+        *err = proto_error (what, EINVAL, "\"job\" is missing or not a job id");
+        return NULL;
+    }
+    if (!(job = jobs_find (s->jobs, id))) {
+        *err = proto_error (what, ENOENT, "job %s has no task registered on node %s (is it "
+                            "running? see 'ibcr status')", id, s->conf->node);
+        return NULL;
+    }
+    if (!jobs_may_act (c->uid, job->uid)) {
+        log_msg (LOG_NOTICE, "job %s: %s refused to uid %u (owner uid %u)", id, what,
+                 (unsigned)c->uid, (unsigned)job->uid);
+        *err = proto_error (what, EPERM, "job %s belongs to another user", id);
+        return NULL;
+    }
+    if (job->worker) {
+        *err = proto_error (what, EBUSY, "job %s: a generation is in progress (worker pid "
+                            "%ld); try again when it ends", id, (long)job->worker);
+        return NULL;
+    }
+    return job;
+}
+
+static struct client *client_by_id (struct server *s, int id)
+{
+    for (struct client *c = s->clients; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+/* Fork the worker of a generation of job; asker (may be NULL) gets the
+ * reply from the worker and leaves this loop.  0 or -1 with errno. */
+static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
+                      const char *trigger, int leave_running, struct client *asker)
+{
+    struct gen g = { 0 };
+    struct gen_task tasks[job->ntasks > 0 ? job->ntasks : 1];
+    int keep[job->ntasks > 0 ? job->ntasks : 1], nkeep = 0, n = 0;
+    struct passwd *pw = getpwuid (job->uid);
+    pid_t pid;
+
+    for (struct task *t = job->tasks; t; t = t->next) {
+        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        if (kind == GEN_RESTORED && !t->restored)
+            continue;
+        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
+                                      .ctl_fd = ctl ? ctl->fd : -1, .restored = t->restored };
+        snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
+        if (ctl)
+            keep[nkeep++] = ctl->fd;
+        n++;
+    }
+    g.conf = s->conf;
+    g.kind = kind;
+    snprintf (g.job, sizeof (g.job), "%s", job->id);
+    g.uid = job->uid;
+    g.gid = pw ? pw->pw_gid : job->uid;
+    g.size = job->size;
+    g.trigger = trigger;
+    g.leave_running = leave_running;
+    g.ntasks = n;
+    g.tasks = tasks;
+    g.daemon = getpid ();
+    g.pa = s->pa;
+    struct gen_member members[job->nmembers + 1];
+    memset (members, 0, sizeof (members));
+    for (int i = 0; i < job->nmembers; i++) {
+        snprintf (members[i].node, sizeof (members[i].node), "%s", job->members[i].node);
+        snprintf (members[i].host, sizeof (members[i].host), "%s", job->members[i].host);
+        members[i].port = job->members[i].port;
+    }
+    g.nmembers = job->nmembers;
+    g.members = members;
+    if ((pid = worker_start (&g, asker ? asker->fd : -1, keep, nkeep)) < 0)
+        return -1;
+    job->worker = pid;
+    job->worker_kind = kind;
+    for (struct task *t = job->tasks; t; t = t->next) {
+        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        if (ctl)
+            ctl->lent = pid;
+    }
+    log_msg (LOG_INFO, "job %s: %s started (%s, worker pid %ld)", job->id,
+             kind == GEN_RESTORED ? "resume of restored tasks" : "generation", trigger,
+             (long)pid);
+    if (asker)
+        asker->handed = 1;          /* the worker answers it; serve_client closes ours */
+    return 0;
+}
+
+static int is_leader (struct job *job);
+
+static int ranks_known (struct job *job)
+{
+    int n = job->ntasks;
+    for (int i = 0; i < job->nmembers; i++)
+        n += job->members[i].nranks;
+    return n;
+}
+
+static int all_ranks (struct job *job)
+{
+    return ranks_known (job) >= job->size;
+}
+
+/* "checkpoint" {job, wait, trigger?, end?}: one generation now. */
+json_object *h_checkpoint (struct server *s, struct client *c, json_object *req)
+{
+    json_object *err = NULL, *o;
+    struct job *job = job_for (s, c, req, "checkpoint", &err);
+    int wait = proto_get_bool (req, "wait", 0);
+
+    if (!job)
+        return err;
+    if (!is_leader (job))
+        return proto_error ("checkpoint", EINVAL, "job %s is led by %s (rank 0's node): ask "
+                            "its ibcrd", job->id, job->leader);
+    if (!all_ranks (job))
+        return proto_error ("checkpoint", EAGAIN, "job %s: %d of its %d ranks registered so "
+                            "far; try again when every rank runs", job->id, ranks_known (job),
+                            job->size);
+    if (start_gen (s, job, GEN_CHECKPOINT, "manual", !proto_get_bool (req, "end", 0),
+                   wait ? c : NULL) < 0)
+        return proto_error ("checkpoint", errno, "job %s: cannot start the generation: %s",
+                            job->id, strerror (errno));
+    if (wait)
+        return NO_REPLY;
+    if ((o = ok_reply ("checkpoint"))) {
+        proto_set_str (o, "job", job->id);
+        proto_set_bool (o, "started", 1);
+    }
+    return o;
+}
+
+/* "ctl-attach" {job, rank}: this connection will be the control socket of
+ * the task of that rank once restored (ibcr restart hands it into the
+ * tree with criu --inherit-fd); bound when the task registers. */
+json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req)
+{
+    const char *id = proto_get_str (req, "job", NULL);
+    int64_t rank = proto_get_int (req, "rank", -1);
+    struct job *job;
+
+    if (!id || !ident_ok (id) || rank < 0)
+        return proto_error ("ctl-attach", EINVAL, "give \"job\" (a job id) and \"rank\"");
+    if ((job = jobs_find (s->jobs, id)) && !jobs_may_act (c->uid, job->uid))
+        return proto_error ("ctl-attach", EPERM, "job %s belongs to another user", id);
+    snprintf (c->attach_job, sizeof (c->attach_job), "%s", id);
+    c->attach_rank = (int)rank;
+    /* Answered now, before ibcr restart hands the socket to libibcr,
+     * which reads requests only. */
+    return ok_reply ("ctl-attach");
+}
+
+/* "resume-restored" {job}: rebuild and resume the restored tasks. */
+json_object *h_resume_restored (struct server *s, struct client *c, json_object *req)
+{
+    json_object *err = NULL;
+    struct job *job = job_for (s, c, req, "resume-restored", &err);
+    int n = 0;
+
+    if (!job)
+        return err;
+    for (struct task *t = job->tasks; t; t = t->next)
+        n += t->restored;
+    if (!n)
+        return proto_error ("resume-restored", ENOENT, "job %s has no restored task waiting",
+                            job->id);
+    if (start_gen (s, job, GEN_RESTORED, "restart", 1, c) < 0)
+        return proto_error ("resume-restored", errno, "job %s: cannot start: %s", job->id,
+                            strerror (errno));
+    return NO_REPLY;
+}
+
+void server_worker_done (struct server *s, pid_t pid, int status)
+{
+    struct job *job;
+
+    for (struct client *c = s->clients; c; c = c->next)
+        if (c->lent == pid)
+            c->lent = 0;
+    for (job = jobs_first (s->jobs); job; job = job->next)
+        if (job->worker == pid)
+            break;
+    if (!job)
+        return;
+    job->worker = 0;
+    if (job->worker_kind == GEN_RESTORED && status == 0)
+        for (struct task *t = job->tasks; t; t = t->next)
+            t->restored = 0;
+    log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id,
+             (long)pid, status == 0 ? "done" : "failed (see its lines above)");
+}
+
+static long ts_ms (const struct timespec *t)
+{
+    return t->tv_sec * 1000L + t->tv_nsec / 1000000L;
+}
+
+/* Is this node the job's leader (rank 0's node, or no leader named)? */
+static int is_leader (struct job *job)
+{
+    return !job->leader[0] || jobs_task (job, 0) != NULL;
+}
+
+int server_timer (struct server *s)
+{
+    struct timespec now;
+    long best = -1;
+
+    clock_gettime (CLOCK_MONOTONIC, &now);
+    for (struct job *job = jobs_first (s->jobs); job; job = job->next) {
+        if (!job->interval_ms || !is_leader (job))
+            continue;
+        long left = ts_ms (&job->next_due) - ts_ms (&now);
+        if (left <= 0 && !job->worker && all_ranks (job)) {
+            /* The next one is due an interval after this one starts. */
+            job->next_due = now;
+            job->next_due.tv_sec += job->interval_ms / 1000;
+            job->next_due.tv_nsec += (job->interval_ms % 1000) * 1000000L;
+            if (job->next_due.tv_nsec >= 1000000000L) {
+                job->next_due.tv_sec++;
+                job->next_due.tv_nsec -= 1000000000L;
+            }
+            if (start_gen (s, job, GEN_CHECKPOINT, "periodic", 1, NULL) < 0)
+                log_err (errno, "job %s: periodic checkpoint not started", job->id);
+            left = job->interval_ms;
+        } else if (left <= 0)
+            left = 100;     /* a generation runs: look again soon */
+        if (best < 0 || left < best)
+            best = left;
+    }
+    return (int)best;
+}
+
+/* Peer "join" {job, rank, uid, port, from}: a member node holds a rank
+ * of a job led here. */
+static json_object *p_join (struct server *s, json_object *m, const char *addr)
+{
+    const char *id = proto_get_str (m, "job", ""), *from = proto_get_str (m, "from", "");
+    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
+    struct job_member *mb = NULL;
+    json_object *o;
+
+    if (!job || !jobs_task (job, 0))
+        return proto_error ("join", ENOENT, "rank 0 of job %s is not registered on node %s "
+                            "(yet)", id, s->conf->node);
+    if ((int64_t)job->uid != proto_get_int (m, "uid", -1))
+        return proto_error ("join", EPERM, "job %s belongs to another user on node %s", id,
+                            s->conf->node);
+    if (!ident_ok (from))
+        return proto_error ("join", EINVAL, "\"from\" is not a node name");
+    for (int i = 0; i < job->nmembers; i++)
+        if (!strcmp (job->members[i].node, from))
+            mb = &job->members[i];
+    if (!mb) {
+        if (job->nmembers >= JOB_MAX_MEMBERS)
+            return proto_error ("join", ENOSPC, "job %s has too many nodes", id);
+        mb = &job->members[job->nmembers++];
+        memset (mb, 0, sizeof (*mb));
+        snprintf (mb->node, sizeof (mb->node), "%s", from);
+    }
+    /* The address the join came from: identity is MUNGE's, this is only
+     * where to reach that node's ibcrd. */
+    snprintf (mb->host, sizeof (mb->host), "%.*s", (int)strcspn (addr, ":"), addr);
+    mb->port = (int)proto_get_int (m, "port", 7195);
+    mb->nranks++;
+    log_msg (LOG_INFO, "job %s: node %s (%s:%d) joined with rank %lld", id, from, mb->host,
+             mb->port, (long long)proto_get_int (m, "rank", -1));
+    if ((o = proto_new ("ok")))
+        proto_set_str (o, "request", "join");
+    return o;
+}
+
+/* A TCP listener on our peer address, any port, for a member worker. */
+static int member_listener (struct server *s, int *port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    socklen_t len = sizeof (sa);
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    inet_pton (AF_INET, s->conf->peer_address, &sa.sin_addr);
+    if (fd < 0 || bind (fd, (struct sockaddr *)&sa, sizeof (sa)) < 0 || listen (fd, 16) < 0
+        || getsockname (fd, (struct sockaddr *)&sa, &len) < 0) {
+        if (fd >= 0)
+            close (fd);
+        return -1;
+    }
+    *port = ntohs (sa.sin_port);
+    return fd;
+}
+
+/* Peer "gen-begin" {job, gen, trigger, leave_running}: the leader starts a
+ * generation; a worker here will serve its phases. */
+static json_object *p_gen_begin (struct server *s, json_object *m)
+{
+    const char *id = proto_get_str (m, "job", "");
+    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
+    struct gen g = { 0 };
+    struct gen_task tasks[job && job->ntasks ? job->ntasks : 1];
+    int keep[job && job->ntasks ? job->ntasks : 1], nkeep = 0, n = 0, port;
+    static char trigger[64];
+    json_object *o;
+    pid_t pid;
+
+    if (!job)
+        return proto_error ("gen-begin", ENOENT, "job %s has no task on node %s", id,
+                            s->conf->node);
+    if (job->worker)
+        return proto_error ("gen-begin", EBUSY, "job %s: node %s is busy with another "
+                            "generation", id, s->conf->node);
+    for (struct task *t = job->tasks; t; t = t->next) {
+        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
+                                      .ctl_fd = ctl ? ctl->fd : -1 };
+        snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
+        if (ctl)
+            keep[nkeep++] = ctl->fd;
+        n++;
+    }
+    snprintf (trigger, sizeof (trigger), "%s", proto_get_str (m, "trigger", "manual"));
+    g.conf = s->conf;
+    g.kind = GEN_CHECKPOINT;
+    snprintf (g.job, sizeof (g.job), "%s", job->id);
+    g.uid = job->uid;
+    g.size = job->size;
+    g.trigger = trigger;
+    g.leave_running = proto_get_bool (m, "leave_running", 1);
+    g.gen = (int)proto_get_int (m, "gen", 0);
+    g.ntasks = n;
+    g.tasks = tasks;
+    g.pa = s->pa;
+    if (g.gen < 1)
+        return proto_error ("gen-begin", EINVAL, "\"gen\" must be a generation number");
+    if ((g.member_lfd = member_listener (s, &port)) < 0)
+        return proto_error ("gen-begin", errno, "node %s: cannot listen for the leader: %s",
+                            s->conf->node, strerror (errno));
+    if (!(o = proto_new ("ok"))) {
+        close (g.member_lfd);
+        return NULL;
+    }
+    proto_set_str (o, "request", "gen-begin");
+    proto_set_int (o, "port", port);
+    json_object_object_add (o, "tasks", genl_tasks_json (&g));
+    if ((pid = worker_start_member (&g, keep, nkeep)) < 0) {
+        json_object_put (o);
+        close (g.member_lfd);
+        return proto_error ("gen-begin", errno, "node %s: cannot fork: %s", s->conf->node,
+                            strerror (errno));
+    }
+    close (g.member_lfd);
+    job->worker = pid;
+    job->worker_kind = GEN_CHECKPOINT;
+    for (struct task *t = job->tasks; t; t = t->next) {
+        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        if (ctl)
+            ctl->lent = pid;
+    }
+    log_msg (LOG_INFO, "job %s gen %d: member worker pid %ld on port %d", job->id, g.gen,
+             (long)pid, port);
+    return o;
+}
+
+json_object *server_peer_request (void *arg, json_object *m, const char *addr)
+{
+    struct server *s = arg;
+    const char *type = proto_type (m);
+
+    if (!strcmp (type, "join"))
+        return p_join (s, m, addr);
+    if (!strcmp (type, "gen-begin"))
+        return p_gen_begin (s, m);
+    return NULL;
+}
+

@@ -1,0 +1,60 @@
+/* server_int.h - what server.c (the local socket) and server_gen.c (the
+ * requests that start generations, and the peer requests about jobs)
+ * share: the client and server structures.  Private to those two files. */
+#ifndef IBCRD_SERVER_INT_H
+#define IBCRD_SERVER_INT_H
+
+#include <json-c/json.h>
+
+#include "common/conf.h"
+#include "common/ident.h"
+#include "common/peerauth.h"
+#include "common/proto.h"
+#include "jobs.h"
+
+#define SERVER_MAX_CLIENTS 1024
+
+struct client {
+    int fd;
+    int id;
+    uid_t uid;
+    gid_t gid;
+    pid_t pid;
+    pid_t lent;             /* a generation's worker owns this connection */
+    int handed;             /* a worker answers it: close our copy now */
+    int attach_rank;        /* ctl-attach: the restored task's rank, or -1 */
+    char attach_job[IDENT_MAX + 1];
+    struct proto_reader rd;
+    struct client *next;
+};
+
+struct server {
+    struct conf *conf;
+    struct jobs *jobs;
+    int lfd;
+    int next_id;
+    int nclients;
+    int peer_port;
+    struct peerauth *pa;
+    time_t started;
+    struct client *clients;
+};
+
+/* Returned by a handler that must not answer (libibcr's hello: libibcr
+ * only answers requests, it does not read replies). */
+extern char server_no_reply_marker;     /* one object for both files */
+#define NO_REPLY ((json_object *)(void *)&server_no_reply_marker)
+
+typedef json_object *(*handler_f) (struct server *s, struct client *c, json_object *req);
+void client_close (struct server *s, struct client *c);
+json_object *ok_reply (const char *request);
+
+/* Handlers of server_gen.c, in server.c's table. */
+json_object *h_checkpoint (struct server *s, struct client *c, json_object *req);
+json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req);
+json_object *h_resume_restored (struct server *s, struct client *c, json_object *req);
+
+/* A member node tells the leader it holds a rank (server_gen.c). */
+void join_leader (struct server *s, struct job *job, int rank);
+
+#endif
