@@ -261,7 +261,7 @@ sp_ns_wait (pid_t init, int report, const sigset_t *set)
     }
 }
 
-void sp_ns_adopt (pid_t init)
+void sp_ns_adopt (pid_t init, const int *keep, int nkeep)
 {
     sigset_t set;
     int status;
@@ -270,7 +270,7 @@ void sp_ns_adopt (pid_t init)
     (void)sigprocmask (SIG_BLOCK, &set, NULL);
     (void)prctl (PR_SET_NAME, "ibcr-task", 0, 0, 0);
     sp_ns_default_dispositions ();
-    sp_ns_close_fds (1, NULL, 0);
+    sp_ns_close_fds (1, keep, nkeep);
     /* It may have ended before the signals were blocked: its SIGCHLD is
      * then gone, but not its zombie. */
     if (waitpid (init, &status, WNOHANG) == init)

@@ -48,7 +48,8 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
 
 /* The waiter's half alone, for a restored task (sp_restore.h): 'init' is
  * already our child (re-parented to us as a subreaper).  Forward signals
- * to it and exit with its status.  Never returns. */
-void sp_ns_adopt (pid_t init) __attribute__ ((noreturn));
+ * to it and exit with its status; fds in keep[] stay open (its ibcrd
+ * connection), other close-on-exec ones are closed.  Never returns. */
+void sp_ns_adopt (pid_t init, const int *keep, int nkeep) __attribute__ ((noreturn));
 
 #endif

@@ -309,7 +309,7 @@ static int sp_stepd_restore (void)
                   sp_st.id.node, sp_st.plan.gen, (long)init);
     /* The connection to ibcrd stays open in the waiter: the registration
      * lives as long as it. */
-    sp_ns_adopt (init);
+    sp_ns_adopt (init, &sp_st.fd, sp_st.fd >= 0 ? 1 : 0);
 }
 
 /* Prepend 'lib' to the task's LD_PRELOAD, keeping what the user set. */

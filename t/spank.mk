@@ -7,4 +7,5 @@ TESTS += \
 	t4003-spank-daemon.t \
 	t4004-spank-criu.t \
 	t4005-spank-watch.t \
-	t4006-spank-restore.t
+	t4006-spank-restore.t \
+	t4007-spank-requeue.t

@@ -61,6 +61,9 @@ requeue_now() {
 	while ! scontrol -o show job "$1" | grep -q "JobState=PENDING"; do
 		rq_t=$((rq_t - 1)) && test $rq_t -gt 0 && sleep 0.1 || return 1
 	done &&
+	# The first run's files, out of the way of the next run's (a process
+	# still ending writes on into the renamed file).
+	mv app.out app.out.1 && mv app.err app.err.1 &&
 	scontrol update jobid="$1" StartTime=now &&
 	slurm_wait_job "$1" RUNNING 60
 }

@@ -1,0 +1,122 @@
+#!/bin/sh
+test_description='spank: sbatch --checkpoint-ib=INTERVAL, scontrol requeue, restored
+
+Issue 6 scenarios 1, 5 and 6 with a counting program on a real Slurm
+cluster with a real ibcrd: "sbatch --checkpoint-ib=3s" makes ibcrd commit
+generations periodically while the job runs; "scontrol requeue" ends it
+and its next run restores the newest generation (the count goes on from
+there), is checkpointed again, and completes with every number once.  A
+job without the option is not touched: no preload, no PID namespace, no
+ibcr message.'
+
+. $(dirname $0)/sharness.sh
+ibcr_require ROOT SLURM CRIU
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+# A preload that does nothing: the program uses no verbs (see t4004).
+preload=$plugin
+store=$IBCRD_RUN/ibcrd/n1/storage/local
+
+cat >counter.sh <<\EOF
+#!/bin/sh
+i=0
+while test $i -lt "$1"; do
+	i=$((i + 1))
+	echo $i
+	sleep 0.1
+done
+EOF
+chmod +x counter.sh
+
+lines() {
+	if test -f "$1"; then wc -l <"$1"; else echo 0; fi
+}
+
+# gens JOB: how many committed generations JOB has.
+gens() {
+	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
+}
+
+# wait_gens JOB N: until JOB has N committed generations (30 s).
+wait_gens() {
+	wg_t=300
+	while test "$(gens "$1")" -lt "$2"; do
+		wg_t=$((wg_t - 1))
+		test $wg_t -gt 0 || { echo "job $1 has $(gens "$1") generations, not $2" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+test_expect_success 'start a 1-node cluster and its ibcrd' '
+	ibcr_atexit ibcrd_stop_all &&
+	ibcrd_start_node n1 &&
+	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$preload conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
+'
+
+test_expect_success 'sbatch --checkpoint-ib=3s: generations appear while it runs' '
+	jobid=$(sbatch --parsable -N1 --checkpoint-ib=3s -o job.out \
+		--wrap "srun -o app.out -e app.err ./counter.sh 200") &&
+	slurm_wait_job $jobid RUNNING 30 &&
+	t0=$(date +%s) &&
+	wait_gens $jobid 2 &&
+	echo "2 generations after $(( $(date +%s) - t0 )) s" | ibcr_diag &&
+	test "$(lines app.out)" -lt 200
+'
+
+test_expect_success 'scontrol requeue: the next run restores the newest generation' '
+	newest=$(ls -d "$store/$jobid"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
+	scontrol requeue $jobid &&
+	t=300 &&
+	while ! scontrol -o show job $jobid | grep -q "JobState=PENDING"; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	# The first run'"'"'s files, out of the way of the next run'"'"'s (a
+	# process still ending writes on into the renamed file).
+	mv app.out app.out.1 && mv app.err app.err.1 &&
+	scontrol update jobid=$jobid StartTime=now &&
+	slurm_wait_job $jobid RUNNING 60 &&
+	t=300 &&
+	while test "$(lines app.out)" -lt 3; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	cat app.err | ibcr_diag &&
+	grep "ibcr: job $jobid step 0 task 0 on n1: restored from generation $newest " app.err &&
+	first=$(head -n 1 app.out) &&
+	echo "generation $newest: the count resumes at $first" | ibcr_diag &&
+	test "$first" -gt 1
+'
+
+test_expect_success 'the restored task is checkpointed again' '
+	before=$(gens $jobid) &&
+	wait_gens $jobid $((before + 1))
+'
+
+test_expect_success 'it completes with every number once' '
+	slurm_wait_job $jobid COMPLETED 60 &&
+	seq $first 200 >expect &&
+	test_cmp expect app.out
+'
+
+test_expect_success 'a job without the option: no preload, no namespace, no message' '
+	cat >probe.sh <<-\EOF &&
+	#!/bin/sh
+	grep "^NSpid:" /proc/self/status
+	echo "preload=${LD_PRELOAD-none}"
+	EOF
+	chmod +x probe.sh &&
+	j=$(sbatch --parsable -N1 -o plain.out --wrap "srun ./probe.sh") &&
+	slurm_wait_job $j COMPLETED 30 &&
+	cat plain.out &&
+	test "$(grep -c "^NSpid:" plain.out)" = 1 &&
+	test "$(grep "^NSpid:" plain.out | wc -w)" = 2 &&
+	grep "^preload=none$" plain.out &&
+	! grep ibcr plain.out &&
+	! test -e "$store/$j"
+'
+
+test_expect_success 'slurm_stop' '
+	slurm_stop
+'
+
+test_done
