@@ -125,7 +125,11 @@ int sp_restore_pick (const struct sp_restore_in *in, struct sp_restore_plan *pla
 
     note[0] = '\0';
     memset (plan, 0, sizeof (*plan));
-    if (!(c = conf_load (in->conf, in->node, cerr, sizeof (cerr)))) {
+    c = conf_load (in->conf, in->node, cerr, sizeof (cerr));
+    /* As ibcrd does: no file at the default place, the built-in values. */
+    if (!c && errno == ENOENT && !in->conf_given)
+        c = conf_create (in->node);
+    if (!c) {
         snprintf (err, errlen, "cannot read ibcrd's configuration to find the job's "
                   "checkpoints: %s (plugstack.conf conf=)", cerr);
         return -1;

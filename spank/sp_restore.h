@@ -38,6 +38,8 @@
 
 struct sp_restore_in {
     const char *conf;       /* ibcrd.conf, expanded for this node */
+    int conf_given;         /* named in plugstack.conf: it must exist;
+                               else a missing default means the defaults */
     const char *node;       /* Slurm node name */
     const char *job;        /* Slurm job id */
     const char *step;       /* step id ("0", "batch") */

@@ -46,6 +46,7 @@ static struct {
     char socket[PATH_MAX];      /* expanded for this node */
     char libibcr[PATH_MAX];
     char conf[PATH_MAX];        /* ibcrd.conf, expanded for this node */
+    int conf_given;             /* plugstack.conf conf= named it */
     char note[4096];            /* for the job's stderr in task_init, "" none */
     struct sp_restore_plan plan;
     int restore_fd;             /* to the restorer (SP_RESTORE) */
@@ -154,6 +155,7 @@ static int sp_stepd_pick (void)
     struct sp_restore_in in = {
         .conf = sp_st.conf, .node = sp_st.id.node, .job = sp_st.id.job,
         .step = sp_st.id.step, .rank = sp_st.id.rank, .ntasks = sp_st.id.ntasks,
+        .conf_given = sp_st.conf_given,
     };
     char err[4096];
     int rc;
@@ -217,6 +219,7 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
                   errno == ENOENT ? "does not exist" : "is not a regular file");
         return sp_stepd_cannot ();
     }
+    sp_st.conf_given = a->conf[0] != '\0';
     if (sp_stepd_expand ("conf", a->conf[0] ? a->conf : conf_default_path (),
                          sp_st.id.node, sp_st.conf, sizeof (sp_st.conf)) < 0)
         return sp_stepd_cannot ();
