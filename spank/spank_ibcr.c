@@ -9,7 +9,11 @@
  *                          preloaded and IBCR_SOCKET set, registered with
  *                          the node's ibcrd (sp_stepd.c, sp_ns.c,
  *                          sp_reg.c).  Steps without the option are not
- *                          touched at all.
+ *                          touched at all.  When the job was requeued
+ *                          (SLURM_RESTART_COUNT > 0) and has a committed
+ *                          generation, each task restores its image in
+ *                          its slot of the new step instead of executing
+ *                          the program (sp_restore.c, sp_cgroup.c).
  * plugstack.conf arguments: sp_args.h.
  *
  * How a task gets its PID namespace.  slurmstepd forks the task, runs
