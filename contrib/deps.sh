@@ -104,7 +104,11 @@ srclist=$work/sid-src.sources
     echo "Components: main"
     echo "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
 } > "$srclist"
+# Valid-Until is not checked: the machine may reach the archive through a
+# dated snapshot whose sid Release file is past its date; signatures and
+# file hashes are still verified.
 aptopts=(-o "Dir::Etc::SourceList=$srclist" -o "Dir::Etc::SourceParts=-"
+         -o "Acquire::Check-Valid-Until=false"
          -o "Dir::State::Lists=$work/lists" -o "APT::Sandbox::User=root")
 apt-get "${aptopts[@]}" update -qq || die "apt-get update of the sid deb-src list failed (URIs: $uris)"
 cd "$work/src"
