@@ -6,7 +6,8 @@ TESTS += \
 	t2003-ibcr-passthru.t \
 	t2004-ibcr-cycle.t \
 	t2005-ibcr-cycles-netns.t \
-	t2006-ibcr-rebuild.t
+	t2006-ibcr-rebuild.t \
+	t2007-ibcr-limits.t
 
 check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \
@@ -29,6 +30,9 @@ ibcr_idle_LDADD = -libverbs
 check_PROGRAMS += ibcr/rnr
 ibcr_rnr_SOURCES = ibcr/rnr.c
 ibcr_rnr_LDADD = libtap.la -libverbs
+check_PROGRAMS += ibcr/refuse
+ibcr_refuse_SOURCES = ibcr/refuse.c
+ibcr_refuse_LDADD = libtap.la -libverbs
 
 # Shell helpers sourced by the tests.
 EXTRA_DIST += ibcr/ibcr.sh

@@ -20,8 +20,9 @@ test_expect_success 'two network-namespace hosts' '
 VW_SERVER_HOST=1
 VW_CLIENT_HOST=2
 
-# About 2 s of traffic per stream: it outlasts the 50 cycles (~1.5 s).
-PACE="-s 1024 -n 16000 -r 8000 -W 32"
+# About 3 s of traffic per stream: it outlasts the 50 cycles (~1.5 s, more
+# on a loaded machine).
+PACE="-s 1024 -n 24000 -r 8000 -W 32"
 
 for op in send send_imm write write_imm read; do
 	test_expect_success "RC $op: 50 cycles" "
@@ -32,18 +33,18 @@ done
 
 for op in fadd cswap; do
 	test_expect_success "RC $op: 50 cycles, exact final values" "
-		ibcr_stream c-$op 50 5:30 -o $op -n 8000 -r 4000 &&
+		ibcr_stream c-$op 50 5:30 -o $op -n 12000 -r 4000 &&
 		ibcr_ids_changed c-$op
 	"
 done
 
 test_expect_success 'UD SEND with address handles, 2 QPs: 50 cycles' '
-	ibcr_stream c-ud 50 5:30 -U -q 2 -s 1024 -n 8000 -r 4000 &&
+	ibcr_stream c-ud 50 5:30 -U -q 2 -s 1024 -n 12000 -r 4000 &&
 	ibcr_ids_changed c-ud
 '
 
 test_expect_success 'SRQ receives, 4 QPs on one SRQ: 50 cycles' '
-	ibcr_stream c-srq 50 5:30 -S -q 4 -s 1024 -n 4000 -r 2000 &&
+	ibcr_stream c-srq 50 5:30 -S -q 4 -s 1024 -n 6000 -r 2000 &&
 	ibcr_ids_changed c-srq
 '
 
@@ -53,7 +54,7 @@ test_expect_success 'receiver blocked on a completion channel: 50 cycles' '
 '
 
 test_expect_success 'two threads, 4 QPs, 2 CQs, unsignaled sends, poll(): 50 cycles' '
-	ibcr_stream c-mt 50 5:30 -t 2 -q 4 -c 2 -u 4 -w poll -s 1024 -n 4000 -r 2000 &&
+	ibcr_stream c-mt 50 5:30 -t 2 -q 4 -c 2 -u 4 -w poll -s 1024 -n 6000 -r 2000 &&
 	ibcr_ids_changed c-mt
 '
 

@@ -7,14 +7,19 @@
  */
 #include "config.h"
 #include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include "ibcr.h"
 #include "backend.h"
+#include "nsmalloc.h"
 
 struct ibcr_backend ibcr_be;
+static void *ns_handle;          /* libibcr_ns.so, first in the namespace */
 static int want_fork_init;
 
 struct sym {
@@ -79,6 +84,74 @@ void backend_want_fork_init (void)
         ibcr_be.fork_init ();
 }
 
+/* Open a new namespace with libibcr_ns.so (next to libibcr.so) in it and
+ * hand it our allocator; *lmid is the namespace.  -1 when the helper is
+ * missing: the backend then gets a namespace of its own whose libc heaps
+ * leak at every unload (logged once). */
+static void *nop_thread (void *arg)
+{
+    return arg;
+}
+
+static int ns_open (Lmid_t *lmid)
+{
+    static int warned;
+    Dl_info di;
+    char path[1024];
+    const char *slash;
+
+    if (!dladdr ((void *)ns_open, &di) || !di.dli_fname
+        || !(slash = strrchr (di.dli_fname, '/')))
+        goto missing;
+    snprintf (path, sizeof (path), "%.*s/libibcr_ns.so", (int)(slash - di.dli_fname),
+              di.dli_fname);
+    ns_handle = dlmopen (LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
+    if (!ns_handle)
+        goto missing;
+    void (*set) (const struct ibcr_ns_alloc *) =
+        (void (*) (const struct ibcr_ns_alloc *))dlsym (ns_handle, "ibcr_ns_set_alloc");
+    if (!set || dlinfo (ns_handle, RTLD_DI_LMID, lmid) != 0) {
+        dlclose (ns_handle);
+        ns_handle = NULL;
+        goto missing;
+    }
+    /* The backend's threads are started by the namespace's libc, so ours
+     * would not know the process is multi-threaded and would run malloc
+     * without locks: start (and end) one thread of ours first; glibc never
+     * goes back to its single-threaded mode after that. */
+    static bool threaded;
+    if (!threaded) {
+        pthread_t t;
+        if (pthread_create (&t, NULL, nop_thread, NULL) != 0) {
+            dlclose (ns_handle);
+            ns_handle = NULL;
+            goto missing;
+        }
+        pthread_join (t, NULL);
+        threaded = true;
+    }
+    struct ibcr_ns_alloc fns = {
+        .malloc = malloc, .free = free, .calloc = calloc, .realloc = realloc,
+        .posix_memalign = posix_memalign, .usable = malloc_usable_size,
+    };
+    set (&fns);
+    return 0;
+missing:
+    if (!warned++)
+        ibcr_log ("libibcr_ns.so not found next to libibcr (%s): every checkpoint cycle "
+                  "will leak the backend's heap; install it with libibcr",
+                  dlerror () ? "not loadable" : "no path");
+    return -1;
+}
+
+static void ns_close (void)
+{
+    if (ns_handle) {
+        dlclose (ns_handle);
+        ns_handle = NULL;
+    }
+}
+
 int backend_load (const char *path)
 {
     struct ibcr_backend be;
@@ -91,10 +164,14 @@ int backend_load (const char *path)
     if (!p || !*p)
         p = "libibverbs.so.1";
     memset (&be, 0, sizeof (be));
-    be.handle = dlmopen (LM_ID_NEWLM, p, RTLD_NOW | RTLD_LOCAL);
+    Lmid_t lmid = LM_ID_NEWLM;
+    if (ns_open (&lmid) < 0)
+        lmid = LM_ID_NEWLM;
+    be.handle = dlmopen (lmid, p, RTLD_NOW | RTLD_LOCAL);
     if (!be.handle) {
         ibcr_log ("cannot load the verbs backend %s: %s; set IBCR_BACKEND to "
                   "the path of a libibverbs.so.1", p, dlerror ());
+        ns_close ();
         errno = ENOENT;
         return -1;
     }
@@ -109,6 +186,7 @@ int backend_load (const char *path)
                       "compatible libibverbs; set IBCR_BACKEND to one",
                       p, syms[i].name, syms[i].ver);
             dlclose (be.handle);
+            ns_close ();
             errno = ENOSYS;
             return -1;
         }
@@ -129,4 +207,5 @@ void backend_unload (void)
     memset (&ibcr_be, 0, sizeof (ibcr_be));
     if (dlclose (h) != 0)
         ibcr_log ("unloading the verbs backend: %s", dlerror ());
+    ns_close ();
 }

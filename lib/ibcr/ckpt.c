@@ -200,6 +200,7 @@ static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mr
             return -1;
         /* PSNs are chosen afresh and exchanged, never assumed. */
         v->psn = rand_r (&psn_seed) & 0xffffff;
+        v->psn_published = true;
         struct ibcr_port *p = &vctx->port[v->port <= IBCR_MAX_PORTS ? v->port : 1];
         json_object *q = json_object_new_object ();
         jadd (q, "vlid", p->vlid);

@@ -129,7 +129,7 @@ struct ibcr_qp {
     bool app_sig_all;
     uint32_t vqpn, rqpn;
     uint8_t port;
-    struct ibcr_qp_mod hist[8];     /* RESET..RTS, kept short: see qp.c */
+    struct ibcr_qp_mod hist[8];     /* one entry per state walked: qp.c */
     int nhist;
     /* Peer (RC/UC) in virtual ids, from the RTR modify. */
     bool has_peer;
@@ -139,6 +139,7 @@ struct ibcr_qp {
     bool peer_global;
     int peer_rank;              /* owner of the peer, -1 unknown */
     uint32_t psn;               /* own sq_psn chosen at the last rebuild */
+    bool psn_published;         /* psn is in the job's table */
     /* Logs and counters for the exact drain. */
     pthread_spinlock_t slock, rlock;
     struct wrlog_sq sq;

@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "gate.h"
 #include "exports.h"
+#include "xlate.h"
 
 struct ibv_pd *ibcr_alloc_pd (struct ibv_context *ctx)
 {
@@ -71,6 +72,37 @@ int ibcr_mr_open_real (struct ibcr_mr *vmr)
     return 0;
 }
 
+/* An MR registered after a rebuild keeps its real keys as virtual ones;
+ * they must not be keys this process published as virtual at the last
+ * rebuild (peers translate those) nor another live MR's virtual lkey.
+ * Register again for other keys then. */
+static bool key_taken (struct ibcr_mr *vmr)
+{
+    if (!ibcr_xlate)
+        return false;
+    return xlate_has_rkey (ibcr_rank, vmr->real->rkey)
+           || map_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->real->lkey) != NULL;
+}
+
+static int mr_open_fresh (struct ibcr_mr *vmr)
+{
+    struct ibv_mr *spare[8];
+    int nspare = 0, rc;
+    pthread_mutex_lock (&ibcr_lock);
+    for (;;) {
+        if ((rc = ibcr_mr_open_real (vmr)) < 0 || !key_taken (vmr) || nspare == 8)
+            break;
+        spare[nspare++] = vmr->real;
+    }
+    if (rc == 0 && key_taken (vmr))
+        ibcr_log ("MR key %u: already another MR's virtual key; RDMA to it may "
+                  "reach the wrong MR until the next checkpoint", vmr->real->rkey);
+    pthread_mutex_unlock (&ibcr_lock);
+    while (nspare > 0)
+        ibcr_be.dereg_mr (spare[--nspare]);
+    return rc;
+}
+
 static struct ibv_mr *reg (struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
                            bool iova_set, unsigned int access)
 {
@@ -94,7 +126,7 @@ static struct ibv_mr *reg (struct ibv_pd *pd, void *addr, size_t length, uint64_
     vmr->iova_set = iova_set;
     vmr->access = access;
     gate_enter ();
-    if (ibcr_mr_open_real (vmr) < 0) {
+    if (mr_open_fresh (vmr) < 0) {
         int saved = errno;
         gate_leave ();
         free (vmr);

@@ -45,6 +45,29 @@ int ibcr_qp_open_real (struct ibcr_qp *vqp)
     return 0;
 }
 
+/* A QP created after a rebuild takes its real QPN as its virtual one; that
+ * number must not be the virtual QPN of another QP of the job at this LID
+ * (peers would translate it to that QP).  Take another real QP then. */
+static int qp_open_fresh (struct ibcr_qp *vqp)
+{
+    struct ibv_qp *spare[8];
+    int nspare = 0, rc;
+    uint16_t vlid = vqp->ctx->port[1].vlid;
+    for (;;) {
+        if ((rc = ibcr_qp_open_real (vqp)) < 0 || !ibcr_xlate
+            || !xlate_qp (vlid, vqp->rqpn) || nspare == 8)
+            break;
+        map_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
+        spare[nspare++] = vqp->real;
+    }
+    if (rc == 0 && ibcr_xlate && xlate_qp (vlid, vqp->rqpn))
+        ibcr_log ("QP %u: its real QPN is another QP's virtual one; peers may "
+                  "address the wrong QP until the next checkpoint", vqp->rqpn);
+    while (nspare > 0)
+        ibcr_be.destroy_qp (spare[--nspare]);
+    return rc;
+}
+
 struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
     struct ibcr_pd *vpd = vpd_of (pd);
@@ -92,7 +115,7 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 
     gate_enter ();
     pthread_mutex_lock (&ibcr_lock);
-    if (ibcr_qp_open_real (vqp) < 0)
+    if (qp_open_fresh (vqp) < 0)
         goto error;
     /* What the backend granted is what the application gets, and what the
      * logs must be able to hold. */
@@ -175,18 +198,76 @@ struct ibv_qp_ex *ibcr_qp_to_qp_ex (struct ibv_qp *qp)
     return NULL;
 }
 
+/* Copy the attributes 'mask' names from src into dst. */
+static void attr_merge (struct ibv_qp_attr *dst, int *dmask, const struct ibv_qp_attr *src,
+                        int mask)
+{
+#define M(bit, field) if (mask & (bit)) dst->field = src->field
+    M (IBV_QP_STATE, qp_state);
+    M (IBV_QP_CUR_STATE, cur_qp_state);
+    M (IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
+    M (IBV_QP_ACCESS_FLAGS, qp_access_flags);
+    M (IBV_QP_PKEY_INDEX, pkey_index);
+    M (IBV_QP_PORT, port_num);
+    M (IBV_QP_QKEY, qkey);
+    M (IBV_QP_AV, ah_attr);
+    M (IBV_QP_PATH_MTU, path_mtu);
+    M (IBV_QP_TIMEOUT, timeout);
+    M (IBV_QP_RETRY_CNT, retry_cnt);
+    M (IBV_QP_RNR_RETRY, rnr_retry);
+    M (IBV_QP_RQ_PSN, rq_psn);
+    M (IBV_QP_MAX_QP_RD_ATOMIC, max_rd_atomic);
+    M (IBV_QP_MIN_RNR_TIMER, min_rnr_timer);
+    M (IBV_QP_SQ_PSN, sq_psn);
+    M (IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
+    M (IBV_QP_PATH_MIG_STATE, path_mig_state);
+    M (IBV_QP_CAP, cap);
+    M (IBV_QP_DEST_QPN, dest_qp_num);
+    M (IBV_QP_RATE_LIMIT, rate_limit);
+#undef M
+    if (mask & IBV_QP_ALT_PATH) {
+        dst->alt_ah_attr = src->alt_ah_attr;
+        dst->alt_pkey_index = src->alt_pkey_index;
+        dst->alt_port_num = src->alt_port_num;
+        dst->alt_timeout = src->alt_timeout;
+    }
+    *dmask |= mask;
+}
+
+/* Keep what a rebuilt QP needs to reach the same state: one entry per
+ * state of the walk RESET -> INIT -> RTR -> RTS (-> SQD/ERR).  A modify
+ * within a state, or back to a state already walked through (SQD -> RTS),
+ * folds its attributes into that state's entry, so the history stays short
+ * however often the application modifies. */
 static void hist_add (struct ibcr_qp *vqp, const struct ibv_qp_attr *a, int mask)
 {
+    int max = (int)(sizeof (vqp->hist) / sizeof (vqp->hist[0]));
     if ((mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RESET) {
         vqp->nhist = 0;
         return;
     }
-    if (vqp->nhist == (int)(sizeof (vqp->hist) / sizeof (vqp->hist[0]))) {
-        /* Keep the first steps (the state walk) and the newest one. */
-        vqp->nhist--;
+    if (mask & IBV_QP_STATE) {
+        for (int i = 0; i < vqp->nhist; i++) {
+            if (vqp->hist[i].attr.qp_state == a->qp_state) {
+                attr_merge (&vqp->hist[i].attr, &vqp->hist[i].mask, a,
+                            mask & ~IBV_QP_CUR_STATE);
+                vqp->nhist = i + 1;
+                return;
+            }
+        }
+    }
+    if (!(mask & IBV_QP_STATE) || vqp->nhist == max) {
+        if (vqp->nhist == 0)
+            return;
+        if (mask & IBV_QP_STATE)
+            ibcr_log ("QP %u: more than %d states in its history; a rebuild replays "
+                      "a shortened walk", vqp->vqpn, max);
+        struct ibcr_qp_mod *last = &vqp->hist[vqp->nhist - 1];
+        attr_merge (&last->attr, &last->mask, a, mask & ~IBV_QP_CUR_STATE);
+        return;
     }
     vqp->hist[vqp->nhist].attr = *a;
-    vqp->hist[vqp->nhist].mask = mask;
+    vqp->hist[vqp->nhist].mask = mask & ~IBV_QP_CUR_STATE;
     vqp->nhist++;
 }
 
@@ -208,7 +289,10 @@ static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, 
         a->ah_attr.dlid = x->rlid;
     if (mask & IBV_QP_DEST_QPN)
         a->dest_qp_num = x->rqpn;
-    if (rebuild && (mask & IBV_QP_RQ_PSN))
+    /* The peer's send PSN is the one it published at the last rebuild,
+     * whether its QP reached RTS before it (replayed) or after (see
+     * ibcr_modify_qp): so is our receive PSN, replayed or not. */
+    if (mask & IBV_QP_RQ_PSN)
         a->rq_psn = x->psn;
     vqp->peer_rank = x->rank;
 }
@@ -228,8 +312,13 @@ int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
         vqp->peer_vqpn = attr->dest_qp_num;
     if (mask & IBV_QP_PORT)
         vqp->port = attr->port_num;
-    if (ibcr_xlate)
+    if (ibcr_xlate) {
         modify_xlate (vqp, &a, mask, false);
+        /* A QP that existed at the last rebuild published a send PSN; its
+         * peer expects that one even if this QP reaches RTS only now. */
+        if ((mask & IBV_QP_SQ_PSN) && vqp->psn_published)
+            a.sq_psn = vqp->psn;
+    }
     int rc = ibcr_be.modify_qp (vqp->real, &a, mask);
     if (rc == 0) {
         hist_add (vqp, attr, mask);

@@ -114,3 +114,8 @@ uint32_t xlate_rkey (int rank, uint32_t vrkey)
     uintptr_t r = (uintptr_t)map_get (&rkeys, ((uint64_t)(uint32_t)rank << 32) | vrkey);
     return r ? (uint32_t)(r - 1) : vrkey;
 }
+
+bool xlate_has_rkey (int rank, uint32_t vrkey)
+{
+    return map_get (&rkeys, ((uint64_t)(uint32_t)rank << 32) | vrkey) != NULL;
+}

@@ -33,6 +33,8 @@ bool xlate_qp_rev (uint16_t rlid, uint32_t rqpn, uint16_t *vlid, uint32_t *vqpn)
 /* A virtual LID's current real LID (any QP of that LID; UD AHs only). */
 bool xlate_lid (uint16_t vlid, uint16_t *rlid);
 uint32_t xlate_rkey (int rank, uint32_t vrkey);
+/* True when 'rank' published vrkey as a virtual rkey at the last rebuild. */
+bool xlate_has_rkey (int rank, uint32_t vrkey);
 void xlate_fini (void);
 
 #endif

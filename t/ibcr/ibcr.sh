@@ -65,6 +65,20 @@ ibcr_softib_require() {
 	SOFTIB_LIBDIR=$PWD/softib-copy
 }
 
+# ibcr_show_ NAME SUFFIX...: NAME.SUFFIX files to stderr and, so that a
+# failure under make check is explained in the test's log, to the TAP
+# stream as comments (tail of each).
+ibcr_show_() {
+	ibcr_sh_n=$1
+	shift
+	for ibcr_sh_f in "$@"; do
+		test -s "$ibcr_sh_n.$ibcr_sh_f" || continue
+		sed "s|^|$ibcr_sh_n.$ibcr_sh_f: |" "$ibcr_sh_n.$ibcr_sh_f" >&2
+		tail -20 "$ibcr_sh_n.$ibcr_sh_f" | sed "s|^|$ibcr_sh_n.$ibcr_sh_f: |" | ibcr_diag
+	done
+	return 0
+}
+
 ibcr_on() {
 	ibcr_on_h=$1
 	shift
@@ -122,13 +136,18 @@ ibcr_stream() {
 	coord_start "$ibcr_st_name" 2 -c "$ibcr_st_n" -w "$ibcr_st_w" $IBCR_COORD_OPTS || return 1
 	VW_SERVER_ENV=$(ibcr_env 0) VW_CLIENT_ENV=$(ibcr_env 1) vw_stream "$ibcr_st_name" "$@"
 	ibcr_st_rc=$?
-	coord_wait || return 1
-	test $ibcr_st_rc -eq 0 || return 1
+	coord_wait
+	ibcr_st_crc=$?
+	if test $ibcr_st_rc -ne 0 || test $ibcr_st_crc -ne 0; then
+		ibcr_show_ "$ibcr_st_name" server.err client.err coord.err coord.out
+		return 1
+	fi
 	ibcr_st_got=$(coord_cycles "$ibcr_st_name")
 	grep "^cycle " "$ibcr_st_name".coord.out | tail -1
 	if test "$ibcr_st_got" != "$ibcr_st_n"; then
-		echo "ibcr_stream $ibcr_st_name: $ibcr_st_got of $ibcr_st_n cycles done" >&2
-		cat "$ibcr_st_name".coord.out >&2
+		echo "ibcr_stream $ibcr_st_name: $ibcr_st_got of $ibcr_st_n cycles done before the stream ended" |
+			tee /dev/stderr | ibcr_diag
+		ibcr_show_ "$ibcr_st_name" coord.out
 		return 1
 	fi
 }
@@ -183,9 +202,7 @@ ibcr_pp() {
 	fi
 	if test $ibcr_pp_ok -ne 0; then
 		echo "ibcr_pp $ibcr_pp_name: client exit $ibcr_pp_crc, server exit $ibcr_pp_src" >&2
-		for f in srv.out srv.err cli.out cli.err coord.out coord.err; do
-			test -s "$ibcr_pp_name.$f" && sed "s|^|$ibcr_pp_name.$f: |" "$ibcr_pp_name.$f" >&2
-		done
+		ibcr_show_ "$ibcr_pp_name" srv.out srv.err cli.out cli.err coord.out coord.err
 		return 1
 	fi
 	cat "$ibcr_pp_name".cli.out
@@ -206,6 +223,7 @@ ibcr_ids_changed() {
 		return 1
 	}
 	cat "$1".ids
+	awk '$2 == $3' "$1".ids | sed "s/^/$1: real id unchanged: /" | ibcr_diag
 	! awk '$2 == $3 { print $1 " " $2 ": the real id is still the first one"; bad = 1 }
 		END { exit !bad }' "$1".ids
 }
