@@ -5,7 +5,7 @@ test_description='a second real uid cannot see, verify, prune or read the first 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 
-ibcr_require ROOT
+ibcr_require ROOT OTHERS
 
 UA=ibcra$$
 UB=ibcrb$$

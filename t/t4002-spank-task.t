@@ -10,7 +10,7 @@ deaths by signal are what Slurm reports without ibcr; a job without the
 option is not touched at all.'
 
 . $(dirname $0)/sharness.sh
-ibcr_require ROOT SLURM
+ibcr_require ROOT SLURM OTHERS
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so

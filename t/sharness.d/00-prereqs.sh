@@ -10,6 +10,8 @@
 #     PERFTEST  ib_send_bw
 #     IBVUTILS  ibv_rc_pingpong
 #     PYTHON3   python3 and stdbuf (test peers and drivers written in python)
+#     OTHERS    an unprivileged user (nobody) can reach the build tree, as
+#               tests that run jobs or commands as other users need
 #   ibcr_prereq_ok NAME      true when NAME is present (works outside sharness)
 #   ibcr_prereq_why NAME     prints why NAME is missing
 #   ibcr_require NAME...     call right after sourcing sharness.sh.  If one
@@ -45,7 +47,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -103,6 +105,20 @@ ibcr_prereq_check_() {
 	ibcr_prereq_cmds_ PERFTEST ib_send_bw
 	ibcr_prereq_cmds_ IBVUTILS ibv_rc_pingpong
 	ibcr_prereq_cmds_ PYTHON3 python3 stdbuf
+
+	# Jobs and commands run as other users must reach the build tree
+	# (binaries, scripts in trash directories): a clone under a private
+	# folder such as /root cannot give them that.
+	if ! ibcr_prereq_ok ROOT; then
+		ibcr_prereq_missing_ OTHERS "needs root to switch to another user"
+	elif ! command -v setpriv >/dev/null 2>&1; then
+		ibcr_prereq_missing_ OTHERS "setpriv (util-linux) not in PATH"
+	elif setpriv --reuid=65534 --regid=65534 --clear-groups \
+		test -x "${IBCR_BUILDDIR:-.}/t" 2>/dev/null; then
+		ibcr_prereq_set_ OTHERS
+	else
+		ibcr_prereq_missing_ OTHERS "user nobody cannot reach ${IBCR_BUILDDIR:-.}: a folder above it is private (e.g. /root is 0700); clone and build ibcr in a folder other users can traverse, such as /usr/local/src or /opt"
+	fi
 
 	if ! ibcr_prereq_ok ROOT; then
 		ibcr_prereq_missing_ NETNS "network namespaces need root"

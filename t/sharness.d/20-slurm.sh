@@ -326,20 +326,23 @@ ibcr_slurm_start_once_() {
 	# Slurm's config parser and plugstack.conf split on spaces and the
 	# trash directory's name has one: reach our state by a link instead.
 	ibcr_slurm_run=/run/ibcr.$ibcr_slurm_tag
-	# munged's socket must be reachable by every user a job runs as.
+	# munged's socket must be reachable by every user a job runs as, and
+	# munged checks every folder above it: keep it out of the trash
+	# directory, whose parents may be private (a clone under /root).
 	chmod go+x "$ibcr_base" &&
-	mkdir -p "$ibcr_base/slurm" "$ibcr_slurm_run" &&
+	mkdir -p "$ibcr_base/slurm" "$ibcr_slurm_run/munge" &&
+	chmod 0755 "$ibcr_slurm_run" "$ibcr_slurm_run/munge" &&
 	ln -sfn "$ibcr_base/slurm" "$ibcr_slurm_run/slurm" || return 1
 	IBCR_SLURM_DIR=$ibcr_slurm_run/slurm
-	IBCR_MUNGE_SOCKET=$IBCR_SLURM_DIR/munge/munge.socket
+	IBCR_MUNGE_SOCKET=$ibcr_slurm_run/munge/munge.socket
 	MUNGE_SOCKET=$IBCR_MUNGE_SOCKET
 	SLURM_CONF=$IBCR_SLURM_DIR/etc/slurm.conf
 	IBCR_CGROUP_PREFIX=/ibcr_$ibcr_slurm_tag
 	export IBCR_SLURM_DIR IBCR_MUNGE_SOCKET MUNGE_SOCKET SLURM_CONF IBCR_CGROUP_PREFIX
 	(
 		cd "$IBCR_SLURM_DIR" &&
-		mkdir -p etc log run ctld spool munge munge-key &&
-		chmod 0755 munge && chmod 0700 munge-key
+		mkdir -p etc log run ctld spool munge-key &&
+		chmod 0700 munge-key
 	) || return 1
 
 	ibcr_slurm_cg_setup_ || {
@@ -517,6 +520,7 @@ slurm_stop() {
 	done
 	rmdir "$ibcr_slurm_run/cgroup" 2>/dev/null
 	rm -f "$ibcr_slurm_run/slurm"
+	rm -rf "$ibcr_slurm_run/munge"
 	rmdir "$ibcr_slurm_run" 2>/dev/null
 	ibcr_slurm_tag=
 	return $ibcr_ss_rc
