@@ -30,6 +30,7 @@
 #include "lock.h"
 #include "peer.h"
 #include "server.h"
+#include "slurm_hook.h"
 #include "worker.h"
 
 #define MAX_POLLFDS 1100
@@ -188,6 +189,7 @@ static struct conf *reload (const struct opts *o, struct conf *cur, struct serve
     }
     log_set_level (c->log_level);
     server_set_conf (srv, c);
+    slurm_hook_set_conf (c);
     conf_destroy (cur);
     log_msg (LOG_INFO, "configuration reloaded from %s", c->path ? c->path : "defaults");
     return c;
@@ -351,6 +353,7 @@ int main (int argc, char **argv)
                  conf->peer_address, peer_port (peer), conf->munge_socket ? " socket " : "",
                  conf->munge_socket ? conf->munge_socket : "");
     }
+    slurm_hook_set_conf (conf);
     if (lock_write_pidfile (conf->pidfile, err, sizeof (err)) < 0)
         goto startup_error;
     log_msg (LOG_INFO, "ibcrd %s serving %s (node %s, storage %s, pid %ld)", PACKAGE_VERSION,
@@ -365,11 +368,14 @@ int main (int argc, char **argv)
         struct pollfd pfd[MAX_POLLFDS];
         int n = server_pollfds (srv, pfd, MAX_POLLFDS);
         int np = peer ? peer_pollfds (peer, pfd + n, MAX_POLLFDS - n) : 0;
+        int nh = slurm_hook_pollfd (&pfd[n + np]);
 
-        int next = server_timer (srv);
+        int next = server_timer (srv), hnext = slurm_hook_timer ();
+        if (hnext >= 0 && (next < 0 || hnext < next))
+            next = hnext;
         struct timespec tmo = { .tv_sec = next / 1000, .tv_nsec = (next % 1000) * 1000000L };
 
-        if (ppoll (pfd, n + np, next >= 0 ? &tmo : NULL, &waitmask) < 0) {
+        if (ppoll (pfd, n + np + nh, next >= 0 ? &tmo : NULL, &waitmask) < 0) {
             if (errno != EINTR) {
                 log_err (errno, "poll");
                 break;
@@ -379,6 +385,7 @@ int main (int argc, char **argv)
             if (peer)
                 peer_dispatch (peer, pfd + n, np);
         }
+        slurm_hook_dispatch (srv, nh ? &pfd[n + np] : NULL);
         if (got_chld)
             reap_workers (srv);
         if (got_hup) {
@@ -399,6 +406,7 @@ startup_error:
     report (repfd, err);
     repfd = -1;
 out:
+    slurm_hook_shutdown ();
     if (srv) {
         server_destroy (srv);   /* removes the socket */
         unlink (conf->pidfile);

@@ -17,6 +17,7 @@
 #include "common/usock.h"
 #include "server.h"
 #include "server_int.h"
+#include "slurm_hook.h"
 
 char server_no_reply_marker;
 
@@ -188,6 +189,7 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
     }
     if (job->leader[0] && !jobs_task (job, 0))
         join_leader (s, job, (int)proto_get_int (req, "rank", -1));
+    slurm_hook_registered (s, job, req);
     if ((o = ok_reply ("register"))) {
         proto_set_str (o, "job", job->id);
         proto_set_str (o, "node", s->conf->node);
@@ -319,12 +321,13 @@ static const struct {
     { "register", h_register },
     { "resume-restored", h_resume_restored },
     { "status", h_status },
+    { "term", slurm_hook_term },
 };
 #define NHANDLERS (sizeof (handlers) / sizeof (handlers[0]))
 
 static const char *known_types (void)
 {
-    return "checkpoint, ctl-attach, ibcr-hello, ping, register, resume-restored, status";
+    return "checkpoint, ctl-attach, ibcr-hello, ping, register, resume-restored, status, term";
 }
 
 static void handle (struct server *s, struct client *c, json_object *req)

@@ -49,6 +49,12 @@ void server_set_peerauth (struct server *s, struct peerauth *pa);
 /* Peer requests about jobs ("join", "gen-begin"); for peer_set_handler. */
 json_object *server_peer_request (void *arg, json_object *msg, const char *addr);
 
+/* A final generation of job for a Slurm trigger ("timelimit", "drain",
+ * "preempt", "cancel"; slurm_hook.c), the job left running.  0, or -1
+ * with errno: EINVAL not the job's leader, EBUSY a generation runs,
+ * EAGAIN not every rank registered yet. */
+int server_start_trigger (struct server *s, struct job *job, const char *trigger);
+
 /* The peer port actually bound, for status replies (0: none). */
 void server_set_peer_port (struct server *s, int port);
 

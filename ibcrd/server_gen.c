@@ -23,6 +23,7 @@
 #include "peer.h"
 #include "server.h"
 #include "server_int.h"
+#include "slurm_hook.h"
 #include "worker.h"
 
 /* A member node tells the job's leader (rank 0's ibcrd) that it holds a
@@ -175,6 +176,7 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
         return -1;
     job->worker = pid;
     job->worker_kind = kind;
+    slurm_hook_gen_started (job, kind, trigger);
     for (struct task *t = job->tasks; t; t = t->next) {
         struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
         if (ctl)
@@ -290,6 +292,24 @@ void server_worker_done (struct server *s, pid_t pid, int status)
             t->restored = 0;
     log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id,
              (long)pid, status == 0 ? "done" : "failed (see its lines above)");
+    slurm_hook_gen_done (s, job, status);
+}
+
+int server_start_trigger (struct server *s, struct job *job, const char *trigger)
+{
+    if (!is_leader (job)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (job->worker) {
+        errno = EBUSY;
+        return -1;
+    }
+    if (!all_ranks (job)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return start_gen (s, job, GEN_CHECKPOINT, trigger, 1, NULL);
 }
 
 static long ts_ms (const struct timespec *t)
@@ -451,6 +471,7 @@ static json_object *p_gen_begin (struct server *s, json_object *m)
     close (g.member_lfd);
     job->worker = pid;
     job->worker_kind = GEN_CHECKPOINT;
+    slurm_hook_gen_started (job, GEN_CHECKPOINT, trigger);
     for (struct task *t = job->tasks; t; t = t->next) {
         struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
         if (ctl)

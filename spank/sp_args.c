@@ -14,7 +14,7 @@
 #include "sp_args.h"
 
 #define SP_KNOWN "socket=PATH, libibcr=PATH, batch_step=yes|no, " \
-    "on_daemon_down=warn|fail, timeout=DURATION, conf=PATH"
+    "on_daemon_down=warn|fail, timeout=DURATION, conf=PATH, term_wait=DURATION"
 
 void sp_args_defaults (struct sp_args *a)
 {
@@ -24,6 +24,8 @@ void sp_args_defaults (struct sp_args *a)
     a->batch_step = 0;
     a->on_down = SP_DOWN_WARN;
     a->timeout_ms = 2000;
+    /* Above a usual GraceTime: Slurm's SIGKILL ends the wait anyway. */
+    a->term_wait_ms = 120000;
 }
 
 /* A path value: absolute (slurmstepd's working directory is not the
@@ -60,6 +62,7 @@ int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errle
 {
     static const char *const keys[] = {
         "socket", "libibcr", "batch_step", "on_daemon_down", "timeout", "conf",
+        "term_wait",
     };
     int seen[sizeof (keys) / sizeof (keys[0])] = { 0 };
     size_t k;
@@ -82,7 +85,8 @@ int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errle
         }
         if (!val || !*val) {
             if (KEY ("socket") || KEY ("libibcr") || KEY ("batch_step")
-                || KEY ("on_daemon_down") || KEY ("timeout") || KEY ("conf"))
+                || KEY ("on_daemon_down") || KEY ("timeout") || KEY ("conf")
+                || KEY ("term_wait"))
                 snprintf (err, errlen, "ibcr: plugstack.conf: argument '%s' needs a value "
                           "(key=value; known: %s)", arg, SP_KNOWN);
             else
@@ -131,6 +135,16 @@ int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errle
                 return -1;
             }
             a->timeout_ms = ms;
+        } else if (KEY ("term_wait")) {
+            uint64_t ms;
+            if (!strcmp (val, "0"))
+                ms = 0;
+            else if (duration_parse (val, &ms) < 0 || ms > 3600000) {
+                snprintf (err, errlen, "ibcr: plugstack.conf: term_wait=%s: give a duration "
+                          "up to 1h, e.g. term_wait=2m, or 0 to pass SIGTERM on at once", val);
+                return -1;
+            }
+            a->term_wait_ms = ms;
         } else {
             snprintf (err, errlen, "ibcr: plugstack.conf: unknown argument '%.*s' "
                       "(known: %s)", (int)klen, arg, SP_KNOWN);

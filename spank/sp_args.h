@@ -30,6 +30,8 @@ struct sp_args {
     enum sp_on_down on_down;
     uint64_t timeout_ms;    /* whole exchange with ibcrd, per task */
     char conf[4096];        /* ibcrd.conf, may hold %n and %h; "" = default */
+    uint64_t term_wait_ms;  /* longest a task's SIGTERM waits for ibcrd's
+                               final checkpoint; 0 = never held */
 };
 
 /* Defaults: the configured ibcrd socket and libibcr, batch_step=no,

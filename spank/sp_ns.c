@@ -45,6 +45,15 @@ static const int sp_ns_fwd[] = {
 };
 #define SP_NS_NFWD (sizeof (sp_ns_fwd) / sizeof (sp_ns_fwd[0]))
 
+static sp_ns_term_f sp_ns_term_cb;
+static void *sp_ns_term_arg;
+
+void sp_ns_on_term (sp_ns_term_f f, void *arg)
+{
+    sp_ns_term_cb = f;
+    sp_ns_term_arg = arg;
+}
+
 int sp_ns_prepare (char *err, size_t errlen)
 {
     if (unshare (CLONE_NEWPID) < 0) {
@@ -244,6 +253,8 @@ sp_ns_wait (pid_t init, int report, const sigset_t *set)
     for (;;) {
         if ((sig = sigwaitinfo (set, &si)) < 0)
             continue;
+        if (sig == SIGTERM && sp_ns_term_cb)
+            sp_ns_term_cb (sp_ns_term_arg);     /* may hold it a while */
         if (sig != SIGCHLD) {
             (void)kill (init, sig);
             continue;

@@ -50,6 +50,12 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
  * already our child (re-parented to us as a subreaper).  Forward signals
  * to it and exit with its status; fds in keep[] stay open (its ibcrd
  * connection), other close-on-exec ones are closed.  Never returns. */
+/* Called by the waiter when SIGTERM arrives, before passing it on: it
+ * may hold the signal (a preempted job is checkpointed first, while its
+ * tasks still run).  Set before sp_ns_start() or sp_ns_adopt(). */
+typedef void (*sp_ns_term_f) (void *arg);
+void sp_ns_on_term (sp_ns_term_f f, void *arg);
+
 void sp_ns_adopt (pid_t init, const int *keep, int nkeep) __attribute__ ((noreturn));
 
 #endif

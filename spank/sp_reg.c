@@ -178,3 +178,25 @@ int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t 
     json_object_put (req);
     return rc;
 }
+
+int sp_reg_term (int fd, const struct sp_task_id *id, int wait_ms, char *err, size_t errlen)
+{
+    /* ibcrd answers at wait_ms at the latest; a little more for the
+     * answer to arrive, then give up on it. */
+    long deadline = now_ms () + wait_ms + 2000;
+    json_object *req;
+    int rc;
+
+    if (!(req = proto_new ("term"))
+        || proto_set_str (req, "job", id->job) < 0
+        || proto_set_str (req, "step", id->step) < 0
+        || proto_set_int (req, "rank", id->rank) < 0
+        || proto_set_int (req, "wait_ms", wait_ms) < 0) {
+        json_object_put (req);
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    rc = exchange (fd, req, deadline, "term", err, errlen);
+    json_object_put (req);
+    return rc;
+}

@@ -36,4 +36,9 @@ int sp_reg_open (const char *path, int timeout_ms, char *err, size_t errlen);
 int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t app_pid,
                      int timeout_ms, char *err, size_t errlen);
 
+/* The task got SIGTERM: ask ibcrd over the registration connection fd
+ * whether to wait (a final checkpoint runs), and return when it answers
+ * or after wait_ms (plus a little).  0 when ibcrd answered, -1 with err. */
+int sp_reg_term (int fd, const struct sp_task_id *id, int wait_ms, char *err, size_t errlen);
+
 #endif

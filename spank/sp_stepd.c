@@ -53,6 +53,7 @@ static struct {
     int fd;                     /* connection to ibcrd, held by the waiter */
     enum sp_on_down on_down;
     int timeout_ms;
+    int term_wait_ms;
     struct sp_task_id id;
 } sp_st = { .fd = -1, .restore_fd = -1 };
 
@@ -207,6 +208,7 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
         return 0;
     sp_st.on_down = a->on_down;
     sp_st.timeout_ms = (int)a->timeout_ms;
+    sp_st.term_wait_ms = (int)a->term_wait_ms;
 
     if (sp_stepd_expand ("socket", a->socket, sp_st.id.node, sp_st.socket,
                          sizeof (sp_st.socket)) < 0
@@ -285,6 +287,26 @@ static pid_t sp_stepd_first_child (pid_t pid)
     return (pid_t)child;
 }
 
+/* In the waiter (ibcr-task), at SIGTERM: a preempted job is checkpointed
+ * before its tasks get the signal; ibcrd says when they may.  Whatever
+ * goes wrong, the signal goes on: it is never lost, only delayed. */
+static void sp_stepd_term (void *arg)
+{
+    char err[1024];
+
+    (void)arg;
+    if (sp_st.fd < 0 || sp_st.term_wait_ms <= 0)
+        return;
+    if (sp_reg_term (sp_st.fd, &sp_st.id, sp_st.term_wait_ms, err, sizeof (err)) < 0) {
+        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: SIGTERM passed on without a "
+                      "final checkpoint: %s", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
+                      sp_st.id.node, err);
+        /* One try per task: a daemon that did not answer will not now. */
+        (void)close (sp_st.fd);
+        sp_st.fd = -1;
+    }
+}
+
 /* In task_init, as the user: restore instead of returning to exec. */
 static int sp_stepd_restore (void)
 {
@@ -312,6 +334,7 @@ static int sp_stepd_restore (void)
                   sp_st.id.node, sp_st.plan.gen, (long)init);
     /* The connection to ibcrd stays open in the waiter: the registration
      * lives as long as it. */
+    sp_ns_on_term (sp_stepd_term, NULL);
     sp_ns_adopt (init, &sp_st.fd, sp_st.fd >= 0 ? 1 : 0);
 }
 
@@ -368,6 +391,7 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
         return -1;
     }
     keep[0] = sp_st.fd;
+    sp_ns_on_term (sp_stepd_term, NULL);
     if (sp_ns_start (sp_stepd_started, NULL, keep, 1, err, sizeof (err)) < 0) {
         sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not started",
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);

@@ -36,7 +36,7 @@
 #define IBCR_CRIU_DEFAULT "criu"
 #endif
 
-enum kind { K_PATH, K_SOCKPATH, K_WORD, K_CMD, K_PORT, K_POSINT, K_BOOL, K_LEVEL, K_DURATION };
+enum kind { K_PATH, K_SOCKPATH, K_WORD, K_CMD, K_PORT, K_POSINT, K_BOOL, K_LEVEL, K_DURATION, K_ACTION, K_ACTION_NORQ };
 
 static const struct key {
     const char *name;
@@ -63,6 +63,12 @@ static const struct key {
     { "timeout_dump", K_DURATION, offsetof (struct conf, timeout_dump) },
     { "timeout_rebuild", K_DURATION, offsetof (struct conf, timeout_rebuild) },
     { "timeout_commit", K_DURATION, offsetof (struct conf, timeout_commit) },
+    { "on_timelimit", K_ACTION, offsetof (struct conf, on_timelimit) },
+    { "on_drain", K_ACTION, offsetof (struct conf, on_drain) },
+    { "on_preempt", K_ACTION, offsetof (struct conf, on_preempt) },
+    { "on_cancel", K_ACTION_NORQ, offsetof (struct conf, on_cancel) },
+    { "timelimit_margin", K_DURATION, offsetof (struct conf, timelimit_margin) },
+    { "slurm_poll", K_DURATION, offsetof (struct conf, slurm_poll) },
 };
 #define NKEYS (sizeof (keys) / sizeof (keys[0]))
 
@@ -168,6 +174,15 @@ struct conf *conf_create (const char *node)
     c->timeout_dump = 600000;
     c->timeout_rebuild = 60000;
     c->timeout_commit = 3600000;
+    c->on_timelimit = CONF_ACT_REQUEUE;
+    c->on_drain = CONF_ACT_REQUEUE;
+    /* Not left to PreemptMode=REQUEUE: a task ending on its SIGTERM
+     * before the GraceTime is over ends the batch script, and Slurm then
+     * records the job as ended instead of requeueing it (measured). */
+    c->on_preempt = CONF_ACT_REQUEUE;
+    c->on_cancel = CONF_ACT_NOTHING;
+    c->timelimit_margin = 60000;
+    c->slurm_poll = 1000;
     return c;
 error:
     conf_destroy (c);
@@ -224,7 +239,7 @@ static int fail (struct parse *p, const char *fmt, ...)
 
 static const char *known_keys (void)
 {
-    static char buf[512];
+    static char buf[1024];
     size_t off = 0;
 
     if (buf[0])
@@ -330,6 +345,23 @@ static int handler (void *user, const char *section, const char *name, const cha
             return fail (p, "%s = %s: not a duration; give e.g. 30s, 5m, 1h30m or 250ms",
                          name, value);
         *(uint64_t *)dst = ms;
+        return 1;
+    case K_ACTION:
+    case K_ACTION_NORQ:
+        if (!strcmp (value, "nothing"))
+            *(int *)dst = CONF_ACT_NOTHING;
+        else if (!strcmp (value, "checkpoint"))
+            *(int *)dst = CONF_ACT_CHECKPOINT;
+        else if (!strcmp (value, "requeue") && k->kind == K_ACTION)
+            *(int *)dst = CONF_ACT_REQUEUE;
+        else if (!strcmp (value, "requeue"))
+            /* A cancelled job is not to come back: requeueing it would
+             * undo the user's scancel. */
+            return fail (p, "%s = requeue: a cancelled job is never requeued; give "
+                         "checkpoint or nothing", name);
+        else
+            return fail (p, "%s = %s: give requeue (checkpoint, then requeue the job), "
+                         "checkpoint (checkpoint only) or nothing", name, value);
         return 1;
     }
     if (set_str ((char **)dst, value) < 0)

@@ -36,6 +36,22 @@ struct conf {
     uint64_t timeout_dump;
     uint64_t timeout_rebuild;
     uint64_t timeout_commit;
+    /* Slurm triggers (ibcrd/slurm_hook.c): one of CONF_ACT_*. */
+    int on_timelimit;           /* default requeue */
+    int on_drain;               /* default requeue */
+    int on_preempt;             /* default requeue */
+    int on_cancel;              /* default nothing */
+    uint64_t timelimit_margin;  /* ms before the end time, plus the last
+                                   measured checkpoint duration */
+    uint64_t slurm_poll;        /* ms between two looks at slurmctld */
+};
+
+/* What ibcrd does on a Slurm trigger (the values of on_timelimit, ...);
+ * the same numbers as ibcrd/slurm_watch.h's enum slurm_watch_action. */
+enum conf_action {
+    CONF_ACT_NOTHING = 0,       /* "nothing": only log it */
+    CONF_ACT_CHECKPOINT = 1,    /* "checkpoint": a final checkpoint */
+    CONF_ACT_REQUEUE = 2,       /* "requeue": a final checkpoint, then requeue */
 };
 
 /* Defaults only (built-in paths, node = short host name unless 'node'). */

@@ -8,11 +8,23 @@
 #                         arguments on them, and the trash folder has one)
 #   IBCRD_CONF_EXTRA      lines added to every ibcrd.conf written after it
 #                         is set
+#   IBCRD_STORAGE         storage folder of every ibcrd started after it is
+#                         set (one shared by all nodes, so a job restores
+#                         on other nodes); default one per node
 #   ibcrd_start_node NODE
 #                         writes $IBCRD_RUN/ibcrd/NODE/ibcrd.conf (socket,
 #                         storage and staging under that folder, spelled
 #                         with %n), starts `ibcrd -F -c FILE -N NODE` and
-#                         waits for its socket; on failure prints its log
+#                         waits for its socket; on failure prints its log.
+#                         When NODE is a node of a running `slurm_start
+#                         --netns` cluster, ibcrd runs in that node's
+#                         network and UTS namespaces (those of its slurmd),
+#                         as on a real node: CRIU dumps and restores its
+#                         tasks from inside them, and it reaches the other
+#                         nodes' ibcrd at the node's address.  Start it
+#                         after slurm_start then, so it also has SLURM_CONF
+#                         and watches Slurm (time limits, drains,
+#                         preemption).
 #   ibcrd_stop_all        SIGTERM and reap every ibcrd started; when the
 #                         test failed, print their logs first; removes
 #                         $IBCRD_RUN.  Register it with ibcr_atexit.
@@ -34,13 +46,18 @@ ibcrd_start_node() {
 	mkdir -p "$isn_dir" || return 1
 	{
 		echo "socket = $IBCRD_RUN/ibcrd/%n/ibcrd.sock"
-		echo "storage = $IBCRD_RUN/ibcrd/%n/storage"
+		echo "storage = ${IBCRD_STORAGE:-$IBCRD_RUN/ibcrd/%n/storage}"
 		echo "staging = $IBCRD_RUN/ibcrd/%n/staging"
 		test -z "$IBCRD_CONF_EXTRA" || printf '%s\n' "$IBCRD_CONF_EXTRA"
 	} >"$isn_dir/ibcrd.conf" || return 1
+	isn_enter=
+	eval "isn_slurmd=\${ibcr_slurm_pid_slurmd_$1:-}"
+	if test "${ibcr_slurm_netns:-0}" = 1 && test -n "$isn_slurmd"; then
+		isn_enter="nsenter -t $isn_slurmd -n -u"
+	fi
 	# Close the descriptors sharness keeps, or the test would wait for
-	# the daemon to exit before it reports.
-	"$IBCRD" -F -c "$isn_dir/ibcrd.conf" -N "$1" \
+	# the daemon to exit before it reports.  nsenter execs: $! is ibcrd.
+	$isn_enter "$IBCRD" -F -c "$isn_dir/ibcrd.conf" -N "$1" \
 		</dev/null >"$isn_dir/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	ibcrd_pids="$ibcrd_pids $!"
 	isn_t=50
