@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "drain.h"
 
@@ -18,18 +19,66 @@ static int64_t geti (json_object *o, const char *k)
     return json_object_get_int64 (v);
 }
 
-static json_object *find_qp (json_object **reports, int n, int64_t lid, int64_t qpn)
+/* Every QP of every report by (virtual LID, QPN): an open-addressing table
+ * built once per evaluation, so a job of N QPs costs O(N), not O(N^2). */
+struct qp_index {
+    uint64_t *key;
+    json_object **qp;
+    size_t mask;
+};
+
+static size_t mix (uint64_t k)
 {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static int index_build (struct qp_index *x, json_object **reports, int n)
+{
+    size_t total = 0, cap = 16;
     for (int p = 0; p < n; p++) {
         json_object *qps;
-        if (!json_object_object_get_ex (reports[p], "qps", &qps))
+        if (json_object_object_get_ex (reports[p], "qps", &qps)
+            && json_object_is_type (qps, json_type_array))
+            total += json_object_array_length (qps);
+    }
+    while (cap < 2 * total)
+        cap *= 2;
+    x->key = calloc (cap, sizeof (*x->key));
+    x->qp = calloc (cap, sizeof (*x->qp));
+    x->mask = cap - 1;
+    if (!x->key || !x->qp) {
+        free (x->key);
+        free (x->qp);
+        errno = ENOMEM;
+        return -1;
+    }
+    for (int p = 0; p < n; p++) {
+        json_object *qps;
+        if (!json_object_object_get_ex (reports[p], "qps", &qps)
+            || !json_object_is_type (qps, json_type_array))
             continue;
         for (size_t i = 0; i < json_object_array_length (qps); i++) {
             json_object *q = json_object_array_get_idx (qps, i);
-            if (geti (q, "vlid") == lid && geti (q, "vqpn") == qpn)
-                return q;
+            uint64_t k = ((uint64_t)geti (q, "vlid") << 32) | (uint32_t)geti (q, "vqpn");
+            size_t h = mix (k) & x->mask;
+            while (x->qp[h] && x->key[h] != k)
+                h = (h + 1) & x->mask;
+            x->key[h] = k;
+            x->qp[h] = q;
         }
     }
+    return 0;
+}
+
+static json_object *find_qp (const struct qp_index *x, int64_t lid, int64_t qpn)
+{
+    uint64_t k = ((uint64_t)lid << 32) | (uint32_t)qpn;
+    for (size_t h = mix (k) & x->mask; x->qp[h]; h = (h + 1) & x->mask)
+        if (x->key[h] == k)
+            return x->qp[h];
     return NULL;
 }
 
@@ -46,7 +95,8 @@ static int64_t ud_count (json_object *q, const char *list, int64_t lid, int64_t 
     return 0;
 }
 
-int drain_done (json_object **reports, int n, char *why, size_t whylen)
+static int check (const struct qp_index *x, json_object **reports, int n, char *why,
+                  size_t whylen)
 {
     for (int p = 0; p < n; p++) {
         json_object *qps;
@@ -78,7 +128,7 @@ int drain_done (json_object **reports, int n, char *why, size_t whylen)
                 for (size_t k = 0; k < json_object_array_length (sent); k++) {
                     json_object *s = json_object_array_get_idx (sent, k);
                     int64_t dl = geti (s, "lid"), dq = geti (s, "qpn"), cnt = geti (s, "n");
-                    json_object *b = find_qp (reports, n, dl, dq);
+                    json_object *b = find_qp (x, dl, dq);
                     if (!b || geti (b, "rq_avail") == 0)
                         continue;
                     int64_t got = ud_count (b, "ud_recv", lid, qpn);
@@ -98,7 +148,7 @@ int drain_done (json_object **reports, int n, char *why, size_t whylen)
                 }
                 continue;
             }
-            json_object *b = find_qp (reports, n, geti (a, "peer_vlid"), geti (a, "peer_vqpn"));
+            json_object *b = find_qp (x, geti (a, "peer_vlid"), geti (a, "peer_vqpn"));
             if (!b) {
                 if (done != posted) {
                     snprintf (why, whylen, "QP %ld:%ld: peer not in the job, %ld WRs pending",
@@ -121,4 +171,17 @@ int drain_done (json_object **reports, int n, char *why, size_t whylen)
         }
     }
     return 1;
+}
+
+int drain_done (json_object **reports, int n, char *why, size_t whylen)
+{
+    struct qp_index x;
+    if (index_build (&x, reports, n) < 0)
+        return -1;
+    int rc = check (&x, reports, n, why, whylen);
+    int saved = errno;
+    free (x.key);
+    free (x.qp);
+    errno = saved;
+    return rc;
 }
