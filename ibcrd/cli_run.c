@@ -171,11 +171,7 @@ int cli_run (struct cli *c, int argc, char **argv)
         if (bad)
             return CLI_USAGE;
     }
-    if (size > 1 && !leader && rank != 0) {
-        cli_error ("--rank %d of a job of --size %d: give --leader HOST, the host where "
-                   "rank 0 runs", rank, size);
-        return CLI_USAGE;
-    }
+    /* Without --leader, rank 0 runs on this node too (one ibcrd leads). */
     if (!job) {
         snprintf (jobbuf, sizeof (jobbuf), "run-%ld", (long)getpid ());
         job = jobbuf;

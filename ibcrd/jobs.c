@@ -103,6 +103,17 @@ static pid_t proc_ppid (pid_t pid)
     return (pid_t)ppid;
 }
 
+/* Is pid root itself or one of its descendants? */
+static int in_tree (pid_t pid, pid_t root)
+{
+    for (int depth = 0; pid > 1 && depth < 64; depth++) {
+        if (pid == root)
+            return 1;
+        pid = proc_ppid (pid);
+    }
+    return 0;
+}
+
 struct task *jobs_find_tree (struct jobs *j, pid_t pid, struct job **jobp)
 {
     /* A tree is shallow (init, application, its children); 64 levels up is
@@ -167,6 +178,29 @@ static long proc_uid (pid_t pid)
             break;
     fclose (f);
     return uid;
+}
+
+/* Job-wide facts: the first registration says them, later ones may only
+ * add what was missing (ranks on other nodes repeat them). */
+static void job_facts (struct job *job, int64_t size, int64_t interval, const char *leader,
+                       json_object *req)
+{
+    if (size > job->size)
+        job->size = (int)size;
+    if (interval > 0 && !job->interval_ms) {
+        job->interval_ms = (uint64_t)interval;
+        clock_gettime (CLOCK_MONOTONIC, &job->next_due);
+        job->next_due.tv_sec += interval / 1000;
+        job->next_due.tv_nsec += (interval % 1000) * 1000000L;
+        if (job->next_due.tv_nsec >= 1000000000L) {
+            job->next_due.tv_sec++;
+            job->next_due.tv_nsec -= 1000000000L;
+        }
+    }
+    if (*leader && !job->leader[0]) {
+        strcpy (job->leader, leader);
+        job->leader_port = (int)proto_get_int (req, "leader_port", 0);
+    }
 }
 
 struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
@@ -249,6 +283,20 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
         }
         for (t = job->tasks; t; t = t->next)
             if (t->rank == rank && !strcmp (t->step, step)) {
+                /* libibcr may say hello (and so register its process from
+                 * IBCR_JOB) before its launcher registers the task's init:
+                 * the launcher's registration takes that task over. */
+                if (t->conn == t->ctl_conn && t->pid != pid && in_tree (t->pid, pid)) {
+                    log_msg (LOG_INFO, "job %s step %s: rank %d: pid %ld is the "
+                             "application of init %ld", id, step, t->rank, (long)t->pid,
+                             (long)pid);
+                    t->app_pid = proto_get_int (req, "app_pid", t->pid);
+                    t->pid = pid;
+                    t->ns_pid = proto_get_int (req, "ns_pid", -1);
+                    t->conn = conn;
+                    job_facts (job, size, interval, leader, req);
+                    return job;
+                }
                 snprintf (err, len, "job %s step %s rank %lld is already registered "
                           "(pid %ld)", id, step, (long long)rank, (long)t->pid);
                 errno = EEXIST;
@@ -263,24 +311,7 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
         job->next = j->head;
         j->head = job;
     }
-    /* Job-wide facts: the first registration says them, later ones may
-     * only add what was missing (ranks on other nodes repeat them). */
-    if (size > job->size)
-        job->size = (int)size;
-    if (interval > 0 && !job->interval_ms) {
-        job->interval_ms = (uint64_t)interval;
-        clock_gettime (CLOCK_MONOTONIC, &job->next_due);
-        job->next_due.tv_sec += interval / 1000;
-        job->next_due.tv_nsec += (interval % 1000) * 1000000L;
-        if (job->next_due.tv_nsec >= 1000000000L) {
-            job->next_due.tv_sec++;
-            job->next_due.tv_nsec -= 1000000000L;
-        }
-    }
-    if (*leader && !job->leader[0]) {
-        strcpy (job->leader, leader);
-        job->leader_port = (int)proto_get_int (req, "leader_port", 0);
-    }
+    job_facts (job, size, interval, leader, req);
     if (!(t = calloc (1, sizeof (*t))))
         goto nomem;
     t->pid = pid;

@@ -26,3 +26,4 @@ TESTS += t3005-ibcrd-run.t
 TESTS += t3006-ibcrd-abort.t
 TESTS += t3007-ibcrd-periodic.t
 TESTS += t3008-ibcrd-multinode.t
+TESTS += t3009-ibcrd-verbs.t

@@ -1,0 +1,143 @@
+#!/bin/sh
+
+test_description='whole-job checkpoints of a verbs job (libibcr on softib)
+
+Debian'"'"'s ibv_rc_pingpong with buffer validation (-c), server and client
+as ranks 0 and 1 of one job under "ibcr run", with libibcr preloaded and
+softib as the device.  ibcrd checkpoints the job twice while it runs:
+libibcr quiesces, drains exactly, releases every verbs object, CRIU dumps
+both ranks with libibcr'"'"'s control socket external, libibcr rebuilds with
+new real ids that are exchanged between the ranks, and the pingpong goes
+on and finishes, every buffer validated.  First with both ranks on one
+host, then on two network-namespace hosts with one ibcrd each (the leader
+drives the member node'"'"'s phases over MUNGE).'
+
+. "$(dirname "$0")"/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
+
+ibcr_require ROOT CRIU NETNS IBVUTILS
+
+SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
+test -e "$SOFTIB_LIBDIR/libibverbs.so.1" || error "softib is not built"
+IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
+IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+export IBCR_INIT IBCR_LIBIBCR
+unset IBCR_SOCKET
+
+t9_pids=
+t9_track() { t9_pids="$t9_pids $*"; }
+t9_cleanup() {
+	for p in $t9_pids; do
+		ibcrd_alive "$p" && kill -9 "$p" 2>/dev/null
+	done
+	for p in $t9_pids; do
+		ibcrd_wait_gone "$p" 50
+	done
+	t9_pids=
+	return 0
+}
+ibcr_atexit t9_cleanup
+
+t9_wait_for() {
+	i=0
+	until "$@"; do
+		i=$((i + 1)); test $i -lt 400 || return 1
+		sleep 0.05
+	done
+}
+
+# A port for the pingpong's own TCP exchange, from our pid.
+PORT=$(( 30000 + $$ % 20000 ))
+ITERS=150000
+
+# t9_pp NAME RANK [ibcr-run options] -- pingpong args: one rank, in the
+# background (inside $T9_ON, e.g. a host's network namespace: the whole
+# task then lives there, as CRIU and that host's ibcrd do); its exit
+# status lands in NAME.RANK.rc.
+T9_ON=
+t9_pp() {
+	t9_n=$1 t9_r=$2
+	shift 2
+	{ ( $T9_ON env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" "$IBCR" run "$@" \
+		>$t9_n.$t9_r.out 2>$t9_n.$t9_r.err; echo $? >$t9_n.$t9_r.rc ) & } &&
+	t9_track $!
+}
+
+t9_done() {
+	test -s $1.0.rc && test -s $1.1.rc
+}
+
+test_expect_success 'setup: ibcrd' '
+	ibcrd_setup d "criu = $IBCR_CRIU" "peer_port = 0" &&
+	ibcrd_start d &&
+	IBCR_SOCKET=$(ibcrd_sock d) && export IBCR_SOCKET
+'
+
+test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
+	t9_pp pp 0 --job pp --rank 0 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT &&
+	sleep 0.3 &&
+	t9_pp pp 1 --job pp --rank 1 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT 127.0.0.1 &&
+	t9_wait_for grep -q "rank 1: pid .* is the application of init" d/ibcrd.log &&
+	t9_wait_for grep -q "rank 0: pid .* is the application of init" d/ibcrd.log &&
+	sleep 0.5 &&
+	"$IBCR" checkpoint pp --wait &&
+	sleep 0.5 &&
+	"$IBCR" checkpoint pp --wait &&
+	! t9_done pp &&
+	grep -c "ctl_ino" d/storage/local/pp/gen-2/manifest.json >n && test "$(cat n)" -eq 2 &&
+	grep "job pp gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" d/ibcrd.log &&
+	grep "job pp gen 2: rank 0: criu dump .*(libibcr control socket external)" d/ibcrd.log &&
+	t9_wait_for t9_done pp &&
+	cat pp.0.out pp.1.out pp.0.err pp.1.err &&
+	test "$(cat pp.0.rc)" = 0 && test "$(cat pp.1.rc)" = 0 &&
+	grep "^$ITERS iters in" pp.0.out && grep "^$ITERS iters in" pp.1.out &&
+	"$IBCR" verify pp
+'
+
+# --- two hosts ---------------------------------------------------------
+
+t9_ibcrd() {
+	ibcrd_setup h$1 "node = n$1" "peer_port = 7195" "munge_socket = $MSOCK" \
+		"criu = $IBCR_CRIU" "storage = $PWD/shared" &&
+	sed -i "/^storage = .*h$1\/storage$/d" h$1/ibcrd.conf &&
+	{ netns_exec $1 "$IBCRD" -F -c "$PWD/h$1/ibcrd.conf" -v 2>>h$1/ibcrd.log & } &&
+	echo $! >h$1/launch.pid &&
+	ibcr_atexit ibcrd_stop h$1 &&
+	t9_wait_for test -S h$1/run/ibcrd.sock
+}
+
+test_expect_success 'setup: two hosts, munged, one ibcrd each' '
+	netns_create 2 &&
+	ibcrd_munged_start m &&
+	MSOCK=$PWD/m/sock/munge.socket &&
+	mkdir shared &&
+	t9_ibcrd 1 && t9_ibcrd 2
+'
+
+test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while rc_pingpong -c runs' '
+	L="n1@$(netns_ip 1)" &&
+	T9_ON="nsenter --net=/run/netns/$(netns_name 1)" IBCR_SOCKET=$(ibcrd_sock h1) \
+		t9_pp mh 0 --job mh --rank 0 --size 2 --leader $L -- \
+		ibv_rc_pingpong -c -n $ITERS -p $PORT &&
+	sleep 0.3 &&
+	T9_ON="nsenter --net=/run/netns/$(netns_name 2)" IBCR_SOCKET=$(ibcrd_sock h2) \
+		t9_pp mh 1 --job mh --rank 1 --size 2 --leader $L -- \
+		ibv_rc_pingpong -c -n $ITERS -p $PORT $(netns_ip 1) &&
+	t9_wait_for grep -q "job mh: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	t9_wait_for grep -q "rank 1: pid .* is the application of init" h2/ibcrd.log &&
+	t9_wait_for grep -q "rank 0: pid .* is the application of init" h1/ibcrd.log &&
+	sleep 0.5 &&
+	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mh --wait &&
+	sleep 0.5 &&
+	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mh --wait &&
+	! t9_done mh &&
+	grep "job mh gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" h1/ibcrd.log &&
+	grep "job mh gen 2: member worker" h2/ibcrd.log &&
+	t9_wait_for t9_done mh &&
+	cat mh.0.out mh.1.out mh.0.err mh.1.err &&
+	test "$(cat mh.0.rc)" = 0 && test "$(cat mh.1.rc)" = 0 &&
+	grep "^$ITERS iters in" mh.0.out && grep "^$ITERS iters in" mh.1.out &&
+	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" verify mh
+'
+
+test_done
