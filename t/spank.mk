@@ -8,4 +8,5 @@ TESTS += \
 	t4004-spank-criu.t \
 	t4005-spank-watch.t \
 	t4006-spank-restore.t \
-	t4007-spank-requeue.t
+	t4007-spank-requeue.t \
+	t4008-spank-triggers.t

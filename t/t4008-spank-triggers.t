@@ -1,0 +1,208 @@
+#!/bin/sh
+test_description='spank: preemption, time limit and drain checkpoint and requeue a job
+
+Issue 6 scenarios 2, 3 and 4 with a counting program on a real 3-node
+Slurm cluster (one network namespace per node) with a real ibcrd per
+node, inside that node'"'"'s namespaces, all sharing one storage:
+- preempted by a job of a higher-priority partition (partition_prio,
+  PreemptMode=REQUEUE, GraceTime=30): the task'"'"'s SIGTERM is held
+  while ibcrd commits a final checkpoint, well within the grace time;
+  the job is requeued and its next run goes on from that checkpoint;
+- "-t 2" on work needing about 4 minutes: ibcrd checkpoints and requeues
+  it before each limit; it completes on a later run, never TIMEOUT;
+- its node drained: checkpointed, requeued, restored on another node (at
+  another address), completes.
+Every run appends to the output; the check splits it into runs: each run
+counts on by one, each later run starts where a checkpoint was (never at
+1 again, never past where the previous run got), the last ends at N.'
+
+. $(dirname $0)/sharness.sh
+ibcr_require ROOT SLURM CRIU NETNS
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+# The program uses no verbs: a preload that does nothing (as t4004).
+preload=$plugin
+IBCRD_STORAGE=$IBCRD_RUN/storage
+store=$IBCRD_STORAGE/local
+
+cat >counter.sh <<\EOF
+#!/bin/sh
+i=0
+while test $i -lt "$1"; do
+	i=$((i + 1))
+	echo $i
+	sleep 0.1
+done
+EOF
+chmod +x counter.sh
+
+# runs FILE N: check FILE, the output of every run of a job; the batch
+# script writes "run $SLURM_RESTART_COUNT" before each srun.  Within a run
+# the count goes on by one; a later run goes on from a checkpoint: above
+# 1 (not afresh) and at most one past where the previous run got; the
+# last run ends at N.  Prints the number of runs.
+runs() {
+	awk -v n="$2" '
+		function fail(why) { print FILENAME ": line " NR ": " why > "/dev/stderr"; bad = 1; exit 1 }
+		/^run / { if (NR > 1 && $2 == 0) fail("run 0 twice"); r = $2; fresh = 1; nruns++; next }
+		fresh && r > 0 {
+			if ($1 <= 1 || $1 > prev + 1) fail("run " r " starts at " $1 " after " prev)
+			fresh = 0; prev = $1; next
+		}
+		{ if ($1 != prev + 1) fail($1 " after " prev); fresh = 0; prev = $1 }
+		END {
+			if (bad) exit 1
+			if (prev != n) { print FILENAME ": ends at " prev ", not " n > "/dev/stderr"; exit 1 }
+			print nruns
+		}' "$1"
+}
+
+# submit NAME N SBATCH-OPTIONS...: a job counting to N with the option.
+submit() {
+	sm_name=$1 sm_n=$2
+	shift 2
+	sbatch --parsable --checkpoint-ib --open-mode=append -o $sm_name.job "$@" \
+		--wrap "echo run \${SLURM_RESTART_COUNT:-0} >>$sm_name.out; srun --open-mode=append -o $sm_name.out -e $sm_name.err ./counter.sh $sm_n"
+}
+
+lines() {
+	if test -f "$1"; then wc -l <"$1"; else echo 0; fi
+}
+
+gens() {
+	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
+}
+
+# field JOB NAME: a field of scontrol show job.
+field() {
+	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# restarts_at_least JOB N [TENTHS]: until the job was requeued N times.
+restarts_at_least() {
+	ra_t=${3:-600}
+	while test "$(field "$1" Restarts)" -lt "$2"; do
+		ra_t=$((ra_t - 1))
+		test $ra_t -gt 0 || { echo "job $1: Restarts=$(field "$1" Restarts), not $2" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+# A requeued job waits 120 s (BeginTime); the tests do not.
+hurry_pid=
+hurry_start() {
+	(
+		while :; do
+			for j in $(squeue -h -t pending -o %A 2>/dev/null); do
+				scontrol update jobid=$j StartTime=now 2>/dev/null
+			done
+			sleep 1
+		done
+	) </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+	hurry_pid=$!
+}
+hurry_stop() {
+	test -z "$hurry_pid" || { kill $hurry_pid; wait $hurry_pid; } 2>/dev/null
+	hurry_pid=
+	return 0
+}
+
+test_expect_success 'start a 3-node netns cluster with preemption, an ibcrd per node' '
+	ibcr_atexit ibcrd_stop_all &&
+	ibcr_atexit hurry_stop &&
+	mkdir -p "$IBCRD_STORAGE" &&
+	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$preload conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	SLURM_PLUGSTACK=plugstack.conf \
+	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
+	SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+JobRequeue=1
+PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
+	slurm_start 3 --netns &&
+	IBCRD_CONF_EXTRA="timelimit_margin = 30s
+slurm_poll = 500ms" &&
+	ibcrd_start_node n1 && ibcrd_start_node n2 && ibcrd_start_node n3 &&
+	hurry_start
+'
+
+test_expect_success 'time limit: a job with -t 2 and 4 minutes of work starts on n3' '
+	T=$(submit T 2400 -w n3 -t 2) &&
+	slurm_wait_job $T RUNNING 30
+'
+
+test_expect_success 'preempted: SIGTERM held, checkpointed within the grace time, requeued' '
+	L=$(submit L 400 -w n1 -c 2) &&
+	slurm_wait_job $L RUNNING 30 &&
+	t=300 && while test "$(lines L.out)" -lt 20; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	t0=$(date +%s) &&
+	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
+	restarts_at_least $L 1 400 &&
+	took=$(( $(date +%s) - t0 )) &&
+	echo "preempted, checkpointed and requeued after $took s (GraceTime 30 s)" | ibcr_diag &&
+	test $took -lt 30 &&
+	test "$(gens $L)" -ge 1 &&
+	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
+	grep "job $L rank 0: SIGTERM held" $log &&
+	grep "job $L: preempt: final checkpoint, then requeue" $log &&
+	grep "job $L gen 1: committed" $log &&
+	grep "job $L rank 0: SIGTERM goes to the task (requeued)" $log &&
+	# The order: the task keeps running until the job is requeued.
+	sed -n "/SIGTERM held/,/SIGTERM goes/p" $log | grep "job $L: requeued"
+'
+
+test_expect_success 'the preempted job comes back from its checkpoint and completes' '
+	slurm_wait_job $L COMPLETED 120 &&
+	cat L.err | ibcr_diag &&
+	grep "restored from generation" L.err &&
+	n=$(runs L.out 400) &&
+	echo "job $L: $n runs: $(grep -A1 "^run" L.out | tr "\n" " ")" | ibcr_diag &&
+	test "$n" = 2
+'
+
+test_expect_success 'drain: its node drained, the job is checkpointed, requeued, restored on another node' '
+	filler=$(sbatch --parsable -w n1 -c 2 -o /dev/null --wrap "sleep 600") &&
+	slurm_wait_job $filler RUNNING 30 &&
+	D=$(submit D 300 -x n3 -c 2) &&
+	slurm_wait_job $D RUNNING 30 &&
+	test "$(field $D NodeList)" = n2 &&
+	scancel $filler &&
+	t=300 && while test "$(lines D.out)" -lt 20; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	scontrol update nodename=n2 state=drain reason=ibcr-t4008 &&
+	restarts_at_least $D 1 300 &&
+	log=$IBCRD_RUN/ibcrd/n2/ibcrd.log &&
+	grep "job $D: Slurm: node n2 is DRAIN (ibcr-t4008)" $log &&
+	grep "job $D: drain: final checkpoint, then requeue" $log &&
+	grep "job $D: requeued" $log &&
+	slurm_wait_job $D COMPLETED 120 &&
+	scontrol update nodename=n2 state=resume &&
+	cat D.err | ibcr_diag &&
+	grep "ibcr: job $D step 0 task 0 on n1: restored from generation" D.err &&
+	test "$(field $D NodeList)" = n1 &&
+	n=$(runs D.out 300) &&
+	echo "job $D: $n runs: $(grep -A1 "^run" D.out | tr "\n" " ")" | ibcr_diag &&
+	test "$n" = 2
+'
+
+test_expect_success 'time limit: checkpointed and requeued before each limit, completes, never TIMEOUT' '
+	slurm_wait_job $T COMPLETED 400 &&
+	cat T.err | ibcr_diag &&
+	n=$(runs T.out 2400) &&
+	echo "job $T: $n runs: $(grep -A1 "^run" T.out | tr "\n" " ")" | ibcr_diag &&
+	test "$n" -ge 3 &&
+	test "$(field $T Restarts)" -ge 2 &&
+	log=$IBCRD_RUN/ibcrd/n3/ibcrd.log &&
+	grep "job $T: timelimit: final checkpoint, then requeue" $log &&
+	! grep "TIMEOUT" $log &&
+	! grep "Time limit exhausted for JobId=$T\$" "$IBCR_SLURM_DIR/log/slurmctld.log"
+'
+
+test_expect_success 'slurm_stop' '
+	hurry_stop &&
+	slurm_stop
+'
+
+test_done
