@@ -2,8 +2,9 @@
 test_description='libibcr: transparent pass-through on softib
 
 With libibcr preloaded on both sides and no checkpoint ever taken, Debian'"'"'s
-unmodified pingpongs and verbs_stream (every opcode, UD, SRQ, completion
-channels, several threads) run exactly as without it, on one host and
+unmodified pingpongs, perftest and verbs_stream (every opcode, UD, SRQ,
+completion channels, several threads, the ibv_wr_* and ibv_cq_ex APIs) run
+exactly as without it, on one host and
 between two network-namespace hosts; the receivers verify every byte.'
 
 . $(dirname $0)/sharness.sh
@@ -47,6 +48,32 @@ for op in send send_imm write write_imm read fadd cswap; do
 	"
 done
 
+for op in send write_imm read fadd; do
+	test_expect_success "verbs_stream -X (ibv_wr_*, ibv_cq_ex) RC $op under libibcr" "
+		vw_stream ptx-$op -X -o $op -n 400 -W 32
+	"
+done
+
+test_expect_success 'rc_pingpong -c -N (ibv_wr_* API) under libibcr' '
+	ibcr_pp rcn 0 0 0 0 ibv_rc_pingpong -c -N -n 300
+'
+
+test_expect_success PERFTEST 'perftest default path (ibv_wr_*): ib_send_bw, ib_write_bw, ib_read_lat, ib_atomic_bw' '
+	# perftest servers of latency tests print no result line
+	IBCR_PP_DONE="#bytes" && IBCR_PP_SRV_DONE= &&
+	ibcr_pp pf-send 0 0 0 0 ib_send_bw -s 64 -n 2000 &&
+	ibcr_pp pf-write 0 0 0 0 ib_write_bw -s 4096 -n 2000 &&
+	ibcr_pp pf-read 0 0 0 0 ib_read_lat -s 8 -n 500 &&
+	ibcr_pp pf-atomic 0 0 0 0 ib_atomic_bw -n 1000 &&
+	# every result line carries a rate: nothing ran empty
+	for f in pf-send pf-write pf-read pf-atomic; do
+		grep -A1 "#bytes" $f.cli.out | tail -1 | awk "{ exit !(\$1 > 0 && \$2 > 0) }" || return 1
+	done
+	rc=$?
+	IBCR_PP_DONE="iters in" IBCR_PP_SRV_DONE="iters in"
+	test $rc = 0
+'
+
 VW_SERVER_HOST=1
 VW_CLIENT_HOST=2
 test_expect_success 'verbs_stream UD, SRQ, events, inline, unsignaled, threads (two hosts)' '
@@ -56,7 +83,9 @@ test_expect_success 'verbs_stream UD, SRQ, events, inline, unsignaled, threads (
 	vw_stream pt-poll -w poll -o write_imm -n 400 &&
 	vw_stream pt-inl -I -s 64 -n 400 &&
 	vw_stream pt-sig -u 4 -o write -n 400 &&
-	vw_stream pt-thr -t 2 -q 4 -c 2 -n 200
+	vw_stream pt-thr -t 2 -q 4 -c 2 -n 200 &&
+	vw_stream pt-xud -X -U -q 2 -n 300 &&
+	vw_stream pt-xsrq -X -S -q 4 -w event -n 200
 '
 
 test_done

@@ -58,4 +58,16 @@ test_expect_success 'two threads, 4 QPs, 2 CQs, unsignaled sends, poll(): 50 cyc
 	ibcr_ids_changed c-mt
 '
 
+test_expect_success 'ibv_wr_* and ibv_cq_ex (-X): RC write_imm and fetch-add, 50 cycles each' '
+	ibcr_stream c-xw 50 5:30 -X -o write_imm $PACE &&
+	ibcr_ids_changed c-xw &&
+	ibcr_stream c-xa 50 5:30 -X -o fadd -n 12000 -r 4000 &&
+	ibcr_ids_changed c-xa
+'
+
+test_expect_success 'ibv_wr_* and ibv_cq_ex (-X): UD SEND on a completion channel, 50 cycles' '
+	ibcr_stream c-xud 50 5:30 -X -U -q 2 -w event -s 1024 -n 12000 -r 4000 &&
+	ibcr_ids_changed c-xud
+'
+
 test_done

@@ -238,13 +238,6 @@ struct ibv_cq *ibcr_create_cq (struct ibv_context *ctx, int cqe, void *cq_contex
     return cq;
 }
 
-struct ibv_cq_ex *ibcr_create_cq_ex (struct ibv_context *ctx, struct ibv_cq_init_attr_ex *a)
-{
-    ibcr_refuse ("extended CQs (ibv_create_cq_ex)", "the ibv_cq_ex polling API is not "
-                 "virtualized yet; use ibv_create_cq");
-    return NULL;
-}
-
 int ibcr_resize_cq (struct ibv_cq *cq, int cqe)
 {
     struct ibcr_cq *vcq = vcq_of (cq);

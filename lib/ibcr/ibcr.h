@@ -32,6 +32,7 @@
 #define IBCR_MAX_GIDS 8
 
 struct ibcr_ctx;
+struct ibcr_wrb;
 
 /* Intrusive list in creation order: rebuild recreates objects in the same
  * order so dependencies (PD before MR, CQ before QP) hold. */
@@ -93,6 +94,7 @@ struct ibcr_cq {
     bool armed;                 /* req_notify since the last event */
     int solicited_only;
     pthread_mutex_t plock;      /* serializes polls of this CQ */
+    struct ibv_wc cur;          /* ibv_cq_ex: the completion being read */
     struct ibv_wc *pend;        /* completions drained at checkpoint */
     size_t pend_head, pend_len, pend_cap;
     unsigned long events;       /* events handed to the app */
@@ -147,6 +149,7 @@ struct ibcr_qp {
     uint64_t recv_done;         /* receive completions (messages from peer) */
     struct ibcr_map ud_sent;    /* UD: (vlid<<32|vqpn) of dest -> sends done */
     struct ibcr_map ud_recv;    /* UD: (vlid<<32|vqpn) of source -> received */
+    struct ibcr_wrb *wrb;       /* ibv_wr_* batch being built (qpx.c) */
     struct ibcr_link link;
 };
 
@@ -245,6 +248,10 @@ int ibcr_ah_open_real (struct ibcr_ah *vah);
  * virtual ids; false when the application must not see it (a WR it posted
  * unsignaled, which libibcr signals to know exactly when it is done). */
 bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc);
+
+/* The ibv_wr_* API of a QP (qpx.c) */
+void ibcr_qpx_fill (struct ibcr_qp *vqp);
+void ibcr_qpx_free (struct ibcr_qp *vqp);
 
 /* Posting (post.c) */
 int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);

@@ -147,6 +147,7 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
     q->qp_type = attr->qp_type;
     pthread_mutex_init (&q->mutex, NULL);
     pthread_cond_init (&q->cond, NULL);
+    ibcr_qpx_fill (vqp);
     ibcr_list_add (&vqp->ctx->qps, &vqp->link);
     pthread_mutex_unlock (&ibcr_lock);
     gate_leave ();
@@ -166,15 +167,23 @@ error:;
     return NULL;
 }
 
+#define SEND_OPS_SUPPORTED (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM \
+                            | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM \
+                            | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP \
+                            | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
 struct ibv_qp *ibcr_create_qp_ex (struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
-    if (a->comp_mask & ~(uint32_t)IBV_QP_INIT_ATTR_PD) {
-        if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
-            ibcr_refuse ("ibv_wr_* send API (IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)",
-                         "not virtualized yet; use ibv_post_send");
-        else
-            ibcr_refuse ("ibv_create_qp_ex attributes beyond a PD",
-                         "XRC, RSS, TSO, creation flags cannot be rebuilt");
+    if (a->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+        ibcr_refuse ("ibv_create_qp_ex attributes beyond a PD and send_ops_flags",
+                     "XRC, RSS, TSO, creation flags cannot be rebuilt");
+        return NULL;
+    }
+    if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+        && (a->send_ops_flags & ~(uint64_t)SEND_OPS_SUPPORTED)) {
+        ibcr_refuse ("ibv_wr_* operations beyond send, RDMA write/read and atomics "
+                     "(memory windows, invalidation, TSO, atomic write)",
+                     "not supported through libibcr");
         return NULL;
     }
     if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) {
@@ -191,11 +200,11 @@ struct ibv_qp *ibcr_create_qp_ex (struct ibv_context *ctx, struct ibv_qp_init_at
     return qp;
 }
 
+/* Every virtual QP carries the ibv_wr_* entry points (qpx.c): they build
+ * ordinary WRs, so the backend needs no extended QP. */
 struct ibv_qp_ex *ibcr_qp_to_qp_ex (struct ibv_qp *qp)
 {
-    ibcr_refuse ("ibv_qp_to_qp_ex", "the ibv_wr_* send API is not virtualized yet; "
-                 "use ibv_post_send");
-    return NULL;
+    return &vqp_of (qp)->qpx;
 }
 
 /* Copy the attributes 'mask' names from src into dst. */
@@ -397,6 +406,7 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
         wrlog_rq_fini (&vqp->rq);
         map_fini (&vqp->ud_sent);
         map_fini (&vqp->ud_recv);
+        ibcr_qpx_free (vqp);
         free (vqp);
     }
     return rc;

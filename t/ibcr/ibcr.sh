@@ -27,7 +27,10 @@
 #                        the same totals and every cycle must complete.
 #   ibcr_pp NAME SRVHOST CLIHOST NCYCLES WAIT TOOL ARGS...
 #                        a Debian pingpong under libibcr (NCYCLES 0: no
-#                        coordinator); both sides must finish.
+#                        coordinator); both sides must finish and print
+#                        $IBCR_PP_DONE (client) and $IBCR_PP_SRV_DONE
+#                        (server; empty: not checked), grep patterns,
+#                        "iters in" for the pingpongs.
 #   ibcr_ids_changed NAME
 #                        from the coordinator's final "stat" lines: every
 #                        QP's real QPN and every MR's real rkey differ from
@@ -52,8 +55,12 @@ ibcr_softib_require() {
 	# sees the same backend file.
 	ibcr_sr_i=0
 	mkdir -p softib-copy
-	until cp -L "$SOFTIB_LIBDIR/libibverbs.so.1" softib-copy/libibverbs.so.1.tmp &&
-		mv softib-copy/libibverbs.so.1.tmp softib-copy/libibverbs.so.1 &&
+	# (with its companions libefa, libmlx5... that perftest loads)
+	until for ibcr_sr_f in "$SOFTIB_LIBDIR"/lib*.so.[0-9]; do
+			ibcr_sr_b=$(basename "$ibcr_sr_f")
+			cp -L "$ibcr_sr_f" "softib-copy/$ibcr_sr_b.tmp" &&
+			mv "softib-copy/$ibcr_sr_b.tmp" "softib-copy/$ibcr_sr_b" || break
+		done &&
 		LD_LIBRARY_PATH="$PWD/softib-copy" ibv_devices >/dev/null 2>&1; do
 		ibcr_sr_i=$((ibcr_sr_i + 1))
 		if test $ibcr_sr_i -gt 20; then
@@ -152,6 +159,8 @@ ibcr_stream() {
 	fi
 }
 
+IBCR_PP_DONE="iters in"
+IBCR_PP_SRV_DONE="iters in"
 ibcr_pp() {
 	ibcr_pp_name=$1 ibcr_pp_srv=$2 ibcr_pp_cli=$3 ibcr_pp_n=$4 ibcr_pp_w=$5 ibcr_pp_tool=$6
 	shift 6
@@ -196,8 +205,9 @@ ibcr_pp() {
 		coord_wait || ibcr_pp_ok=1
 	fi
 	if test $ibcr_pp_crc -ne 0 || test $ibcr_pp_src -ne 0 ||
-	   ! grep -q "iters in" "$ibcr_pp_name".srv.out ||
-	   ! grep -q "iters in" "$ibcr_pp_name".cli.out; then
+	   { test -n "$IBCR_PP_SRV_DONE" &&
+	     ! grep -q "$IBCR_PP_SRV_DONE" "$ibcr_pp_name".srv.out; } ||
+	   ! grep -q "$IBCR_PP_DONE" "$ibcr_pp_name".cli.out; then
 		ibcr_pp_ok=1
 	fi
 	if test $ibcr_pp_ok -ne 0; then
