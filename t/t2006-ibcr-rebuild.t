@@ -2,7 +2,8 @@
 test_description='libibcr: rebuilds in special places
 
 A SEND stuck in RNR (no receive posted) at checkpoint time is delivered
-exactly once after the rebuild; Debian'"'"'s unmodified pingpongs complete
+exactly once after the rebuild; an SRQ limit armed before a checkpoint
+raises its async event after it; Debian'"'"'s unmodified pingpongs complete
 correctly with rebuilds in the middle of their run, on two network-namespace
 hosts; and the backend library is chosen again at every rebuild (softib
 under two different paths, alternating).'
@@ -49,6 +50,31 @@ test_expect_success 'a SEND stuck in RNR at checkpoint is delivered once after r
 	grep -x "cycles done: 1" rnr.coord.out &&
 	grep "rebuild: QP .* reposted 0 receives, 1 sends" rnr.err &&
 	! grep "^not ok" rnr.out
+'
+
+async_over() {
+	grep -q "^cycles done" async.coord.out
+}
+
+async_drive() {
+	wait_for 30 test -e armed && touch go-acycle &&
+	wait_for 30 async_over && touch go-async
+}
+
+test_expect_success 'an SRQ limit armed before a checkpoint raises its async event after it' '
+	coord_start async 1 -c 1 -w 0:0 -g go-acycle || return 1
+	{ async_drive & }
+	helper=$!
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) \
+		timeout 60 "$IBCR_BUILDDIR"/t/ibcr/async armed go-async >async.out 2>async.err
+	rc=$?
+	touch armed go-async
+	wait $helper
+	coord_wait &&
+	sed "s/^/async: /" async.out async.err async.coord.out &&
+	test $rc = 0 &&
+	grep -x "cycles done: 1" async.coord.out &&
+	! grep "^not ok" async.out
 '
 
 test_expect_success 'two network-namespace hosts' '

@@ -107,6 +107,8 @@ int ckpt_drain (json_object *report)
 
 static void release_ctx (struct ibcr_ctx *vctx)
 {
+    /* Events of objects being destroyed are not the application's. */
+    pump_del_ctx (vctx);
     /* Reverse dependency order: nothing is destroyed while in use. */
     for (long i = map_next (&vctx->ah_cache, 0); i >= 0; i = map_next (&vctx->ah_cache, i + 1))
         ibcr_be.destroy_ah (vctx->ah_cache.slot[i].val);
@@ -171,7 +173,7 @@ bool ckpt_is_released (void)
 
 static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mrs)
 {
-    if (ibcr_ctx_open_real (vctx) < 0)
+    if (ibcr_ctx_open_real (vctx) < 0 || pump_add_ctx (vctx) < 0)
         return -1;
     OBJ_FOREACH (struct ibcr_chan, v, &vctx->chans)
         if (ibcr_chan_open_real (v) < 0)

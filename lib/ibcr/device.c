@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "gate.h"
 #include "exports.h"
+#include "pump.h"
 
 #define MAX_DEVS 32
 static struct ibcr_device devs[MAX_DEVS];
@@ -204,10 +205,12 @@ struct ibv_context *ibcr_open_device (struct ibv_device *dev)
     if (ibcr_ctx_open_real (vctx) < 0)
         goto error;
     /* The application may poll() the async fd: give it one of ours that
-     * survives rebuilds.  Async events are not forwarded yet: it never
-     * becomes readable. */
-    vctx->async_efd = eventfd (0, EFD_CLOEXEC);
+     * survives rebuilds; the pump feeds it from the real one. */
+    vctx->async_efd = eventfd (0, EFD_CLOEXEC | EFD_SEMAPHORE);
     if (vctx->async_efd < 0)
+        goto error;
+    pthread_mutex_init (&vctx->alock, NULL);
+    if (pump_add_ctx (vctx) < 0)
         goto error;
     vctx->vc.sz = sizeof (struct verbs_context);
     vctx->vc.context.device = dev;
@@ -222,6 +225,9 @@ struct ibv_context *ibcr_open_device (struct ibv_device *dev)
     return &vctx->vc.context;
 error:;
     int saved = errno;
+    pump_del_ctx (vctx);
+    if (vctx->async_efd >= 0)
+        close (vctx->async_efd);
     if (vctx->real)
         ibcr_be.close_device (vctx->real);
     pthread_mutex_unlock (&ibcr_lock);
@@ -237,6 +243,7 @@ int ibcr_close_device (struct ibv_context *ctx)
     int rc = 0;
     gate_enter ();
     pthread_mutex_lock (&ibcr_lock);
+    pump_del_ctx (vctx);
     if (vctx->real && ibcr_be.close_device (vctx->real) != 0)
         rc = -1;
     ibcr_list_del (&vctx->link);
@@ -247,6 +254,7 @@ int ibcr_close_device (struct ibv_context *ctx)
     map_fini (&vctx->qp_by_rqpn);
     map_fini (&vctx->mr_by_vlkey);
     map_fini (&vctx->ah_cache);
+    free (vctx->aq);
     free (vctx);
     return rc;
 }
@@ -366,9 +374,64 @@ int ibcr_query_pkey (struct ibv_context *ctx, uint8_t port, int index, __be16 *p
     return rc;
 }
 
-/* Async events are not forwarded: a wait here blocks until the context is
- * closed, like a device that never reports one.  Reading our eventfd keeps
- * poll() users and blocking callers both correct. */
+/* One real event in the application's terms: the element is the object
+ * the application holds (real objects carry their virtual one as context).
+ * An SRQ limit event disarms the limit, as on the real SRQ. */
+void ibcr_ctx_async_push (struct ibcr_ctx *vctx, const struct ibv_async_event *real)
+{
+    struct ibv_async_event ev = *real;
+    uint64_t one = 1;
+    switch (real->event_type) {
+    case IBV_EVENT_CQ_ERR:
+        ev.element.cq = (struct ibv_cq *)&((struct ibcr_cq *)real->element.cq->cq_context)->cqx;
+        break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+        struct ibcr_srq *vsrq = real->element.srq->srq_context;
+        if (real->event_type == IBV_EVENT_SRQ_LIMIT_REACHED)
+            vsrq->limit_set = false;
+        ev.element.srq = &vsrq->srq;
+        break;
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        ev.element.qp = &((struct ibcr_qp *)real->element.qp->qp_context)->qpx.qp_base;
+        break;
+    default:
+        break;                  /* port and device events: port_num as is */
+    }
+    pthread_mutex_lock (&vctx->alock);
+    if (vctx->aq_len == vctx->aq_cap) {
+        size_t ncap = vctx->aq_cap ? vctx->aq_cap * 2 : 8;
+        struct ibv_async_event *n = malloc (ncap * sizeof (*n));
+        if (!n) {
+            pthread_mutex_unlock (&vctx->alock);
+            ibcr_log ("out of memory queueing an async event (type %d): lost",
+                      (int)ev.event_type);
+            return;
+        }
+        for (size_t i = 0; i < vctx->aq_len; i++)
+            n[i] = vctx->aq[(vctx->aq_head + i) % vctx->aq_cap];
+        free (vctx->aq);
+        vctx->aq = n;
+        vctx->aq_cap = ncap;
+        vctx->aq_head = 0;
+    }
+    vctx->aq[(vctx->aq_head + vctx->aq_len) % vctx->aq_cap] = ev;
+    vctx->aq_len++;
+    pthread_mutex_unlock (&vctx->alock);
+    if (write (vctx->async_efd, &one, sizeof (one)) != sizeof (one))
+        ibcr_log ("signalling an async event failed: %m");
+}
+
+/* Waits outside the gate (a checkpoint may run meanwhile), on our eventfd:
+ * blocking unless the application made the async fd non-blocking. */
 int ibcr_get_async_event (struct ibv_context *ctx, struct ibv_async_event *ev)
 {
     struct ibcr_ctx *vctx = vctx_of (ctx);
@@ -377,19 +440,25 @@ int ibcr_get_async_event (struct ibv_context *ctx, struct ibv_async_event *ev)
         ssize_t n = read (vctx->async_efd, &v, sizeof (v));
         if (n == (ssize_t)sizeof (v))
             break;
-        if (n < 0 && errno == EAGAIN) {
-            errno = EAGAIN;
-            return -1;
-        }
         if (n < 0 && errno != EINTR)
             return -1;
     }
-    memset (ev, 0, sizeof (*ev));
-    ev->event_type = IBV_EVENT_DEVICE_FATAL;
-    ev->element.port_num = 1;
+    pthread_mutex_lock (&vctx->alock);
+    bool got = vctx->aq_len > 0;
+    if (got) {
+        *ev = vctx->aq[vctx->aq_head];
+        vctx->aq_head = (vctx->aq_head + 1) % vctx->aq_cap;
+        vctx->aq_len--;
+    }
+    pthread_mutex_unlock (&vctx->alock);
+    if (!got) {
+        errno = EAGAIN;
+        return -1;
+    }
     return 0;
 }
 
+/* The real event was acked when it was forwarded. */
 void ibcr_ack_async_event (struct ibv_async_event *ev)
 {
     (void)ev;

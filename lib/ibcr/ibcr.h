@@ -165,7 +165,10 @@ struct ibcr_ctx {
     struct verbs_context vc;    /* the application's ibv_context is vc.context */
     struct ibcr_device *vdev;
     struct ibv_context *real;
-    int async_efd;              /* vc.context.async_fd */
+    int async_efd;              /* vc.context.async_fd: ours, one count per event */
+    pthread_mutex_t alock;      /* guards aq */
+    struct ibv_async_event *aq; /* translated events not yet read */
+    size_t aq_head, aq_len, aq_cap;
     int nports;
     struct ibcr_port port[IBCR_MAX_PORTS + 1];
     struct ibcr_link pds, mrs, chans, cqs, srqs, qps, ahs;
@@ -233,6 +236,9 @@ int ibcr_port_learn (struct ibcr_ctx *vctx, uint8_t port);
 int ibcr_mr_open_real (struct ibcr_mr *vmr);
 int ibcr_chan_open_real (struct ibcr_chan *vchan);
 void ibcr_chan_push (struct ibcr_chan *vchan, struct ibcr_cq *vcq);
+/* Translate one real async event to the application's objects and queue
+ * it on the context (pump thread). */
+void ibcr_ctx_async_push (struct ibcr_ctx *vctx, const struct ibv_async_event *real);
 int ibcr_chan_pump (struct ibcr_chan *vchan);
 int ibcr_cq_open_real (struct ibcr_cq *vcq);
 int ibcr_cq_grow (struct ibcr_cq *vcq, int more);

@@ -1,11 +1,12 @@
 /* pump.c - completion event forwarding thread (see pump.h).
  *
- * Invariant: the pump touches a real channel only while holding pump_lock
- * and only if the channel is in 'live'; pump_del removes it under the same
- * lock, so release can destroy real channels safely.
+ * Invariant: the pump touches a real channel or context only while holding
+ * pump_lock and only if it is in 'live'; pump_del/pump_del_ctx remove it
+ * under the same lock, so release can destroy real objects safely.
  */
 #include "config.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -32,6 +33,20 @@ static void forward (struct ibcr_chan *vchan)
     }
 }
 
+static void forward_async (struct ibcr_ctx *vctx)
+{
+    struct ibv_async_event ev;
+    while (vctx->real && ibcr_be.get_async_event (vctx->real, &ev) == 0) {
+        ibcr_ctx_async_push (vctx, &ev);
+        /* Acked at once: the real object may be destroyed at any release,
+         * and destroy waits for its events to be acked. */
+        ibcr_be.ack_async_event (&ev);
+    }
+}
+
+/* epoll data: a channel pointer, or a context pointer with bit 0 set. */
+#define CTX_TAG 1u
+
 static void *pump_main (void *arg)
 {
     struct epoll_event ev[16];
@@ -45,9 +60,13 @@ static void *pump_main (void *arg)
         }
         pthread_mutex_lock (&pump_lock);
         for (int i = 0; i < n; i++) {
-            struct ibcr_chan *vchan = ev[i].data.ptr;
-            if (map_get (&live, (uintptr_t)vchan))
-                forward (vchan);
+            uint64_t d = ev[i].data.u64;
+            if (!map_get (&live, d))
+                continue;
+            if (d & CTX_TAG)
+                forward_async ((struct ibcr_ctx *)(uintptr_t)(d & ~(uint64_t)CTX_TAG));
+            else
+                forward ((struct ibcr_chan *)(uintptr_t)d);
         }
         pthread_mutex_unlock (&pump_lock);
     }
@@ -92,12 +111,12 @@ int pump_start (void)
 
 int pump_add (struct ibcr_chan *vchan)
 {
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = vchan };
+    struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uintptr_t)vchan };
     if (pump_start () < 0)
         return -1;
     pthread_mutex_lock (&pump_lock);
     int rc = epoll_ctl (epfd, EPOLL_CTL_ADD, vchan->real->fd, &ev);
-    if (rc == 0 && map_put (&live, (uintptr_t)vchan, vchan) < 0) {
+    if (rc == 0 && map_put (&live, ev.data.u64, vchan) < 0) {
         epoll_ctl (epfd, EPOLL_CTL_DEL, vchan->real->fd, NULL);
         rc = -1;
     }
@@ -114,6 +133,40 @@ void pump_del (struct ibcr_chan *vchan)
         if (vchan->real)
             epoll_ctl (epfd, EPOLL_CTL_DEL, vchan->real->fd, NULL);
         map_del (&live, (uintptr_t)vchan);
+    }
+    pthread_mutex_unlock (&pump_lock);
+}
+
+int pump_add_ctx (struct ibcr_ctx *vctx)
+{
+    uint64_t key = (uintptr_t)vctx | CTX_TAG;
+    struct epoll_event ev = { .events = EPOLLIN, .data.u64 = key };
+    if (pump_start () < 0)
+        return -1;
+    /* The pump must never block on a real async fd. */
+    int fl = fcntl (vctx->real->async_fd, F_GETFL);
+    if (fl >= 0)
+        fcntl (vctx->real->async_fd, F_SETFL, fl | O_NONBLOCK);
+    pthread_mutex_lock (&pump_lock);
+    int rc = epoll_ctl (epfd, EPOLL_CTL_ADD, vctx->real->async_fd, &ev);
+    if (rc == 0 && map_put (&live, key, vctx) < 0) {
+        epoll_ctl (epfd, EPOLL_CTL_DEL, vctx->real->async_fd, NULL);
+        rc = -1;
+    }
+    pthread_mutex_unlock (&pump_lock);
+    return rc;
+}
+
+void pump_del_ctx (struct ibcr_ctx *vctx)
+{
+    uint64_t key = (uintptr_t)vctx | CTX_TAG;
+    if (epfd < 0)
+        return;
+    pthread_mutex_lock (&pump_lock);
+    if (map_get (&live, key)) {
+        if (vctx->real)
+            epoll_ctl (epfd, EPOLL_CTL_DEL, vctx->real->async_fd, NULL);
+        map_del (&live, key);
     }
     pthread_mutex_unlock (&pump_lock);
 }
