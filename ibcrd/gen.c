@@ -86,6 +86,7 @@ static int gen_begin (struct gen *g)
         proto_set_str (body, "job", g->job);
         proto_set_int (body, "gen", g->gen);
         proto_set_str (body, "trigger", g->trigger);
+        proto_set_bool (body, "restored", g->kind == GEN_RESTORED);
         proto_set_bool (body, "leave_running", g->leave_running);
         int rc = peer_request (g->pa, m->host, m->port, m->node, body,
                                (int)g->conf->timeout_request, &rep, err, sizeof (err));
@@ -319,10 +320,12 @@ static int gen_restored (struct gen *g)
      * application threads at the gate. */
     g->released = 1;
     g->quiesced = 1;
-    if (gen_rebuild (g) < 0 || gen_resume (g) < 0) {
+    g->gen = 0;
+    if (gen_begin (g) < 0 || gen_rebuild (g) < 0 || gen_resume (g) < 0) {
         log_msg (LOG_ERR, "job %s: restored tasks not resumed: %s", g->job, g->err);
         return -1;
     }
+    remote_all (g, "end", NULL, NULL, g->conf->timeout_request);
     log_msg (LOG_INFO, "job %s: restored tasks rebuilt and resumed (rebuild %.1f ms)", g->job,
              g->t_rebuild);
     return 0;

@@ -189,6 +189,7 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
     }
     if (job->leader[0] && !jobs_task (job, 0))
         join_leader (s, job, (int)proto_get_int (req, "rank", -1));
+    try_resume_restored (s, job);
     slurm_hook_registered (s, job, req);
     if ((o = ok_reply ("register"))) {
         proto_set_str (o, "job", job->id);

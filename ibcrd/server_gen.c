@@ -257,21 +257,49 @@ json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req)
 /* "resume-restored" {job}: rebuild and resume the restored tasks. */
 json_object *h_resume_restored (struct server *s, struct client *c, json_object *req)
 {
-    json_object *err = NULL;
-    struct job *job = job_for (s, c, req, "resume-restored", &err);
+    const char *id = proto_get_str (req, "job", "");
+    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
+    json_object *o;
     int n = 0;
 
+    /* Not job_for(): a rebuild already running for the other ranks is the
+     * one this caller waits for, not a reason to refuse. */
     if (!job)
-        return err;
+        return proto_error ("resume-restored", ENOENT, "job %s has no task registered on "
+                            "node %s", id, s->conf->node);
+    if (!jobs_may_act (c->uid, job->uid))
+        return proto_error ("resume-restored", EPERM, "job %s belongs to another user", id);
+    if (job->worker && job->worker_kind != GEN_RESTORED)
+        return proto_error ("resume-restored", EBUSY, "job %s: a generation is in progress; "
+                            "try again when it ends", id);
     for (struct task *t = job->tasks; t; t = t->next)
         n += t->restored;
-    if (!n)
+    if (!n && !job->worker)
         return proto_error ("resume-restored", ENOENT, "job %s has no restored task waiting",
                             job->id);
-    if (start_gen (s, job, GEN_RESTORED, "restart", 1, c) < 0)
-        return proto_error ("resume-restored", errno, "job %s: cannot start: %s", job->id,
-                            strerror (errno));
-    return NO_REPLY;
+    /* On a member node the leader drives the rebuild, once every rank of
+     * the job is back: nothing to wait for here. */
+    if (!is_leader (job)) {
+        if ((o = ok_reply ("resume-restored")))
+            proto_set_str (o, "resumed_by", job->leader);
+        return o;
+    }
+    snprintf (c->resume_job, sizeof (c->resume_job), "%s", job->id);
+    try_resume_restored (s, job);
+    return NO_REPLY;    /* answered when the rebuild ends (server_worker_done) */
+}
+
+void try_resume_restored (struct server *s, struct job *job)
+{
+    int asked = 0;
+
+    for (struct client *c = s->clients; c; c = c->next)
+        asked |= !strcmp (c->resume_job, job->id);
+    /* Every rank must be back: their QPs reconnect to each other. */
+    if (!asked || job->worker || !is_leader (job) || !all_ranks (job))
+        return;
+    if (start_gen (s, job, GEN_RESTORED, "restart", 1, NULL) < 0)
+        log_err (errno, "job %s: cannot start the rebuild of its restored tasks", job->id);
 }
 
 void server_worker_done (struct server *s, pid_t pid, int status)
@@ -287,9 +315,21 @@ void server_worker_done (struct server *s, pid_t pid, int status)
     if (!job)
         return;
     job->worker = 0;
-    if (job->worker_kind == GEN_RESTORED && status == 0)
-        for (struct task *t = job->tasks; t; t = t->next)
-            t->restored = 0;
+    if (job->worker_kind == GEN_RESTORED) {
+        if (status == 0)
+            for (struct task *t = job->tasks; t; t = t->next)
+                t->restored = 0;
+        for (struct client *c = s->clients; c; c = c->next)
+            if (!strcmp (c->resume_job, job->id)) {
+                json_object *o = status == 0 ? ok_reply ("resume-restored")
+                    : proto_error ("resume-restored", EIO, "job %s: the restored tasks could "
+                                   "not be rebuilt and resumed; see ibcrd's log", job->id);
+                if (o && proto_send (c->fd, o) < 0)
+                    log_msg (LOG_WARNING, "job %s: restarter left before the reply", job->id);
+                json_object_put (o);
+                c->resume_job[0] = '\0';
+            }
+    }
     log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id,
              (long)pid, status == 0 ? "done" : "failed (see its lines above)");
     slurm_hook_gen_done (s, job, status);
@@ -387,6 +427,7 @@ static json_object *p_join (struct server *s, json_object *m, const char *addr)
     mb->nranks++;
     log_msg (LOG_INFO, "job %s: node %s (%s:%d) joined with rank %lld", id, from, mb->host,
              mb->port, (long long)proto_get_int (m, "rank", -1));
+    try_resume_restored (s, job);
     if ((o = proto_new ("ok")))
         proto_set_str (o, "request", "join");
     return o;
@@ -450,7 +491,8 @@ static json_object *p_gen_begin (struct server *s, json_object *m)
     g.ntasks = n;
     g.tasks = tasks;
     g.pa = s->pa;
-    if (g.gen < 1)
+    /* Generation 0: the rebuild after a restart, nothing is dumped. */
+    if (g.gen < 0 || (g.gen == 0 && !proto_get_bool (m, "restored", 0)))
         return proto_error ("gen-begin", EINVAL, "\"gen\" must be a generation number");
     if ((g.member_lfd = member_listener (s, &port)) < 0)
         return proto_error ("gen-begin", errno, "node %s: cannot listen for the leader: %s",

@@ -24,6 +24,7 @@ struct client {
     int handed;             /* a worker answers it: close our copy now */
     int attach_rank;        /* ctl-attach: the restored task's rank, or -1 */
     char attach_job[IDENT_MAX + 1];
+    char resume_job[IDENT_MAX + 1]; /* waits for resume-restored of this job */
     struct proto_reader rd;
     struct client *next;
 };
@@ -53,6 +54,10 @@ json_object *ok_reply (const char *request);
 json_object *h_checkpoint (struct server *s, struct client *c, json_object *req);
 json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req);
 json_object *h_resume_restored (struct server *s, struct client *c, json_object *req);
+
+/* Start the rebuild of a restarted job once every rank is back and
+ * someone asked (server_gen.c); called whenever a rank registers. */
+void try_resume_restored (struct server *s, struct job *job);
 
 /* A member node tells the leader it holds a rank (server_gen.c). */
 void join_leader (struct server *s, struct job *job, int rank);

@@ -46,8 +46,16 @@ t9_wait_for() {
 	done
 }
 
-# A port for the pingpong's own TCP exchange, from our pid.
-PORT=$(( 30000 + $$ % 20000 ))
+# A port for the pingpong's own TCP exchange: from our pid, skipping
+# ports something (another test) listens on or holds.
+t9_port() {
+	p=$(( 30000 + ($$ * 13 + ${1:-0} * 101) % 20000 ))
+	while ss -Htan "( sport = :$p )" | grep -q .; do
+		p=$((p + 1))
+	done
+	echo $p
+}
+PORT=$(t9_port 0)
 ITERS=150000
 
 # t9_pp NAME RANK [ibcr-run options] -- pingpong args: one rank, in the
@@ -63,8 +71,22 @@ t9_pp() {
 	t9_track $!
 }
 
+# t9_ctl N JOB LOG: N ranks of JOB have their libibcr control connection.
+t9_ctl() {
+	test "$(grep -c "job $2 step 0: rank [0-9]* pid [0-9]*: libibcr control connection$" "$3")" -ge "$1"
+}
+
 t9_done() {
 	test -s $1.0.rc && test -s $1.1.rc
+}
+
+# Until both ranks of NAME ended, at most 120 s (the pingpong runs ~20 s).
+t9_wait_done() {
+	i=0
+	until t9_done $1; do
+		i=$((i + 1)); test $i -lt 1200 || return 1
+		sleep 0.1
+	done
 }
 
 test_expect_success 'setup: ibcrd' '
@@ -77,8 +99,7 @@ test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 	t9_pp pp 0 --job pp --rank 0 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT &&
 	sleep 0.3 &&
 	t9_pp pp 1 --job pp --rank 1 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT 127.0.0.1 &&
-	t9_wait_for grep -q "rank 1: pid .* is the application of init" d/ibcrd.log &&
-	t9_wait_for grep -q "rank 0: pid .* is the application of init" d/ibcrd.log &&
+	t9_wait_for t9_ctl 2 pp d/ibcrd.log &&
 	sleep 0.5 &&
 	"$IBCR" checkpoint pp --wait &&
 	sleep 0.5 &&
@@ -87,11 +108,54 @@ test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 	grep -c "ctl_ino" d/storage/local/pp/gen-2/manifest.json >n && test "$(cat n)" -eq 2 &&
 	grep "job pp gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" d/ibcrd.log &&
 	grep "job pp gen 2: rank 0: criu dump .*(libibcr control socket external)" d/ibcrd.log &&
-	t9_wait_for t9_done pp &&
+	t9_wait_done pp &&
 	cat pp.0.out pp.1.out pp.0.err pp.1.err &&
 	test "$(cat pp.0.rc)" = 0 && test "$(cat pp.1.rc)" = 0 &&
 	grep "^$ITERS iters in" pp.0.out && grep "^$ITERS iters in" pp.1.out &&
 	"$IBCR" verify pp
+'
+
+# t9_restart NAME RANK ARGS: ibcr restart in the background, status to
+# NAME.RANK.rc.
+t9_restart() {
+	t9_n=$1 t9_r=$2
+	shift 2
+	{ ( $T9_ON env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" "$IBCR" restart "$@" \
+		>$t9_n.$t9_r.out 2>$t9_n.$t9_r.err; echo $? >$t9_n.$t9_r.rc ) & } &&
+	t9_track $!
+}
+
+# t9_status_field JOB KEY: KEY of every task of JOB (not the daemon's).
+t9_status_field() {
+	"$IBCR" status "$1" --json | sed "s/.*\"tasks\"://" | grep -o "\"$2\":[0-9]*" |
+		sed "s/.*://"
+}
+
+test_expect_success 'one host: checkpoint twice, kill both ranks, restart both from generation 2' '
+	P=$(t9_port 1) &&
+	t9_pp rs 0 --job rs --rank 0 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $P &&
+	sleep 0.3 &&
+	t9_pp rs 1 --job rs --rank 1 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $P 127.0.0.1 &&
+	t9_wait_for t9_ctl 2 rs d/ibcrd.log &&
+	sleep 0.5 &&
+	"$IBCR" checkpoint rs --wait &&
+	sleep 0.5 &&
+	"$IBCR" checkpoint rs --wait &&
+	pids=$(t9_status_field rs pid) && apps=$(t9_status_field rs app_pid) &&
+	t9_track $pids $apps &&
+	kill -9 $pids &&
+	for p in $apps; do ibcrd_wait_gone $p || return 1; done &&
+	t9_wait_done rs &&
+	mkdir first && mv rs.* first/ &&
+	t9_restart rs 0 rs --rank 0 &&
+	t9_restart rs 1 rs --rank 1 &&
+	t9_wait_for grep -q "restored from generation 2" rs.0.err &&
+	t9_wait_for grep -q "restored from generation 2" rs.1.err &&
+	t9_wait_for grep -q "job rs: restored tasks rebuilt and resumed" d/ibcrd.log &&
+	t9_wait_done rs &&
+	cat rs.0.out rs.1.out rs.0.err rs.1.err &&
+	test "$(cat rs.0.rc)" = 0 && test "$(cat rs.1.rc)" = 0 &&
+	grep "^$ITERS iters in" rs.0.out && grep "^$ITERS iters in" rs.1.out
 '
 
 # --- two hosts ---------------------------------------------------------
@@ -124,8 +188,8 @@ test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while 
 		t9_pp mh 1 --job mh --rank 1 --size 2 --leader $L -- \
 		ibv_rc_pingpong -c -n $ITERS -p $PORT $(netns_ip 1) &&
 	t9_wait_for grep -q "job mh: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
-	t9_wait_for grep -q "rank 1: pid .* is the application of init" h2/ibcrd.log &&
-	t9_wait_for grep -q "rank 0: pid .* is the application of init" h1/ibcrd.log &&
+	t9_wait_for t9_ctl 1 mh h1/ibcrd.log &&
+	t9_wait_for t9_ctl 1 mh h2/ibcrd.log &&
 	sleep 0.5 &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mh --wait &&
 	sleep 0.5 &&
@@ -133,7 +197,7 @@ test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while 
 	! t9_done mh &&
 	grep "job mh gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" h1/ibcrd.log &&
 	grep "job mh gen 2: member worker" h2/ibcrd.log &&
-	t9_wait_for t9_done mh &&
+	t9_wait_done mh &&
 	cat mh.0.out mh.1.out mh.0.err mh.1.err &&
 	test "$(cat mh.0.rc)" = 0 && test "$(cat mh.1.rc)" = 0 &&
 	grep "^$ITERS iters in" mh.0.out && grep "^$ITERS iters in" mh.1.out &&
