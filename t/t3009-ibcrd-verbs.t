@@ -170,12 +170,12 @@ t9_ibcrd() {
 	t9_wait_for test -S h$1/run/ibcrd.sock
 }
 
-test_expect_success 'setup: two hosts, munged, one ibcrd each' '
-	netns_create 2 &&
+test_expect_success 'setup: four hosts, munged, one ibcrd each' '
+	netns_create 4 &&
 	ibcrd_munged_start m &&
 	MSOCK=$PWD/m/sock/munge.socket &&
 	mkdir shared &&
-	t9_ibcrd 1 && t9_ibcrd 2
+	t9_ibcrd 1 && t9_ibcrd 2 && t9_ibcrd 3 && t9_ibcrd 4
 '
 
 test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while rc_pingpong -c runs' '
@@ -202,6 +202,60 @@ test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while 
 	test "$(cat mh.0.rc)" = 0 && test "$(cat mh.1.rc)" = 0 &&
 	grep "^$ITERS iters in" mh.0.out && grep "^$ITERS iters in" mh.1.out &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" verify mh
+'
+
+# t9_on I: run in host I's network namespace.
+t9_on() {
+	echo "nsenter --net=/run/netns/$(netns_name $1)"
+}
+
+test_expect_success 'two hosts: checkpoint twice, kill both ranks, restart both on the same hosts' '
+	L="n1@$(netns_ip 1)" && P=$(t9_port 2) &&
+	T9_ON=$(t9_on 1) IBCR_SOCKET=$(ibcrd_sock h1) \
+		t9_pp mr 0 --job mr --rank 0 --size 2 --leader $L -- ibv_rc_pingpong -c -n $ITERS -p $P &&
+	sleep 0.3 &&
+	T9_ON=$(t9_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
+		t9_pp mr 1 --job mr --rank 1 --size 2 --leader $L -- \
+		ibv_rc_pingpong -c -n $ITERS -p $P $(netns_ip 1) &&
+	t9_wait_for grep -q "job mr: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	t9_wait_for t9_ctl 1 mr h1/ibcrd.log && t9_wait_for t9_ctl 1 mr h2/ibcrd.log &&
+	sleep 0.5 &&
+	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mr --wait &&
+	sleep 0.5 &&
+	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mr --wait &&
+	k0=$(IBCR_SOCKET=$(ibcrd_sock h1) t9_status_field mr pid) &&
+	k1=$(IBCR_SOCKET=$(ibcrd_sock h2) t9_status_field mr pid) &&
+	a0=$(IBCR_SOCKET=$(ibcrd_sock h1) t9_status_field mr app_pid) &&
+	a1=$(IBCR_SOCKET=$(ibcrd_sock h2) t9_status_field mr app_pid) &&
+	t9_track $k0 $k1 $a0 $a1 &&
+	kill -9 $k0 $k1 &&
+	ibcrd_wait_gone $a0 && ibcrd_wait_gone $a1 &&
+	t9_wait_done mr &&
+	mkdir mr-first && mv mr.* mr-first/ &&
+	T9_ON=$(t9_on 1) IBCR_SOCKET=$(ibcrd_sock h1) t9_restart mr 0 mr --rank 0 --leader $L &&
+	T9_ON=$(t9_on 2) IBCR_SOCKET=$(ibcrd_sock h2) t9_restart mr 1 mr --rank 1 --leader $L &&
+	t9_wait_for grep -q "restored from generation 2" mr.0.err &&
+	t9_wait_for grep -q "restored from generation 2" mr.1.err &&
+	t9_wait_done mr &&
+	cat mr.0.out mr.1.out mr.0.err mr.1.err &&
+	grep "job mr: restored tasks rebuilt and resumed" h1/ibcrd.log &&
+	test "$(cat mr.0.rc)" = 0 && test "$(cat mr.1.rc)" = 0 &&
+	grep "^$ITERS iters in" mr.0.out && grep "^$ITERS iters in" mr.1.out
+'
+
+test_expect_success 'and again from generation 2 on two other hosts (other IPs, LIDs, QPNs)' '
+	mkdir mr-same && mv mr.* mr-same/ &&
+	L="n3@$(netns_ip 3)" &&
+	T9_ON=$(t9_on 3) IBCR_SOCKET=$(ibcrd_sock h3) t9_restart mr 0 mr --rank 0 --gen 2 --leader $L &&
+	T9_ON=$(t9_on 4) IBCR_SOCKET=$(ibcrd_sock h4) t9_restart mr 1 mr --rank 1 --gen 2 --leader $L &&
+	t9_wait_for grep -q "restored from generation 2" mr.0.err &&
+	t9_wait_for grep -q "restored from generation 2" mr.1.err &&
+	t9_wait_done mr &&
+	cat mr.0.out mr.1.out mr.0.err mr.1.err &&
+	grep "job mr: node n4 (.*) joined with rank 1" h3/ibcrd.log &&
+	grep "job mr: restored tasks rebuilt and resumed" h3/ibcrd.log &&
+	test "$(cat mr.0.rc)" = 0 && test "$(cat mr.1.rc)" = 0 &&
+	grep "^$ITERS iters in" mr.0.out && grep "^$ITERS iters in" mr.1.out
 '
 
 test_done
