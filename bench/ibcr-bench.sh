@@ -7,8 +7,9 @@
 # (SOFTIB_LIBDIR=DIR measures another softib build than lib/softib/.libs.)
 # It makes two namespace hosts (t/sharness.d/10-netns.sh), server on host 1,
 # client on host 2, and measures in one run:
-#   - 8-byte message rate (ib_send_bw) and latency (ib_send_lat), both with
-#     ibv_post_send (--use_old_post_send), without and with libibcr
+#   - 8-byte message rate (ib_send_bw, with ibv_post_send and with perftest's
+#     default ibv_wr_* path) and latency (ib_send_lat, ibv_post_send),
+#     without and with libibcr
 #     preloaded on both sides, alternating, ROUNDS times each (default 5);
 #     the medians and the ratio with/without;
 #   - the time of one checkpoint cycle (quiesce, drain, release, rebuild,
@@ -71,6 +72,7 @@ run_pair() {
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 : >"$work/rate.0"; : >"$work/rate.1"; : >"$work/lat.0"; : >"$work/lat.1"
+: >"$work/wr.0"; : >"$work/wr.1"
 r=0
 while test $r -lt "$rounds"; do
 	for w in 0 1; do
@@ -79,17 +81,21 @@ while test $r -lt "$rounds"; do
 			awk '$1 == 8 { print $5 }' >>"$work/rate.$w"
 		run_pair "$e" ib_send_lat -s 8 -n 20000 --use_old_post_send |
 			awk '$1 == 8 { print $5 }' >>"$work/lat.$w"
+		run_pair "$e" ib_send_bw -s 8 -n 100000 |
+			awk '$1 == 8 { print $5 }' >>"$work/wr.$w"
 	done
 	r=$((r + 1))
 done
 r0=$(median <"$work/rate.0"); r1=$(median <"$work/rate.1")
 l0=$(median <"$work/lat.0"); l1=$(median <"$work/lat.1")
+w0=$(median <"$work/wr.0"); w1=$(median <"$work/wr.1")
 
 echo "## 8-byte messages, softib, two namespace hosts (medians of $rounds runs)"
 echo
 echo "| | without libibcr | with libibcr | with / without |"
 echo "|---|---|---|---|"
 awk -v a="$r0" -v b="$r1" 'BEGIN { printf "| message rate (Mpps, ib_send_bw) | %.4f | %.4f | %.3f |\n", a, b, b / a }'
+awk -v a="$w0" -v b="$w1" 'BEGIN { printf "| message rate (Mpps, ib_send_bw, ibv_wr_* path) | %.4f | %.4f | %.3f |\n", a, b, b / a }'
 awk -v a="$l0" -v b="$l1" 'BEGIN { printf "| latency (us, ib_send_lat typical) | %.2f | %.2f | %.3f |\n", a, b, b / a }'
 echo
 echo "runs (Mpps without / with): $(tr '\n' ' ' <"$work/rate.0")/ $(tr '\n' ' ' <"$work/rate.1")"

@@ -104,6 +104,13 @@ test_expect_success 'srq_pingpong -c, 16 QPs, with 3 rebuilds mid-run (two hosts
 	ibcr_ids_changed pp-srq
 '
 
+test_expect_success 'cycles from the first verb on: objects created and connected between rebuilds' '
+	# -w 0:0: cycle 0 starts as soon as both processes made their first
+	# verbs call, before their QPs and MRs exist or are connected
+	ibcr_stream early-w 100 0:0 -o write -q 2 -n 1500 -r 500 &&
+	ibcr_stream early-a 100 0:0 -o fadd -q 2 -n 1500 -r 500
+'
+
 test_expect_success 'a second softib under another path' '
 	mkdir other &&
 	cp "$SOFTIB_LIBDIR"/libibverbs.so.1 other/libibverbs.so.1 &&

@@ -289,6 +289,15 @@ static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, 
     uint32_t vqpn = (mask & IBV_QP_DEST_QPN) ? a->dest_qp_num : vqp->peer_vqpn;
     const struct xl_qp *x = xlate_qp (vlid, vqpn);
     if (!x) {
+        /* A peer QP created after the last rebuild: its QPN is real, its
+         * host's LID may not be; its owner is known when one process of
+         * the job lives behind that LID. */
+        uint16_t rlid;
+        int rank;
+        if ((mask & IBV_QP_AV) && xlate_lid (vlid, &rlid))
+            a->ah_attr.dlid = rlid;
+        if (xlate_lid_rank (vlid, &rank))
+            vqp->peer_rank = rank;
         if (rebuild)
             ibcr_log ("rebuild: peer LID %u QPN %u of QP %u is not in the id table; "
                       "left as is", vlid, vqpn, vqp->vqpn);

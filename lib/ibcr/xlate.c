@@ -13,6 +13,8 @@ static struct ibcr_map qps;     /* key -> struct xl_qp* */
 static struct ibcr_map rev;     /* real key -> virtual key + 1 */
 static struct ibcr_map lids;    /* vlid -> rlid + 1 */
 static struct ibcr_map rkeys;   /* (rank << 32 | vrkey) -> rrkey + 1 */
+static struct ibcr_map lidrank; /* vlid -> rank + 1, or LID_SHARED */
+#define LID_SHARED ((void *)(uintptr_t)UINT32_MAX)
 
 void xlate_fini (void)
 {
@@ -22,6 +24,7 @@ void xlate_fini (void)
     map_fini (&rev);
     map_fini (&lids);
     map_fini (&rkeys);
+    map_fini (&lidrank);
 }
 
 static int64_t geti (json_object *o, const char *k)
@@ -62,6 +65,11 @@ int xlate_load (json_object *procs)
                 if (map_put (&qps, k, x) < 0
                     || map_put (&rev, xl_key (rlid, rqpn), (void *)(uintptr_t)(k + 1)) < 0
                     || map_put (&lids, vlid, (void *)(uintptr_t)(rlid + 1)) < 0)
+                    return -1;
+                void *owner = map_get (&lidrank, vlid);
+                if (owner != (void *)(uintptr_t)(rank + 1)
+                    && map_put (&lidrank, vlid, owner ? LID_SHARED
+                                : (void *)(uintptr_t)(rank + 1)) < 0)
                     return -1;
             }
         }
@@ -118,4 +126,13 @@ uint32_t xlate_rkey (int rank, uint32_t vrkey)
 bool xlate_has_rkey (int rank, uint32_t vrkey)
 {
     return map_get (&rkeys, ((uint64_t)(uint32_t)rank << 32) | vrkey) != NULL;
+}
+
+bool xlate_lid_rank (uint16_t vlid, int *rank)
+{
+    void *v = map_get (&lidrank, vlid);
+    if (!v || v == LID_SHARED)
+        return false;
+    *rank = (int)((uintptr_t)v - 1);
+    return true;
 }

@@ -32,6 +32,9 @@ const struct xl_qp *xlate_qp (uint16_t vlid, uint32_t vqpn);
 bool xlate_qp_rev (uint16_t rlid, uint32_t rqpn, uint16_t *vlid, uint32_t *vqpn);
 /* A virtual LID's current real LID (any QP of that LID; UD AHs only). */
 bool xlate_lid (uint16_t vlid, uint16_t *rlid);
+/* The rank owning every QP behind a virtual LID; false when none or
+ * several processes share it. */
+bool xlate_lid_rank (uint16_t vlid, int *rank);
 uint32_t xlate_rkey (int rank, uint32_t vrkey);
 /* True when 'rank' published vrkey as a virtual rkey at the last rebuild. */
 bool xlate_has_rkey (int rank, uint32_t vrkey);
