@@ -66,7 +66,7 @@ test_expect_success 'user B cannot read, list or alter the image files' '
 test_expect_success 'user A registers a task of job sa with ibcrd' '
 	as $UA "$RAWMSG" "$(ibcrd_sock a)" \
 		"{\"version\":1,\"type\":\"register\",\"job\":\"sa\",\"rank\":0}" \
-		"@sleep:4000" >regA.out &
+		"@sleep:8000" >regA.out &
 	echo $! >regA.pid &&
 	for i in $(seq 30); do
 		grep -q "job sa step 0: registered rank 0 pid [0-9]* uid $A" a/ibcrd.log && break
@@ -88,6 +88,25 @@ test_expect_success 'user A and root see it' '
 	grep "^job sa  uid $A  tasks 1" out &&
 	"$IBCR" --socket "$(ibcrd_sock a)" status >out &&
 	grep "^job sa  uid $A" out
+'
+
+test_expect_success 'user B cannot checkpoint job sa, attach to its tasks or resume them' '
+	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" checkpoint sa --wait 2>err &&
+	grep "job sa belongs to another user" err &&
+	grep "job sa: checkpoint refused to uid $B (owner uid $A)" a/ibcrd.log &&
+	as $UB "$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"ctl-attach\",\"job\":\"sa\",\"rank\":0}" \
+		"{\"version\":1,\"type\":\"resume-restored\",\"job\":\"sa\"}" >out &&
+	cat out &&
+	sed -n 1p out | grep "EPERM.*job sa belongs to another user" &&
+	sed -n 2p out | grep "EPERM.*job sa belongs to another user"
+'
+
+test_expect_success 'ibcr run and restart as a user are refused: they need root' '
+	test_expect_code 6 as $UA "$IBCR" --socket "$(ibcrd_sock a)" run -- true 2>err &&
+	grep "ibcr run needs root" err &&
+	test_expect_code 6 as $UA "$IBCR" --socket "$(ibcrd_sock a)" restart jobA 2>err &&
+	grep "ibcr restart needs root" err
 '
 
 test_expect_success 'user B cannot join job sa, claim a process of A, or register for uid A' '
