@@ -26,6 +26,7 @@
 #include "common/manifest.h"
 #include "common/proto.h"
 #include "common/usock.h"
+#include "common/zimg.h"
 
 #ifndef IBCR_CRIU_DEFAULT
 #define IBCR_CRIU_DEFAULT "criu"
@@ -112,7 +113,8 @@ int cli_restart (struct cli *c, int argc, char **argv)
     struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1 };
     int ch, want = 0, rank = 0, stopped = 0, gen = 0, rc, ctlfd = -1;
     json_object *m = NULL, *task, *stdio, *f;
-    char dir[4096], imgdir[4200], pidfile[256], log[256], inherit[3][512], *end;
+    char dir[4096], imgdir[4400], pidfile[256], log[256], inherit[3][512], *end;
+    char ztmp[4096] = "";
     const char *job, *criu = getenv ("IBCR_CRIU"), *leader = NULL;
     int keep[4], nkeep = 0, ninh = 0;
     uint64_t out_ino = 0, err_ino = 0;
@@ -165,6 +167,27 @@ int cli_restart (struct cli *c, int argc, char **argv)
     }
     store_gen_path (&c->st, job, gen, dir, sizeof (dir));
     snprintf (imgdir, sizeof (imgdir), "%s/task-%d", dir, rank);
+    /* Compressed images (compression = yes): CRIU reads a private,
+     * decompressed copy, removed once it has restored from it. */
+    if (zimg_dir_compressed (imgdir)) {
+        char err[1024], sub[4300];
+        snprintf (ztmp, sizeof (ztmp), "%s/ibcr-restart.XXXXXX",
+                  getenv ("TMPDIR") && *getenv ("TMPDIR") ? getenv ("TMPDIR") : "/var/tmp");
+        if (!mkdtemp (ztmp)) {
+            cli_error ("cannot make a folder to decompress the images into (%s): %s", ztmp,
+                       strerror (errno));
+            json_object_put (m);
+            return CLI_ERR;
+        }
+        snprintf (sub, sizeof (sub), "%s/task-%d", ztmp, rank);
+        if (zimg_decompress_dir (imgdir, sub, err, sizeof (err)) < 0) {
+            cli_error ("job %s generation %d: %s", job, gen, err);
+            store_rmtree (ztmp);
+            json_object_put (m);
+            return CLI_ERR;
+        }
+        snprintf (imgdir, sizeof (imgdir), "%s", sub);
+    }
     snprintf (pidfile, sizeof (pidfile), "/tmp/ibcr-restart.%ld.pid", (long)getpid ());
     snprintf (log, sizeof (log), "/tmp/ibcr-restart.%ld.%s.log", (long)getpid (), job);
     unlink (log);
@@ -262,7 +285,10 @@ int cli_restart (struct cli *c, int argc, char **argv)
     }
     for (int i = 0; i < nkeep; i++)
         close (keep[i]);
-    if ((rc = cli_task_wait_pid (&t, pidfile, "criu restore"))) {
+    rc = cli_task_wait_pid (&t, pidfile, "criu restore");
+    if (ztmp[0])
+        store_rmtree (ztmp);    /* CRIU has read it all by now, or failed */
+    if (rc) {
         char errs[1024];
         if (rc < 0 && !(WIFEXITED (t.status) && WEXITSTATUS (t.status) == 125)) {
             /* Restored, and ended before we looked: its status is ours. */

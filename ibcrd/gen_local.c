@@ -325,7 +325,7 @@ int genl_copy (struct gen *g)
 
         snprintf (src, sizeof (src), "%s/task-%d", g->staging, g->tasks[i].rank);
         snprintf (dst, sizeof (dst), "%s/task-%d", gdir, g->tasks[i].rank);
-        if (imgcopy_dir (src, dst, &bytes, err, sizeof (err)) < 0)
+        if (imgcopy_dir (src, dst, g->conf->compression, &bytes, err, sizeof (err)) < 0)
             return gen_fail (g, "commit", err);
         g->bytes += bytes;
     }

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/peerauth.h"
 #include "common/proto.h"
+#include "common/zimg.h"
 #include "jobs.h"
 #include "lock.h"
 #include "peer.h"
@@ -272,6 +273,13 @@ int main (int argc, char **argv)
     log_open ("ibcrd", LOG_TO_STDERR, o.verbose ? LOG_DEBUG : LOG_INFO);
     if (!(conf = load_conf (&o, err, sizeof (err)))) {
         log_msg (LOG_ERR, "%s", err);
+        return 2;
+    }
+    if (conf->compression && !zimg_available ()) {
+        log_msg (LOG_ERR, "%s: compression = yes, but this ibcrd was built without libzstd: "
+                 "install libzstd-dev and rebuild, or set compression = no",
+                 conf->path ? conf->path : "ibcrd.conf");
+        conf_destroy (conf);
         return 2;
     }
     if (o.ping) {

@@ -12,22 +12,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/zimg.h"
 #include "imgcopy.h"
 
 #define COPY_BUF (4 * 1024 * 1024)
 
-static int copy_file (int sdir, int ddir, const char *name, char *buf, uint64_t *bytes)
+static int copy_file (int sdir, int ddir, const char *name, char *buf, int compress,
+                      uint64_t *bytes)
 {
+    char zname[300];
     int in, out, saved;
 
+    snprintf (zname, sizeof (zname), "%s%s", name, compress ? ".zst" : "");
     if ((in = openat (sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         return -1;
-    if ((out = openat (ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+    if ((out = openat (ddir, zname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                        0600)) < 0) {
         saved = errno;
         close (in);
         errno = saved;
         return -1;
+    }
+    if (compress) {
+        uint64_t written;
+        if (zimg_compress_fd (in, out, &written) < 0)
+            goto error;
+        *bytes += written;
+        goto sync;
     }
     for (;;) {
         ssize_t n = read (in, buf, COPY_BUF), off = 0;
@@ -50,6 +61,7 @@ static int copy_file (int sdir, int ddir, const char *name, char *buf, uint64_t 
         }
         *bytes += n;
     }
+sync:
     if (fsync (out) < 0 || close (out) < 0) {
         out = -1;
         goto error;
@@ -65,7 +77,8 @@ error:
     return -1;
 }
 
-int imgcopy_dir (const char *src, const char *dst, uint64_t *bytes, char *err, size_t len)
+int imgcopy_dir (const char *src, const char *dst, int compress, uint64_t *bytes, char *err,
+                 size_t len)
 {
     int sdir = -1, ddir = -1, saved;
     char *buf = NULL;
@@ -90,7 +103,7 @@ int imgcopy_dir (const char *src, const char *dst, uint64_t *bytes, char *err, s
         struct stat sb;
         if (fstatat (sdir, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG (sb.st_mode))
             continue;
-        if (copy_file (sdir, ddir, e->d_name, buf, bytes) < 0) {
+        if (copy_file (sdir, ddir, e->d_name, buf, compress, bytes) < 0) {
             saved = errno;
             snprintf (err, len, "cannot copy %s/%s to %s: %s%s", src, e->d_name, dst,
                       strerror (saved), saved == ENOSPC || saved == EDQUOT

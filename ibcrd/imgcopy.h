@@ -14,8 +14,10 @@
 #include <stdint.h>
 
 /* Copy the regular files of folder src (one level, as CRIU writes them)
- * into folder dst, created 0700.  *bytes gets what was written.  0, or -1
- * with errno and a message naming the file in err. */
-int imgcopy_dir (const char *src, const char *dst, uint64_t *bytes, char *err, size_t len);
+ * into folder dst, created 0700; with compress, each as NAME.zst
+ * (zimg.h).  *bytes gets what was written.  0, or -1 with errno and a
+ * message naming the file in err. */
+int imgcopy_dir (const char *src, const char *dst, int compress, uint64_t *bytes, char *err,
+                 size_t len);
 
 #endif

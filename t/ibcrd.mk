@@ -27,3 +27,4 @@ TESTS += t3006-ibcrd-abort.t
 TESTS += t3007-ibcrd-periodic.t
 TESTS += t3008-ibcrd-multinode.t
 TESTS += t3009-ibcrd-verbs.t
+TESTS += t3010-ibcrd-compress.t
