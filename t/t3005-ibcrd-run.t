@@ -183,6 +183,25 @@ test_expect_success 'a flipped byte: verify says so, restart falls back to the p
 	kill -TERM $(cat rs2.pid) && wait $(cat rs2.pid)
 '
 
+test_expect_success 'checkpoint --end: the last generation, CRIU ends the program; it restarts from it' '
+	{ "$IBCR" run --name fin -- "$PATTERN" --mib 8 >fin.out 2>fin.err & } &&
+	echo $! >fin.run && t5_track $! &&
+	t5_wait_registered fin &&
+	t5_wait_for grep -q "^start" fin.out &&
+	APP=$(t5_field fin app_pid) && t5_track $APP &&
+	t5_report fin.out $APP >fin.before &&
+	"$IBCR" checkpoint fin --wait --end | grep "generation 1 committed" &&
+	test_expect_code 137 wait $(cat fin.run) &&
+	ibcrd_wait_gone $APP &&
+	{ "$IBCR" restart fin >fin2.out 2>fin2.err & } &&
+	echo $! >fin2.pid && t5_track $! &&
+	t5_wait_for grep -q "restored from generation 1" fin2.err &&
+	APP2=$(t5_field fin app_pid) && t5_track $APP2 &&
+	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" fin.out) &&
+	t5_report fin2.out $APP2 | grep "run=$run .*pattern=ok" &&
+	kill -TERM $(cat fin2.pid) && wait $(cat fin2.pid)
+'
+
 test_expect_success 'checkpoint and restart of an unknown job: exit 4, clear error' '
 	test_expect_code 4 "$IBCR" checkpoint nosuch --wait 2>err &&
 	grep "job nosuch has no task registered" err &&
