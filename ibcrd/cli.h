@@ -63,6 +63,8 @@ struct cli_task {
     int regfd;              /* registration with ibcrd, open for the task's life */
     int ended;              /* the launcher ended before the task's pid was seen */
     int status;             /* its wait status then */
+    json_object *regreq;    /* the registration, sent again to a restarted ibcrd */
+    char *sock;             /* ibcrd's socket */
 };
 
 /* ibcr-init: IBCR_INIT, else the installed one. */

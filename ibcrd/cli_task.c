@@ -132,9 +132,32 @@ int cli_task_register (struct cli *c, struct cli_task *t, json_object *fields)
         cli_error ("ibcrd refused to register the task: %s", proto_get_str (rep, "message", "?"));
         rc = cli_rc_for_errno ((int)proto_get_int (rep, "errno", EIO));
     }
+    if (rc == CLI_OK) {
+        t->regreq = json_object_get (req);
+        t->sock = strdup (path);
+    }
     json_object_put (req);
     json_object_put (rep);
     return rc;
+}
+
+/* ibcrd went away (restarted, killed): register again once it is back,
+ * so the task can be checkpointed again.  Quiet until it works. */
+static void reregister (struct cli_task *t)
+{
+    json_object *rep = NULL;
+    int fd;
+
+    if (!t->regreq || !t->sock || (fd = usock_connect (t->sock)) < 0)
+        return;
+    /* A restored task was rebuilt long ago: it is an ordinary one now. */
+    json_object_object_del (t->regreq, "restored");
+    if (usock_request (fd, t->regreq, 2000, &rep) == 0 && !strcmp (proto_type (rep), "ok")) {
+        t->regfd = fd;
+        fprintf (stderr, "ibcr: registered again with ibcrd at %s\n", t->sock);
+    } else
+        close (fd);
+    json_object_put (rep);
 }
 
 /* Copy what is readable on fd to out; -1 at end of file. */
@@ -163,6 +186,7 @@ int cli_task_wait (struct cli_task *t)
     struct sigaction sa = { .sa_handler = on_sig };
     sigset_t block, waitmask;
     int status = t->status, reaped = t->launcher <= 0 || t->ended;
+    time_t last_try = time (NULL);
 
     sigemptyset (&sa.sa_mask);
     sigaction (SIGINT, &sa, NULL);
@@ -197,9 +221,11 @@ int cli_task_wait (struct cli_task *t)
                 char junk[256];
                 if (read (t->regfd, junk, sizeof (junk)) <= 0) {
                     fprintf (stderr, "ibcr: warning: ibcrd closed the task's registration "
-                             "(did it stop?); the task runs on without checkpoints\n");
+                             "(did it stop?); the task runs on, without checkpoints until "
+                             "ibcrd is back\n");
                     close (t->regfd);
                     t->regfd = -1;
+                    last_try = time (NULL);
                 }
             } else if (pump (pfd[i].fd, pfd[i].fd == t->out_r ? 1 : 2) < 0) {
                 close (pfd[i].fd);
@@ -209,6 +235,10 @@ int cli_task_wait (struct cli_task *t)
                     t->err_r = -1;
             }
         }
+        if (t->regfd < 0 && !reaped && time (NULL) > last_try) {
+            last_try = time (NULL);
+            reregister (t);
+        }
         if (got_sig && got_sig != SIGCHLD && !reaped)
             kill (t->launcher, got_sig);
         got_sig = 0;
@@ -217,6 +247,10 @@ int cli_task_wait (struct cli_task *t)
     }
     if (t->regfd >= 0)
         close (t->regfd);
+    json_object_put (t->regreq);
+    t->regreq = NULL;
+    free (t->sock);
+    t->sock = NULL;
     sigprocmask (SIG_SETMASK, &waitmask, NULL);
     if (t->launcher <= 0 && !t->ended)
         return CLI_ERR;

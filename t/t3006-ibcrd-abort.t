@@ -138,12 +138,18 @@ test_expect_success 'ibcrd killed during the dump: the asker is told, no partial
 	! test -e d/staging/big/gen-2
 '
 
+test_expect_success 'ibcr run registers the task again with the restarted ibcrd' '
+	t6_wait_for grep -q "registered again with ibcrd" big.err &&
+	"$IBCR" checkpoint big --wait | grep "generation 2 committed" &&
+	test "$(t6_gens big)" = "1 2 "
+'
+
 test_expect_success 'and the last good generation restores' '
 	kill -9 $(cat big.run) $(cat big.app) &&
 	ibcrd_wait_gone $(cat big.app) &&
 	{ "$IBCR" restart big >rs.out 2>rs.err & } &&
 	t6_track $! && echo $! >rs.pid &&
-	t6_wait_for grep -q "restored from generation 1" rs.err &&
+	t6_wait_for grep -q "restored from generation 2" rs.err &&
 	APP=$(t6_field big app_pid) && t6_track $APP &&
 	t6_report rs.out $APP | grep "pattern=ok" &&
 	kill -TERM $(cat rs.pid) && wait $(cat rs.pid)
