@@ -6,7 +6,7 @@ flow steering, WQs, thread/parent domains, raw and driver QPs, tag-matching
 SRQs, multicast, re-registration, dma-buf, imports) fails at creation with
 EOPNOTSUPP and one log line naming it.  Then 1000 checkpoint cycles under a
 running verified stream leave the fd count flat, no backend mapping behind,
-and resident memory without the per-cycle leak of the backend namespace.'
+and resident memory flat.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/ibcr/ibcr.sh
@@ -40,17 +40,18 @@ test_expect_success 'the fd count stayed flat and no backend mapping was left' '
 	done
 '
 
-# Without libibcr_ns.so the backend namespace leaked ~150 KiB per cycle.
-# What remains (~4 KiB per cycle on glibc 2.36) is the malloc state the
-# application allocator keeps for each backend thread that exits; see
-# libibcr(7).  Fail well above it, far below the old leak.
-test_expect_success 'resident memory grows less than 12 KiB per cycle (cycles 200..1000)' '
+# Without libibcr_ns.so the backend namespace leaked ~150 KiB per cycle;
+# with it feeding the application's malloc, ~4 KiB (per-thread caches of
+# the backend's exited threads).  Now the namespace's heap is libibcr's
+# nsheap, unmapped at every release: resident memory must stay flat (within
+# 256 KiB of page-level noise over 800 cycles).
+test_expect_success 'resident memory stays flat (cycles 200..1000)' '
 	for r in 0 1; do
 		sed -n "s/^released $r .* rss_kb \([0-9]*\)$/\1/p" long.coord.out >rss.$r &&
 		test $(wc -l <rss.$r) = 1000 &&
 		a=$(sed -n 200p rss.$r) && b=$(sed -n 1000p rss.$r) &&
-		echo "rank $r: rss $a KiB at cycle 200, $b KiB at cycle 1000" &&
-		test $(( (b - a) / 800 )) -lt 12 || return 1
+		echo "rank $r: rss $a KiB at cycle 200, $b KiB at cycle 1000" | tee /dev/stderr | ibcr_diag &&
+		test $((b - a)) -lt 256 || return 1
 	done
 '
 

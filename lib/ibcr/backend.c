@@ -7,9 +7,6 @@
  */
 #include "config.h"
 #include <dlfcn.h>
-#include <malloc.h>
-#include <pthread.h>
-#include <stdbool.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +14,7 @@
 #include "ibcr.h"
 #include "backend.h"
 #include "nsmalloc.h"
+#include "nsheap.h"
 
 struct ibcr_backend ibcr_be;
 static void *ns_handle;          /* libibcr_ns.so, first in the namespace */
@@ -85,14 +83,9 @@ void backend_want_fork_init (void)
 }
 
 /* Open a new namespace with libibcr_ns.so (next to libibcr.so) in it and
- * hand it our allocator; *lmid is the namespace.  -1 when the helper is
+ * hand it nsheap as its allocator; *lmid is the namespace.  -1 when the helper is
  * missing: the backend then gets a namespace of its own whose libc heaps
  * leak at every unload (logged once). */
-static void *nop_thread (void *arg)
-{
-    return arg;
-}
-
 static int ns_open (Lmid_t *lmid)
 {
     static int warned;
@@ -115,24 +108,10 @@ static int ns_open (Lmid_t *lmid)
         ns_handle = NULL;
         goto missing;
     }
-    /* The backend's threads are started by the namespace's libc, so ours
-     * would not know the process is multi-threaded and would run malloc
-     * without locks: start (and end) one thread of ours first; glibc never
-     * goes back to its single-threaded mode after that. */
-    static bool threaded;
-    if (!threaded) {
-        pthread_t t;
-        if (pthread_create (&t, NULL, nop_thread, NULL) != 0) {
-            dlclose (ns_handle);
-            ns_handle = NULL;
-            goto missing;
-        }
-        pthread_join (t, NULL);
-        threaded = true;
-    }
     struct ibcr_ns_alloc fns = {
-        .malloc = malloc, .free = free, .calloc = calloc, .realloc = realloc,
-        .posix_memalign = posix_memalign, .usable = malloc_usable_size,
+        .malloc = nsheap_malloc, .free = nsheap_free, .calloc = nsheap_calloc,
+        .realloc = nsheap_realloc, .posix_memalign = nsheap_memalign,
+        .usable = nsheap_usable,
     };
     set (&fns);
     return 0;
@@ -144,11 +123,13 @@ missing:
     return -1;
 }
 
+/* After the backend: the namespace's libc may still free at its fini. */
 static void ns_close (void)
 {
     if (ns_handle) {
         dlclose (ns_handle);
         ns_handle = NULL;
+        nsheap_release ();
     }
 }
 

@@ -7,8 +7,8 @@
  * two mappings per cycle with softib).  This small library is loaded first
  * into the namespace, so its malloc family precedes the namespace's libc
  * for every object there (libc's own internal calls included), and forwards
- * to the application's allocator, handed over by libibcr right after
- * loading.  Memory the backend frees is then reused by the next cycle.
+ * to libibcr's nsheap (nsheap.c), handed over right after loading, whose
+ * memory is all unmapped when the backend is unloaded.
  *
  * Before the hand-over (the namespace's libc initializing) requests are
  * served from a small static area; such blocks are never freed.

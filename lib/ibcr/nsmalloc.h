@@ -1,7 +1,7 @@
 /* nsmalloc.h - the hand-over between libibcr and libibcr_ns.so (nsmalloc.c):
- * the application's allocator, given to the backend's namespace so that
- * the backend's memory is reused across cycles instead of leaked with the
- * namespace's own libc heaps.
+ * libibcr's nsheap, given to the backend's namespace as its allocator so
+ * that the backend's memory is returned at every release instead of leaked
+ * with the namespace's own libc heaps.
  */
 #ifndef IBCR_NSMALLOC_H
 #define IBCR_NSMALLOC_H
