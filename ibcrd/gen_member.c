@@ -48,7 +48,7 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
     } else if (!strcmp (phase, "release"))
         rc = genl_release (g);
     else if (!strcmp (phase, "dump"))
-        rc = genl_dump (g);
+        rc = genl_dump (g) < 0 || gen_daemon_gone (g, "dump") ? -1 : 0;
     else if (!strcmp (phase, "rebuild")) {
         arr = json_object_new_array ();
         rc = genl_rebuild_ids (g, arr);
@@ -60,7 +60,7 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
     } else if (!strcmp (phase, "resume"))
         rc = genl_resume (g);
     else if (!strcmp (phase, "copy")) {
-        rc = genl_copy (g);
+        rc = genl_copy (g) < 0 || gen_daemon_gone (g, "copy to storage") ? -1 : 0;
         proto_set_int (o, "bytes", (int64_t)g->bytes);
     } else if (!strcmp (phase, "end")) {
         genl_cleanup (g, 1);

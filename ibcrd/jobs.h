@@ -34,11 +34,14 @@ struct task {
 #define JOB_MAX_MEMBERS 64
 
 /* Another node of a job (known to the leader from its "join"). */
+#define MEMBER_MAX_RANKS 256
+
 struct job_member {
     char node[IDENT_MAX + 1];
     char host[64];
     int port;
     int nranks;
+    int ranks[MEMBER_MAX_RANKS];    /* a rank joins again after its ibcrd restarted */
 };
 
 struct job {

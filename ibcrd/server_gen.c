@@ -424,7 +424,11 @@ static json_object *p_join (struct server *s, json_object *m, const char *addr)
      * where to reach that node's ibcrd. */
     snprintf (mb->host, sizeof (mb->host), "%.*s", (int)strcspn (addr, ":"), addr);
     mb->port = (int)proto_get_int (m, "port", 7195);
-    mb->nranks++;
+    int rank = (int)proto_get_int (m, "rank", -1), known = 0;
+    for (int i = 0; i < mb->nranks; i++)
+        known |= mb->ranks[i] == rank;
+    if (!known && mb->nranks < MEMBER_MAX_RANKS)
+        mb->ranks[mb->nranks++] = rank;
     log_msg (LOG_INFO, "job %s: node %s (%s:%d) joined with rank %lld", id, from, mb->host,
              mb->port, (long long)proto_get_int (m, "rank", -1));
     try_resume_restored (s, job);
@@ -491,6 +495,7 @@ static json_object *p_gen_begin (struct server *s, json_object *m)
     g.ntasks = n;
     g.tasks = tasks;
     g.pa = s->pa;
+    g.daemon = getpid ();
     /* Generation 0: the rebuild after a restart, nothing is dumped. */
     if (g.gen < 0 || (g.gen == 0 && !proto_get_bool (m, "restored", 0)))
         return proto_error ("gen-begin", EINVAL, "\"gen\" must be a generation number");

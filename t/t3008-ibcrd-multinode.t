@@ -76,10 +76,15 @@ t8_report() {
 	tail -n 1 "$1"
 }
 
+# t8_joins JOB N: node n2 joined the leader with rank 1 of JOB N times.
+t8_joins() {
+	test "$(grep -c "job $1: node n2 (.*) joined with rank 1" h1/ibcrd.log)" -ge "$2"
+}
+
 # t8_rank JOB RANK HOST [PRE]: start one rank of a 2-rank job on HOST.
 t8_rank() {
 	{ IBCR_SOCKET=$(ibcrd_sock h$3) netns_exec $3 "$IBCR" run --job $1 --rank $2 --size 2 \
-		--leader "n1@$(netns_ip 1)" -- bash -c "${4:-true}; exec \"$PATTERN\" --mib 8" \
+		--leader "n1@$(netns_ip 1)" -- bash -c "${4:-true}; exec \"$PATTERN\" --mib ${PATTERN_MIB:-8}" \
 		>$1.$2.out 2>$1.$2.err & } &&
 	t8_track $! &&
 	t8_wait_for t8_ibcr $3 status $1 &&
@@ -136,6 +141,32 @@ test_expect_success 'CRIU fails on one node: the generation aborts on both, both
 	! test -e h1/staging/bad/gen-1 && ! test -e h2/staging/bad/gen-1 &&
 	t8_report bad.0.out $(cat bad.0.app) | grep pattern=ok &&
 	t8_report bad.1.out $(cat bad.1.app) | grep pattern=ok
+'
+
+test_expect_success 'a member ibcrd killed during the dump: aborted on both nodes, both run on' '
+	t8_rank kd 0 1 &&
+	PATTERN_MIB=384 t8_rank kd 1 2 &&
+	t8_wait_for grep -q "job kd: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	{ t8_ibcr 1 checkpoint kd --wait >kd.ck.out 2>kd.ck.err & } &&
+	ck=$! &&
+	t8_wait_for test -e h2/staging/kd/dump-gen-1-rank-1.log &&
+	kill -9 $(cat h2/run/ibcrd.pid) &&
+	test_expect_code 1 wait $ck &&
+	cat kd.ck.err &&
+	grep "generation 1 aborted in dump: node n2: dump: ibcrd (pid [0-9]*) died during the dump" kd.ck.err &&
+	! test -e shared/local/kd/gen-1 &&
+	t8_report kd.0.out $(cat kd.0.app) | grep pattern=ok &&
+	t8_report kd.1.out $(cat kd.1.app) | grep pattern=ok
+'
+
+test_expect_success 'ibcrd back on host 2: rank 1 registers and joins again, the next generation commits' '
+	t8_ibcrd 2 &&
+	t8_wait_for grep -q "registered again with ibcrd" kd.1.err &&
+	t8_wait_for t8_joins kd 2 &&
+	t8_ibcr 1 checkpoint kd --wait >ck.out &&
+	grep "generation 1 committed" ck.out &&
+	test -d shared/local/kd/gen-1/task-1 &&
+	kill -9 $(cat kd.0.app) $(cat kd.1.app)
 '
 
 test_expect_success 'both ranks restart on other hosts from the committed generation' '
