@@ -374,13 +374,16 @@ int main (int argc, char **argv)
 
     while (!got_term) {
         struct pollfd pfd[MAX_POLLFDS];
+        /* The timer first: a generation it starts lends the tasks' libibcr
+         * connections to its worker, and those must then stay out of the
+         * pollfds, or this loop would read the worker's replies. */
+        int next = server_timer (srv), hnext = slurm_hook_timer ();
+        if (hnext >= 0 && (next < 0 || hnext < next))
+            next = hnext;
         int n = server_pollfds (srv, pfd, MAX_POLLFDS);
         int np = peer ? peer_pollfds (peer, pfd + n, MAX_POLLFDS - n) : 0;
         int nh = slurm_hook_pollfd (&pfd[n + np]);
 
-        int next = server_timer (srv), hnext = slurm_hook_timer ();
-        if (hnext >= 0 && (next < 0 || hnext < next))
-            next = hnext;
         struct timespec tmo = { .tv_sec = next / 1000, .tv_nsec = (next % 1000) * 1000000L };
 
         if (ppoll (pfd, n + np + nh, next >= 0 ? &tmo : NULL, &waitmask) < 0) {

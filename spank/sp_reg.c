@@ -169,7 +169,9 @@ int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t 
         || proto_set_int (req, "ns_pid", 1) < 0
         || proto_set_int (req, "app_pid", app_pid) < 0
         || proto_set_int (req, "interval_ms", (int64_t)id->interval_ms) < 0
-        || proto_set_str (req, "source", "spank") < 0) {
+        || proto_set_str (req, "source", "spank") < 0
+        || (id->leader[0] && proto_set_str (req, "leader", id->leader) < 0)
+        || (id->restored && proto_set_bool (req, "restored", 1) < 0)) {
         json_object_put (req);
         snprintf (err, errlen, "out of memory");
         return -1;
@@ -197,6 +199,50 @@ int sp_reg_term (int fd, const struct sp_task_id *id, int wait_ms, char *err, si
         return -1;
     }
     rc = exchange (fd, req, deadline, "term", err, errlen);
+    json_object_put (req);
+    return rc;
+}
+
+int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeout_ms,
+                       char *err, size_t errlen)
+{
+    long deadline = now_ms () + timeout_ms;
+    json_object *req;
+    char why[512];
+    int fd, rc;
+
+    if ((fd = sp_reg_open (path, timeout_ms, err, errlen)) < 0)
+        return -1;
+    if (!(req = proto_new ("ctl-attach")) || proto_set_str (req, "job", id->job) < 0
+        || proto_set_int (req, "rank", id->rank) < 0) {
+        json_object_put (req);
+        snprintf (err, errlen, "out of memory");
+        (void)close (fd);
+        return -1;
+    }
+    rc = exchange (fd, req, deadline, "ctl-attach", why, sizeof (why));
+    json_object_put (req);
+    if (rc < 0) {
+        snprintf (err, errlen, "ibcrd at %s: %s", path, why);
+        (void)close (fd);
+        return -1;
+    }
+    return fd;
+}
+
+int sp_reg_resume (int fd, const struct sp_task_id *id, int timeout_ms, char *err,
+                   size_t errlen)
+{
+    long deadline = now_ms () + timeout_ms;
+    json_object *req;
+    int rc;
+
+    if (!(req = proto_new ("resume-restored")) || proto_set_str (req, "job", id->job) < 0) {
+        json_object_put (req);
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    rc = exchange (fd, req, deadline, "resume-restored", err, errlen);
     json_object_put (req);
     return rc;
 }

@@ -7,7 +7,9 @@
  * the restored init goes to the task process, which is.
  *
  * Wire between task and restorer (a SOCK_SEQPACKET pair):
- *   task -> restorer   "go": the task's pid, with fds 0, 1, 2 attached
+ *   task -> restorer   "go": the task's pid, with fds 0, 1, 2 attached, and
+ *                      a 4th, libibcr's new control socket, when the image
+ *                      had one
  *   restorer -> task   "O<pid>" the restored init, or "E<why>"
  * A restorer whose task closes the socket without "go" exits at once.
  */
@@ -111,6 +113,7 @@ static int sp_restore_layout (const struct sp_restore_in *in, int g, json_object
                       proto_get_str (stdio, key, ""));
         }
     }
+    plan->ctl_ino = task ? (long long)proto_get_int (task, "ctl_ino", 0) : 0;
     plan->gen = g;
     return 0;
 }
@@ -256,10 +259,11 @@ static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
     (void)send (sock, buf, (size_t)n + 1, MSG_NOSIGNAL);
 }
 
-/* Receive "go": the task's pid and its fds 0..2 into fds[].  0, or -1. */
-static int sp_restore_recv_go (int sock, pid_t *task, int fds[3])
+/* Receive "go": the task's pid and its fds 0..2 into fds[], the control
+ * socket into fds[3] (-1 when none).  0, or -1. */
+static int sp_restore_recv_go (int sock, pid_t *task, int fds[4])
 {
-    char cbuf[CMSG_SPACE (3 * sizeof (int))];
+    char cbuf[CMSG_SPACE (4 * sizeof (int))];
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;
     struct iovec iov;
@@ -276,9 +280,11 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[3])
         n = recvmsg (sock, &mh, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)sizeof (word) || !(cm = CMSG_FIRSTHDR (&mh))
-        || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN (3 * sizeof (int)))
+        || cm->cmsg_type != SCM_RIGHTS || (cm->cmsg_len != CMSG_LEN (3 * sizeof (int))
+                                           && cm->cmsg_len != CMSG_LEN (4 * sizeof (int))))
         return -1;
-    memcpy (fds, CMSG_DATA (cm), 3 * sizeof (int));
+    fds[3] = -1;
+    memcpy (fds, CMSG_DATA (cm), cm->cmsg_len - CMSG_LEN (0));
     *task = (pid_t)word;
     return 0;
 }
@@ -287,9 +293,9 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[3])
 static void __attribute__ ((noreturn))
 sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
 {
-    char pidfile[PATH_MAX + 8], inherit[3][PATH_MAX + 32], err[2048], errs[1500];
+    char pidfile[PATH_MAX + 8], inherit[4][PATH_MAX + 32], err[2048], errs[1500];
     const char *argv[32];
-    int fds[3], ninh = 0, ac = 0, status, nul, fd;
+    int fds[4], ninh = 0, ac = 0, status, nul, fd;
     pid_t task, criu;
     FILE *f;
     long pid = 0;
@@ -370,6 +376,14 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
         argv[ac++] = "--inherit-fd";
         argv[ac++] = inherit[ninh++];
     }
+    /* libibcr's control socket led out of the tree at the dump (external);
+     * a fresh one ibcrd knows as this rank's takes its place. */
+    if (fds[3] >= 0 && plan->ctl_ino > 0 && fcntl (fds[3], F_SETFD, 0) == 0) {
+        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", fds[3],
+                  plan->ctl_ino);
+        argv[ac++] = "--inherit-fd";
+        argv[ac++] = inherit[ninh++];
+    }
     argv[ac] = NULL;
 
     if ((criu = fork ()) < 0) {
@@ -381,8 +395,9 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
         execvp (argv[0], (char *const *)argv);
         _exit (127);
     }
-    for (fd = 0; fd <= 2; fd++)
-        (void)close (fds[fd]);
+    for (fd = 0; fd <= 3; fd++)
+        if (fds[fd] >= 0)
+            (void)close (fds[fd]);
     while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
         ;
     if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
@@ -429,14 +444,16 @@ int sp_restore_prepare (const struct sp_restore_plan *plan, char *err, size_t er
     return sv[0];
 }
 
-pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, char *err, size_t errlen)
+pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, int ctl_fd, char *err,
+                      size_t errlen)
 {
-    char cbuf[CMSG_SPACE (3 * sizeof (int))], buf[4096];
+    char cbuf[CMSG_SPACE (4 * sizeof (int))], buf[4096];
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;
     struct iovec iov;
     int32_t word = (int32_t)getpid ();
-    int fds[3] = { 0, 1, 2 };
+    int fds[4] = { 0, 1, 2, ctl_fd };
+    size_t nfds = ctl_fd >= 0 ? 4 : 3;
     ssize_t n;
     long pid;
 
@@ -453,12 +470,12 @@ pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, char *err, siz
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof (cbuf);
+    mh.msg_controllen = CMSG_SPACE (nfds * sizeof (int));
     cm = CMSG_FIRSTHDR (&mh);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN (sizeof (fds));
-    memcpy (CMSG_DATA (cm), fds, sizeof (fds));
+    cm->cmsg_len = CMSG_LEN (nfds * sizeof (int));
+    memcpy (CMSG_DATA (cm), fds, nfds * sizeof (int));
     if (sendmsg (fd, &mh, MSG_NOSIGNAL) < 0) {
         snprintf (err, errlen, "the restorer is gone before the restore: %s",
                   strerror (errno));

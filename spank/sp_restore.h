@@ -15,7 +15,9 @@
  *     the restorer its stdin/stdout/stderr.  The restorer joins the task's
  *     cgroups (every hierarchy of /proc/<task>/cgroup), then runs
  *     "criu restore --restore-detached --manage-cgroups=ignore" with the
- *     task's stdio handed in for the dumped ones (--inherit-fd), so every
+ *     task's stdio handed in for the dumped ones (--inherit-fd), and a
+ *     fresh connection to ibcrd for libibcr's control socket (ctl-attach,
+ *     made as root in task_init_privileged), so every
  *     restored process is born in the new step's cgroups; when criu exits,
  *     the restored init is re-parented to the task process (the nearest
  *     subreaper), which then forwards signals to it and exits with its
@@ -55,6 +57,7 @@ struct sp_restore_plan {
     char log[PATH_MAX];             /* criu's log */
     char stdio[3][PATH_MAX];        /* what fds 0..2 were at the dump ("" unknown):
                                        "pipe:[INO]", "socket:[INO]", a path */
+    long long ctl_ino;              /* libibcr's control socket at the dump, 0 none */
 };
 
 /* Find what task 'in->rank' restores.  Returns 1 with *plan filled, 0 when
@@ -74,6 +77,7 @@ int sp_restore_prepare (const struct sp_restore_plan *plan, char *err, size_t er
  * this task's slot.  Returns the restored init's pid (now our child) and
  * closes fd, or -1 with err (criu's first errors and its log's path);
  * then nothing of the image runs. */
-pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, char *err, size_t errlen);
+pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, int ctl_fd, char *err,
+                      size_t errlen);
 
 #endif

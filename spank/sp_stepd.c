@@ -18,10 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
 
 #include "common/conf.h"
 #include "common/expand.h"
@@ -50,12 +53,17 @@ static struct {
     char note[4096];            /* for the job's stderr in task_init, "" none */
     struct sp_restore_plan plan;
     int restore_fd;             /* to the restorer (SP_RESTORE) */
+    int ctl_fd;                 /* libibcr's control socket to hand in, or -1 */
     int fd;                     /* connection to ibcrd, held by the waiter */
     enum sp_on_down on_down;
     int timeout_ms;
     int term_wait_ms;
     struct sp_task_id id;
-} sp_st = { .fd = -1, .restore_fd = -1 };
+} sp_st = { .fd = -1, .restore_fd = -1, .ctl_fd = -1 };
+
+/* How long a restored task waits for its verbs objects to be rebuilt:
+ * on a multi-node job, until every rank is back. */
+#define SP_STEPD_RESUME_MS 180000
 
 /* One line on the job's stderr (the task's fd 2 in task_init) and the
  * same in slurmd's log. */
@@ -106,6 +114,55 @@ static int sp_stepd_ids (spank_t sp, struct sp_task_id *id, uint32_t *stepid)
     else if (expand_hostname (id->node, sizeof (id->node)) < 0)
         snprintf (id->node, sizeof (id->node), "unknown");
     id->interval_ms = sp_opt_get ()->interval_ms;
+    return 0;
+}
+
+/* On a step over several nodes, rank 0's ibcrd leads the job's
+ * generations: the others name it ("NODE@ADDR", the Slurm address of the
+ * step's first node, which holds task 0).  "" on that node or when alone;
+ * -1 with why when it cannot be found. */
+static int sp_stepd_leader (spank_t sp, struct sp_task_id *id)
+{
+    uint32_t nnodes = 0, nodeid = 0;
+    char list[8192];
+    node_info_msg_t *ni = NULL;
+    hostlist_t hl;
+    char *first;
+
+    id->leader[0] = '\0';
+    if (spank_get_item (sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS
+        || spank_get_item (sp, S_JOB_NODEID, &nodeid) != ESPANK_SUCCESS
+        || nnodes <= 1 || nodeid == 0)
+        return 0;
+    if (spank_getenv (sp, "SLURM_STEP_NODELIST", list, sizeof (list)) != ESPANK_SUCCESS
+        && spank_getenv (sp, "SLURM_NODELIST", list, sizeof (list)) != ESPANK_SUCCESS) {
+        snprintf (sp_st.why, sizeof (sp_st.why), "the step's node list is not known "
+                  "(SLURM_STEP_NODELIST): rank 0's ibcrd cannot be named");
+        return -1;
+    }
+    if (!(hl = slurm_hostlist_create (list)) || !(first = slurm_hostlist_shift (hl))) {
+        if (hl)
+            slurm_hostlist_destroy (hl);
+        snprintf (sp_st.why, sizeof (sp_st.why), "cannot read the step's node list '%.200s'",
+                  list);
+        return -1;
+    }
+    slurm_hostlist_destroy (hl);
+    /* One question to slurmctld per task start of a multi-node step: the
+     * node's address is what the member's ibcrd must reach. */
+    if (slurm_load_node_single (&ni, first, SHOW_ALL) != SLURM_SUCCESS || !ni
+        || ni->record_count < 1 || !ni->node_array[0].node_addr) {
+        snprintf (sp_st.why, sizeof (sp_st.why), "cannot ask slurmctld for the address of "
+                  "node %s (rank 0's): %s", first, slurm_strerror (slurm_get_errno ()));
+        if (ni)
+            slurm_free_node_info_msg (ni);
+        free (first);
+        return -1;
+    }
+    snprintf (id->leader, sizeof (id->leader), "%.60s@%.250s", first,
+              ni->node_array[0].node_addr);
+    slurm_free_node_info_msg (ni);
+    free (first);
     return 0;
 }
 
@@ -186,6 +243,20 @@ static int sp_stepd_restore_prepare (void)
     }
     if ((sp_st.fd = sp_reg_open (sp_st.socket, sp_st.timeout_ms, err, sizeof (err))) < 0)
         snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
+    /* A verbs task: without its control socket back, libibcr could never
+     * rebuild, and the restored program would wait at the gate forever. */
+    if (sp_st.plan.ctl_ino > 0
+        && (sp_st.fd < 0
+            || (sp_st.ctl_fd = sp_reg_ctl_attach (sp_st.socket, &sp_st.id, sp_st.timeout_ms,
+                                                  err, sizeof (err))) < 0)) {
+        if (sp_st.fd >= 0)
+            snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
+        sp_st.state = SP_RESTORE_FAILED;
+        (void)close (sp_st.restore_fd);
+        sp_st.restore_fd = -1;
+        return 0;
+    }
+    sp_st.id.restored = sp_st.plan.ctl_ino > 0;
     sp_st.state = SP_RESTORE;
     return 0;
 }
@@ -206,6 +277,8 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
     if (stepid == SLURM_EXTERN_CONT || stepid == SLURM_INTERACTIVE_STEP
         || (stepid == SLURM_BATCH_SCRIPT && !a->batch_step))
         return 0;
+    if (sp_stepd_leader (sp, &sp_st.id) < 0)
+        return sp_stepd_cannot ();
     sp_st.on_down = a->on_down;
     sp_st.timeout_ms = (int)a->timeout_ms;
     sp_st.term_wait_ms = (int)a->term_wait_ms;
@@ -316,7 +389,12 @@ static int sp_stepd_restore (void)
     if (sp_st.note[0])
         sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job,
                       sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.note);
-    if ((init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, err, sizeof (err))) < 0) {
+    init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, err, sizeof (err));
+    if (sp_st.ctl_fd >= 0) {
+        (void)close (sp_st.ctl_fd);     /* the restored tree holds it now */
+        sp_st.ctl_fd = -1;
+    }
+    if (init < 0) {
         sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: cannot restore generation "
                       "%d: %s; the task is not started", sp_st.id.job, sp_st.id.step,
                       sp_st.id.rank, sp_st.id.node, sp_st.plan.gen, err);
@@ -332,6 +410,16 @@ static int sp_stepd_restore (void)
     sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: restored from generation %d "
                   "(init pid %ld)", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
                   sp_st.id.node, sp_st.plan.gen, (long)init);
+    if (sp_st.id.restored
+        && sp_reg_resume (sp_st.fd, &sp_st.id, SP_STEPD_RESUME_MS, err, sizeof (err)) < 0) {
+        /* Its verbs objects are gone: it could only wait at the gate. */
+        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: restored, but its verbs "
+                      "objects were not rebuilt: %s; ending it", sp_st.id.job, sp_st.id.step,
+                      sp_st.id.rank, sp_st.id.node, err);
+        (void)kill (init, SIGKILL);
+        (void)waitpid (init, NULL, 0);
+        return -1;
+    }
     /* The connection to ibcrd stays open in the waiter: the registration
      * lives as long as it. */
     sp_ns_on_term (sp_stepd_term, NULL);
