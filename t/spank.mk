@@ -9,4 +9,5 @@ TESTS += \
 	t4005-spank-watch.t \
 	t4006-spank-restore.t \
 	t4007-spank-requeue.t \
-	t4008-spank-triggers.t
+	t4008-spank-triggers.t \
+	t4009-spank-verbs.t

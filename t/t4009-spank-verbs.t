@@ -1,0 +1,117 @@
+#!/bin/sh
+test_description='spank: a two-node verbs job checkpointed, requeued, restored
+
+Issue 6 with a verbs application: Debian'"'"'s ibv_rc_pingpong with buffer
+validation (-c), rank 0 the server and rank 1 the client, as
+"srun -N2 -n2" in a batch job with --checkpoint-ib, libibcr preloaded by
+the plugin and softib as the device (LD_LIBRARY_PATH in the task
+environment), on a 3-node Slurm cluster with one network namespace and
+one ibcrd per node and one shared storage.  Rank 0'"'"'s ibcrd leads: the
+other node'"'"'s ibcrd joins it (the plugin names rank 0'"'"'s node and its
+Slurm address).  Periodic generations commit both ranks while the
+pingpong runs on; "scontrol requeue" ends the job and its next run
+restores both ranks from the newest generation, hands libibcr its control
+socket back, rebuilds the verbs objects with new real ids exchanged
+across the nodes, and the pingpong finishes with every buffer validated.'
+
+. $(dirname $0)/sharness.sh
+ibcr_require ROOT SLURM CRIU NETNS IBVUTILS
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+libibcr=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
+test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test_set_prereq BUILT
+IBCRD_STORAGE=$IBCRD_RUN/storage
+store=$IBCRD_STORAGE/local
+PORT=$(( 30000 + $$ % 20000 ))
+ITERS=${T4009_ITERS:-600000}
+
+# pp.sh PORT ITERS: rank 0 serves on its node's address and writes it
+# to addr.JOB; rank 1 waits for it and connects.  exec: the task is the
+# pingpong itself.
+cat >pp.sh <<\EOF
+#!/bin/sh
+a=addr.$SLURM_JOB_ID
+if test "$SLURM_PROCID" = 0; then
+	ip -4 -o addr show eth0 | awk '{ split($4, a, "/"); print a[1] }' >$a.tmp && mv $a.tmp $a
+	exec ibv_rc_pingpong -c -n "$2" -p "$1"
+fi
+t=0
+while ! test -s $a; do
+	t=$((t + 1)); test $t -lt 300 || exit 3
+	sleep 0.1
+done
+sleep 0.5
+exec ibv_rc_pingpong -c -n "$2" -p "$1" "$(cat $a)"
+EOF
+chmod +x pp.sh
+
+gens() {
+	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
+}
+
+wait_gens() {
+	wg_t=${3:-600}
+	while test "$(gens "$1")" -lt "$2"; do
+		wg_t=$((wg_t - 1))
+		test $wg_t -gt 0 || { echo "job $1 has $(gens "$1") generations, not $2" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+test_expect_success BUILT 'start a 3-node netns cluster, an ibcrd per node, one storage' '
+	ibcr_atexit ibcrd_stop_all &&
+	mkdir -p "$IBCRD_STORAGE" &&
+	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	SLURM_PLUGSTACK=plugstack.conf slurm_start 3 --netns &&
+	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
+munge_socket = $IBCR_MUNGE_SOCKET" &&
+	ibcrd_start_node n1 && ibcrd_start_node n2 && ibcrd_start_node n3
+'
+
+test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the two ranks on two nodes, generations while it runs' '
+	J=$(sbatch --parsable -N2 -w n1,n2 --checkpoint-ib=4s --open-mode=append -o job.out \
+		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
+		--wrap "srun -N2 -n2 --open-mode=append -o pp.%t.out -e pp.%t.err ./pp.sh $PORT $ITERS") &&
+	slurm_wait_job $J RUNNING 30 &&
+	wait_gens $J 2 600 &&
+	grep "job $J: node n2 (.*) joined with rank 1" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
+	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
+	ls "$store/$J/gen-$newest" | tee gen.ls &&
+	grep -x task-0 gen.ls && grep -x task-1 gen.ls &&
+	grep "\"ctl_ino\"" "$store/$J/gen-$newest/manifest.json" &&
+	echo "$newest" >newest
+'
+
+test_expect_success BUILT 'scontrol requeue: both ranks come back from the newest generation' '
+	scontrol requeue $J &&
+	t=300 &&
+	while ! scontrol -o show job $J | grep -q "JobState=PENDING"; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
+	for r in 0 1; do mv pp.$r.out pp.$r.out.1; mv pp.$r.err pp.$r.err.1; done &&
+	scontrol update jobid=$J StartTime=now &&
+	slurm_wait_job $J RUNNING 60 &&
+	t=600 &&
+	while ! grep -q "restored from generation" pp.0.err 2>/dev/null ||
+	      ! grep -q "restored from generation" pp.1.err 2>/dev/null; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || { cat pp.*.err; return 1; }
+	done &&
+	cat pp.0.err pp.1.err | ibcr_diag &&
+	grep "task 0 on n1: restored from generation $newest" pp.0.err &&
+	grep "task 1 on n2: restored from generation $newest" pp.1.err
+'
+
+test_expect_success BUILT 'the restored pingpong finishes, every buffer validated' '
+	slurm_wait_job $J COMPLETED 300 &&
+	cat pp.0.out pp.1.out pp.0.err pp.1.err | ibcr_diag &&
+	grep "^$ITERS iters in" pp.0.out && grep "^$ITERS iters in" pp.1.out &&
+	grep "job $J: restored tasks rebuilt and resumed" $IBCRD_RUN/ibcrd/n1/ibcrd.log
+'
+
+test_expect_success 'slurm_stop' '
+	slurm_stop
+'
+
+test_done
