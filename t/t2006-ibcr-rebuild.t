@@ -82,25 +82,25 @@ test_expect_success 'two network-namespace hosts' '
 '
 
 test_expect_success 'rc_pingpong -c with 3 rebuilds mid-run (two hosts)' '
-	ibcr_pp pp-rc 1 2 3 100:250 ibv_rc_pingpong -c -n 15000 &&
-	test $(coord_cycles pp-rc) = 3 &&
+	ibcr_pp pp-rc 1 2 3 100:250 ibv_rc_pingpong -c -n 30000 &&
+	coord_cycles_are pp-rc 3 &&
 	ibcr_ids_changed pp-rc
 '
 
 test_expect_success 'rc_pingpong -c -e (completion channel) with 3 rebuilds mid-run' '
-	ibcr_pp pp-rce 1 2 3 100:250 ibv_rc_pingpong -c -e -n 10000 &&
-	test $(coord_cycles pp-rce) = 3
+	ibcr_pp pp-rce 1 2 3 100:250 ibv_rc_pingpong -c -e -n 20000 &&
+	coord_cycles_are pp-rce 3
 '
 
 test_expect_success 'ud_pingpong -c with 3 rebuilds mid-run (two hosts)' '
-	ibcr_pp pp-ud 1 2 3 100:250 ibv_ud_pingpong -c -n 15000 &&
-	test $(coord_cycles pp-ud) = 3 &&
+	ibcr_pp pp-ud 1 2 3 100:250 ibv_ud_pingpong -c -n 40000 &&
+	coord_cycles_are pp-ud 3 &&
 	ibcr_ids_changed pp-ud
 '
 
 test_expect_success 'srq_pingpong -c, 16 QPs, with 3 rebuilds mid-run (two hosts)' '
-	ibcr_pp pp-srq 1 2 3 100:250 ibv_srq_pingpong -c -n 40000 &&
-	test $(coord_cycles pp-srq) = 3 &&
+	ibcr_pp pp-srq 1 2 3 100:250 ibv_srq_pingpong -c -n 80000 &&
+	coord_cycles_are pp-srq 3 &&
 	ibcr_ids_changed pp-srq
 '
 

@@ -25,7 +25,7 @@ test_expect_success 'unsupported features are refused with EOPNOTSUPP and a log 
 '
 
 test_expect_success '1000 cycles under a running stream' '
-	ibcr_stream long 1000 0:0 -o send -q 2 -w event -n 4000 -r 400
+	ibcr_stream long 1000 0:0 -o send -q 2 -w event -n 5000 -r 400
 '
 
 test_expect_success 'the fd count stayed flat and no backend mapping was left' '

@@ -16,6 +16,7 @@
 #                        output NAME.coord.{out,err}; waits for the socket.
 #   coord_wait           wait for it; its exit status.
 #   coord_cycles NAME    print how many cycles it completed.
+#   coord_cycles_are NAME N   true when it completed N (else says so).
 #   ibcr_env RANK        print the environment words that put a process
 #                        under libibcr with rank RANK talking to the
 #                        coordinator of the current NAME (for VW_*_ENV).
@@ -129,6 +130,16 @@ coord_wait() {
 
 coord_cycles() {
 	sed -n 's/^cycles done: \([0-9]*\)$/\1/p' "$1".coord.out
+}
+
+# coord_cycles_are NAME N: the coordinator of NAME completed N cycles
+# (says how many otherwise, in the TAP log too).
+coord_cycles_are() {
+	ibcr_cc_got=$(coord_cycles "$1")
+	test "$ibcr_cc_got" = "$2" && return 0
+	echo "$1: $ibcr_cc_got of $2 cycles done before the workload ended" |
+		tee /dev/stderr | ibcr_diag
+	return 1
 }
 
 ibcr_env() {
