@@ -13,7 +13,8 @@ check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \
 	$(top_srcdir)/lib/ibcr/map.c \
 	$(top_srcdir)/lib/ibcr/wrlog.c \
-	$(top_srcdir)/lib/ibcr/drain.c
+	$(top_srcdir)/lib/ibcr/drain.c \
+	$(top_srcdir)/lib/ibcr/nsheap.c
 ibcr_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/lib $(JSON_CFLAGS)
 ibcr_unit_LDADD = libtap.la $(JSON_LIBS)
 

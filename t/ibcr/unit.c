@@ -9,6 +9,7 @@
 #include "ibcr/map.h"
 #include "ibcr/wrlog.h"
 #include "ibcr/drain.h"
+#include "ibcr/nsheap.h"
 
 static void test_map (void)
 {
@@ -131,12 +132,70 @@ static void test_drain (void)
     json_object_put (bad[0]);
 }
 
+/* nsheap: the backend namespace's allocator (lib/ibcr/nsheap.c). */
+static void test_nsheap (void)
+{
+    enum { N = 1000 };
+    static void *p[N];
+    static size_t len[N];
+    int misaligned = 0, short_usable = 0, corrupt = 0;
+    for (int i = 0; i < N; i++) {
+        len[i] = (size_t)(i * 37) % 70000 + (i % 7 == 0 ? 200000 : 0);
+        p[i] = nsheap_malloc (len[i]);
+        if (!p[i])
+            break;
+        if ((uintptr_t)p[i] % 16)
+            misaligned++;
+        if (nsheap_usable (p[i]) < len[i])
+            short_usable++;
+        memset (p[i], i & 0xff, len[i]);
+    }
+    for (int i = 0; i < N; i += 2) {    /* free half, reallocate it */
+        nsheap_free (p[i]);
+        p[i] = nsheap_malloc (len[i]);
+        if (p[i])
+            memset (p[i], i & 0xff, len[i]);
+    }
+    for (int i = 0; i < N; i++)
+        for (size_t k = 0; p[i] && k < len[i]; k += 997)
+            if (((unsigned char *)p[i])[k] != (unsigned char)(i & 0xff)) {
+                corrupt++;
+                break;
+            }
+    ok (misaligned == 0 && short_usable == 0, "nsheap: %d blocks of 0..270000 bytes, "
+        "16-byte aligned, usable size at least asked", N);
+    ok (corrupt == 0, "nsheap: no block overlaps another after frees and reuse");
+    void *a = NULL;
+    int rc = nsheap_memalign (&a, 4096, 100);
+    ok (rc == 0 && (uintptr_t)a % 4096 == 0 && nsheap_usable (a) >= 100,
+        "nsheap: 4096-aligned block");
+    nsheap_free (a);
+    unsigned char *r = nsheap_malloc (10);
+    memcpy (r, "0123456789", 10);
+    r = nsheap_realloc (r, 100000);
+    ok (r && memcmp (r, "0123456789", 10) == 0, "nsheap: realloc keeps the contents");
+    nsheap_free (r);
+    unsigned char *dirty = nsheap_malloc (8000);
+    memset (dirty, 0xff, 8000);
+    nsheap_free (dirty);
+    unsigned char *z = nsheap_calloc (1000, 8);
+    int nonzero = 0;
+    for (int i = 0; z && i < 8000; i++)
+        nonzero += z[i] != 0;
+    ok (z && nonzero == 0, "nsheap: calloc zeroes a recycled block");
+    nsheap_release ();
+    void *after = nsheap_malloc (64);
+    ok (after != NULL, "nsheap: allocates again after a release");
+    nsheap_release ();
+}
+
 int main (void)
 {
     plan (NO_PLAN);
     test_map ();
     test_wrlog ();
     test_drain ();
+    test_nsheap ();
     done_testing ();
     return exit_status ();
 }
