@@ -43,6 +43,11 @@ test_expect_success 'UD SEND with address handles, 2 QPs: 50 cycles' '
 	ibcr_ids_changed c-ud
 '
 
+test_expect_success 'UD SEND addressed by GID (GRH): 50 cycles' '
+	ibcr_stream c-udg 50 2:20 -U -x 0 -q 2 -s 1024 -n 12000 -r 4000 &&
+	ibcr_ids_changed c-udg
+'
+
 test_expect_success 'SRQ receives, 4 QPs on one SRQ: 50 cycles' '
 	ibcr_stream c-srq 50 2:20 -S -q 4 -s 1024 -n 6000 -r 2000 &&
 	ibcr_ids_changed c-srq

@@ -110,13 +110,14 @@ struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid)
 {
     struct ibcr_ctx *vctx = vah->vpd->ctx;
     uint64_t key = ((uint64_t)(uintptr_t)vah->vpd << 16) ^ rlid;
-    key = (key << 8) | vah->attr.sl;
+    key = (key << 9) | ((uint64_t)vah->attr.is_global << 8) | vah->attr.sl;
     struct ibv_ah *r = map_get (&vctx->ah_cache, key);
     if (r)
         return r;
     struct ibv_ah_attr a = vah->attr;
+    /* A GRH-addressed destination keeps its GRH (its GID is the one the
+     * application gave: GIDs are not translated yet, see libibcr(7)). */
     a.dlid = rlid;
-    a.is_global = 0;
     r = ibcr_be.create_ah (vah->vpd->real, &a);
     if (!r) {
         be_errno ();
