@@ -32,8 +32,11 @@
 #define IBCR_CRIU_DEFAULT "criu"
 #endif
 
-/* Newest committed generation <= want (0: any) whose checksums hold. */
-static int pick_gen (struct cli *c, const char *job, int want, json_object **manifest, int *gen)
+/* The newest committed generation that is want (0: any), or below
+ * 'below' (0: no limit); with verify, the newest of those whose checksums
+ * hold, saying which were skipped. */
+static int pick_gen (struct cli *c, const char *job, int want, int below, int verify,
+                     json_object **manifest, int *gen)
 {
     json_object *gens;
     char err[1024];
@@ -51,12 +54,12 @@ static int pick_gen (struct cli *c, const char *job, int want, json_object **man
         int g = (int)proto_get_int (e, "generation", 0), n;
         char dir[4096];
 
-        if (want && g != want)
+        if ((want && g != want) || (below && g >= below))
             continue;
         json_object_object_get_ex (e, "manifest", &m);
         store_gen_path (&c->st, job, g, dir, sizeof (dir));
         problems = json_object_new_array ();
-        n = manifest_verify (dir, m, problems, NULL);
+        n = verify ? manifest_verify (dir, m, problems, NULL) : 0;
         if (n == 0) {
             json_object_put (problems);
             *manifest = json_object_get (m);
@@ -87,6 +90,57 @@ static int pick_gen (struct cli *c, const char *job, int want, json_object **man
     return CLI_NOTFOUND;
 }
 
+/* Check generation dir's checksums in a child, while CRIU restores from
+ * it: the restore reads the images anyway, and the two reads share the
+ * page cache.  The child exits 0 when intact, 5 when damaged, writing its
+ * first problem to *fd.  Its pid, or -1 (then the caller verifies). */
+static pid_t verify_start (const char *dir, json_object *m, int *fd)
+{
+    int p[2];
+    pid_t pid;
+
+    if (pipe2 (p, O_CLOEXEC) < 0)
+        return -1;
+    if ((pid = fork ()) < 0) {
+        close (p[0]);
+        close (p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        json_object *problems = json_object_new_array (), *pr;
+        int n = manifest_verify (dir, m, problems, NULL);
+        if (n != 0) {
+            char line[1024];
+            pr = json_object_array_get_idx (problems, 0);
+            snprintf (line, sizeof (line), "%s: %s", pr ? proto_get_str (pr, "path", "?") : "?",
+                      pr ? proto_get_str (pr, "problem", "?") : strerror (errno));
+            if (write (p[1], line, strlen (line)) < 0)
+                _exit (5);
+        }
+        _exit (n == 0 ? 0 : 5);
+    }
+    close (p[1]);
+    *fd = p[0];
+    return pid;
+}
+
+/* Continue every process of the tree rooted at pid (CRIU left them all
+ * stopped with --leave-stopped). */
+static void continue_tree (pid_t pid, int depth)
+{
+    char path[128];
+    long child;
+    FILE *f;
+
+    kill (pid, SIGCONT);
+    snprintf (path, sizeof (path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
+    if (depth > 32 || !(f = fopen (path, "r")))
+        return;
+    while (fscanf (f, "%ld", &child) == 1)
+        continue_tree ((pid_t)child, depth + 1);
+    fclose (f);
+}
+
 static json_object *task_of (json_object *m, int rank)
 {
     json_object *tasks;
@@ -108,13 +162,17 @@ int cli_restart (struct cli *c, int argc, char **argv)
         { "rank", required_argument, NULL, 'r' },
         { "stopped", no_argument, NULL, 's' },
         { "leader", required_argument, NULL, 'l' },
+        /* internal: the fallback after a generation was found damaged */
+        { "before-gen", required_argument, NULL, 'b' },
         { NULL, 0, NULL, 0 },
     };
     struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1 };
+    int before = 0, vfd = -1;
+    pid_t vpid = -1;
     int ch, want = 0, rank = 0, stopped = 0, gen = 0, rc, ctlfd = -1;
     json_object *m = NULL, *task, *stdio, *f;
     char dir[4096], imgdir[4400], pidfile[256], log[256], inherit[3][512], *end;
-    char ztmp[4096] = "";
+    char ztmp[4096] = "", zerr[1100] = "", adopted[256];
     const char *job, *criu = getenv ("IBCR_CRIU"), *leader = NULL;
     int keep[4], nkeep = 0, ninh = 0;
     uint64_t out_ino = 0, err_ino = 0;
@@ -135,6 +193,7 @@ int cli_restart (struct cli *c, int argc, char **argv)
                 rank = (int)v;
             break;
         case 's': stopped = 1; break;
+        case 'b': before = atoi (optarg); break;
         case 'l': {
             json_object *tmp = json_object_new_object ();
             int bad = cli_add_leader (tmp, optarg);
@@ -158,7 +217,9 @@ int cli_restart (struct cli *c, int argc, char **argv)
         cli_error ("ibcr restart needs root: CRIU restores the task into a new PID namespace");
         return CLI_DENIED;
     }
-    if ((rc = pick_gen (c, job, want, &m, &gen)))
+    /* The newest generation is restored while its checksums are checked;
+     * a fallback (before) checks first, as it goes. */
+    if ((rc = pick_gen (c, job, want, before, before != 0, &m, &gen)))
         return rc;
     if (!(task = task_of (m, rank))) {
         cli_error ("job %s generation %d has no rank %d (give --rank)", job, gen, rank);
@@ -167,6 +228,25 @@ int cli_restart (struct cli *c, int argc, char **argv)
     }
     store_gen_path (&c->st, job, gen, dir, sizeof (dir));
     snprintf (imgdir, sizeof (imgdir), "%s/task-%d", dir, rank);
+    if (!before && (vpid = verify_start (dir, m, &vfd)) < 0) {
+        json_object_put (m);
+        if ((rc = pick_gen (c, job, want, 0, 1, &m, &gen)))
+            return rc;
+        if (!(task = task_of (m, rank))) {
+            cli_error ("job %s generation %d has no rank %d (give --rank)", job, gen, rank);
+            json_object_put (m);
+            return CLI_NOTFOUND;
+        }
+        store_gen_path (&c->st, job, gen, dir, sizeof (dir));
+        snprintf (imgdir, sizeof (imgdir), "%s/task-%d", dir, rank);
+    }
+    snprintf (pidfile, sizeof (pidfile), "/tmp/ibcr-restart.%ld.pid", (long)getpid ());
+    /* ibcr-init writes adopted only once criu has exited: criu writes
+     * pidfile before it has let go of the tree, and a SIGCONT sent before
+     * that would be undone by its --leave-stopped. */
+    snprintf (adopted, sizeof (adopted), "/tmp/ibcr-restart.%ld.adopted", (long)getpid ());
+    unlink (adopted);
+    snprintf (log, sizeof (log), "/tmp/ibcr-restart.%ld.%s.log", (long)getpid (), job);
     /* Compressed images (compression = yes): CRIU reads a private,
      * decompressed copy, removed once it has restored from it. */
     if (zimg_dir_compressed (imgdir)) {
@@ -181,15 +261,14 @@ int cli_restart (struct cli *c, int argc, char **argv)
         }
         snprintf (sub, sizeof (sub), "%s/task-%d", ztmp, rank);
         if (zimg_decompress_dir (imgdir, sub, err, sizeof (err)) < 0) {
-            cli_error ("job %s generation %d: %s", job, gen, err);
             store_rmtree (ztmp);
-            json_object_put (m);
-            return CLI_ERR;
+            ztmp[0] = '\0';
+            snprintf (zerr, sizeof (zerr), "%s", err);
+            rc = CLI_ERR;
+            goto verdict;   /* a damaged image may be why: the checksums say */
         }
         snprintf (imgdir, sizeof (imgdir), "%s", sub);
     }
-    snprintf (pidfile, sizeof (pidfile), "/tmp/ibcr-restart.%ld.pid", (long)getpid ());
-    snprintf (log, sizeof (log), "/tmp/ibcr-restart.%ld.%s.log", (long)getpid (), job);
     unlink (log);
 
     /* stdout and stderr: fresh pipes in place of the dumped ones. */
@@ -245,11 +324,13 @@ int cli_restart (struct cli *c, int argc, char **argv)
         return CLI_ERR;
     }
     if (t.launcher == 0) {
-        char *av[32];
+        char *av[40];
         int ac = 0;
         av[ac++] = (char *)cli_init_path ();
         av[ac++] = "--restored";
         av[ac++] = pidfile;
+        av[ac++] = "--pidfile";
+        av[ac++] = adopted;
         av[ac++] = "--";
         av[ac++] = (char *)criu;
         av[ac++] = "restore";
@@ -264,8 +345,8 @@ int cli_restart (struct cli *c, int argc, char **argv)
             av[ac++] = "--inherit-fd";
             av[ac++] = inherit[i];
         }
-        if (stopped)
-            av[ac++] = "--leave-stopped";
+        /* Stopped until its checksums are known good (and for --stopped). */
+        av[ac++] = "--leave-stopped";
         av[ac] = NULL;
         int nul = open ("/dev/null", O_RDWR);
         dup2 (nul, 0);
@@ -285,9 +366,56 @@ int cli_restart (struct cli *c, int argc, char **argv)
     }
     for (int i = 0; i < nkeep; i++)
         close (keep[i]);
-    rc = cli_task_wait_pid (&t, pidfile, "criu restore");
+    rc = cli_task_wait_pid (&t, adopted, "criu restore");
     if (ztmp[0])
         store_rmtree (ztmp);    /* CRIU has read it all by now, or failed */
+verdict:
+    if (vpid > 0) {
+        char why[1024] = "";
+        int vst = 0;
+        ssize_t n;
+        while (waitpid (vpid, &vst, 0) < 0 && errno == EINTR)
+            ;
+        if ((n = read (vfd, why, sizeof (why) - 1)) > 0)
+            why[n] = '\0';
+        close (vfd);
+        if (!WIFEXITED (vst) || WEXITSTATUS (vst) != 0) {
+            /* Never let a damaged image run: end what was restored. */
+            if (rc == 0 && t.init > 0) {
+                kill (t.init, SIGKILL);
+                while (waitpid (t.launcher, NULL, 0) < 0 && errno == EINTR)
+                    ;
+            }
+            if (t.out_r >= 0)
+                close (t.out_r);
+            if (t.err_r >= 0)
+                close (t.err_r);
+            unlink (pidfile);
+            json_object_put (m);
+            if (want) {
+                cli_error ("job %s generation %d is damaged (%s); not restoring it (see "
+                           "'ibcr verify %s'; leave out --gen to fall back to an older one)",
+                           job, want, why, job);
+                return CLI_DAMAGED;
+            }
+            fprintf (stderr, "ibcr: warning: job %s generation %d is damaged (%s); falling "
+                     "back to the previous generation\n", job, gen, why);
+            char bbuf[32], *nargv[argc + 3];
+            int nargc = 0;
+            snprintf (bbuf, sizeof (bbuf), "--before-gen=%d", gen);
+            for (int i = 0; i < argc; i++)
+                nargv[nargc++] = argv[i];
+            nargv[nargc++] = bbuf;
+            nargv[nargc] = NULL;
+            optind = 0;
+            return cli_restart (c, nargc, nargv);
+        }
+    }
+    if (zerr[0]) {
+        cli_error ("job %s generation %d: %s", job, gen, zerr);
+        json_object_put (m);
+        return CLI_ERR;
+    }
     if (rc) {
         char errs[1024];
         if (rc < 0 && !(WIFEXITED (t.status) && WEXITSTATUS (t.status) == 125)) {
@@ -315,6 +443,8 @@ int cli_restart (struct cli *c, int argc, char **argv)
         fprintf (stderr, "ibcr: warning: the restored task runs, but not registered\n");
     fprintf (stderr, "ibcr: job %s rank %d restored from generation %d (init pid %ld, "
              "application pid %ld)\n", job, rank, gen, (long)t.init, (long)t.app);
+    if (!stopped && rc == 0)
+        continue_tree (t.init, 0);
     if (stopped) {
         printf ("job %s rank %d stopped: init %ld application %ld launcher %ld\n", job, rank,
                 (long)t.init, (long)t.app, (long)t.launcher);
