@@ -41,6 +41,8 @@ struct sw_job {
 
 struct slurm_watch {
     char *node;
+    node_info_msg_t *all;   /* every node, this poll, when a watched job
+                               spans several nodes; else NULL */
     struct slurm_watch_policy pol;
     slurm_watch_f cb;
     void *arg;
@@ -169,6 +171,8 @@ void slurm_watch_destroy (struct slurm_watch *w)
         n = j->next;
         free (j);
     }
+    if (w->all)
+        slurm_free_node_info_msg (w->all);
     free (w->node);
     free (w);
 }
@@ -305,6 +309,37 @@ static int sw_running (uint32_t state)
     return (state & JOB_STATE_BASE) == JOB_RUNNING && !(state & JOB_COMPLETING);
 }
 
+/* Is another node of the job DRAIN?  Its name and reason into buf, 1; or
+ * 0.  A drain of any node of a multi-node job concerns all of its nodes:
+ * its leader (rank 0's node) must take the checkpoint. */
+static int sw_other_drain (struct slurm_watch *w, const slurm_job_info_t *ji, char *buf,
+                           size_t len)
+{
+    hostlist_t hl;
+    char *name;
+    int found = 0;
+
+    if (!ji->nodes || !(hl = slurm_hostlist_create (ji->nodes)))
+        return 0;
+    if (!w->all && slurm_load_node (0, &w->all, SHOW_ALL) != SLURM_SUCCESS)
+        w->all = NULL;
+    while (!found && w->all && (name = slurm_hostlist_shift (hl))) {
+        for (uint32_t i = 0; i < w->all->record_count; i++) {
+            node_info_t *n = &w->all->node_array[i];
+            if (!n->name || strcmp (n->name, name) || !strcmp (name, w->node)
+                || !(n->node_state & NODE_STATE_DRAIN))
+                continue;
+            snprintf (buf, len, "node %s is DRAIN (%s)", name,
+                      n->reason ? n->reason : "no reason given");
+            found = 1;
+            break;
+        }
+        free (name);
+    }
+    slurm_hostlist_destroy (hl);
+    return found;
+}
+
 /* Look at one job; 1 when it is gone and was dropped, 0, -1 on failure. */
 static int sw_poll_job (struct slurm_watch *w, struct sw_job *j)
 {
@@ -361,10 +396,19 @@ static int sw_poll_job (struct slurm_watch *w, struct sw_job *j)
                  "job %u preempted %ld s ago; %ld s left before Slurm ends it", j->id,
                  (long)(now - ji->preempt_time), ji->end_time ? (long)(ji->end_time - now) : -1L);
     }
-    if (w->draining && !j->fired_drain) {
-        j->fired_drain = 1;
-        sw_emit (w, SLURM_WATCH_DRAIN, j, w->pol.on_drain, ji, j->state,
-                 "node %s is DRAIN (%s)", w->node, w->drain_reason);
+    {
+        char other[256];
+        int elsewhere = !w->draining && ji->num_nodes > 1
+                        && sw_other_drain (w, ji, other, sizeof (other));
+        if ((w->draining || elsewhere) && !j->fired_drain) {
+            j->fired_drain = 1;
+            if (w->draining)
+                sw_emit (w, SLURM_WATCH_DRAIN, j, w->pol.on_drain, ji, j->state,
+                         "node %s is DRAIN (%s)", w->node, w->drain_reason);
+            else
+                sw_emit (w, SLURM_WATCH_DRAIN, j, w->pol.on_drain, ji, j->state, "%s", other);
+        } else if (!w->draining && !elsewhere && ji->num_nodes > 1)
+            j->fired_drain = 0;     /* resumed: a later drain is a new cause */
     }
     /* INFINITE limits have end_time far away (or 0): never reached. */
     if (ji->time_limit != INFINITE && ji->time_limit != NO_VAL && ji->end_time > 0
@@ -390,6 +434,10 @@ int slurm_watch_poll (struct slurm_watch *w)
 
     sw_schedule (w, w->pol.poll_ms);
     w->error[0] = '\0';
+    if (w->all) {
+        slurm_free_node_info_msg (w->all);
+        w->all = NULL;
+    }
     if (sw_poll_node (w) < 0)
         failed = 1;
     for (j = w->jobs; j; j = next) {

@@ -6,7 +6,10 @@
  * Slurm sends no signal for a drain, and the time-limit signal
  * (--signal) is the user's to choose, so the watcher polls slurmctld with
  * libslurm: one slurm_load_node_single() for this node and one
- * slurm_load_job() per watched job, every poll_ms.  Each event is reported
+ * slurm_load_job() per watched job, every poll_ms, and, when a watched
+ * job spans several nodes, one slurm_load_node() for the drain of its
+ * other nodes (a multi-node job is checkpointed by rank 0's node, which
+ * must see a drain of any of them).  Each event is reported
  * once per cause (per job start for time limit and preemption, per drain
  * of the node for DRAIN), together with the admin's action for it.  The
  * watcher never checkpoints or requeues by itself: the daemon's loop
@@ -54,7 +57,7 @@ enum slurm_watch_action {
 
 enum slurm_watch_kind {
     SLURM_WATCH_TIMELIMIT,  /* end_time - margin - last checkpoint time reached */
-    SLURM_WATCH_DRAIN,      /* this node is DRAIN (draining or drained) */
+    SLURM_WATCH_DRAIN,      /* this node, or another of the job's, is DRAIN */
     SLURM_WATCH_PREEMPT,    /* Slurm preempts the job (its grace time runs) */
     SLURM_WATCH_STATE,      /* the job's state changed (incl. the first look) */
     SLURM_WATCH_GONE,       /* Slurm no longer knows the job; it is dropped */

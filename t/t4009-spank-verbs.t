@@ -26,6 +26,11 @@ store=$IBCRD_STORAGE/local
 PORT=$(( 30000 + $$ % 20000 ))
 ITERS=${T4009_ITERS:-600000}
 
+# field JOB NAME: a field of scontrol show job.
+field() {
+	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
 # pp.sh PORT ITERS: rank 0 serves on its node's address and writes it
 # to addr.JOB; rank 1 waits for it and connects.  exec: the task is the
 # pingpong itself.
@@ -108,6 +113,63 @@ test_expect_success BUILT 'the restored pingpong finishes, every buffer validate
 	cat pp.0.out pp.1.out pp.0.err pp.1.err | ibcr_diag &&
 	grep "^$ITERS iters in" pp.0.out && grep "^$ITERS iters in" pp.1.out &&
 	grep "job $J: restored tasks rebuilt and resumed" $IBCRD_RUN/ibcrd/n1/ibcrd.log
+'
+
+test_expect_success BUILT 'drain of the member node: the leader checkpoints and requeues the job' '
+	filler=$(sbatch --parsable -w n3 -c 2 -o /dev/null --wrap "sleep 600") &&
+	slurm_wait_job $filler RUNNING 30 &&
+	rm -f pp.*.out pp.*.err &&
+	D=$(sbatch --parsable -N2 --checkpoint-ib=4s --open-mode=append -o jobd.out \
+		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
+		--wrap "srun -N2 -n2 --open-mode=append -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 1)) $ITERS") &&
+	slurm_wait_job $D RUNNING 30 &&
+	test "$(field $D NodeList)" = "n[1-2]" &&
+	scancel $filler &&
+	wait_gens $D 2 600 &&
+	scontrol update nodename=n2 state=drain reason=ibcr-t4009 &&
+	t=600 &&
+	while ! scontrol -o show job $D | grep -q "JobState=PENDING"; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
+	grep "job $D: Slurm: node n2 is DRAIN (ibcr-t4009)" $log &&
+	grep "job $D: drain: final checkpoint, then requeue" $log &&
+	grep "job $D: requeued" $log
+'
+
+test_expect_success BUILT 'its newest generation damaged, it restores the previous one on n1 and n3' '
+	newest=$(ls -d "$store/$D"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
+	img=$(ls $store/$D/gen-$newest/task-1/pages-*.img | head -n 1) &&
+	printf "XXXXXXXX" | dd of="$img" bs=1 seek=100 conv=notrunc 2>/dev/null &&
+	for r in 0 1; do mv pp.$r.out pp.$r.out.d1; mv pp.$r.err pp.$r.err.d1; done &&
+	scontrol update jobid=$D StartTime=now &&
+	slurm_wait_job $D RUNNING 60 &&
+	test "$(field $D NodeList)" = "n[1,3]" &&
+	slurm_wait_job $D COMPLETED 300 &&
+	cat pp.0.err pp.1.err | ibcr_diag &&
+	for r in 0 1; do
+		grep "generation $newest is damaged (task-1/pages-.*), falling back to the previous one" pp.$r.err || return 1
+	done &&
+	grep "task 0 on n1: restored from generation $((newest - 1)) " pp.0.err &&
+	grep "task 1 on n3: restored from generation $((newest - 1)) " pp.1.err &&
+	grep "^$ITERS iters in" pp.0.out && grep "^$ITERS iters in" pp.1.out &&
+	scontrol update nodename=n2 state=resume
+'
+
+test_expect_success BUILT 'ibcrd down on n2: rank 1 says it runs UNPROTECTED, the job completes' '
+	kill -TERM $(cat $IBCRD_RUN/ibcrd/n2/ibcrd.pid) &&
+	t=100 && while test -S $IBCRD_RUN/ibcrd/n2/ibcrd.sock; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	rm -f pp.*.out pp.*.err &&
+	U=$(sbatch --parsable -N2 -w n1,n2 --checkpoint-ib=4s -o jobu.out \
+		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
+		--wrap "srun -N2 -n2 -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 2)) 100000") &&
+	slurm_wait_job $U COMPLETED 120 &&
+	cat pp.0.err pp.1.err | ibcr_diag &&
+	grep "ibcr: job $U step 0 task 1 on n2: cannot reach ibcrd at .*; running UNPROTECTED" pp.1.err &&
+	! grep UNPROTECTED pp.0.err &&
+	grep "^100000 iters in" pp.0.out && grep "^100000 iters in" pp.1.out
 '
 
 test_expect_success 'slurm_stop' '
