@@ -7,7 +7,8 @@ TESTS += \
 	t2004-ibcr-cycle.t \
 	t2005-ibcr-cycles-netns.t \
 	t2006-ibcr-rebuild.t \
-	t2007-ibcr-limits.t
+	t2007-ibcr-limits.t \
+	t2008-ibcr-criu.t
 
 check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \

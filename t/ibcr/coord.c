@@ -2,7 +2,7 @@
  * for libibcr's tests, speaking lib/ibcr/ckpt_proto.h over IBCR_SOCKET.
  *
  *   coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN_MS:MAX_MS] [-b LIB1,LIB2,...]
- *         [-g FILE]
+ *         [-g FILE] [-p FILE]
  *
  * Waits for NPROCS libibcr processes to connect, then runs CYCLES
  * quiesce/drain/release/rebuild/connect/resume generations at random
@@ -10,6 +10,8 @@
  * backend named for each rebuild cycles through the list.  It stops when
  * With -g, each cycle starts only once FILE exists (the test creates it
  * when its workload is where it wants the checkpoint), and removes it.
+ * With -p, each cycle waits after the release until FILE exists (the test
+ * dumps the released processes with CRIU meanwhile), and removes it.
  * It stops when
  * the cycles are done or a process disconnects (finished), prints one line
  * per cycle and a final "stat" JSON line per process (virtual and real QPNs
@@ -30,6 +32,7 @@
 
 #define MAXP 64
 static int fds[MAXP], np;
+static const char *pause_file;
 static int gone;
 
 static double now_ms (void)
@@ -126,6 +129,13 @@ static int cycle (int k, const char *backend)
                 (long)proto_get_int (rep[i], "backend_maps", -1),
                 (long)proto_get_int (rep[i], "rss_kb", -1));
     put_all (rep);
+    fflush (stdout);
+    /* -p: the test dumps the released processes now (CRIU), then lets
+     * the rebuild go on by creating the file. */
+    while (pause_file && access (pause_file, F_OK) != 0)
+        usleep (2000);
+    if (pause_file)
+        unlink (pause_file);
     double t2 = now_ms ();
     json_object *x = json_object_new_object ();
     if (backend)
@@ -159,7 +169,7 @@ int main (int argc, char **argv)
     const char *sock = NULL, *trigger = NULL;
     char *backends[16];
     int nb = 0, n = 0, cycles = 1, wmin = 10, wmax = 100, opt;
-    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:")) != -1) {
+    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:p:")) != -1) {
         switch (opt) {
         case 's': sock = optarg; break;
         case 'n': n = atoi (optarg); break;
@@ -171,13 +181,14 @@ int main (int argc, char **argv)
             }
             break;
         case 'g': trigger = optarg; break;
+        case 'p': pause_file = optarg; break;
         case 'b':
             for (char *s = strtok (optarg, ","); s && nb < 16; s = strtok (NULL, ","))
                 backends[nb++] = s;
             break;
         default:
             fprintf (stderr, "usage: coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN:MAX] "
-                     "[-b LIB,...] [-g FILE]\n");
+                     "[-b LIB,...] [-g FILE] [-p FILE]\n");
             return 2;
         }
     }
