@@ -68,7 +68,13 @@ test_expect_success BUILT 'start a 3-node netns cluster, an ibcrd per node, one 
 	ibcr_atexit ibcrd_stop_all &&
 	mkdir -p "$IBCRD_STORAGE" &&
 	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
-	SLURM_PLUGSTACK=plugstack.conf slurm_start 3 --netns &&
+	SLURM_PLUGSTACK=plugstack.conf \
+	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
+	SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+JobRequeue=1
+PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
+	slurm_start 3 --netns &&
 	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
 munge_socket = $IBCR_MUNGE_SOCKET" &&
 	ibcrd_start_node n1 && ibcrd_start_node n2 && ibcrd_start_node n3
@@ -154,6 +160,47 @@ test_expect_success BUILT 'its newest generation damaged, it restores the previo
 	grep "task 1 on n3: restored from generation $((newest - 1)) " pp.1.err &&
 	grep "^$ITERS iters in" pp.0.out && grep "^$ITERS iters in" pp.1.out &&
 	scontrol update nodename=n2 state=resume
+'
+
+test_expect_success BUILT 'preempted (bare --checkpoint-ib): SIGTERM held on both nodes, one final checkpoint, requeued' '
+	rm -f pp.*.out pp.*.err &&
+	P=$(sbatch --parsable -N2 -w n1,n2 --checkpoint-ib -o jobp.out \
+		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
+		--wrap "srun -N2 -n2 -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 3)) $ITERS") &&
+	slurm_wait_job $P RUNNING 30 &&
+	t=300 && while ! grep -q "job $P: node n2 .* joined" $IBCRD_RUN/ibcrd/n1/ibcrd.log; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	sleep 2 &&
+	t0=$(date +%s) &&
+	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
+	t=400 && while ! scontrol -o show job $P | grep -q "Restarts=1"; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	took=$(( $(date +%s) - t0 )) &&
+	echo "preempted, checkpointed on both nodes and requeued after $took s (GraceTime 30 s)" | ibcr_diag &&
+	test $took -lt 30 &&
+	test "$(gens $P)" = 1 &&
+	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
+	grep "job $P: preempt: final checkpoint, then requeue" $log &&
+	grep "job $P gen 1: committed" $log &&
+	grep "job $P rank 0: SIGTERM goes to the task (requeued)" $log &&
+	grep "job $P rank 1: SIGTERM held" $IBCRD_RUN/ibcrd/n2/ibcrd.log &&
+	grep "job $P rank 1: SIGTERM goes to the task (checkpointed)" $IBCRD_RUN/ibcrd/n2/ibcrd.log
+'
+
+test_expect_success BUILT 'the preempted job comes back from that checkpoint and finishes validated' '
+	t=300 &&
+	while ! scontrol -o show job $P | grep -q "JobState=PENDING"; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	for r in 0 1; do mv pp.$r.out pp.$r.out.p1; mv pp.$r.err pp.$r.err.p1; done &&
+	scontrol update jobid=$P StartTime=now &&
+	slurm_wait_job $P COMPLETED 300 &&
+	cat pp.0.err pp.1.err | ibcr_diag &&
+	grep "task 0 on .*: restored from generation 1 " pp.0.err &&
+	grep "task 1 on .*: restored from generation 1 " pp.1.err &&
+	grep "^$ITERS iters in" pp.0.out && grep "^$ITERS iters in" pp.1.out
 '
 
 test_expect_success BUILT 'ibcrd down on n2: rank 1 says it runs UNPROTECTED, the job completes' '
