@@ -24,7 +24,7 @@ test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test_set_prere
 IBCRD_STORAGE=$IBCRD_RUN/storage
 store=$IBCRD_STORAGE/local
 PORT=$(( 30000 + $$ % 20000 ))
-ITERS=${T4009_ITERS:-600000}
+ITERS=${T4009_ITERS:-400000}
 
 # field JOB NAME: a field of scontrol show job.
 field() {
