@@ -116,8 +116,10 @@ app_of() {
 
 echo "| size | stall: ibcr checkpoint | stall: bare criu dump | ratio | commit (copy+fsync+manifest) | dd conv=fsync | bandwidth ratio | restart | raw read | goal (1.2x read + 100 ms) |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
+n=0
 for mib in $SIZES; do
-	job=b$mib
+	n=$((n + 1))
+	job=b$mib-$n
 	# --- ibcr checkpoint of a running probe
 	PROBE_OUT=$W/$job.gap "$IBCR" run --name $job -- python3 "$W/probe.py" $mib \
 		>"$W/$job.out" 2>&1 &
@@ -135,20 +137,20 @@ for mib in $SIZES; do
 	bytes=$(sed -n 's/^  "bytes": *\([0-9]*\).*/\1/p' "$W/storage/local/$job/gen-1/manifest.json")
 
 	# --- bare criu dump of the same kind of process under ibcr-init
-	PROBE_OUT=$W/bare$mib.gap "$IBCR_INIT" --pidfile "$W/bare$mib.pid" -- \
+	PROBE_OUT=$W/bare$n.gap "$IBCR_INIT" --pidfile "$W/bare$n.pid" -- \
 		python3 "$W/probe.py" $mib >/dev/null 2>&1 </dev/null &
 	PIDS="$PIDS $!"
-	wait_file "$W/bare$mib.gap.ready"
-	wait_file "$W/bare$mib.pid"
-	init=$(cat "$W/bare$mib.pid")
+	wait_file "$W/bare$n.gap.ready"
+	wait_file "$W/bare$n.pid"
+	init=$(cat "$W/bare$n.pid")
 	bapp=$(cat /proc/$init/task/$init/children | tr -d ' ')
 	sleep 0.5
-	gap "$W/bare$mib.gap" $bapp >/dev/null
-	mkdir -p "$S/bare$mib"
-	"$CRIU" dump -t $init -D "$S/bare$mib" -o dump.log --leave-running
-	bare=$(gap "$W/bare$mib.gap" $bapp)
+	gap "$W/bare$n.gap" $bapp >/dev/null
+	mkdir -p "$S/bare$n"
+	"$CRIU" dump -t $init -D "$S/bare$n" -o dump.log --leave-running
+	bare=$(gap "$W/bare$n.gap" $bapp)
 	kill -9 $init
-	rm -rf "$S/bare$mib"
+	rm -rf "$S/bare$n"
 
 	# --- dd of as many bytes, from the same staging to the same storage,
 	# durably.  Random bytes: a virtual disk may write zeros for free.
