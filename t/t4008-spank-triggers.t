@@ -107,6 +107,18 @@ hurry_stop() {
 	return 0
 }
 
+test_expect_success 'ibcrd.conf: a bad trigger policy is refused, naming the key and the choices' '
+	printf "on_preempt = later\n" >bad1.conf &&
+	test_expect_code 2 "$IBCRD" -F -c "$(pwd)/bad1.conf" 2>err1 &&
+	grep "bad1.conf:1: on_preempt = later: give requeue (checkpoint, then requeue the job), checkpoint (checkpoint only) or nothing" err1 &&
+	printf "on_cancel = requeue\n" >bad2.conf &&
+	test_expect_code 2 "$IBCRD" -F -c "$(pwd)/bad2.conf" 2>err2 &&
+	grep "bad2.conf:1: on_cancel = requeue: a cancelled job is never requeued; give checkpoint or nothing" err2 &&
+	printf "timelimit_margin = soon\n" >bad3.conf &&
+	test_expect_code 2 "$IBCRD" -F -c "$(pwd)/bad3.conf" 2>err3 &&
+	grep "bad3.conf:1: timelimit_margin = soon: not a duration" err3
+'
+
 test_expect_success 'start a 3-node netns cluster with preemption, an ibcrd per node' '
 	ibcr_atexit ibcrd_stop_all &&
 	ibcr_atexit hurry_stop &&
