@@ -47,6 +47,18 @@ int cli_store (struct cli *c);
 /* Exit code for an errno from a store or daemon operation. */
 int cli_rc_for_errno (int errnum);
 
+/* --- progress of long operations on a terminal (cli_progress.c) --- */
+
+/* True when stderr is a terminal: only then is progress drawn. */
+int cli_progress_wanted (void);
+
+/* Redraw the progress line: "WHAT: PHASE done of total (pct, rate)";
+ * done and total 0 for a phase that moves no bytes. */
+void cli_progress_show (const char *what, const char *phase, uint64_t done, uint64_t total);
+
+/* Erase the line, before other output. */
+void cli_progress_end (void);
+
 /* "1.5 GiB" */
 const char *cli_bytes (uint64_t n, char *buf, size_t len);
 

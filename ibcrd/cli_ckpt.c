@@ -40,6 +40,9 @@ int cli_checkpoint (struct cli *c, int argc, char **argv)
     proto_set_str (req, "job", argv[optind]);
     proto_set_bool (req, "wait", wait);
     proto_set_bool (req, "end", end);
+    /* Phases and bytes as they go, only for a terminal (stderr). */
+    if (wait && cli_progress_wanted ())
+        proto_set_bool (req, "progress", 1);
     if (wait)
         c->timeout_ms = -1;     /* ibcrd's own phase timeouts bound it */
     rep = cli_request (c, req, &rc);

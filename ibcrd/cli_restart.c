@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,6 +143,24 @@ static void continue_tree (pid_t pid, int depth)
     fclose (f);
 }
 
+/* Bytes of the image files in dir (one level), what CRIU reads back. */
+static uint64_t dir_bytes (const char *dir)
+{
+    DIR *d = opendir (dir);
+    struct dirent *e;
+    uint64_t n = 0;
+
+    if (!d)
+        return 0;
+    while ((e = readdir (d))) {
+        struct stat sb;
+        if (fstatat (dirfd (d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG (sb.st_mode))
+            n += (uint64_t)sb.st_size;
+    }
+    closedir (d);
+    return n;
+}
+
 static json_object *task_of (json_object *m, int rank)
 {
     json_object *tasks;
@@ -175,7 +195,8 @@ int cli_restart (struct cli *c, int argc, char **argv)
     char ztmp[4096] = "", zerr[1100] = "", adopted[256];
     const char *job, *criu = getenv ("IBCR_CRIU"), *leader = NULL;
     int keep[4], nkeep = 0, ninh = 0;
-    uint64_t out_ino = 0, err_ino = 0;
+    uint64_t out_ino = 0, err_ino = 0, imgbytes = 0;
+    char what[160] = "";
 
     while ((ch = getopt_long (argc, argv, "", opts, NULL)) != -1) {
         long v;
@@ -366,7 +387,14 @@ int cli_restart (struct cli *c, int argc, char **argv)
     }
     for (int i = 0; i < nkeep; i++)
         close (keep[i]);
+    snprintf (what, sizeof (what), "job %s gen %d rank %d", job, gen, rank);
+    imgbytes = dir_bytes (imgdir);
+    cli_progress_show (what, "restore", 0, imgbytes);
     rc = cli_task_wait_pid (&t, adopted, "criu restore");
+    if (rc == 0)
+        cli_progress_show (what, "restore", imgbytes, imgbytes);
+    if (vpid > 0)
+        cli_progress_show (what, "verify", 0, 0);
     if (ztmp[0])
         store_rmtree (ztmp);    /* CRIU has read it all by now, or failed */
 verdict:
@@ -398,6 +426,7 @@ verdict:
                            job, want, why, job);
                 return CLI_DAMAGED;
             }
+            cli_progress_end ();
             fprintf (stderr, "ibcr: warning: job %s generation %d is damaged (%s); falling "
                      "back to the previous generation\n", job, gen, why);
             char bbuf[32], *nargv[argc + 3];
@@ -441,6 +470,7 @@ verdict:
         cli_add_leader (f, leader);     /* checked with the options */
     if ((rc = cli_task_register (c, &t, f)))
         fprintf (stderr, "ibcr: warning: the restored task runs, but not registered\n");
+    cli_progress_end ();
     fprintf (stderr, "ibcr: job %s rank %d restored from generation %d (init pid %ld, "
              "application pid %ld)\n", job, rank, gen, (long)t.init, (long)t.app);
     if (!stopped && rc == 0)
@@ -457,12 +487,16 @@ verdict:
     if (ctlfd >= 0 && !rc) {
         json_object *req = proto_new ("resume-restored"), *rep;
         int rrc;
+        /* ibcrd waits for every rank, then rebuilds and resumes them. */
+        cli_progress_show (what, "rebuild", 0, 0);
         proto_set_str (req, "job", job);
         c->timeout_ms = -1;
         rep = cli_request (c, req, &rrc);
         json_object_put (req);
         if (!rep) {
             cli_error ("the restored task cannot go on; ending it");
+            if (t.init > 0)
+                kill (t.init, SIGKILL);     /* its PID namespace goes with it */
             kill (t.launcher, SIGKILL);
             cli_task_wait (&t);
             json_object_put (m);

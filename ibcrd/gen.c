@@ -112,6 +112,8 @@ static int gen_quiesce (struct gen *g)
 {
     double t0 = gen_now_ms ();
 
+    gen_progress (g, "quiesce", 0, 0, 1);
+
     if (genl_quiesce (g) < 0 || remote_all (g, "quiesce", NULL, NULL, g->conf->timeout_quiesce))
         return -1;
     g->t_quiesce = gen_now_ms () - t0;
@@ -126,6 +128,7 @@ static int gen_drain (struct gen *g)
     json_object *rep[g->nmembers + 1];
     char why[512] = "", err[700];
 
+    gen_progress (g, "drain", 0, 0, 1);
     for (int round = 0;; round++) {
         json_object *all = json_object_new_array (), *x = json_object_new_object ();
         int done;
@@ -169,6 +172,8 @@ static int gen_release (struct gen *g)
 {
     double t0 = gen_now_ms ();
 
+    gen_progress (g, "release", 0, 0, 1);
+
     if (genl_release (g) < 0 || remote_all (g, "release", NULL, NULL, g->conf->timeout_quiesce))
         return -1;
     g->t_release = gen_now_ms () - t0;
@@ -178,6 +183,8 @@ static int gen_release (struct gen *g)
 static int gen_dump (struct gen *g)
 {
     double t0 = gen_now_ms ();
+
+    gen_progress (g, "dump", 0, 0, 1);
 
     if (genl_dump (g) < 0 || gen_daemon_gone (g, "dump")
         || remote_all (g, "dump", NULL, NULL, g->conf->timeout_dump) < 0)
@@ -193,6 +200,7 @@ static int gen_rebuild (struct gen *g)
     double t0 = gen_now_ms ();
     int rc;
 
+    gen_progress (g, "rebuild", 0, 0, 1);
     if (genl_rebuild_ids (g, procs) < 0
         || remote_all (g, "rebuild", NULL, rep, g->conf->timeout_rebuild) < 0) {
         json_object_put (procs);
@@ -212,6 +220,8 @@ static int gen_rebuild (struct gen *g)
 static int gen_resume (struct gen *g)
 {
     double t0 = gen_now_ms ();
+
+    gen_progress (g, "resume", 0, 0, 1);
 
     if (genl_resume (g) < 0 || remote_all (g, "resume", NULL, NULL, g->conf->timeout_quiesce))
         return -1;
@@ -261,6 +271,7 @@ static int gen_commit (struct gen *g, json_object *tasks)
     g->t_commit = gen_now_ms () - t0;
     if (gen_daemon_gone (g, "copy to storage"))
         return -1;
+    gen_progress (g, "commit", g->bytes, g->bytes, 1);
     meta = manifest_meta (g, json_object_get (tasks));
     nodes = json_object_new_array ();
     json_object_array_add (nodes, json_object_new_string (g->conf->node));

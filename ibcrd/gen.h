@@ -63,6 +63,7 @@ struct gen {
     int nmembers;           /* leader: the other nodes of the job */
     struct gen_member *members;
     int member_lfd;         /* member: where the leader reaches this worker */
+    int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
 
     /* Filled while it runs. */
     int gen;                /* generation number, once begun */
@@ -71,6 +72,8 @@ struct gen {
     double t_quiesce, t_drain, t_release, t_dump, t_rebuild, t_resume, t_commit;
     int drain_rounds;
     uint64_t bytes;
+    uint64_t copy_done, copy_total;     /* this node's copy to storage */
+    double progress_last;   /* when the last progress message went */
     char err[2048];
 };
 
@@ -106,5 +109,10 @@ double gen_now_ms (void);
 int gen_fail (struct gen *g, const char *phase, const char *why);
 void gen_append (char *dst, size_t len, size_t *off, const char *s);
 int gen_daemon_gone (struct gen *g, const char *phase);
+
+/* Tell whoever asked (g->progress_fd) that phase runs, done of total
+ * bytes (0 and 0 when it moves no bytes).  At most every 200 ms unless
+ * force (a new phase); a client gone is not an error. */
+void gen_progress (struct gen *g, const char *phase, uint64_t done, uint64_t total, int force);
 
 #endif

@@ -71,6 +71,27 @@ int gen_fail (struct gen *g, const char *phase, const char *why)
 
 /* The daemon that owns the job's registrations died (kill -9, crash): its
  * successor knows nothing of this generation, so it must not commit. */
+void gen_progress (struct gen *g, const char *phase, uint64_t done, uint64_t total, int force)
+{
+    double now = gen_now_ms ();
+    json_object *o;
+
+    if (g->progress_fd < 0 || (!force && now - g->progress_last < 200))
+        return;
+    g->progress_last = now;
+    if (!(o = proto_new ("progress")))
+        return;
+    proto_set_str (o, "job", g->job);
+    proto_set_int (o, "generation", g->gen);
+    proto_set_str (o, "phase", phase);
+    proto_set_int (o, "done", (int64_t)done);
+    proto_set_int (o, "total", (int64_t)total);
+    /* A client that left or stopped reading only loses its progress. */
+    if (proto_send (g->progress_fd, o) < 0)
+        g->progress_fd = -1;
+    json_object_put (o);
+}
+
 int gen_daemon_gone (struct gen *g, const char *phase)
 {
     char why[256];
@@ -311,6 +332,14 @@ json_object *genl_tasks_json (struct gen *g)
 
 /* Copy: this node's images into the generation's storage folder (which
  * the leader created), durably. */
+static void copy_progress (void *arg, uint64_t more)
+{
+    struct gen *g = arg;
+
+    g->copy_done += more;
+    gen_progress (g, "copy", g->copy_done, g->copy_total, 0);
+}
+
 int genl_copy (struct gen *g)
 {
     struct store st = { .root = g->conf->storage, .cluster = g->conf->cluster };
@@ -319,13 +348,21 @@ int genl_copy (struct gen *g)
 
     if (store_gen_path (&st, g->job, g->gen, gdir, sizeof (gdir)) < 0)
         return gen_fail (g, "commit", "bad job name");
+    g->copy_done = g->copy_total = 0;
+    for (int i = 0; i < g->ntasks && g->progress_fd >= 0; i++) {
+        char src[PATH_MAX + 32];
+        snprintf (src, sizeof (src), "%s/task-%d", g->staging, g->tasks[i].rank);
+        g->copy_total += imgcopy_dir_size (src);
+    }
+    gen_progress (g, "copy", 0, g->copy_total, 1);
     for (int i = 0; i < g->ntasks; i++) {
         char src[PATH_MAX + 32], dst[PATH_MAX + 32];
         uint64_t bytes;
 
         snprintf (src, sizeof (src), "%s/task-%d", g->staging, g->tasks[i].rank);
         snprintf (dst, sizeof (dst), "%s/task-%d", gdir, g->tasks[i].rank);
-        if (imgcopy_dir (src, dst, g->conf->compression, &bytes, err, sizeof (err)) < 0)
+        if (imgcopy_dir (src, dst, g->conf->compression, &bytes, err, sizeof (err),
+                         copy_progress, g) < 0)
             return gen_fail (g, "commit", err);
         g->bytes += bytes;
     }

@@ -23,6 +23,7 @@ void cli_error (const char *fmt, ...)
 {
     va_list ap;
 
+    cli_progress_end ();        /* the message starts its own line */
     fprintf (stderr, "ibcr: error: ");
     va_start (ap, fmt);
     vfprintf (stderr, fmt, ap);
@@ -97,12 +98,29 @@ json_object *cli_request (struct cli *c, json_object *req, int *rc)
         *rc = CLI_NODAEMON;
         return NULL;
     }
-    if (usock_request (fd, req, c->timeout_ms, &rep) < 0) {
-        cli_error ("no reply from ibcrd at %s: %s", path, strerror (errno));
-        close (fd);
-        *rc = CLI_NODAEMON;
-        return NULL;
+    /* "progress" messages may come before the reply: drawn, not returned. */
+    for (int sent = 0;;) {
+        char what[160];
+        int bad = (!sent++ && proto_send (fd, req) < 0)
+                  || proto_recv_timeout (fd, 0, c->timeout_ms, &rep) < 0;
+        if (bad || !rep) {
+            cli_progress_end ();
+            cli_error ("no reply from ibcrd at %s: %s", path, bad ? strerror (errno)
+                       : "ibcrd closed the connection");
+            close (fd);
+            *rc = CLI_NODAEMON;
+            return NULL;
+        }
+        if (strcmp (proto_type (rep), "progress"))
+            break;
+        snprintf (what, sizeof (what), "job %s gen %lld", proto_get_str (rep, "job", "?"),
+                  (long long)proto_get_int (rep, "generation", 0));
+        cli_progress_show (what, proto_get_str (rep, "phase", "?"),
+                           (uint64_t)proto_get_int (rep, "done", 0),
+                           (uint64_t)proto_get_int (rep, "total", 0));
+        json_object_put (rep);
     }
+    cli_progress_end ();
     close (fd);
     if (!strcmp (proto_type (rep), "error")) {
         int e = (int)proto_get_int (rep, "errno", EIO);

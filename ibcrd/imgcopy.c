@@ -18,7 +18,7 @@
 #define COPY_BUF (4 * 1024 * 1024)
 
 static int copy_file (int sdir, int ddir, const char *name, char *buf, int compress,
-                      uint64_t *bytes)
+                      uint64_t *bytes, imgcopy_progress_f cb, void *arg)
 {
     char zname[300];
     int in, out, saved;
@@ -38,6 +38,11 @@ static int copy_file (int sdir, int ddir, const char *name, char *buf, int compr
         if (zimg_compress_fd (in, out, &written) < 0)
             goto error;
         *bytes += written;
+        if (cb) {
+            struct stat sb;
+            if (fstat (in, &sb) == 0)
+                cb (arg, (uint64_t)sb.st_size);
+        }
         goto sync;
     }
     for (;;) {
@@ -48,6 +53,8 @@ static int copy_file (int sdir, int ddir, const char *name, char *buf, int compr
             goto error;
         if (n == 0)
             break;
+        if (cb)
+            cb (arg, (uint64_t)n);
         while (off < n) {
             ssize_t w = write (out, buf + off, n - off);
             if (w < 0 && errno == EINTR)
@@ -77,8 +84,25 @@ error:
     return -1;
 }
 
+uint64_t imgcopy_dir_size (const char *dir)
+{
+    DIR *d = opendir (dir);
+    struct dirent *e;
+    uint64_t n = 0;
+
+    if (!d)
+        return 0;
+    while ((e = readdir (d))) {
+        struct stat sb;
+        if (fstatat (dirfd (d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG (sb.st_mode))
+            n += (uint64_t)sb.st_size;
+    }
+    closedir (d);
+    return n;
+}
+
 int imgcopy_dir (const char *src, const char *dst, int compress, uint64_t *bytes, char *err,
-                 size_t len)
+                 size_t len, imgcopy_progress_f cb, void *arg)
 {
     int sdir = -1, ddir = -1, saved;
     char *buf = NULL;
@@ -103,7 +127,7 @@ int imgcopy_dir (const char *src, const char *dst, int compress, uint64_t *bytes
         struct stat sb;
         if (fstatat (sdir, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG (sb.st_mode))
             continue;
-        if (copy_file (sdir, ddir, e->d_name, buf, compress, bytes) < 0) {
+        if (copy_file (sdir, ddir, e->d_name, buf, compress, bytes, cb, arg) < 0) {
             saved = errno;
             snprintf (err, len, "cannot copy %s/%s to %s: %s%s", src, e->d_name, dst,
                       strerror (saved), saved == ENOSPC || saved == EDQUOT

@@ -9,6 +9,7 @@
 #include <linux/close_range.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,8 @@ static struct client *client_by_id (struct server *s, int id)
 /* Fork the worker of a generation of job; asker (may be NULL) gets the
  * reply from the worker and leaves this loop.  0 or -1 with errno. */
 static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
-                      const char *trigger, int leave_running, struct client *asker)
+                      const char *trigger, int leave_running, struct client *asker,
+                      int progress)
 {
     struct gen g = { 0 };
     struct gen_task tasks[job->ntasks > 0 ? job->ntasks : 1];
@@ -172,6 +174,7 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     }
     g.nmembers = job->nmembers;
     g.members = members;
+    g.progress_fd = asker && progress ? asker->fd : -1;
     if ((pid = worker_start (&g, asker ? asker->fd : -1, keep, nkeep)) < 0)
         return -1;
     job->worker = pid;
@@ -191,6 +194,14 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
 }
 
 static int is_leader (struct job *job);
+
+static long mono_ms (void)
+{
+    struct timespec now;
+
+    clock_gettime (CLOCK_MONOTONIC, &now);
+    return now.tv_sec * 1000L + now.tv_nsec / 1000000L;
+}
 
 static int ranks_known (struct job *job)
 {
@@ -222,7 +233,8 @@ json_object *h_checkpoint (struct server *s, struct client *c, json_object *req)
                             "far; try again when every rank runs", job->id, ranks_known (job),
                             job->size);
     if (start_gen (s, job, GEN_CHECKPOINT, "manual", !proto_get_bool (req, "end", 0),
-                   wait ? c : NULL) < 0)
+                   wait ? c : NULL,
+                   wait && proto_get_bool (req, "progress", 0)) < 0)
         return proto_error ("checkpoint", errno, "job %s: cannot start the generation: %s",
                             job->id, strerror (errno));
     if (wait)
@@ -285,6 +297,7 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
         return o;
     }
     snprintf (c->resume_job, sizeof (c->resume_job), "%s", job->id);
+    c->resume_deadline = mono_ms () + (long)s->conf->timeout_restore;
     try_resume_restored (s, job);
     return NO_REPLY;    /* answered when the rebuild ends (server_worker_done) */
 }
@@ -298,7 +311,7 @@ void try_resume_restored (struct server *s, struct job *job)
     /* Every rank must be back: their QPs reconnect to each other. */
     if (!asked || job->worker || !is_leader (job) || !all_ranks (job))
         return;
-    if (start_gen (s, job, GEN_RESTORED, "restart", 1, NULL) < 0)
+    if (start_gen (s, job, GEN_RESTORED, "restart", 1, NULL, 0) < 0)
         log_err (errno, "job %s: cannot start the rebuild of its restored tasks", job->id);
 }
 
@@ -349,7 +362,7 @@ int server_start_trigger (struct server *s, struct job *job, const char *trigger
         errno = EAGAIN;
         return -1;
     }
-    return start_gen (s, job, GEN_CHECKPOINT, trigger, 1, NULL);
+    return start_gen (s, job, GEN_CHECKPOINT, trigger, 1, NULL, 0);
 }
 
 static long ts_ms (const struct timespec *t)
@@ -363,10 +376,87 @@ static int is_leader (struct job *job)
     return !job->leader[0] || jobs_task (job, 0) != NULL;
 }
 
+/* The ranks of job no node has registered, as "1, 3" (at most len). */
+static void missing_ranks (struct job *job, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (int r = 0; r < job->size && off + 16 < len; r++) {
+        int known = jobs_task (job, r) != NULL;
+        for (int i = 0; i < job->nmembers && !known; i++)
+            for (int k = 0; k < job->members[i].nranks; k++)
+                known |= job->members[i].ranks[k] == r;
+        if (!known)
+            off += (size_t)snprintf (buf + off, len - off, "%s%d", off ? ", " : "", r);
+    }
+}
+
+/* A restart whose ranks did not all come back within timeout_restore:
+ * answer its waiting restarters with the missing ranks, and end the
+ * restored tasks here, which would otherwise wait at libibcr's gate for
+ * a rebuild that cannot come.  Returns ms until the next deadline, or -1. */
+static long restore_deadlines (struct server *s)
+{
+    long now = mono_ms (), best = -1;
+
+    for (struct client *c = s->clients; c; c = c->next) {
+        struct job *job;
+        char miss[256], ended[256];
+        size_t off = 0;
+
+        if (!c->resume_job[0] || !c->resume_deadline)
+            continue;
+        job = jobs_find (s->jobs, c->resume_job);
+        /* A rebuild that started is bounded by its own phase timeouts. */
+        if (job && job->worker)
+            continue;
+        if (c->resume_deadline > now) {
+            if (best < 0 || c->resume_deadline - now < best)
+                best = c->resume_deadline - now;
+            continue;
+        }
+        ended[0] = '\0';
+        if (job) {
+            missing_ranks (job, miss, sizeof (miss));
+            for (struct task *t = job->tasks; t; t = t->next)
+                if (t->restored && t->pid > 0 && kill (t->pid, SIGKILL) == 0
+                    && off + 16 < sizeof (ended))
+                    off += (size_t)snprintf (ended + off, sizeof (ended) - off, "%s%d",
+                                             off ? ", " : "", t->rank);
+        } else
+            snprintf (miss, sizeof (miss), "?");
+        log_msg (LOG_ERR, "job %s: restart failed: rank%s %s not restored within "
+                 "timeout_restore (%.1f s); restored rank%s %s on node %s ended",
+                 c->resume_job, strchr (miss, ',') ? "s" : "", miss,
+                 s->conf->timeout_restore / 1000.0, strchr (ended, ',') ? "s" : "",
+                 ended[0] ? ended : "(none)", s->conf->node);
+        json_object *o = proto_error ("resume-restored", ETIMEDOUT, "job %s: restart failed: "
+                                      "rank%s %s of %d did not come back within "
+                                      "timeout_restore (%.1f s); the restored ranks were "
+                                      "ended. Restart every rank of the job (ibcr restart "
+                                      "%s --rank R on each node), or raise timeout_restore "
+                                      "in ibcrd.conf if ranks start slowly",
+                                      c->resume_job, strchr (miss, ',') ? "s" : "", miss,
+                                      job ? job->size : 0, s->conf->timeout_restore / 1000.0,
+                                      c->resume_job);
+        if (o && proto_send (c->fd, o) < 0)
+            log_msg (LOG_WARNING, "job %s: restarter left before the reply", c->resume_job);
+        json_object_put (o);
+        /* Every restarter of this job gets its answer in this same pass. */
+        for (struct client *d = c->next; d; d = d->next)
+            if (!strcmp (d->resume_job, c->resume_job))
+                d->resume_deadline = now;
+        c->resume_job[0] = '\0';
+        c->resume_deadline = 0;
+    }
+    return best;
+}
+
 int server_timer (struct server *s)
 {
     struct timespec now;
-    long best = -1;
+    long best = restore_deadlines (s);
 
     clock_gettime (CLOCK_MONOTONIC, &now);
     for (struct job *job = jobs_first (s->jobs); job; job = job->next) {
@@ -382,7 +472,7 @@ int server_timer (struct server *s)
                 job->next_due.tv_sec++;
                 job->next_due.tv_nsec -= 1000000000L;
             }
-            if (start_gen (s, job, GEN_CHECKPOINT, "periodic", 1, NULL) < 0)
+            if (start_gen (s, job, GEN_CHECKPOINT, "periodic", 1, NULL, 0) < 0)
                 log_err (errno, "job %s: periodic checkpoint not started", job->id);
             left = job->interval_ms;
         } else if (left <= 0)
@@ -496,6 +586,7 @@ static json_object *p_gen_begin (struct server *s, json_object *m)
     g.tasks = tasks;
     g.pa = s->pa;
     g.daemon = getpid ();
+    g.progress_fd = -1;     /* the leader's worker reports to its asker */
     /* Generation 0: the rebuild after a restart, nothing is dumped. */
     if (g.gen < 0 || (g.gen == 0 && !proto_get_bool (m, "restored", 0)))
         return proto_error ("gen-begin", EINVAL, "\"gen\" must be a generation number");

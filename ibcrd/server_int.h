@@ -25,6 +25,7 @@ struct client {
     int attach_rank;        /* ctl-attach: the restored task's rank, or -1 */
     char attach_job[IDENT_MAX + 1];
     char resume_job[IDENT_MAX + 1]; /* waits for resume-restored of this job */
+    long resume_deadline;   /* CLOCK_MONOTONIC ms: timeout_restore ends the wait */
     struct proto_reader rd;
     struct client *next;
 };

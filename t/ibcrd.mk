@@ -28,3 +28,5 @@ TESTS += t3007-ibcrd-periodic.t
 TESTS += t3008-ibcrd-multinode.t
 TESTS += t3009-ibcrd-verbs.t
 TESTS += t3010-ibcrd-compress.t
+TESTS += t3011-ibcrd-restore-timeout.t
+TESTS += t3012-ibcrd-progress.t

@@ -63,6 +63,7 @@ static const struct key {
     { "timeout_dump", K_DURATION, offsetof (struct conf, timeout_dump) },
     { "timeout_rebuild", K_DURATION, offsetof (struct conf, timeout_rebuild) },
     { "timeout_commit", K_DURATION, offsetof (struct conf, timeout_commit) },
+    { "timeout_restore", K_DURATION, offsetof (struct conf, timeout_restore) },
     { "on_timelimit", K_ACTION, offsetof (struct conf, on_timelimit) },
     { "on_drain", K_ACTION, offsetof (struct conf, on_drain) },
     { "on_preempt", K_ACTION, offsetof (struct conf, on_preempt) },
@@ -174,6 +175,7 @@ struct conf *conf_create (const char *node)
     c->timeout_dump = 600000;
     c->timeout_rebuild = 60000;
     c->timeout_commit = 3600000;
+    c->timeout_restore = 300000;
     c->on_timelimit = CONF_ACT_REQUEUE;
     c->on_drain = CONF_ACT_REQUEUE;
     /* Not left to PreemptMode=REQUEUE: a task ending on its SIGTERM

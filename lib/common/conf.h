@@ -36,6 +36,8 @@ struct conf {
     uint64_t timeout_dump;
     uint64_t timeout_rebuild;
     uint64_t timeout_commit;
+    uint64_t timeout_restore;   /* ms: a restart waits this long for every
+                                   rank to be restored (resume-restored) */
     /* Slurm triggers (ibcrd/slurm_hook.c): one of CONF_ACT_*. */
     int on_timelimit;           /* default requeue */
     int on_drain;               /* default requeue */

@@ -1,0 +1,122 @@
+#!/bin/sh
+
+test_description='progress of checkpoint --wait and restart on a terminal
+
+"ibcr checkpoint JOB --wait" and "ibcr restart JOB" draw one updating
+line on stderr when it is a terminal (a pty from util-linux script):
+the phases of the generation as ibcrd'"'"'s worker reports them, and
+bytes done of the total with a rate for the copy and the restore.
+Without a terminal their output is exactly as before: no progress at
+all.  The program (t/criu/pattern, 128 MiB) is checked intact after the
+restart.'
+
+. "$(dirname "$0")"/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
+
+ibcr_require ROOT CRIU
+command -v script >/dev/null || { skip_all="util-linux script is not installed"; test_done; }
+
+PATTERN=$IBCR_BUILDDIR/t/criu/pattern
+IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
+IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+export IBCR_INIT IBCR_LIBIBCR
+
+t12_pids=
+t12_track() { t12_pids="$t12_pids $*"; }
+t12_cleanup() {
+	for p in $t12_pids; do
+		ibcrd_alive "$p" && kill -9 "$p" 2>/dev/null
+	done
+	for p in $t12_pids; do
+		ibcrd_wait_gone "$p" 50
+	done
+	t12_pids=
+	return 0
+}
+ibcr_atexit t12_cleanup
+
+t12_field() {
+	"$IBCR" status "$1" --json 2>/dev/null | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
+}
+
+t12_wait_for() {
+	i=0
+	until "$@"; do
+		i=$((i + 1)); test $i -lt 600 || return 1
+		sleep 0.05
+	done
+}
+
+# t12_tty OUT CMD: run CMD with a pty as stdin/stdout/stderr; all it
+# wrote to the terminal lands in OUT.
+t12_tty() {
+	t12_o=$1
+	shift
+	script -qfec "$*" /dev/null </dev/null >"$t12_o"
+}
+
+test_expect_success 'setup: ibcrd, a 128 MiB pattern under ibcr run' '
+	ibcrd_setup d "criu = $IBCR_CRIU" "peer_port = 0" &&
+	ibcrd_start d &&
+	IBCR_SOCKET=$(ibcrd_sock d) && export IBCR_SOCKET &&
+	{ "$IBCR" run --name pg -- "$PATTERN" --mib 128 >pg.out 2>pg.err & } &&
+	t12_track $! &&
+	t12_wait_for sh -c "\"$IBCR\" status pg >/dev/null 2>&1" &&
+	sleep 1
+'
+
+test_expect_success 'checkpoint --wait on a terminal: phases, bytes and rate' '
+	t12_tty ck.tty "$IBCR" checkpoint pg --wait &&
+	cat -A ck.tty &&
+	for ph in quiesce release dump rebuild resume copy commit; do
+		grep -q "job pg gen 1: $ph " ck.tty || { echo "no phase $ph"; return 1; }
+	done &&
+	grep -q "job pg gen 1: copy  *[0-9.]* [KMG]*i*B of 1[0-9][0-9]\.[0-9] MiB" ck.tty &&
+	grep -q "job pg gen 1: commit  *1[0-9][0-9]\.[0-9] MiB of 1[0-9][0-9]\.[0-9] MiB (100%" ck.tty &&
+	grep -q "job pg: generation 1 committed" ck.tty
+'
+
+test_expect_success 'checkpoint --wait without a terminal: the one line, no progress' '
+	"$IBCR" checkpoint pg --wait >ck.out 2>ck.err &&
+	cat ck.out ck.err &&
+	test "$(wc -l <ck.out)" -eq 1 &&
+	grep "^job pg: generation 2 committed (.*, dump [0-9]* ms, copy [0-9]* ms)$" ck.out &&
+	! test -s ck.err &&
+	test "$(tr -d "\\r\\033" <ck.out | wc -c)" = "$(wc -c <ck.out)"
+'
+
+test_expect_success 'restart on a terminal: restore with bytes, verify; the pattern is intact' '
+	app=$(t12_field pg app_pid) && init=$(t12_field pg pid) &&
+	t12_track $app $init &&
+	kill -9 $init && ibcrd_wait_gone $app && ibcrd_wait_gone $init &&
+	t12_wait_for sh -c "! \"$IBCR\" status pg >/dev/null 2>&1" &&
+	{ t12_tty rs.tty "$IBCR" restart pg & } &&
+	t12_track $! &&
+	t12_wait_for grep -q "restored from generation 2" rs.tty &&
+	t12_wait_for sh -c "test -n \"\$(\"$IBCR\" status pg --json 2>/dev/null | sed -n \"s/.*\\\"app_pid\\\":\\([0-9]*\\).*/\\1/p\")\"" &&
+	app=$(t12_field pg app_pid) && t12_track $app &&
+	sleep 0.5 && kill -TERM $app &&
+	t12_wait_for grep -q "final" rs.tty &&
+	cat -A rs.tty &&
+	grep -q "job pg gen 2 rank 0: restore  *0 B of 1[0-9][0-9]\.[0-9] MiB" rs.tty &&
+	grep -q "job pg gen 2 rank 0: restore  *1[0-9][0-9]\.[0-9] MiB of 1[0-9][0-9]\.[0-9] MiB (100%" rs.tty &&
+	grep "final .*pattern=ok bad=0" rs.tty
+'
+
+test_expect_success 'restart without a terminal: no progress' '
+	ibcrd_wait_gone $app &&
+	t12_wait_for sh -c "! \"$IBCR\" status pg >/dev/null 2>&1" &&
+	{ "$IBCR" restart pg >rs2.out 2>rs2.err & } &&
+	t12_track $! &&
+	t12_wait_for grep -q "restored from generation 2" rs2.err &&
+	t12_wait_for sh -c "test -n \"\$(\"$IBCR\" status pg --json 2>/dev/null | sed -n \"s/.*\\\"app_pid\\\":\\([0-9]*\\).*/\\1/p\")\"" &&
+	app=$(t12_field pg app_pid) && t12_track $app &&
+	kill -TERM $app &&
+	t12_wait_for grep -q "final" rs2.out &&
+	cat rs2.err &&
+	! grep -q " rebuild" rs2.err &&
+	test "$(tr -d "\\r\\033" <rs2.err | wc -c)" = "$(wc -c <rs2.err)" &&
+	grep "final .*pattern=ok bad=0" rs2.out
+'
+
+test_done
