@@ -304,6 +304,17 @@ static void credit_wc (struct vw_run *r, struct vw_qp *q, const struct ibv_wc *w
                 "RECV of %u bytes", q->idx, wc->opcode, wc->byte_len,
                 VW_CTL_LEN + off);
     memcpy (&ctl, q->buf + q->ctl_off + slot * VW_CTL_STRIDE + off, sizeof (ctl));
+    if (r->o.ckpt && ctl.magic == VW_CTL_MAGIC && ctl.type == VW_CTL_FIN
+        && ctl.qp == (uint64_t)q->idx) {
+        /* Compared with our own totals once our completions are in. */
+        if (q->fin)
+            vw_die (r, "qp %d: a second FIN from the server (duplicate)", q->idx);
+        q->fin = 1;
+        q->fin_done = ctl.seq;
+        q->fin_hash = ctl.pad;
+        vw_post_recv (r, q, VW_WR_RCTL, slot);
+        return;
+    }
     if (ctl.magic != VW_CTL_MAGIC || ctl.type != VW_CTL_CREDIT
         || ctl.qp != (uint64_t)q->idx)
         vw_die (r, "qp %d: bad credit message (magic 0x%x type %u qp %llu)",
@@ -336,7 +347,9 @@ int vw_client_finished (struct vw_run *r, struct vw_qp *q)
 {
     /* Done when every message completed (and was verified here when the
      * client is the one that can) and every WR, doorbells included, is
-     * acknowledged, so the server is guaranteed to get the last one. */
+     * acknowledged, so the server is guaranteed to get the last one; with
+     * -C also when the server's FIN arrived, its last SEND to us. */
     return q->done == r->o.count && q->wr_done == q->wr_posted
-           && (!is_doorbell_op (r->o.op) || q->doorbell == r->o.count);
+           && (!is_doorbell_op (r->o.op) || q->doorbell == r->o.count)
+           && (!r->o.ckpt || q->fin);
 }

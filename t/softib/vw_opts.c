@@ -70,6 +70,11 @@ void vw_opts_usage (const char *prog)
 "              ibv_create_cq_ex + ibv_start_poll (perftest's default path)\n"
 "  -r RATE     post at most RATE messages per second per QP (default: no\n"
 "              limit); with a large -n, a stream that outlasts a checkpoint\n"
+"  -C          checkpointable: close the out-of-band TCP connection once the\n"
+"              QPs are connected; each side then checks its own totals (the\n"
+"              server sends its per-QP totals to the client over verbs), so\n"
+"              CRIU can dump and restore both processes, on other hosts too\n"
+"              (not with fadd|cswap: nothing tells the server they ended)\n"
 "prints 'OK msgs=N bytes=B checksum=X' when every message was verified.\n"
 "environment: VW_CORRUPT_SEQ=N makes the client flip one byte of QP 0's\n"
 "message N (send, send_imm, write, write_imm): the run must then fail.\n",
@@ -137,7 +142,7 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
 
     opts_defaults (o);
     optind = 1;
-    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vo:n:s:Ig:u:q:c:t:USw:W:r:Xh")) != -1) {
+    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vo:n:s:Ig:u:q:c:t:USw:W:r:XCh")) != -1) {
         switch (c) {
         case 'p': o->port = optarg; break;
         case 'P': o->port_file = optarg; break;
@@ -217,6 +222,7 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
             o->rate = (uint32_t)v;
             break;
         case 'X': o->ex = 1; break;
+        case 'C': o->ckpt = 1; break;
         case 'h':
             vw_opts_usage (argv[0]);
             exit (0);
@@ -270,6 +276,13 @@ int vw_opts_check (struct vw_opts *o, char *err, size_t errlen)
                   o->nsge, o->size);
         return -1;
     }
+    if (o->ckpt && vw_op_is_atomic (o->op)) {
+        snprintf (err, errlen, "-C (checkpointable) cannot run -o %s: atomics "
+                  "complete nowhere on the server, so only the out-of-band "
+                  "connection could tell it the run ended; drop -C or use "
+                  "send|send_imm|write|write_imm|read", vw_op_name (o->op));
+        return -1;
+    }
     if (o->ncq % o->nthread != 0) {
         snprintf (err, errlen, "-c %d must be a multiple of -t %d so that each "
                   "CQ is polled by one thread", o->ncq, o->nthread);
@@ -287,11 +300,11 @@ void vw_opts_format (const struct vw_opts *o, char *buf, size_t len)
 {
     snprintf (buf, len,
               "op=%s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d thr=%d "
-              "ud=%d srq=%d wait=%s win=%d gid=%d tmo=%d ex=%d",
+              "ud=%d srq=%d wait=%s win=%d gid=%d tmo=%d ex=%d ckpt=%d",
               vw_op_name (o->op), (unsigned long long)o->count, o->size,
               o->inline_data, o->nsge, o->sig_every, o->nqp, o->ncq,
               o->nthread, o->ud, o->srq, wait_names[o->wait], o->window,
-              o->gid_index, o->timeout, o->ex);
+              o->gid_index, o->timeout, o->ex, o->ckpt);
 }
 
 int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
@@ -302,11 +315,11 @@ int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
 
     got = sscanf (line,
                   "op=%31s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d "
-                  "thr=%d ud=%d srq=%d wait=%31s win=%d gid=%d tmo=%d ex=%d",
+                  "thr=%d ud=%d srq=%d wait=%31s win=%d gid=%d tmo=%d ex=%d ckpt=%d",
                   op, &n, &o->size, &o->inline_data, &o->nsge, &o->sig_every,
                   &o->nqp, &o->ncq, &o->nthread, &o->ud, &o->srq, wait,
-                  &o->window, &gid, &tmo, &o->ex);
-    if (got != 16) {
+                  &o->window, &gid, &tmo, &o->ex, &o->ckpt);
+    if (got != 17) {
         snprintf (err, errlen, "bad workload line from client: '%s' "
                   "(client and server versions differ?)", line);
         return -1;

@@ -53,6 +53,8 @@ struct vw_opts {
     int window;             /* messages in flight per QP */
     uint32_t rate;          /* client: messages per second per QP, 0 = no limit */
     int ex;                 /* ibv_create_qp_ex + ibv_wr_*, ibv_create_cq_ex + ibv_start_poll */
+    int ckpt;               /* -C: out-of-band TCP only for the start, so a
+                             * whole-process checkpoint can take the run */
 };
 
 const char *vw_op_name (enum vw_op op);

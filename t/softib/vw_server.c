@@ -215,6 +215,17 @@ static void doorbell_recv (struct vw_run *r, struct vw_qp *q, const struct ibv_w
         vw_post_ctl (r, q, VW_CTL_CREDIT, q->done + r->window);
 }
 
+/* -C: the last message was verified; tell the client our totals.  RC
+ * ordering puts it behind every credit, so once it is acknowledged the
+ * client may tear down. */
+static void maybe_fin (struct vw_run *r, struct vw_qp *q)
+{
+    if (!r->o.ckpt || q->fin || q->done != r->o.count)
+        return;
+    vw_post_ctl_val (r, q, VW_CTL_FIN, q->done, q->hash);
+    q->fin = 1;
+}
+
 void vw_server_wc (struct vw_run *r, struct vw_thread *t, const struct ibv_wc *wc)
 {
     struct vw_qp *q = vw_qp_of_wc (r, t, wc);
@@ -247,11 +258,13 @@ void vw_server_wc (struct vw_run *r, struct vw_thread *t, const struct ibv_wc *w
         vw_die (r, "qp %d: completion with unknown wr_id 0x%llx", q->idx,
                 (unsigned long long)wc->wr_id);
     }
+    maybe_fin (r, q);
 }
 
 int vw_server_finished (struct vw_run *r, struct vw_qp *q)
 {
     if (vw_op_is_atomic (r->o.op))
         return 1;       /* nothing arrives; the counters are checked at the end */
-    return q->done == r->o.count && q->wr_done == q->wr_posted;
+    return q->done == r->o.count && q->wr_done == q->wr_posted
+           && (!r->o.ckpt || q->fin);
 }

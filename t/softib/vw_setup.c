@@ -75,9 +75,15 @@ void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr,
 
 void vw_post_ctl (struct vw_run *r, struct vw_qp *q, uint32_t type, uint64_t seq)
 {
+    vw_post_ctl_val (r, q, type, seq, 0);
+}
+
+void vw_post_ctl_val (struct vw_run *r, struct vw_qp *q, uint32_t type,
+                      uint64_t seq, uint64_t val)
+{
     uint8_t *buf = q->buf + q->ctls_off + (q->wr_posted % q->sq_depth) * VW_CTL_STRIDE;
     struct vw_ctl ctl = { .magic = VW_CTL_MAGIC, .type = type, .seq = seq,
-                          .qp = (uint64_t)q->idx };
+                          .qp = (uint64_t)q->idx, .pad = val };
     struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = VW_CTL_LEN,
                            .lkey = q->mr->lkey };
     struct ibv_send_wr wr;

@@ -11,6 +11,11 @@
  * SEND after each batch ("seq < N are in place / have been read"), which RC
  * ordering makes a fence: the server sees the doorbell only after the
  * writes before it landed.
+ *
+ * With -C the server ends each QP with a FIN control SEND carrying its
+ * count and checksum: the client compares them with its own, and does not
+ * destroy its QP before the server's last SEND arrived (the out-of-band
+ * connection, which does this by default, is gone).
  */
 #ifndef VW_STREAM_H
 #define VW_STREAM_H
@@ -30,6 +35,8 @@
 enum vw_ctl_type {
     VW_CTL_CREDIT = 1,      /* server -> client: may post seq < ctl.seq */
     VW_CTL_DOORBELL = 2,    /* client -> server: seq < ctl.seq done */
+    VW_CTL_FIN = 3,         /* server -> client (-C): all ctl.seq messages
+                             * verified, ctl.pad = the server's hash */
 };
 
 struct vw_ctl {
@@ -89,6 +96,8 @@ struct vw_qp {
     uint64_t wr_posted, wr_done;
     uint64_t hash, bytes;
     int finished;
+    int fin;                /* -C: server posted / client received FIN */
+    uint64_t fin_done, fin_hash;    /* client: what the server's FIN said */
 };
 
 struct vw_thread {
@@ -133,6 +142,9 @@ void vw_die (struct vw_run *r, const char *fmt, ...)
 /* Post helpers shared by both sides. */
 void vw_post_recv (struct vw_run *r, struct vw_qp *q, int kind, uint64_t slot);
 void vw_post_ctl (struct vw_run *r, struct vw_qp *q, uint32_t type, uint64_t seq);
+/* The same with ctl.pad = val (FIN's checksum). */
+void vw_post_ctl_val (struct vw_run *r, struct vw_qp *q, uint32_t type,
+                      uint64_t seq, uint64_t val);
 /* Post one send WR, reserving an SQ slot; seq = data seq or UINT64_MAX. */
 void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr,
                  int kind, uint64_t seq);

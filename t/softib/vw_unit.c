@@ -108,7 +108,7 @@ static void opts_tests (void)
 
     ok (parse (&o, err, "-o", "write", "-n", "10", "-s", "65536", "-q", "4",
                "-c", "2", "-t", "2", "-g", "3", "-u", "4", "-w", "event",
-               "-W", "32", "-I", "-x", "3", "-T", "77", "-X", "host", NULL) == 0, "a full client line parses (%s)", err);
+               "-W", "32", "-I", "-x", "3", "-T", "77", "-X", "-C", "host", NULL) == 0, "a full client line parses (%s)", err);
     ok (o.op == VW_OP_WRITE && o.count == 10 && o.size == 65536 && o.nqp == 4
         && o.ncq == 2 && o.nthread == 2 && o.nsge == 3 && o.sig_every == 4
         && o.wait == VW_WAIT_EVENT && o.window == 32 && o.inline_data
@@ -123,7 +123,7 @@ static void opts_tests (void)
         && back.nsge == o.nsge && back.sig_every == o.sig_every
         && back.wait == o.wait && back.window == o.window
         && back.inline_data == o.inline_data && back.gid_index == 3
-        && back.timeout == 77 && back.ex == 1,
+        && back.timeout == 77 && back.ex == 1 && back.ckpt == 1,
         "and round-trips exactly");
     ok (parse (&o, err, "-o", "fadd", "h", NULL) == 0 && o.size == 8,
         "atomics default to 8 bytes");
@@ -135,6 +135,10 @@ static void opts_tests (void)
         "UD with RDMA WRITE is refused: %s", err);
     ok (parse (&o, err, "-c", "3", "-t", "2", "-q", "4", "h", NULL) < 0
         && strstr (err, "multiple"), "CQs not a multiple of threads are refused: %s", err);
+    ok (parse (&o, err, "-C", "-o", "cswap", "h", NULL) < 0 && strstr (err, "-C"),
+        "checkpointable atomics are refused: %s", err);
+    ok (parse (&o, err, "-C", "-o", "write_imm", "h", NULL) == 0 && o.ckpt,
+        "checkpointable WRITE_WITH_IMM parses");
     ok (parse (&o, err, "-n", "0", "h", NULL) < 0 && strstr (err, "-n"),
         "a zero count is refused: %s", err);
     ok (parse (&o, err, "-I", "-o", "read", "h", NULL) < 0 && strstr (err, "inline"),
