@@ -148,7 +148,12 @@ test_expect_success IBCRD 'a death by signal reaches srun as without ibcr' '
 		cat plain.err ours.err &&
 		test -s ours.msg &&
 		test $plain = $ours && test $ours != 0 &&
-		test_cmp plain.msg ours.msg || return 1
+		test_cmp plain.msg ours.msg || {
+			{ echo "SIG$sig: plain $plain, ibcr $ours"
+			  echo "--- plain:"; cat plain.err
+			  echo "--- ibcr:"; cat ours.err; } | ibcr_diag
+			return 1
+		}
 	done
 '
 
