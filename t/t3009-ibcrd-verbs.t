@@ -10,7 +10,11 @@ both ranks with libibcr'"'"'s control socket external, libibcr rebuilds with
 new real ids that are exchanged between the ranks, and the pingpong goes
 on and finishes, every buffer validated.  First with both ranks on one
 host, then on two network-namespace hosts with one ibcrd each (the leader
-drives the member node'"'"'s phases over MUNGE).'
+drives the member node'"'"'s phases over MUNGE).  Then the project'"'"'s own
+sequence-checked stream (verbs_stream -C: RC SEND and RDMA WRITE_WITH_IMM,
+every message checked for sequence number and content, totals compared
+between the ranks) is checkpointed twice on two hosts, killed, and
+restarted from generation 2 on the same hosts and on two others.'
 
 . "$(dirname "$0")"/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
@@ -256,6 +260,98 @@ test_expect_success 'and again from generation 2 on two other hosts (other IPs, 
 	grep "job mr: restored tasks rebuilt and resumed" h3/ibcrd.log &&
 	test "$(cat mr.0.rc)" = 0 && test "$(cat mr.1.rc)" = 0 &&
 	grep "^$ITERS iters in" mr.0.out && grep "^$ITERS iters in" mr.1.out
+'
+
+
+# --- the sequence-checked stream (verbs_stream -C) ---------------------
+
+VS=$IBCR_BUILDDIR/t/softib/verbs_stream
+test -x "$VS" || error "t/softib/verbs_stream is not built"
+# Two QPs per rank, paced so that the run (about 30 s unhindered)
+# outlasts two checkpoints; the watchdog (-T) must outlast the kill and
+# both restarts.
+VS_N=30000 VS_RATE=1000 VS_QPS=2
+VS_MSGS=$((VS_N * VS_QPS))
+
+# t9_vs_line NAME RANK: the OK totals a rank printed (without timing).
+t9_vs_line() {
+	sed -n "s/^\(OK msgs=[0-9]* bytes=[0-9]* checksum=[0-9a-f]*\) .*/\1/p" $1.$2.out
+}
+
+# t9_vs_ok NAME: both ranks exited 0 and printed the same totals, with
+# every message of every QP counted exactly once.
+t9_vs_ok() {
+	cat $1.0.out $1.1.out $1.0.err $1.1.err &&
+	test "$(cat $1.0.rc)" = 0 && test "$(cat $1.1.rc)" = 0 &&
+	l0=$(t9_vs_line $1 0) && l1=$(t9_vs_line $1 1) &&
+	test -n "$l0" && test "$l0" = "$l1" &&
+	echo "$l0" | grep "^OK msgs=$VS_MSGS bytes=$((VS_MSGS * 4096)) " &&
+	grep "role=server" $1.0.out && grep "role=client" $1.1.out
+}
+
+# t9_vs_restart NAME LEADER-HOST MEMBER-HOST [restart options]: restore
+# both ranks of NAME on two namespace hosts, wait until both ended.
+t9_vs_restart() {
+	t9_vn=$1 t9_l=$2 t9_m=$3
+	shift 3
+	L="n$t9_l@$(netns_ip $t9_l)" &&
+	T9_ON=$(t9_on $t9_l) IBCR_SOCKET=$(ibcrd_sock h$t9_l) \
+		t9_restart $t9_vn 0 $t9_vn --rank 0 --leader $L "$@" &&
+	T9_ON=$(t9_on $t9_m) IBCR_SOCKET=$(ibcrd_sock h$t9_m) \
+		t9_restart $t9_vn 1 $t9_vn --rank 1 --leader $L "$@" &&
+	t9_wait_for grep -q "restored from generation 2" $t9_vn.0.err &&
+	t9_wait_for grep -q "restored from generation 2" $t9_vn.1.err &&
+	t9_wait_done $t9_vn &&
+	grep "job $t9_vn: restored tasks rebuilt and resumed" h$t9_l/ibcrd.log
+}
+
+# t9_vs_case OP PORTNUM: the whole scenario for one opcode, job vs-OP,
+# the stream's start-up exchange on t9_port PORTNUM.
+t9_vs_case() {
+	op=$1 j=vs-$1 P=$(t9_port $2) &&
+	L="n1@$(netns_ip 1)" &&
+	T9_ON=$(t9_on 1) IBCR_SOCKET=$(ibcrd_sock h1) \
+		t9_pp $j 0 --job $j --rank 0 --size 2 --leader $L -- \
+		"$VS" -C -T 900 -p $P &&
+	sleep 0.3 &&
+	T9_ON=$(t9_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
+		t9_pp $j 1 --job $j --rank 1 --size 2 --leader $L -- \
+		"$VS" -C -T 900 -o $op -n $VS_N -q $VS_QPS -r $VS_RATE -p $P $(netns_ip 1) &&
+	t9_wait_for grep -q "job $j: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	t9_wait_for t9_ctl 1 $j h1/ibcrd.log && t9_wait_for t9_ctl 1 $j h2/ibcrd.log &&
+	t9_wait_for grep -q "server: checkpointable" $j.0.err &&
+	t9_wait_for grep -q "client: checkpointable" $j.1.err &&
+	sleep 0.5 &&
+	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint $j --wait &&
+	sleep 0.5 &&
+	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint $j --wait &&
+	! t9_done $j &&
+	grep "job $j gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" h1/ibcrd.log &&
+	k0=$(IBCR_SOCKET=$(ibcrd_sock h1) t9_status_field $j pid) &&
+	k1=$(IBCR_SOCKET=$(ibcrd_sock h2) t9_status_field $j pid) &&
+	a0=$(IBCR_SOCKET=$(ibcrd_sock h1) t9_status_field $j app_pid) &&
+	a1=$(IBCR_SOCKET=$(ibcrd_sock h2) t9_status_field $j app_pid) &&
+	t9_track $k0 $k1 $a0 $a1 &&
+	kill -9 $k0 $k1 &&
+	ibcrd_wait_gone $a0 && ibcrd_wait_gone $a1 &&
+	t9_wait_done $j &&
+	! grep "^OK" $j.0.out $j.1.out &&
+	mkdir $j-first && mv $j.* $j-first/ &&
+	t9_vs_restart $j 1 2 &&
+	t9_vs_ok $j &&
+	mkdir $j-same && mv $j.* $j-same/ &&
+	t9_vs_restart $j 3 4 --gen 2 &&
+	grep "job $j: node n4 (.*) joined with rank 1" h3/ibcrd.log &&
+	t9_vs_ok $j &&
+	test "$(t9_vs_line $j 0)" = "$(t9_vs_line $j-same/$j 0)"
+}
+
+test_expect_success 'verbs_stream -C RC SEND, two hosts: two checkpoints, kill, restart from generation 2 on the same hosts, then on two others: every message verified once' '
+	t9_vs_case send 3
+'
+
+test_expect_success 'verbs_stream -C RC RDMA WRITE_WITH_IMM: the same' '
+	t9_vs_case write_imm 4
 '
 
 test_done
