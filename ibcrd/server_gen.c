@@ -281,21 +281,23 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
                             "node %s", id, s->conf->node);
     if (!jobs_may_act (c->uid, job->uid))
         return proto_error ("resume-restored", EPERM, "job %s belongs to another user", id);
-    if (job->worker && job->worker_kind != GEN_RESTORED)
-        return proto_error ("resume-restored", EBUSY, "job %s: a generation is in progress; "
-                            "try again when it ends", id);
     for (struct task *t = job->tasks; t; t = t->next)
         n += t->restored;
     if (!n && !job->worker)
         return proto_error ("resume-restored", ENOENT, "job %s has no restored task waiting",
                             job->id);
     /* On a member node the leader drives the rebuild, once every rank of
-     * the job is back: nothing to wait for here. */
+     * the job is back: nothing to wait for here.  This comes before the
+     * busy check: the leader may already have started the member side of
+     * that very rebuild on this node when this rank's restarter asks. */
     if (!is_leader (job)) {
         if ((o = ok_reply ("resume-restored")))
             proto_set_str (o, "resumed_by", job->leader);
         return o;
     }
+    if (job->worker && job->worker_kind != GEN_RESTORED)
+        return proto_error ("resume-restored", EBUSY, "job %s: a generation is in progress; "
+                            "try again when it ends", id);
     snprintf (c->resume_job, sizeof (c->resume_job), "%s", job->id);
     c->resume_deadline = mono_ms () + (long)s->conf->timeout_restore;
     try_resume_restored (s, job);
