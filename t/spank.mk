@@ -10,4 +10,5 @@ TESTS += \
 	t4006-spank-restore.t \
 	t4007-spank-requeue.t \
 	t4008-spank-triggers.t \
-	t4009-spank-verbs.t
+	t4009-spank-verbs.t \
+	t4010-spank-stream.t

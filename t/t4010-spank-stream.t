@@ -1,0 +1,111 @@
+#!/bin/sh
+test_description='spank: a sequence-checked verbs stream survives a requeue
+
+Issue 6 with the project'"'"'s own stream (t/softib/verbs_stream -C):
+rank 0 receives, rank 1 sends sequence-numbered, checksummed RC SENDs,
+paced so the stream outlasts two periodic checkpoints.  "scontrol requeue"
+ends the job; its next run restores both ranks from the newest
+generation, and the stream goes on from where it was: it does not start
+again (its out-of-band connection is made once, in the first run), and
+both ranks end with the same totals, every message verified exactly once
+and in order.'
+
+. $(dirname $0)/sharness.sh
+ibcr_require ROOT SLURM CRIU NETNS
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+libibcr=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
+VS=$IBCR_BUILDDIR/t/softib/verbs_stream
+test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test -x "$VS" &&
+	test_set_prereq BUILT
+IBCRD_STORAGE=$IBCRD_RUN/storage
+store=$IBCRD_STORAGE/local
+PORT=$(( 30000 + ($$ + 7) % 20000 ))
+# 2 QPs x 24000 messages of 4 KiB at 1000 per second and QP: about 24 s.
+MSGS=24000
+
+# vs.sh PORT: rank 0 serves on its node's address and writes it to
+# addr.JOB; rank 1 waits for it and streams.  exec: the task is the stream.
+cat >vs.sh <<VSEOF
+#!/bin/sh
+a=addr.\$SLURM_JOB_ID
+if test "\$SLURM_PROCID" = 0; then
+	ip -4 -o addr show eth0 | awk '{ split(\$4, a, "/"); print a[1] }' >\$a.tmp && mv \$a.tmp \$a
+	exec "$VS" -C -T 600 -p "\$1"
+fi
+t=0
+while ! test -s \$a; do
+	t=\$((t + 1)); test \$t -lt 300 || exit 3
+	sleep 0.1
+done
+sleep 0.5
+exec "$VS" -C -T 600 -p "\$1" -o send -q 2 -n $MSGS -r 1000 "\$(cat \$a)"
+VSEOF
+chmod +x vs.sh
+
+gens() {
+	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
+}
+
+test_expect_success BUILT 'start a 2-node netns cluster, an ibcrd per node, one storage' '
+	ibcr_atexit ibcrd_stop_all &&
+	mkdir -p "$IBCRD_STORAGE" &&
+	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	SLURM_PLUGSTACK=plugstack.conf SLURM_CONF_EXTRA="JobRequeue=1" slurm_start 2 --netns &&
+	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
+munge_socket = $IBCR_MUNGE_SOCKET" &&
+	ibcrd_start_node n1 && ibcrd_start_node n2
+'
+
+test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the stream runs, two generations commit' '
+	J=$(sbatch --parsable -N2 --checkpoint-ib=4s --open-mode=append -o job.out \
+		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
+		--wrap "srun -N2 -n2 --open-mode=append -o vs.%t.out -e vs.%t.err ./vs.sh $PORT") &&
+	slurm_wait_job $J RUNNING 30 &&
+	t=600 &&
+	while test "$(gens $J)" -lt 2; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || { cat vs.*.err; return 1; }
+	done &&
+	grep -c "out-of-band connection closed" vs.0.err vs.1.err >conn.1 &&
+	cat conn.1 &&
+	grep -x "vs.0.err:1" conn.1 && grep -x "vs.1.err:1" conn.1 &&
+	! grep "^OK" vs.0.out vs.1.out
+'
+
+test_expect_success BUILT 'scontrol requeue: both ranks are restored, not started again' '
+	scontrol requeue $J &&
+	t=300 &&
+	while ! scontrol -o show job $J | grep -q "JobState=PENDING"; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
+	scontrol update jobid=$J StartTime=now &&
+	slurm_wait_job $J RUNNING 60 &&
+	t=600 &&
+	while ! grep -q "restored from generation" vs.0.err 2>/dev/null ||
+	      ! grep -q "restored from generation" vs.1.err 2>/dev/null; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || { cat vs.*.err; return 1; }
+	done &&
+	grep "task 0 on n1: restored from generation $newest" vs.0.err &&
+	grep "task 1 on n2: restored from generation $newest" vs.1.err
+'
+
+test_expect_success BUILT 'the restored stream finishes: same totals on both ranks, no fresh start' '
+	slurm_wait_job $J COMPLETED 300 &&
+	cat vs.0.out vs.1.out vs.0.err vs.1.err | ibcr_diag &&
+	grep "^OK msgs=$((2 * MSGS)) " vs.0.out >ok.0 &&
+	grep "^OK msgs=$((2 * MSGS)) " vs.1.out >ok.1 &&
+	test $(wc -l <ok.0) -eq 1 && test $(wc -l <ok.1) -eq 1 &&
+	sed "s/ secs=.*//" ok.0 >tot.0 && sed "s/ secs=.*//" ok.1 >tot.1 &&
+	test_cmp tot.0 tot.1 &&
+	# A fresh start would have connected again and said so a second time.
+	test $(grep -c "out-of-band connection closed" vs.0.err) -eq 1 &&
+	test $(grep -c "out-of-band connection closed" vs.1.err) -eq 1
+'
+
+test_expect_success BUILT 'stop the cluster' '
+	slurm_stop
+'
+
+test_done
