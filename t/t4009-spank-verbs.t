@@ -23,7 +23,8 @@ SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
 test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test_set_prereq BUILT
 IBCRD_STORAGE=$IBCRD_RUN/storage
 store=$IBCRD_STORAGE/local
-PORT=$(( 30000 + $$ % 20000 ))
+# Below the ephemeral range and softib's endpoint ports (24576-).
+PORT=$(( 12000 + $$ % 12000 ))
 ITERS=${T4009_ITERS:-400000}
 
 # field JOB NAME: a field of scontrol show job.

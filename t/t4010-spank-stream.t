@@ -21,7 +21,8 @@ test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test -x "$VS" 
 	test_set_prereq BUILT
 IBCRD_STORAGE=$IBCRD_RUN/storage
 store=$IBCRD_STORAGE/local
-PORT=$(( 30000 + ($$ + 7) % 20000 ))
+# Below the ephemeral range and softib's endpoint ports (24576-).
+PORT=$(( 12000 + ($$ + 7) % 12000 ))
 # 2 QPs x 24000 messages of 4 KiB at 1000 per second and QP: about 24 s.
 MSGS=24000
 
