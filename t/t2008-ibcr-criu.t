@@ -31,10 +31,22 @@ cycles_over() {
 	grep -q "^cycles done" dump.coord.out
 }
 
-# ctl_inode PID: the inode of the process's unix socket to the coordinator
-# (softib holds no socket after release, so it is the only one).
+# ctl_inode PID: the inode of the process's unix socket to the coordinator.
+# softib holds no socket after release, but the process may have inherited
+# others (a CI runner's, say): take the one whose peer the coordinator holds.
 ctl_inode() {
-	ls -l /proc/$1/fd | sed -n "s/.*socket:\[\([0-9]*\)\]$/\1/p" | head -1
+	for ci_ino in $(ls -l /proc/$1/fd |
+			sed -n "s/.*socket:\[\([0-9]*\)\]$/\1/p"); do
+		ci_peer=$(ss -Hxn | awk -v i="$ci_ino" '$5 == "*" && $6 == i { print $8 }')
+		test -n "$ci_peer" || continue
+		if ss -Hxnp | grep " $ci_peer \* $ci_ino " | grep -q '"coord"'; then
+			echo "$ci_ino"
+			return 0
+		fi
+	done
+	echo "no socket of pid $1 leads to the coordinator" >&2
+	ls -l /proc/$1/fd >&2
+	return 1
 }
 
 dump_drive() {

@@ -184,15 +184,19 @@ ibcr_pp() {
 		ibcr_pp_e0="LD_PRELOAD=$IBCR_LIB"
 		ibcr_pp_e1=$ibcr_pp_e0
 	fi
-	ibcr_pp_port=$(( 20000 + ($$ * 7 + ${ibcr_pp_k:=0}) % 9000 ))
+	# below the ephemeral range and softib's endpoint ports (24576-)
+	ibcr_pp_port=$(( 12000 + ($$ * 7 + ${ibcr_pp_k:=0}) % 12000 ))
 	ibcr_pp_k=$((ibcr_pp_k + 1))
+	while ibcr_on "$ibcr_pp_srv" ss -Htan "( sport = :$ibcr_pp_port )" | grep -q .; do
+		ibcr_pp_port=$((ibcr_pp_port + 1))
+	done
 	if test "$ibcr_pp_srv" = 0; then
 		ibcr_pp_addr=127.0.0.1
 	else
 		ibcr_pp_addr=$(netns_ip "$ibcr_pp_srv")
 	fi
 	ibcr_on "$ibcr_pp_srv" env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $ibcr_pp_e0 \
-		timeout 30 "$ibcr_pp_tool" -p $ibcr_pp_port "$@" \
+		timeout 240 "$ibcr_pp_tool" -p $ibcr_pp_port "$@" \
 		>"$ibcr_pp_name".srv.out 2>"$ibcr_pp_name".srv.err &
 	ibcr_pp_spid=$!
 	ibcr_pp_i=0
@@ -206,7 +210,7 @@ ibcr_pp() {
 		sleep 0.02
 	done
 	ibcr_on "$ibcr_pp_cli" env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $ibcr_pp_e1 \
-		timeout 30 "$ibcr_pp_tool" -p $ibcr_pp_port "$@" "$ibcr_pp_addr" \
+		timeout 240 "$ibcr_pp_tool" -p $ibcr_pp_port "$@" "$ibcr_pp_addr" \
 		>"$ibcr_pp_name".cli.out 2>"$ibcr_pp_name".cli.err
 	ibcr_pp_crc=$?
 	wait $ibcr_pp_spid
