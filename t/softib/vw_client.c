@@ -162,21 +162,37 @@ static void post_data (struct vw_run *r, struct vw_qp *q, uint64_t seq)
     q->posted = seq + 1;
 }
 
-/* How many messages -r allows by now (UINT64_MAX without -r). */
-static uint64_t paced_limit (struct vw_run *r)
+/* How many messages -r allows QP q by now (UINT64_MAX without -r).  A
+ * QP more than a second behind its pace (the process was stopped, or
+ * dumped and restored later) starts its clock again from where it is:
+ * the stream goes on at its rate instead of catching up in a burst, so
+ * work paced to last N seconds runs N seconds whatever the pauses. */
+static uint64_t paced_limit (struct vw_run *r, struct vw_qp *q)
 {
     struct timespec ts;
+    double now;
+    uint64_t limit;
 
     if (!r->o.rate)
         return UINT64_MAX;
     clock_gettime (CLOCK_MONOTONIC, &ts);
-    return 1 + (uint64_t)(((double)ts.tv_sec + (double)ts.tv_nsec / 1e9
-                           - r->t_start) * r->o.rate);
+    now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    if (q->pace_t == 0) {
+        q->pace_t = r->t_start;
+        q->pace_seq = 0;
+    }
+    limit = q->pace_seq + 1 + (uint64_t)((now - q->pace_t) * r->o.rate);
+    if (limit > q->posted + r->o.rate + (uint64_t)r->window) {
+        q->pace_t = now;
+        q->pace_seq = q->posted;
+        limit = q->posted + 1;
+    }
+    return limit;
 }
 
 int vw_client_post (struct vw_run *r, struct vw_qp *q)
 {
-    uint64_t limit = paced_limit (r);
+    uint64_t limit = paced_limit (r, q);
     int n = 0;
 
     if (q->posted < r->o.count && q->posted >= limit)

@@ -52,6 +52,9 @@ void vw_opts_usage (const char *prog)
 "  -x INDEX    GID index to address peers by GID (default: LID only)\n"
 "  -T SECONDS  fail when the run takes longer (default 60)\n"
 "  -v          verbose\n"
+"  -L N        server: print 'progress qp Q msgs M' on stdout each time a\n"
+"              QP has verified N more messages (M counts from the first\n"
+"              message, so a restored run shows where it went on)\n"
 "workload (client side; the server receives it):\n"
 "  -o OP       send|send_imm|write|write_imm|read|fadd|cswap (default send)\n"
 "  -n COUNT    messages per QP (default 1000)\n"
@@ -142,7 +145,7 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
 
     opts_defaults (o);
     optind = 1;
-    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vo:n:s:Ig:u:q:c:t:USw:W:r:XCh")) != -1) {
+    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vL:o:n:s:Ig:u:q:c:t:USw:W:r:XCh")) != -1) {
         switch (c) {
         case 'p': o->port = optarg; break;
         case 'P': o->port_file = optarg; break;
@@ -163,6 +166,12 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
             o->timeout = (int)v;
             break;
         case 'v': o->verbose++; break;
+        case 'L':
+            if (parse_num (optarg, 1, UINT64_MAX, &v, "-L (progress every N messages)",
+                           err, errlen) < 0)
+                return -1;
+            o->progress = v;
+            break;
         case 'o':
             if (parse_name (optarg, op_names, NELEM (op_names), &iv, "-o (opcode)", err, errlen) < 0)
                 return -1;

@@ -36,6 +36,8 @@ struct vw_opts {
     int gid_index;          /* -1: address by LID only (sent to the server) */
     int timeout;            /* seconds before the watchdog fails the run */
     int verbose;
+    uint64_t progress;      /* server: print a progress line every N
+                             * messages verified on a QP; 0 = never */
 
     /* workload: set on the client, sent to the server */
     enum vw_op op;

@@ -75,8 +75,23 @@ static void check_ring_slot (struct vw_run *r, struct vw_qp *q, uint64_t seq,
     q->bytes += r->o.size;
 }
 
+/* -L: one line for each multiple of the step that q->done passed since
+ * it stood at from; flushed at once, so the line is in the file before
+ * any checkpoint that follows it. */
+static void progress (struct vw_run *r, struct vw_qp *q, uint64_t from)
+{
+    uint64_t step = r->o.progress;
+
+    if (!step || q->done / step == from / step)
+        return;
+    for (uint64_t m = (from / step + 1) * step; m <= q->done; m += step)
+        printf ("progress qp %d msgs %llu\n", q->idx, (unsigned long long)m);
+    fflush (stdout);
+}
+
 static void maybe_credit (struct vw_run *r, struct vw_qp *q)
 {
+    progress (r, q, q->done - 1);
     if (q->done < r->o.count && q->done % r->batch == 0)
         vw_post_ctl (r, q, VW_CTL_CREDIT, q->done + r->window);
 }
@@ -184,6 +199,7 @@ static void doorbell_recv (struct vw_run *r, struct vw_qp *q, const struct ibv_w
 {
     struct vw_qp *owner = &r->qps[VW_WRID_QP (wc->wr_id)];
     uint64_t slot = VW_WRID_VAL (wc->wr_id);
+    uint64_t from;
     struct vw_ctl ctl;
 
     if (wc->opcode != IBV_WC_RECV || wc->byte_len != VW_CTL_LEN)
@@ -209,7 +225,9 @@ static void doorbell_recv (struct vw_run *r, struct vw_qp *q, const struct ibv_w
                                  (uint32_t)q->idx, s + r->window);
         }
     }
+    from = q->done;
     q->done = ctl.seq;
+    progress (r, q, from);
     vw_post_recv (r, owner, VW_WR_RCTL, slot);
     if (q->done < r->o.count)
         vw_post_ctl (r, q, VW_CTL_CREDIT, q->done + r->window);

@@ -98,6 +98,8 @@ struct vw_qp {
     int finished;
     int fin;                /* -C: server posted / client received FIN */
     uint64_t fin_done, fin_hash;    /* client: what the server's FIN said */
+    double pace_t;          /* client -r: the pacing clock's origin ... */
+    uint64_t pace_seq;      /* ... and the seq it stood at then */
 };
 
 struct vw_thread {
