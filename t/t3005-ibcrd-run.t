@@ -15,63 +15,7 @@ fails, storage full, ibcrd killed during the dump) are checked too.'
 
 ibcr_require ROOT CRIU
 
-PATTERN=$IBCR_BUILDDIR/t/criu/pattern
-IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
-IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
-export IBCR_INIT IBCR_LIBIBCR
-
-# Every process this test started, killed by pid at the end.
-t5_pids=
-t5_track() { t5_pids="$t5_pids $*"; }
-t5_cleanup() {
-	for p in $t5_pids; do
-		ibcrd_alive "$p" && kill -9 "$p" 2>/dev/null
-	done
-	for p in $t5_pids; do
-		ibcrd_wait_gone "$p" 50
-	done
-	t5_pids=
-	return 0
-}
-ibcr_atexit t5_cleanup
-
-# t5_field JOB KEY: a field of the job's first task in "ibcr status --json".
-t5_field() {
-	"$IBCR" status "$1" --json 2>/dev/null | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
-}
-
-# t5_wait_for CMD...: until CMD succeeds, at most 20 s.
-t5_wait_for() {
-	i=0
-	until "$@"; do
-		i=$((i + 1)); test $i -lt 400 || return 1
-		sleep 0.05
-	done
-}
-
-t5_wait_registered() {
-	i=0
-	until "$IBCR" status "$1" >/dev/null 2>&1; do
-		i=$((i + 1)); test $i -lt 200 || return 1
-		sleep 0.05
-	done
-}
-
-# t5_report FILE APP: ask the pattern for a report and wait for it.
-t5_report() {
-	n=$(grep -c "^report " "$1")
-	kill -USR1 "$2" || return 1
-	i=0
-	until test "$(grep -c "^report " "$1")" -gt "$n"; do
-		i=$((i + 1)); test $i -lt 100 || return 1
-		sleep 0.05
-	done
-	tail -n 1 "$1"
-}
-
-t5_gens() {
-	"$IBCR" list "$1" --json | grep -o "\"generation\":[0-9]*" | sed "s/.*://" | tr "\n" " "
-}
+ibcrd_use_build
 
 test_expect_success 'setup: ibcrd with real CRIU, retention 2' '
 	ibcrd_setup d "criu = $IBCR_CRIU" "peer_port = 0" "retention = 2" &&
@@ -100,31 +44,31 @@ test_expect_success 'ibcr run refuses bad input with a clear error' '
 
 test_expect_success 'a program runs under ibcr run, registered with ibcrd' '
 	{ "$IBCR" run --name pat -- "$PATTERN" --mib 32 >pat.out 2>pat.err & } &&
-	echo $! >run.pid && t5_track $! &&
-	t5_wait_registered pat &&
-	INIT=$(t5_field pat pid) && APP=$(t5_field pat app_pid) &&
-	t5_track $INIT $APP &&
+	echo $! >run.pid && ibcrd_track $! &&
+	ibcrd_wait_for "$IBCR" status pat >/dev/null 2>&1 &&
+	INIT=$(ibcrd_field pat pid) && APP=$(ibcrd_field pat app_pid) &&
+	ibcrd_track $INIT $APP &&
 	echo "$INIT $APP" >pids &&
 	grep "^start run=" pat.out &&
-	t5_report pat.out $APP | grep "pattern=ok"
+	ibcrd_report pat.out $APP | grep "pattern=ok"
 '
 
 test_expect_success 'checkpoint --wait commits generation 1; the program runs on' '
 	"$IBCR" checkpoint pat --wait >ck.out &&
 	cat ck.out &&
 	grep "generation 1 committed" ck.out &&
-	test "$(t5_gens pat)" = "1 " &&
+	test "$(ibcrd_gens pat)" = "1 " &&
 	"$IBCR" verify pat &&
 	read INIT APP <pids &&
-	t5_report pat.out $APP | grep "pattern=ok" &&
+	ibcrd_report pat.out $APP | grep "pattern=ok" &&
 	test "$(stat -c %a d/storage/local/pat/gen-1)" = 700
 '
 
 test_expect_success 'a second checkpoint commits generation 2' '
 	"$IBCR" checkpoint pat --wait | grep "generation 2 committed" &&
-	test "$(t5_gens pat)" = "1 2 " &&
+	test "$(ibcrd_gens pat)" = "1 2 " &&
 	read INIT APP <pids &&
-	t5_report pat.out $APP >before &&
+	ibcrd_report pat.out $APP >before &&
 	ls d/staging/pat | grep -v "^gen-" >leftover; test_must_fail test -s leftover
 '
 
@@ -134,12 +78,12 @@ test_expect_success 'kill the program; ibcr restart brings the same process back
 	ibcrd_wait_gone $INIT && ibcrd_wait_gone $APP &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" pat.out) &&
 	{ "$IBCR" restart pat >rs.out 2>rs.err & } &&
-	echo $! >rs.pid && t5_track $! &&
-	t5_wait_for grep -q "restored from" rs.err &&
-	APP2=$(t5_field pat app_pid) && INIT2=$(t5_field pat pid) && t5_track $APP2 $INIT2 &&
+	echo $! >rs.pid && ibcrd_track $! &&
+	ibcrd_wait_for grep -q "restored from" rs.err &&
+	APP2=$(ibcrd_field pat app_pid) && INIT2=$(ibcrd_field pat pid) && ibcrd_track $APP2 $INIT2 &&
 	echo "$INIT2 $APP2" >pids2 &&
 	grep "restored from generation 2" rs.err &&
-	t5_report rs.out $APP2 >after &&
+	ibcrd_report rs.out $APP2 >after &&
 	cat before after &&
 	grep "run=$run" after &&
 	grep "pattern=ok bad=0" after &&
@@ -152,7 +96,7 @@ test_expect_success 'kill the program; ibcr restart brings the same process back
 
 test_expect_success 'the restored program is checkpointed again; retention keeps 2' '
 	"$IBCR" checkpoint pat --wait | grep "generation 3 committed" &&
-	test "$(t5_gens pat)" = "2 3 " &&
+	test "$(ibcrd_gens pat)" = "2 3 " &&
 	! test -e d/storage/local/pat/gen-1 &&
 	"$IBCR" verify pat
 '
@@ -174,31 +118,31 @@ test_expect_success 'a flipped byte: verify says so, restart falls back to the p
 	test_expect_code 5 "$IBCR" restart pat --gen 3 2>err &&
 	grep "generation 3 is damaged" err &&
 	{ "$IBCR" restart pat >rs2.out 2>rs2.err & } &&
-	echo $! >rs2.pid && t5_track $! &&
-	t5_wait_for grep -q "restored from" rs2.err &&
-	APP3=$(t5_field pat app_pid) && t5_track $APP3 $(t5_field pat pid) &&
+	echo $! >rs2.pid && ibcrd_track $! &&
+	ibcrd_wait_for grep -q "restored from" rs2.err &&
+	APP3=$(ibcrd_field pat app_pid) && ibcrd_track $APP3 $(ibcrd_field pat pid) &&
 	grep "generation 3 is damaged .*checksum mismatch.*falling back to the previous generation" rs2.err &&
 	grep "restored from generation 2" rs2.err &&
-	t5_report rs2.out $APP3 | grep "pattern=ok" &&
+	ibcrd_report rs2.out $APP3 | grep "pattern=ok" &&
 	kill -TERM $(cat rs2.pid) && wait $(cat rs2.pid)
 '
 
 test_expect_success 'checkpoint --end: the last generation, CRIU ends the program; it restarts from it' '
 	{ "$IBCR" run --name fin -- "$PATTERN" --mib 8 >fin.out 2>fin.err & } &&
-	echo $! >fin.run && t5_track $! &&
-	t5_wait_registered fin &&
-	t5_wait_for grep -q "^start" fin.out &&
-	APP=$(t5_field fin app_pid) && t5_track $APP &&
-	t5_report fin.out $APP >fin.before &&
+	echo $! >fin.run && ibcrd_track $! &&
+	ibcrd_wait_for "$IBCR" status fin >/dev/null 2>&1 &&
+	ibcrd_wait_for grep -q "^start" fin.out &&
+	APP=$(ibcrd_field fin app_pid) && ibcrd_track $APP &&
+	ibcrd_report fin.out $APP >fin.before &&
 	"$IBCR" checkpoint fin --wait --end | grep "generation 1 committed" &&
 	test_expect_code 137 wait $(cat fin.run) &&
 	ibcrd_wait_gone $APP &&
 	{ "$IBCR" restart fin >fin2.out 2>fin2.err & } &&
-	echo $! >fin2.pid && t5_track $! &&
-	t5_wait_for grep -q "restored from generation 1" fin2.err &&
-	APP2=$(t5_field fin app_pid) && t5_track $APP2 &&
+	echo $! >fin2.pid && ibcrd_track $! &&
+	ibcrd_wait_for grep -q "restored from generation 1" fin2.err &&
+	APP2=$(ibcrd_field fin app_pid) && ibcrd_track $APP2 &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" fin.out) &&
-	t5_report fin2.out $APP2 | grep "run=$run .*pattern=ok" &&
+	ibcrd_report fin2.out $APP2 | grep "run=$run .*pattern=ok" &&
 	kill -TERM $(cat fin2.pid) && wait $(cat fin2.pid)
 '
 

@@ -15,44 +15,8 @@ committed generation.'
 
 ibcr_require ROOT CRIU NETNS
 
-PATTERN=$IBCR_BUILDDIR/t/criu/pattern
-IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
-IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
-export IBCR_INIT IBCR_LIBIBCR
+ibcrd_use_build
 unset IBCR_SOCKET
-
-t8_pids=
-t8_track() { t8_pids="$t8_pids $*"; }
-t8_cleanup() {
-	for p in $t8_pids; do
-		ibcrd_alive "$p" && kill -9 "$p" 2>/dev/null
-	done
-	for p in $t8_pids; do
-		ibcrd_wait_gone "$p" 50
-	done
-	t8_pids=
-	return 0
-}
-ibcr_atexit t8_cleanup
-
-t8_wait_for() {
-	i=0
-	until "$@"; do
-		i=$((i + 1)); test $i -lt 400 || return 1
-		sleep 0.05
-	done
-}
-
-# t8_ibcrd I: host I's ibcrd (node nI), in host I's network namespace.
-t8_ibcrd() {
-	ibcrd_setup h$1 "node = n$1" "peer_port = 7195" "munge_socket = $MSOCK" \
-		"criu = $IBCR_CRIU" "storage = $PWD/shared" &&
-	sed -i "/^storage = .*h$1\/storage$/d" h$1/ibcrd.conf &&
-	{ netns_exec $1 "$IBCRD" -F -c "$PWD/h$1/ibcrd.conf" -v 2>>h$1/ibcrd.log & } &&
-	echo $! >h$1/launch.pid &&
-	ibcr_atexit ibcrd_stop h$1 &&
-	t8_wait_for test -S h$1/run/ibcrd.sock
-}
 
 # t8_ibcr I ARGS: ibcr against host I's ibcrd, inside host I.
 t8_ibcr() {
@@ -65,17 +29,6 @@ t8_field() {
 	t8_ibcr $1 status $2 --json 2>/dev/null | sed -n "s/.*\"$3\":\([0-9]*\).*/\1/p"
 }
 
-t8_report() {
-	n=$(grep -c "^report " "$1")
-	kill -USR1 "$2" || return 1
-	i=0
-	until test "$(grep -c "^report " "$1")" -gt "$n"; do
-		i=$((i + 1)); test $i -lt 400 || return 1
-		sleep 0.05
-	done
-	tail -n 1 "$1"
-}
-
 # t8_joins JOB N: node n2 joined the leader with rank 1 of JOB N times.
 t8_joins() {
 	test "$(grep -c "job $1: node n2 (.*) joined with rank 1" h1/ibcrd.log)" -ge "$2"
@@ -86,10 +39,10 @@ t8_rank() {
 	{ IBCR_SOCKET=$(ibcrd_sock h$3) netns_exec $3 "$IBCR" run --job $1 --rank $2 --size 2 \
 		--leader "n1@$(netns_ip 1)" -- bash -c "${4:-true}; exec \"$PATTERN\" --mib ${PATTERN_MIB:-8}" \
 		>$1.$2.out 2>$1.$2.err & } &&
-	t8_track $! &&
-	t8_wait_for t8_ibcr $3 status $1 &&
-	t8_wait_for grep -q "^start" $1.$2.out &&
-	app=$(t8_field $3 $1 app_pid) && t8_track $app $(t8_field $3 $1 pid) &&
+	ibcrd_track $! &&
+	ibcrd_wait_for t8_ibcr $3 status $1 &&
+	ibcrd_wait_for grep -q "^start" $1.$2.out &&
+	app=$(t8_field $3 $1 app_pid) && ibcrd_track $app $(t8_field $3 $1 pid) &&
 	echo $app >$1.$2.app
 }
 
@@ -98,13 +51,13 @@ test_expect_success 'setup: three hosts, munged, one ibcrd per host, shared stor
 	ibcrd_munged_start m &&
 	MSOCK=$PWD/m/sock/munge.socket &&
 	mkdir shared &&
-	t8_ibcrd 1 && t8_ibcrd 2 && t8_ibcrd 3
+	ibcrd_host_start 1 "$MSOCK" && ibcrd_host_start 2 "$MSOCK" && ibcrd_host_start 3 "$MSOCK"
 '
 
 test_expect_success 'a two-rank job on hosts 1 and 2; rank 1 joins the leader' '
 	t8_rank mj 0 1 &&
 	t8_rank mj 1 2 &&
-	t8_wait_for grep -q "job mj: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for grep -q "job mj: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
 	t8_ibcr 1 status mj --json | grep "\"size\":2"
 '
 
@@ -120,8 +73,8 @@ test_expect_success 'a checkpoint on the leader commits both ranks in one genera
 	grep "\"nodes\"" shared/local/mj/gen-1/manifest.json &&
 	t8_ibcr 1 verify mj &&
 	grep "job mj gen 1: member worker" h2/ibcrd.log &&
-	t8_report mj.0.out $(cat mj.0.app) | grep pattern=ok &&
-	t8_report mj.1.out $(cat mj.1.app) | grep pattern=ok
+	ibcrd_report mj.0.out $(cat mj.0.app) | grep pattern=ok &&
+	ibcrd_report mj.1.out $(cat mj.1.app) | grep pattern=ok
 '
 
 test_expect_success 'a checkpoint asked of a member node is refused, naming the leader' '
@@ -132,37 +85,37 @@ test_expect_success 'a checkpoint asked of a member node is refused, naming the 
 test_expect_success 'CRIU fails on one node: the generation aborts on both, both run on' '
 	t8_rank bad 0 1 &&
 	t8_rank bad 1 2 "exec 3<>/dev/tcp/$(netns_ip 2)/7195" &&
-	t8_wait_for grep -q "job bad: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for grep -q "job bad: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
 	test_expect_code 1 t8_ibcr 1 checkpoint bad --wait 2>err &&
 	cat err &&
 	grep "generation 1 aborted in dump: node n2: dump: rank 1 (pid [0-9]*): criu dump failed.*TCP" err &&
 	! t8_ibcr 1 list bad 2>/dev/null | grep "^1 " &&
 	! test -e shared/local/bad/gen-1 &&
 	! test -e h1/staging/bad/gen-1 && ! test -e h2/staging/bad/gen-1 &&
-	t8_report bad.0.out $(cat bad.0.app) | grep pattern=ok &&
-	t8_report bad.1.out $(cat bad.1.app) | grep pattern=ok
+	ibcrd_report bad.0.out $(cat bad.0.app) | grep pattern=ok &&
+	ibcrd_report bad.1.out $(cat bad.1.app) | grep pattern=ok
 '
 
 test_expect_success 'a member ibcrd killed during the dump: aborted on both nodes, both run on' '
 	t8_rank kd 0 1 &&
 	PATTERN_MIB=384 t8_rank kd 1 2 &&
-	t8_wait_for grep -q "job kd: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for grep -q "job kd: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
 	{ t8_ibcr 1 checkpoint kd --wait >kd.ck.out 2>kd.ck.err & } &&
 	ck=$! &&
-	t8_wait_for test -e h2/staging/kd/dump-gen-1-rank-1.log &&
+	ibcrd_wait_for test -e h2/staging/kd/dump-gen-1-rank-1.log &&
 	kill -9 $(cat h2/run/ibcrd.pid) &&
 	test_expect_code 1 wait $ck &&
 	cat kd.ck.err &&
 	grep "generation 1 aborted in dump: node n2: dump: ibcrd (pid [0-9]*) died during the dump" kd.ck.err &&
 	! test -e shared/local/kd/gen-1 &&
-	t8_report kd.0.out $(cat kd.0.app) | grep pattern=ok &&
-	t8_report kd.1.out $(cat kd.1.app) | grep pattern=ok
+	ibcrd_report kd.0.out $(cat kd.0.app) | grep pattern=ok &&
+	ibcrd_report kd.1.out $(cat kd.1.app) | grep pattern=ok
 '
 
 test_expect_success 'ibcrd back on host 2: rank 1 registers and joins again, the next generation commits' '
-	t8_ibcrd 2 &&
-	t8_wait_for grep -q "registered again with ibcrd" kd.1.err &&
-	t8_wait_for t8_joins kd 2 &&
+	ibcrd_host_start 2 "$MSOCK" &&
+	ibcrd_wait_for grep -q "registered again with ibcrd" kd.1.err &&
+	ibcrd_wait_for t8_joins kd 2 &&
 	t8_ibcr 1 checkpoint kd --wait >ck.out &&
 	grep "generation 1 committed" ck.out &&
 	test -d shared/local/kd/gen-1/task-1 &&
@@ -178,15 +131,15 @@ test_expect_success 'both ranks restart on other hosts from the committed genera
 	# exec: $! is then ibcr itself (nsenter execs it), which SIGTERM reaches.
 	{ IBCR_SOCKET=$(ibcrd_sock h3) exec nsenter --net=/run/netns/$(netns_name 3) \
 		"$IBCR" restart mj --rank 0 >r0.out 2>r0.err & } &&
-	t8_track $! && echo $! >r0.pid &&
+	ibcrd_track $! && echo $! >r0.pid &&
 	{ IBCR_SOCKET=$(ibcrd_sock h1) exec nsenter --net=/run/netns/$(netns_name 1) \
 		"$IBCR" restart mj --rank 1 >r1.out 2>r1.err & } &&
-	t8_track $! && echo $! >r1.pid &&
-	t8_wait_for grep -q "restored from generation 1" r0.err &&
-	t8_wait_for grep -q "restored from generation 1" r1.err &&
-	a0=$(t8_field 3 mj app_pid) && a1=$(t8_field 1 mj app_pid) && t8_track $a0 $a1 &&
-	t8_report r0.out $a0 | grep "run=$run0 .*pattern=ok" &&
-	t8_report r1.out $a1 | grep "run=$run1 .*pattern=ok" &&
+	ibcrd_track $! && echo $! >r1.pid &&
+	ibcrd_wait_for grep -q "restored from generation 1" r0.err &&
+	ibcrd_wait_for grep -q "restored from generation 1" r1.err &&
+	a0=$(t8_field 3 mj app_pid) && a1=$(t8_field 1 mj app_pid) && ibcrd_track $a0 $a1 &&
+	ibcrd_report r0.out $a0 | grep "run=$run0 .*pattern=ok" &&
+	ibcrd_report r1.out $a1 | grep "run=$run1 .*pattern=ok" &&
 	kill -TERM $(cat r0.pid) $(cat r1.pid) &&
 	wait $(cat r0.pid) && wait $(cat r1.pid) &&
 	grep "^final" r0.out && grep "^final" r1.out

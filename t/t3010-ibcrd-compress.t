@@ -12,48 +12,9 @@ process comes back, its 32 MiB pattern intact.'
 
 ibcr_require ROOT CRIU
 
-PATTERN=$IBCR_BUILDDIR/t/criu/pattern
-IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
-IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+ibcrd_use_build
 TMPDIR=$PWD/tmp
-export IBCR_INIT IBCR_LIBIBCR TMPDIR
-
-t10_pids=
-t10_cleanup() {
-	for p in $t10_pids; do
-		ibcrd_alive "$p" && kill -9 "$p" 2>/dev/null
-	done
-	for p in $t10_pids; do
-		ibcrd_wait_gone "$p" 50
-	done
-	t10_pids=
-	return 0
-}
-ibcr_atexit t10_cleanup
-
-t10_wait_for() {
-	i=0
-	until "$@"; do
-		i=$((i + 1)); test $i -lt 400 || return 1
-		sleep 0.05
-	done
-}
-
-t10_field() {
-	"$IBCR" status "$1" --json 2>/dev/null | sed "s/.*\"tasks\"://" |
-		sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
-}
-
-t10_report() {
-	n=$(grep -c "^report " "$1")
-	kill -USR1 "$2" || return 1
-	i=0
-	until test "$(grep -c "^report " "$1")" -gt "$n"; do
-		i=$((i + 1)); test $i -lt 400 || return 1
-		sleep 0.05
-	done
-	tail -n 1 "$1"
-}
+export TMPDIR
 
 test_expect_success 'setup: ibcrd with compression = yes' '
 	mkdir tmp &&
@@ -64,12 +25,12 @@ test_expect_success 'setup: ibcrd with compression = yes' '
 
 test_expect_success 'a checkpoint stores every image file compressed, checksummed' '
 	{ "$IBCR" run --name z -- "$PATTERN" --mib 32 >z.out 2>z.err & } &&
-	t10_pids="$t10_pids $!" && echo $! >z.run &&
-	t10_wait_for "$IBCR" status z &&
-	t10_wait_for grep -q "^start" z.out &&
-	APP=$(t10_field z app_pid) && INIT=$(t10_field z pid) &&
-	t10_pids="$t10_pids $APP $INIT" && echo "$INIT $APP" >pids &&
-	t10_report z.out $APP >before &&
+	ibcrd_track $! && echo $! >z.run &&
+	ibcrd_wait_for "$IBCR" status z &&
+	ibcrd_wait_for grep -q "^start" z.out &&
+	APP=$(ibcrd_field z app_pid) && INIT=$(ibcrd_field z pid) &&
+	ibcrd_track $APP $INIT && echo "$INIT $APP" >pids &&
+	ibcrd_report z.out $APP >before &&
 	"$IBCR" checkpoint z --wait &&
 	ls d/storage/local/z/gen-1/task-0 >files &&
 	cat files &&
@@ -84,10 +45,10 @@ test_expect_success 'restart decompresses and brings the same process back; the 
 	kill -9 $(cat z.run) $INIT &&
 	ibcrd_wait_gone $APP &&
 	{ "$IBCR" restart z >rs.out 2>rs.err & } &&
-	t10_pids="$t10_pids $!" && echo $! >rs.pid &&
-	t10_wait_for grep -q "restored from generation 1" rs.err &&
-	APP2=$(t10_field z app_pid) && t10_pids="$t10_pids $APP2" &&
-	t10_report rs.out $APP2 >after &&
+	ibcrd_track $! && echo $! >rs.pid &&
+	ibcrd_wait_for grep -q "restored from generation 1" rs.err &&
+	APP2=$(ibcrd_field z app_pid) && ibcrd_track $APP2 &&
+	ibcrd_report rs.out $APP2 >after &&
 	cat before after &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" z.out) &&
 	grep "run=$run .*pattern=ok bad=0" after &&

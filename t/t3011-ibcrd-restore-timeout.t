@@ -16,59 +16,13 @@ ibcr_require ROOT CRIU IBVUTILS
 
 SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
 test -e "$SOFTIB_LIBDIR/libibverbs.so.1" || error "softib is not built"
-IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
-IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
-export IBCR_INIT IBCR_LIBIBCR
+ibcrd_use_build
 unset IBCR_SOCKET
 
-t11_pids=
-t11_track() { t11_pids="$t11_pids $*"; }
-t11_cleanup() {
-	for p in $t11_pids; do
-		ibcrd_alive "$p" && kill -9 "$p" 2>/dev/null
-	done
-	for p in $t11_pids; do
-		ibcrd_wait_gone "$p" 50
-	done
-	t11_pids=
-	return 0
-}
-ibcr_atexit t11_cleanup
-
-t11_wait_for() {
-	i=0
-	until "$@"; do
-		i=$((i + 1)); test $i -lt 600 || return 1
-		sleep 0.05
-	done
-}
-
-t11_port() {
-	p=$(( 12000 + ($$ * 17 + 7919) % 12000 ))
-	while ss -Htan "( sport = :$p )" | grep -q .; do
-		p=$((p + 1))
-	done
-	echo $p
-}
-PORT=$(t11_port)
+# This test has always given its waits 30 s (600 polls), not 20.
+ibcrd_wait_ticks=600
+PORT=$(ibcrd_free_port 0)
 ITERS=400000
-
-t11_pp() {
-	t11_r=$1
-	shift
-	{ ( env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" "$IBCR" run "$@" \
-		>pp.$t11_r.out 2>pp.$t11_r.err; echo $? >pp.$t11_r.rc ) & } &&
-	t11_track $!
-}
-
-t11_ctl() {
-	test "$(grep -c "job $1 step 0: rank [0-9]* pid [0-9]*: libibcr control connection$" d/ibcrd.log)" -ge 2
-}
-
-t11_status_field() {
-	"$IBCR" status "$1" --json | sed "s/.*\"tasks\"://" | grep -o "\"$2\":[0-9]*" |
-		sed "s/.*://"
-}
 
 test_expect_success 'a bad timeout_restore is refused, naming the key' '
 	ibcrd_setup bad "timeout_restore = soon" &&
@@ -84,25 +38,25 @@ test_expect_success 'setup: ibcrd with timeout_restore = 3s' '
 '
 
 test_expect_success 'checkpoint a two-rank pingpong, then kill both ranks' '
-	t11_pp 0 --job to --rank 0 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT &&
+	ibcrd_bg pp 0 run --job to --rank 0 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT &&
 	sleep 0.3 &&
-	t11_pp 1 --job to --rank 1 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT 127.0.0.1 &&
-	t11_wait_for t11_ctl to &&
+	ibcrd_bg pp 1 run --job to --rank 1 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT 127.0.0.1 &&
+	ibcrd_wait_for ibcrd_ctl 2 to d/ibcrd.log &&
 	sleep 0.5 &&
 	"$IBCR" checkpoint to --wait &&
-	pids=$(t11_status_field to pid) && apps=$(t11_status_field to app_pid) &&
-	t11_track $pids $apps &&
+	pids=$(ibcrd_task_fields to pid) && apps=$(ibcrd_task_fields to app_pid) &&
+	ibcrd_track $pids $apps &&
 	kill -9 $pids &&
 	for p in $apps; do ibcrd_wait_gone $p || return 1; done &&
-	t11_wait_for test -s pp.0.rc && t11_wait_for test -s pp.1.rc
+	ibcrd_wait_for test -s pp.0.rc && ibcrd_wait_for test -s pp.1.rc
 '
 
 test_expect_success 'restart of rank 0 alone fails within timeout_restore, naming rank 1' '
 	start=$(date +%s) &&
 	{ ( env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" "$IBCR" restart to --rank 0 \
 		>rs.out 2>rs.err; echo $? >rs.rc ) & } &&
-	t11_track $! &&
-	t11_wait_for grep -q "restored from generation 1" rs.err &&
+	ibcrd_track $! &&
+	ibcrd_wait_for grep -q "restored from generation 1" rs.err &&
 	restored=$(date +%s) &&
 	i=0 && until test -s rs.rc; do
 		i=$((i + 1)); test $i -lt 300 || { cat rs.err; return 1; }
@@ -123,7 +77,7 @@ test_expect_success 'nothing of the restored rank is left running' '
 	app=$(echo "$line" | sed "s/.*application pid \([0-9]*\).*/\1/") &&
 	echo "init $init app $app" &&
 	ibcrd_wait_gone $init 100 && ibcrd_wait_gone $app 100 &&
-	t11_wait_for sh -c "! \"$IBCR\" status to >/dev/null 2>&1"
+	ibcrd_wait_for sh -c "! \"$IBCR\" status to >/dev/null 2>&1"
 '
 
 test_done

@@ -10,8 +10,46 @@
 #                               test has failed; idempotent
 #   ibcrd_pid NAME              pid of the running daemon
 #   ibcrd_sock NAME             its socket path
+#   ibcrd_state PID             the state letter of PID (R, S, T, Z...),
+#                               empty once it is gone
 #   ibcrd_alive PID             true while PID runs (not a zombie)
 #   ibcrd_wait_gone PID [TENTHS]
+#
+# For the tests that run programs under "ibcr run" / "ibcr restart":
+#
+#   ibcrd_use_build             export IBCR_INIT and IBCR_LIBIBCR so that
+#                               ibcr and ibcrd use the build tree's
+#   ibcrd_track PID...          remember PIDs; every one still running is
+#                               SIGKILLed and waited for at the end (done
+#                               by ibcrd_kill_tracked, registered here)
+#   ibcrd_wait_for CMD...       until CMD succeeds, polling every 50 ms;
+#                               false after $ibcrd_wait_ticks polls
+#                               (default 400: 20 s)
+#   ibcrd_field JOB KEY         KEY of JOB's (last) task, "ibcr status --json"
+#   ibcrd_task_fields JOB KEY   KEY of every task of JOB, one per line
+#   ibcrd_gens JOB              JOB's committed generations, as "1 2 "
+#   ibcrd_report FILE APP       SIGUSR1 to the pattern program APP (whose
+#                               output is FILE); waits for its next
+#                               "report" line and prints it
+#   ibcrd_free_port N           a TCP port for a test program's own
+#                               exchange, from the test's pid and N,
+#                               checked free here
+#
+# For several hosts (network namespaces of sharness.d/10-netns.sh):
+#
+#   ibcrd_host_start I MSOCK    host I's ibcrd (node nI, peer port 7195,
+#                               MUNGE socket MSOCK, storage $PWD/shared),
+#                               inside host I, state in folder hI/
+#   ibcrd_on I                  prints the command prefix that runs a
+#                               command inside host I
+#   ibcrd_bg NAME RANK SUBCOMMAND [ARG...]
+#                               "ibcr SUBCOMMAND ARG..." in the background
+#                               with softib ($SOFTIB_LIBDIR) as the device,
+#                               prefixed by $IBCRD_ON (e.g. ibcrd_on I);
+#                               output NAME.RANK.out/.err, exit status
+#                               NAME.RANK.rc; tracked
+#   ibcrd_ctl N JOB LOG         N ranks of JOB have their libibcr control
+#                               connection, says ibcrd log LOG
 #
 # Everything lives in the test's trash directory; only the pids started
 # here are ever signalled.
@@ -21,6 +59,7 @@ IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
 RAWMSG=$IBCR_BUILDDIR/t/ibcrd/rawmsg
 MKGEN=$IBCR_BUILDDIR/t/ibcrd/mkgen
 PEERMSG=$IBCR_BUILDDIR/t/ibcrd/peermsg
+PATTERN=$IBCR_BUILDDIR/t/criu/pattern
 export IBCRD IBCR RAWMSG MKGEN PEERMSG
 
 ibcrd_setup() {
@@ -42,9 +81,15 @@ ibcrd_sock() {
 	echo "$PWD/$1/run/ibcrd.sock"
 }
 
+# The state field of /proc/PID/stat, not kill -0: a zombie still
+# answers kill -0, and PID 1 here reaps late.
+ibcrd_state() {
+	test -r "/proc/$1/stat" || return 0
+	sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null
+}
+
 ibcrd_alive() {
-	test -r "/proc/$1/stat" || return 1
-	ibcrd_a_state=$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null)
+	ibcrd_a_state=$(ibcrd_state "$1")
 	test -n "$ibcrd_a_state" && test "$ibcrd_a_state" != Z && test "$ibcrd_a_state" != X
 }
 
@@ -83,20 +128,27 @@ ibcrd_start() {
 	done
 }
 
+# ibcrd_end_launched DIR: SIGTERM the daemon DIR/launch.pid names (SIGKILL
+# when it is still there 5 s later), reap it, forget its pid.
+ibcrd_end_launched() {
+	test -f "$1/launch.pid" || return 0
+	ibcrd_el_pid=$(cat "$1/launch.pid")
+	if ibcrd_alive "$ibcrd_el_pid"; then
+		kill -TERM "$ibcrd_el_pid" 2>/dev/null
+		ibcrd_wait_gone "$ibcrd_el_pid" 50 || kill -KILL "$ibcrd_el_pid" 2>/dev/null
+	fi
+	wait "$ibcrd_el_pid" 2>/dev/null
+	rm -f "$1/launch.pid"
+	return 0
+}
+
 ibcrd_stop() {
 	ibcrd_sp_dir=$PWD/$1
 	test -f "$ibcrd_sp_dir/launch.pid" || return 0
-	ibcrd_sp_pid=$(cat "$ibcrd_sp_dir/launch.pid")
 	if ibcr_failed 2>/dev/null && test -f "$ibcrd_sp_dir/ibcrd.log"; then
 		{ echo "--- ibcrd $1 log:"; cat "$ibcrd_sp_dir/ibcrd.log"; } | ibcr_diag
 	fi
-	if ibcrd_alive "$ibcrd_sp_pid"; then
-		kill -TERM "$ibcrd_sp_pid" 2>/dev/null
-		ibcrd_wait_gone "$ibcrd_sp_pid" 50 || kill -KILL "$ibcrd_sp_pid" 2>/dev/null
-	fi
-	wait "$ibcrd_sp_pid" 2>/dev/null
-	rm -f "$ibcrd_sp_dir/launch.pid"
-	return 0
+	ibcrd_end_launched "$ibcrd_sp_dir"
 }
 
 # ibcrd_stop_service NAME: stop a service-mode ibcrd by its pid file.
@@ -138,20 +190,118 @@ ibcrd_munged_start() {
 }
 
 ibcrd_munged_stop() {
-	ibcrd_mp_dir=$PWD/$1
-	test -f "$ibcrd_mp_dir/launch.pid" || return 0
-	ibcrd_mp_pid=$(cat "$ibcrd_mp_dir/launch.pid")
-	if ibcrd_alive "$ibcrd_mp_pid"; then
-		kill -TERM "$ibcrd_mp_pid" 2>/dev/null
-		ibcrd_wait_gone "$ibcrd_mp_pid" 50 || kill -KILL "$ibcrd_mp_pid" 2>/dev/null
-	fi
-	wait "$ibcrd_mp_pid" 2>/dev/null
-	rm -f "$ibcrd_mp_dir/launch.pid"
-	return 0
+	ibcrd_end_launched "$PWD/$1"
 }
 
 # ibcrd_peer_port NAME: the peer port a running ibcrd reports.
 ibcrd_peer_port() {
 	"$RAWMSG" "$(ibcrd_sock "$1")" '{"version":1,"type":"status"}' |
 		sed -n 's/.*"peer_port":\([0-9]*\).*/\1/p'
+}
+
+# --- programs under "ibcr run" / "ibcr restart" ---------------------------
+
+ibcrd_use_build() {
+	IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
+	IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+	export IBCR_INIT IBCR_LIBIBCR
+}
+
+# Every process a test started (ibcr run, restart, the tasks they hold):
+# killed by pid at the end, never by name.
+ibcrd_tracked=
+ibcrd_track() {
+	ibcrd_tracked="$ibcrd_tracked $*"
+}
+
+ibcrd_kill_tracked() {
+	for ibcrd_kt_p in $ibcrd_tracked; do
+		ibcrd_alive "$ibcrd_kt_p" && kill -9 "$ibcrd_kt_p" 2>/dev/null
+	done
+	for ibcrd_kt_p in $ibcrd_tracked; do
+		ibcrd_wait_gone "$ibcrd_kt_p" 50
+	done
+	ibcrd_tracked=
+	return 0
+}
+ibcr_atexit ibcrd_kill_tracked
+
+ibcrd_wait_ticks=400
+ibcrd_wait_for() {
+	ibcrd_wf_i=0
+	until "$@"; do
+		ibcrd_wf_i=$((ibcrd_wf_i + 1))
+		test $ibcrd_wf_i -lt "$ibcrd_wait_ticks" || return 1
+		sleep 0.05
+	done
+}
+
+# The status reply names the daemon before the tasks: look after "tasks".
+ibcrd_field() {
+	"$IBCR" status "$1" --json 2>/dev/null | sed "s/.*\"tasks\"://" |
+		sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
+}
+
+ibcrd_task_fields() {
+	"$IBCR" status "$1" --json | sed "s/.*\"tasks\"://" | grep -o "\"$2\":[0-9]*" |
+		sed "s/.*://"
+}
+
+ibcrd_gens() {
+	"$IBCR" list "$1" --json | grep -o "\"generation\":[0-9]*" | sed "s/.*://" | tr "\n" " "
+}
+
+ibcrd_report() {
+	ibcrd_rp_n=$(grep -c "^report " "$1")
+	kill -USR1 "$2" || return 1
+	ibcrd_rp_i=0
+	until test "$(grep -c "^report " "$1")" -gt "$ibcrd_rp_n"; do
+		ibcrd_rp_i=$((ibcrd_rp_i + 1))
+		test $ibcrd_rp_i -lt 400 || return 1
+		sleep 0.05
+	done
+	tail -n 1 "$1"
+}
+
+ibcrd_free_port() {
+	# Below the ephemeral range (32768-) and softib's endpoints (24576-):
+	# the port is checked free here, but may be used inside a namespace
+	# host.  Skips ports something (another test) listens on or holds.
+	ibcrd_fp_p=$(( 12000 + ($$ * 13 + ${1:-0} * 101) % 12000 ))
+	while ss -Htan "( sport = :$ibcrd_fp_p )" | grep -q .; do
+		ibcrd_fp_p=$((ibcrd_fp_p + 1))
+	done
+	echo $ibcrd_fp_p
+}
+
+# --- several hosts ---------------------------------------------------------
+
+ibcrd_host_start() {
+	ibcrd_setup h$1 "node = n$1" "peer_port = 7195" "munge_socket = $2" \
+		"criu = $IBCR_CRIU" "storage = $PWD/shared" &&
+	sed -i "/^storage = .*h$1\/storage$/d" h$1/ibcrd.conf &&
+	{ netns_exec $1 "$IBCRD" -F -c "$PWD/h$1/ibcrd.conf" -v 2>>h$1/ibcrd.log & } &&
+	echo $! >h$1/launch.pid &&
+	ibcr_atexit ibcrd_stop h$1 &&
+	ibcrd_wait_for test -S h$1/run/ibcrd.sock
+}
+
+ibcrd_on() {
+	echo "nsenter --net=/run/netns/$(netns_name $1)"
+}
+
+# The whole task then lives in $IBCRD_ON's namespace, as CRIU and that
+# host's ibcrd do.
+IBCRD_ON=
+ibcrd_bg() {
+	ibcrd_bg_n=$1 ibcrd_bg_r=$2
+	shift 2
+	{ ( $IBCRD_ON env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" "$IBCR" "$@" \
+		>$ibcrd_bg_n.$ibcrd_bg_r.out 2>$ibcrd_bg_n.$ibcrd_bg_r.err
+	    echo $? >$ibcrd_bg_n.$ibcrd_bg_r.rc ) & } &&
+	ibcrd_track $!
+}
+
+ibcrd_ctl() {
+	test "$(grep -c "job $2 step 0: rank [0-9]* pid [0-9]*: libibcr control connection$" "$3")" -ge "$1"
 }
