@@ -13,31 +13,19 @@ under two different paths, alternating).'
 ibcr_require ROOT NETNS IBVUTILS
 ibcr_softib_require
 
-# wait_for SECONDS CMD...: poll CMD every 10 ms; false after SECONDS.
-wait_for() {
-	wf_n=$(($1 * 100))
-	shift
-	while ! "$@"; do
-		wf_n=$((wf_n - 1))
-		test $wf_n -gt 0 || return 1
-		sleep 0.01
-	done
+# drive READY GO-CYCLE NAME GO-ON: once the workload created READY, let
+# coordinator NAME run its cycle (GO-CYCLE); once the cycle is over, let
+# the workload go on (GO-ON).
+drive() {
+	ibcr_wait_for 30 test -e "$1" && touch "$2" &&
+	ibcr_wait_for 30 coord_over "$3" && touch "$4"
 }
 
-cycles_over() {
-	grep -q "^cycles done" rnr.coord.out
-}
-
-# The cycle starts once the SEND is stuck (rnr creates "stuck"); the
-# receive is posted once the cycle is over (the test creates "go-recv").
-rnr_drive() {
-	wait_for 30 test -e stuck && touch go-cycle &&
-	wait_for 30 cycles_over && touch go-recv
-}
-
+# rnr creates "stuck" once its SEND is stuck; it posts the receive once the
+# test creates "go-recv".
 test_expect_success 'a SEND stuck in RNR at checkpoint is delivered once after rebuild' '
 	coord_start rnr 1 -c 1 -w 0:0 -g go-cycle || return 1
-	{ rnr_drive & }
+	{ drive stuck go-cycle rnr go-recv & }
 	helper=$!
 	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) IBCR_DEBUG=1 \
 		timeout 60 "$IBCR_BUILDDIR"/t/ibcr/rnr stuck go-recv >rnr.out 2>rnr.err
@@ -52,18 +40,9 @@ test_expect_success 'a SEND stuck in RNR at checkpoint is delivered once after r
 	! grep "^not ok" rnr.out
 '
 
-async_over() {
-	grep -q "^cycles done" async.coord.out
-}
-
-async_drive() {
-	wait_for 30 test -e armed && touch go-acycle &&
-	wait_for 30 async_over && touch go-async
-}
-
 test_expect_success 'an SRQ limit armed before a checkpoint raises its async event after it' '
 	coord_start async 1 -c 1 -w 0:0 -g go-acycle || return 1
-	{ async_drive & }
+	{ drive armed go-acycle async go-async & }
 	helper=$!
 	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) \
 		timeout 60 "$IBCR_BUILDDIR"/t/ibcr/async armed go-async >async.out 2>async.err

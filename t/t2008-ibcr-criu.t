@@ -13,22 +13,8 @@ coordinator is declared external, as ibcrd does.'
 ibcr_require ROOT CRIU
 ibcr_softib_require
 
-wait_for() {
-	wf_n=$(($1 * 100))
-	shift
-	while ! "$@"; do
-		wf_n=$((wf_n - 1))
-		test $wf_n -gt 0 || return 1
-		sleep 0.01
-	done
-}
-
 released() {
 	grep -q "^released 0 " dump.coord.out
-}
-
-cycles_over() {
-	grep -q "^cycles done" dump.coord.out
 }
 
 # ctl_inode PID: the inode of the process's unix socket to the coordinator.
@@ -50,8 +36,8 @@ ctl_inode() {
 }
 
 dump_drive() {
-	wait_for 30 test -e stuck && touch go-cycle &&
-	wait_for 30 released &&
+	ibcr_wait_for 30 test -e stuck && touch go-cycle &&
+	ibcr_wait_for 30 released &&
 	pid=$(sed -n "s/^hello rank 0 pid //p" dump.coord.out) &&
 	ino=$(ctl_inode $pid) &&
 	ls -l /proc/$pid/fd >fds.at-dump &&
@@ -59,7 +45,7 @@ dump_drive() {
 	"$IBCR_CRIU" dump -t $pid -D img -o dump.log --leave-running --shell-job \
 		--external "unix[$ino]" && echo dumped >dump.ok
 	touch go-rebuild &&
-	wait_for 30 cycles_over && touch go-recv
+	ibcr_wait_for 30 coord_over dump && touch go-recv
 }
 
 test_expect_success 'dump between release and rebuild, then the stuck SEND arrives once' '

@@ -16,7 +16,11 @@
 #                        output NAME.coord.{out,err}; waits for the socket.
 #   coord_wait           wait for it; its exit status.
 #   coord_cycles NAME    print how many cycles it completed.
+#   coord_over NAME      true once it printed its "cycles done" line.
 #   coord_cycles_are NAME N   true when it completed N (else says so).
+#   ibcr_wait_for SECONDS CMD...
+#                        poll CMD every 10 ms until it succeeds; false
+#                        after SECONDS.
 #   ibcr_env RANK        print the environment words that put a process
 #                        under libibcr with rank RANK talking to the
 #                        coordinator of the current NAME (for VW_*_ENV).
@@ -130,6 +134,20 @@ coord_wait() {
 
 coord_cycles() {
 	sed -n 's/^cycles done: \([0-9]*\)$/\1/p' "$1".coord.out
+}
+
+coord_over() {
+	grep -q "^cycles done" "$1".coord.out
+}
+
+ibcr_wait_for() {
+	ibcr_wf_n=$(($1 * 100))
+	shift
+	while ! "$@"; do
+		ibcr_wf_n=$((ibcr_wf_n - 1))
+		test $ibcr_wf_n -gt 0 || return 1
+		sleep 0.01
+	done
 }
 
 # coord_cycles_are NAME N: the coordinator of NAME completed N cycles
