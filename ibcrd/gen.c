@@ -22,6 +22,29 @@
 
 #define DRAIN_MAX_ROUNDS 100000
 
+/* One request to member node m (its daemon's peer port or its generation
+ * worker's); the reply in *rep.  A refusal counts as a failure: -1 with
+ * g->err naming the node and phase. */
+static int member_ask (struct gen *g, struct gen_member *m, int port, const char *phase,
+                       json_object *body, uint64_t timeout_ms, json_object **rep)
+{
+    char err[1024], why[1200];
+    int rc = peer_request (g->pa, m->host, port, m->node, body, (int)timeout_ms, rep, err,
+                           sizeof (err));
+
+    if (rc == 0 && !strcmp (proto_type (*rep), "error")) {
+        snprintf (err, sizeof (err), "%s", proto_get_str (*rep, "message", "?"));
+        rc = -1;
+    }
+    if (rc < 0) {
+        json_object_put (*rep);
+        *rep = NULL;
+        snprintf (why, sizeof (why), "node %s: %s", m->node, err);
+        return gen_fail (g, phase, why);
+    }
+    return 0;
+}
+
 /* One phase on every member node; replies[i] (if not NULL) gets member
  * i's reply.  -1 with g->err naming the node on the first failure. */
 static int remote_all (struct gen *g, const char *phase, json_object *extra,
@@ -30,7 +53,6 @@ static int remote_all (struct gen *g, const char *phase, json_object *extra,
     for (int i = 0; i < g->nmembers; i++) {
         struct gen_member *m = &g->members[i];
         json_object *body = proto_new ("gen-phase"), *rep = NULL;
-        char err[1024], why[1200];
 
         proto_set_str (body, "job", g->job);
         proto_set_int (body, "gen", g->gen);
@@ -39,18 +61,10 @@ static int remote_all (struct gen *g, const char *phase, json_object *extra,
             json_object_object_foreach (extra, key, val)
                 json_object_object_add (body, key, json_object_get (val));
         }
-        int rc = peer_request (g->pa, m->host, m->wport, m->node, body, (int)timeout_ms, &rep,
-                               err, sizeof (err));
+        int rc = member_ask (g, m, m->wport, phase, body, timeout_ms, &rep);
         json_object_put (body);
-        if (rc == 0 && !strcmp (proto_type (rep), "error")) {
-            snprintf (err, sizeof (err), "%s", proto_get_str (rep, "message", "?"));
-            rc = -1;
-        }
-        if (rc < 0) {
-            json_object_put (rep);
-            snprintf (why, sizeof (why), "node %s: %s", m->node, err);
-            return gen_fail (g, phase, why);
-        }
+        if (rc < 0)
+            return -1;
         if (replies)
             replies[i] = rep;
         else
@@ -81,25 +95,16 @@ static int gen_begin (struct gen *g)
     for (int i = 0; i < g->nmembers; i++) {
         struct gen_member *m = &g->members[i];
         json_object *body = proto_new ("gen-begin"), *rep = NULL, *t;
-        char err[1024], why[1200];
 
         proto_set_str (body, "job", g->job);
         proto_set_int (body, "gen", g->gen);
         proto_set_str (body, "trigger", g->trigger);
         proto_set_bool (body, "restored", g->kind == GEN_RESTORED);
         proto_set_bool (body, "leave_running", g->leave_running);
-        int rc = peer_request (g->pa, m->host, m->port, m->node, body,
-                               (int)g->conf->timeout_request, &rep, err, sizeof (err));
+        int rc = member_ask (g, m, m->port, "begin", body, g->conf->timeout_request, &rep);
         json_object_put (body);
-        if (rc == 0 && !strcmp (proto_type (rep), "error")) {
-            snprintf (err, sizeof (err), "%s", proto_get_str (rep, "message", "?"));
-            rc = -1;
-        }
-        if (rc < 0) {
-            json_object_put (rep);
-            snprintf (why, sizeof (why), "node %s: %s", m->node, err);
-            return gen_fail (g, "begin", why);
-        }
+        if (rc < 0)
+            return -1;
         m->wport = (int)proto_get_int (rep, "port", 0);
         if (json_object_object_get_ex (rep, "tasks", &t))
             m->tasks = json_object_get (t);
@@ -108,16 +113,23 @@ static int gen_begin (struct gen *g)
     return 0;
 }
 
-static int gen_quiesce (struct gen *g)
+/* A phase that asks every process for one thing and gathers nothing: this
+ * node's tasks (local), then every member node; its duration into *took. */
+static int gen_step (struct gen *g, const char *phase, int (*local) (struct gen *),
+                     uint64_t timeout_ms, double *took)
 {
     double t0 = gen_now_ms ();
 
-    gen_progress (g, "quiesce", 0, 0, 1);
-
-    if (genl_quiesce (g) < 0 || remote_all (g, "quiesce", NULL, NULL, g->conf->timeout_quiesce))
+    gen_progress (g, phase, 0, 0, 1);
+    if (local (g) < 0 || remote_all (g, phase, NULL, NULL, timeout_ms) < 0)
         return -1;
-    g->t_quiesce = gen_now_ms () - t0;
+    *took = gen_now_ms () - t0;
     return 0;
+}
+
+static int gen_quiesce (struct gen *g)
+{
+    return gen_step (g, "quiesce", genl_quiesce, g->conf->timeout_quiesce, &g->t_quiesce);
 }
 
 /* Rounds of reports from every process until every connection of the job
@@ -170,27 +182,18 @@ static int gen_drain (struct gen *g)
 
 static int gen_release (struct gen *g)
 {
-    double t0 = gen_now_ms ();
+    return gen_step (g, "release", genl_release, g->conf->timeout_quiesce, &g->t_release);
+}
 
-    gen_progress (g, "release", 0, 0, 1);
-
-    if (genl_release (g) < 0 || remote_all (g, "release", NULL, NULL, g->conf->timeout_quiesce))
-        return -1;
-    g->t_release = gen_now_ms () - t0;
-    return 0;
+/* This node's dump counts only if the ibcrd that asked for it outlived it. */
+static int gen_dump_here (struct gen *g)
+{
+    return genl_dump (g) < 0 || gen_daemon_gone (g, "dump") ? -1 : 0;
 }
 
 static int gen_dump (struct gen *g)
 {
-    double t0 = gen_now_ms ();
-
-    gen_progress (g, "dump", 0, 0, 1);
-
-    if (genl_dump (g) < 0 || gen_daemon_gone (g, "dump")
-        || remote_all (g, "dump", NULL, NULL, g->conf->timeout_dump) < 0)
-        return -1;
-    g->t_dump = gen_now_ms () - t0;
-    return 0;
+    return gen_step (g, "dump", gen_dump_here, g->conf->timeout_dump, &g->t_dump);
 }
 
 /* Rebuild: ids of every process gathered, handed to every process. */
@@ -219,14 +222,7 @@ static int gen_rebuild (struct gen *g)
 
 static int gen_resume (struct gen *g)
 {
-    double t0 = gen_now_ms ();
-
-    gen_progress (g, "resume", 0, 0, 1);
-
-    if (genl_resume (g) < 0 || remote_all (g, "resume", NULL, NULL, g->conf->timeout_quiesce))
-        return -1;
-    g->t_resume = gen_now_ms () - t0;
-    return 0;
+    return gen_step (g, "resume", genl_resume, g->conf->timeout_quiesce, &g->t_resume);
 }
 
 static json_object *manifest_meta (struct gen *g, json_object *tasks)
