@@ -14,58 +14,26 @@
  */
 #include "config.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include "selfqp.h"
 #include "tap.h"
-
-static int connect_qp (struct ibv_qp *qp, uint16_t lid, uint32_t dqpn)
-{
-    struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
-    if (ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                       | IBV_QP_ACCESS_FLAGS))
-        return -1;
-    memset (&a, 0, sizeof (a));
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = dqpn;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.dlid = lid;
-    a.ah_attr.port_num = 1;
-    if (ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN
-                       | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-        return -1;
-    memset (&a, 0, sizeof (a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    return ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
-                          | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-}
 
 int main (int argc, char **argv)
 {
     static char buf[8 * 64];
     struct ibv_port_attr pa;
-    int n;
 
     if (argc != 3) {
         fprintf (stderr, "usage: async ARMED_FILE GO_FILE\n");
         return 2;
     }
     plan (6);
-    struct ibv_device **l = ibv_get_device_list (&n);
-    if (!l || n < 1)
-        BAIL_OUT ("no verbs device (is softib on LD_LIBRARY_PATH?)");
-    struct ibv_context *ctx = ibv_open_device (l[0]);
-    if (!ctx || ibv_query_port (ctx, 1, &pa))
-        BAIL_OUT ("open/query the device: %s", strerror (errno));
+    struct ibv_device **l;
+    struct ibv_context *ctx = selfqp_open (&l, &pa);
     struct ibv_pd *pd = ibv_alloc_pd (ctx);
     struct ibv_mr *mr = pd ? ibv_reg_mr (pd, buf, sizeof (buf), IBV_ACCESS_LOCAL_WRITE) : NULL;
     struct ibv_cq *cq = ibv_create_cq (ctx, 32, NULL, NULL, 0);
@@ -80,7 +48,8 @@ int main (int argc, char **argv)
     struct ibv_qp *a = ibv_create_qp (pd, &ia);
     ia.srq = srq;
     struct ibv_qp *b = ibv_create_qp (pd, &ia);
-    if (!a || !b || connect_qp (a, pa.lid, b->qp_num) || connect_qp (b, pa.lid, a->qp_num))
+    if (!a || !b || selfqp_connect (a, pa.lid, b->qp_num, 0)
+        || selfqp_connect (b, pa.lid, a->qp_num, 0))
         BAIL_OUT ("QPs: %s", strerror (errno));
     for (int i = 0; i < 4; i++) {
         struct ibv_sge sg = { .addr = (uintptr_t)(buf + 64 * (i + 4)), .length = 64,
@@ -92,14 +61,7 @@ int main (int argc, char **argv)
     struct ibv_srq_attr lim = { .srq_limit = 2 };
     ok (ibv_modify_srq (srq, &lim, IBV_SRQ_LIMIT) == 0, "SRQ limit armed at 2 with 4 receives");
 
-    int fd = open (argv[1], O_CREAT | O_WRONLY, 0644);
-    if (fd >= 0)
-        close (fd);
-    for (int i = 0; access (argv[2], F_OK) != 0; i++) {
-        if (i > 30000)
-            BAIL_OUT ("no %s after 60 s", argv[2]);
-        usleep (2000);
-    }
+    selfqp_handshake (argv[1], argv[2]);
 
     for (int i = 0; i < 3; i++) {
         struct ibv_sge sg = { .addr = (uintptr_t)(buf + 64 * i), .length = 64, .lkey = mr->lkey };

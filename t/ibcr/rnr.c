@@ -13,7 +13,6 @@
  */
 #include "config.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include "selfqp.h"
 #include "tap.h"
 
 #define MSG 256
@@ -30,36 +30,6 @@ static double now (void)
     struct timespec ts;
     clock_gettime (CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int connect_qp (struct ibv_qp *qp, uint16_t lid, uint32_t dqpn)
-{
-    struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-                             .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-    if (ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                       | IBV_QP_ACCESS_FLAGS))
-        return -1;
-    memset (&a, 0, sizeof (a));
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = dqpn;
-    a.rq_psn = 0;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.dlid = lid;
-    a.ah_attr.port_num = 1;
-    if (ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN
-                       | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-        return -1;
-    memset (&a, 0, sizeof (a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;            /* retry for ever: the SEND waits in RNR */
-    a.sq_psn = 0;
-    a.max_rd_atomic = 1;
-    return ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
-                          | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 /* Poll cq for up to 'secs'; count completions per QP; stop early once
@@ -92,7 +62,6 @@ static int poll_for (struct ibv_cq *cq, double secs, int want, struct ibv_wc *la
 int main (int argc, char **argv)
 {
     struct ibv_device **l;
-    struct ibv_context *ctx;
     struct ibv_port_attr pa;
     struct ibv_wc wc;
     static unsigned char sbuf[MSG], rbuf[2 * MSG];
@@ -103,12 +72,7 @@ int main (int argc, char **argv)
         return 2;
     }
     plan (8);
-    l = ibv_get_device_list (&n);
-    if (!l || n < 1)
-        BAIL_OUT ("no verbs device (is softib on LD_LIBRARY_PATH?)");
-    ctx = ibv_open_device (l[0]);
-    if (!ctx || ibv_query_port (ctx, 1, &pa))
-        BAIL_OUT ("open/query the device: %s", strerror (errno));
+    struct ibv_context *ctx = selfqp_open (&l, &pa);
     struct ibv_pd *pd = ibv_alloc_pd (ctx);
     struct ibv_mr *smr = pd ? ibv_reg_mr (pd, sbuf, sizeof (sbuf), 0) : NULL;
     struct ibv_mr *rmr = pd ? ibv_reg_mr (pd, rbuf, sizeof (rbuf),
@@ -125,7 +89,8 @@ int main (int argc, char **argv)
     ia.send_cq = rcq;
     ia.recv_cq = rcq;
     struct ibv_qp *b = ibv_create_qp (pd, &ia);
-    if (!a || !b || connect_qp (a, pa.lid, b->qp_num) || connect_qp (b, pa.lid, a->qp_num))
+    if (!a || !b || selfqp_connect (a, pa.lid, b->qp_num, IBV_ACCESS_REMOTE_WRITE)
+        || selfqp_connect (b, pa.lid, a->qp_num, IBV_ACCESS_REMOTE_WRITE))
         BAIL_OUT ("QPs: %s", strerror (errno));
     uint32_t qa = a->qp_num, qb = b->qp_num;
 
@@ -137,15 +102,7 @@ int main (int argc, char **argv)
     ok (ibv_post_send (a, &swr, &bs) == 0, "A posts a SEND while B has no receive");
     ok (poll_for (scq, 0.3, 1, &wc, &bad) == 0, "it stays in RNR: no completion in 300 ms");
 
-    int fd = open (argv[1], O_CREAT | O_WRONLY, 0644);
-    if (fd >= 0)
-        close (fd);
-    /* The checkpoint cycle happens now, while this thread sleeps. */
-    for (int i = 0; access (argv[2], F_OK) != 0; i++) {
-        if (i > 30000)
-            BAIL_OUT ("no %s after 60 s", argv[2]);
-        usleep (2000);
-    }
+    selfqp_handshake (argv[1], argv[2]);
 
     memset (rbuf, 0, sizeof (rbuf));
     struct ibv_sge rsg = { .addr = (uintptr_t)rbuf, .length = MSG, .lkey = rmr->lkey };
