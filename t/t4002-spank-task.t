@@ -136,9 +136,10 @@ test_expect_success IBCRD 'exit codes reach srun as without ibcr' '
 
 test_expect_success IBCRD 'a death by signal reaches srun as without ibcr' '
 	for sig in USR1 TERM INT; do
-		srun -N1 sh -c "kill -$sig \$\$" 2>plain.err
+		# one node for both: srun names it in its message
+		srun -N1 -w n1 sh -c "kill -$sig \$\$" 2>plain.err
 		plain=$?
-		srun -N1 --checkpoint-ib sh -c "kill -$sig \$\$" 2>ours.err
+		srun -N1 -w n1 --checkpoint-ib sh -c "kill -$sig \$\$" 2>ours.err
 		ours=$?
 		echo "SIG$sig: plain $plain, ibcr $ours"
 		# srun adds "Force Terminated StepId=..." for SIGTERM or not,
@@ -235,7 +236,7 @@ test_expect_success IBCRD 'scancel -s USR1 reaches the application exactly once'
 '
 
 test_expect_success IBCRD 'scancel ends the job: the application gets SIGTERM, nothing is left' '
-	jobid=$(sbatch --parsable -N1 -o s2.out --wrap "srun -N1 --checkpoint-ib ./sigapp.sh s2") &&
+	jobid=$(sbatch --parsable -N1 -w n1 -o s2.out --wrap "srun -N1 --checkpoint-ib ./sigapp.sh s2") &&
 	wait_for s2.ready &&
 	scancel "$jobid" &&
 	slurm_wait_job "$jobid" CANCELLED 30 &&
@@ -243,6 +244,13 @@ test_expect_success IBCRD 'scancel ends the job: the application gets SIGTERM, n
 	cat s2.log &&
 	echo term >expect &&
 	test_cmp expect s2.log &&
+	# on_cancel = nothing (the default): the SIGTERM was held while
+	# ibcrd asked Slurm why, then let through without a checkpoint
+	log="$run/ibcrd/n1/ibcrd.log" &&
+	grep "job $jobid rank 0: SIGTERM held" "$log" &&
+	grep "job $jobid rank 0: SIGTERM goes to the task" "$log" &&
+	! grep "job $jobid: cancel: final checkpoint" "$log" &&
+	! grep "job $jobid gen [0-9]*: committed" "$log" &&
 	sleep 1 &&
 	# Only processes of this cluster: other tests may run at the same time.
 	! grep -l -e ":$IBCR_CGROUP_PREFIX/" /proc/[0-9]*/cgroup 2>/dev/null
