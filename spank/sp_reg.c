@@ -84,46 +84,79 @@ error:
     return -1;
 }
 
-/* One request and its reply.  0 with *reply of type "ok", or -1 with a
+/* A request whose fields could not all be set: dropped, NULL. */
+static json_object *req_drop (json_object *req)
+{
+    json_object_put (req);
+    return NULL;
+}
+
+/* One request and its reply; req is consumed (NULL: it could not be built,
+ * "out of memory").  0 when the reply is of type "ok", or -1 with a
  * message in err (the daemon's own for an "error" reply). */
 static int exchange (int fd, json_object *req, long deadline, const char *what,
                      char *err, size_t errlen)
 {
     json_object *reply = NULL;
     const char *type;
+    int rc = -1;
 
+    if (!req) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
     if (proto_send (fd, req) < 0) {
         snprintf (err, errlen, "cannot send the %s request: %s", what,
                   errno == EAGAIN ? "timed out" : strerror (errno));
-        return -1;
+        goto out;
     }
     if (proto_recv_timeout (fd, 0, left_ms (deadline), &reply) < 0) {
         snprintf (err, errlen, "no answer to the %s request: %s", what,
                   errno == ETIMEDOUT ? "timed out" : strerror (errno));
-        return -1;
+        goto out;
     }
     if (!reply) {
         snprintf (err, errlen, "no answer to the %s request: ibcrd closed the "
                   "connection (see its log)", what);
-        return -1;
+        goto out;
     }
     type = proto_type (reply);
     if (!type || strcmp (type, "ok") != 0) {
         snprintf (err, errlen, "ibcrd refused the %s request: %s", what,
                   proto_get_str (reply, "message", "(no message)"));
-        json_object_put (reply);
+        goto out;
+    }
+    rc = 0;
+out:
+    json_object_put (reply);
+    json_object_put (req);
+    return rc;
+}
+
+/* exchange() on fd, a connection to path that the caller opened for this
+ * request alone: on failure err names path and fd is closed.  fd, or -1. */
+static int exchange_or_close (int fd, const char *path, json_object *req, long deadline,
+                              const char *what, char *err, size_t errlen)
+{
+    char why[512];
+
+    if (!req) {
+        snprintf (err, errlen, "out of memory");
+        (void)close (fd);
         return -1;
     }
-    json_object_put (reply);
-    return 0;
+    if (exchange (fd, req, deadline, what, why, sizeof (why)) < 0) {
+        snprintf (err, errlen, "ibcrd at %s: %s", path, why);
+        (void)close (fd);
+        return -1;
+    }
+    return fd;
 }
 
 int sp_reg_open (const char *path, int timeout_ms, char *err, size_t errlen)
 {
     long deadline = now_ms () + timeout_ms;
-    json_object *req;
-    char why[512];
-    int fd, rc;
+    int fd;
 
     if ((fd = connect_deadline (path, deadline)) < 0) {
         int e = errno;
@@ -133,52 +166,33 @@ int sp_reg_open (const char *path, int timeout_ms, char *err, size_t errlen)
                   : "");
         return -1;
     }
-    if (!(req = proto_new ("ping"))) {
-        snprintf (err, errlen, "out of memory");
-        (void)close (fd);
-        return -1;
-    }
-    rc = exchange (fd, req, deadline, "ping", why, sizeof (why));
-    json_object_put (req);
-    if (rc < 0) {
-        snprintf (err, errlen, "ibcrd at %s: %s", path, why);
-        (void)close (fd);
-        return -1;
-    }
-    return fd;
+    return exchange_or_close (fd, path, proto_new ("ping"), deadline, "ping", err, errlen);
 }
 
 int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t app_pid,
                      int timeout_ms, char *err, size_t errlen)
 {
     long deadline = now_ms () + timeout_ms;
-    json_object *req;
-    int rc;
+    json_object *req = proto_new ("register");
 
-    if (!(req = proto_new ("register"))
-        || proto_set_str (req, "job", id->job) < 0
-        || proto_set_str (req, "step", id->step) < 0
-        || proto_set_int (req, "rank", id->rank) < 0
-        || proto_set_int (req, "local_task", id->local) < 0
-        || proto_set_int (req, "ntasks", id->ntasks) < 0
-        || proto_set_str (req, "node", id->node) < 0
-        || proto_set_int (req, "uid", id->uid) < 0
-        /* The pid ibcrd checkpoints is the namespace's init; inside its
-         * namespace it is 1, and the application is its child. */
-        || proto_set_int (req, "pid", init_pid) < 0
-        || proto_set_int (req, "ns_pid", 1) < 0
-        || proto_set_int (req, "app_pid", app_pid) < 0
-        || proto_set_int (req, "interval_ms", (int64_t)id->interval_ms) < 0
-        || proto_set_str (req, "source", "spank") < 0
-        || (id->leader[0] && proto_set_str (req, "leader", id->leader) < 0)
-        || (id->restored && proto_set_bool (req, "restored", 1) < 0)) {
-        json_object_put (req);
-        snprintf (err, errlen, "out of memory");
-        return -1;
-    }
-    rc = exchange (fd, req, deadline, "register", err, errlen);
-    json_object_put (req);
-    return rc;
+    if (req && (proto_set_str (req, "job", id->job) < 0
+                || proto_set_str (req, "step", id->step) < 0
+                || proto_set_int (req, "rank", id->rank) < 0
+                || proto_set_int (req, "local_task", id->local) < 0
+                || proto_set_int (req, "ntasks", id->ntasks) < 0
+                || proto_set_str (req, "node", id->node) < 0
+                || proto_set_int (req, "uid", id->uid) < 0
+                /* The pid ibcrd checkpoints is the namespace's init; inside
+                 * its namespace it is 1, and the application is its child. */
+                || proto_set_int (req, "pid", init_pid) < 0
+                || proto_set_int (req, "ns_pid", 1) < 0
+                || proto_set_int (req, "app_pid", app_pid) < 0
+                || proto_set_int (req, "interval_ms", (int64_t)id->interval_ms) < 0
+                || proto_set_str (req, "source", "spank") < 0
+                || (id->leader[0] && proto_set_str (req, "leader", id->leader) < 0)
+                || (id->restored && proto_set_bool (req, "restored", 1) < 0)))
+        req = req_drop (req);
+    return exchange (fd, req, deadline, "register", err, errlen);
 }
 
 int sp_reg_term (int fd, const struct sp_task_id *id, int wait_ms, char *err, size_t errlen)
@@ -186,21 +200,14 @@ int sp_reg_term (int fd, const struct sp_task_id *id, int wait_ms, char *err, si
     /* ibcrd answers at wait_ms at the latest; a little more for the
      * answer to arrive, then give up on it. */
     long deadline = now_ms () + wait_ms + 2000;
-    json_object *req;
-    int rc;
+    json_object *req = proto_new ("term");
 
-    if (!(req = proto_new ("term"))
-        || proto_set_str (req, "job", id->job) < 0
-        || proto_set_str (req, "step", id->step) < 0
-        || proto_set_int (req, "rank", id->rank) < 0
-        || proto_set_int (req, "wait_ms", wait_ms) < 0) {
-        json_object_put (req);
-        snprintf (err, errlen, "out of memory");
-        return -1;
-    }
-    rc = exchange (fd, req, deadline, "term", err, errlen);
-    json_object_put (req);
-    return rc;
+    if (req && (proto_set_str (req, "job", id->job) < 0
+                || proto_set_str (req, "step", id->step) < 0
+                || proto_set_int (req, "rank", id->rank) < 0
+                || proto_set_int (req, "wait_ms", wait_ms) < 0))
+        req = req_drop (req);
+    return exchange (fd, req, deadline, "term", err, errlen);
 }
 
 int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeout_ms,
@@ -208,41 +215,24 @@ int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeou
 {
     long deadline = now_ms () + timeout_ms;
     json_object *req;
-    char why[512];
-    int fd, rc;
+    int fd;
 
     if ((fd = sp_reg_open (path, timeout_ms, err, errlen)) < 0)
         return -1;
-    if (!(req = proto_new ("ctl-attach")) || proto_set_str (req, "job", id->job) < 0
-        || proto_set_int (req, "rank", id->rank) < 0) {
-        json_object_put (req);
-        snprintf (err, errlen, "out of memory");
-        (void)close (fd);
-        return -1;
-    }
-    rc = exchange (fd, req, deadline, "ctl-attach", why, sizeof (why));
-    json_object_put (req);
-    if (rc < 0) {
-        snprintf (err, errlen, "ibcrd at %s: %s", path, why);
-        (void)close (fd);
-        return -1;
-    }
-    return fd;
+    req = proto_new ("ctl-attach");
+    if (req && (proto_set_str (req, "job", id->job) < 0
+                || proto_set_int (req, "rank", id->rank) < 0))
+        req = req_drop (req);
+    return exchange_or_close (fd, path, req, deadline, "ctl-attach", err, errlen);
 }
 
 int sp_reg_resume (int fd, const struct sp_task_id *id, int timeout_ms, char *err,
                    size_t errlen)
 {
     long deadline = now_ms () + timeout_ms;
-    json_object *req;
-    int rc;
+    json_object *req = proto_new ("resume-restored");
 
-    if (!(req = proto_new ("resume-restored")) || proto_set_str (req, "job", id->job) < 0) {
-        json_object_put (req);
-        snprintf (err, errlen, "out of memory");
-        return -1;
-    }
-    rc = exchange (fd, req, deadline, "resume-restored", err, errlen);
-    json_object_put (req);
-    return rc;
+    if (req && proto_set_str (req, "job", id->job) < 0)
+        req = req_drop (req);
+    return exchange (fd, req, deadline, "resume-restored", err, errlen);
 }
