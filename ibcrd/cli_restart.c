@@ -11,7 +11,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "imgcopy.h"
 #include "common/criu.h"
 #include "common/manifest.h"
 #include "common/proto.h"
@@ -143,35 +143,25 @@ static void continue_tree (pid_t pid, int depth)
     fclose (f);
 }
 
-/* Bytes of the image files in dir (one level), what CRIU reads back. */
-static uint64_t dir_bytes (const char *dir)
-{
-    DIR *d = opendir (dir);
-    struct dirent *e;
-    uint64_t n = 0;
-
-    if (!d)
-        return 0;
-    while ((e = readdir (d))) {
-        struct stat sb;
-        if (fstatat (dirfd (d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG (sb.st_mode))
-            n += (uint64_t)sb.st_size;
-    }
-    closedir (d);
-    return n;
-}
-
-static json_object *task_of (json_object *m, int rank)
+/* Generation gen of job (manifest m): the task entry of rank, the
+ * generation's folder into dir and that task's image folder into imgdir.
+ * NULL, said, when the generation has no such rank. */
+static json_object *gen_task (struct cli *c, const char *job, int gen, json_object *m, int rank,
+                              char *dir, size_t dlen, char *imgdir, size_t ilen)
 {
     json_object *tasks;
 
-    if (!json_object_object_get_ex (m, "tasks", &tasks))
-        return NULL;
-    for (size_t i = 0; i < json_object_array_length (tasks); i++) {
-        json_object *t = json_object_array_get_idx (tasks, i);
-        if (proto_get_int (t, "rank", -1) == rank)
-            return t;
+    if (json_object_object_get_ex (m, "tasks", &tasks)) {
+        for (size_t i = 0; i < json_object_array_length (tasks); i++) {
+            json_object *t = json_object_array_get_idx (tasks, i);
+            if (proto_get_int (t, "rank", -1) == rank) {
+                store_gen_path (&c->st, job, gen, dir, dlen);
+                snprintf (imgdir, ilen, "%s/task-%d", dir, rank);
+                return t;
+            }
+        }
     }
+    cli_error ("job %s generation %d has no rank %d (give --rank)", job, gen, rank);
     return NULL;
 }
 
@@ -242,24 +232,19 @@ int cli_restart (struct cli *c, int argc, char **argv)
      * a fallback (before) checks first, as it goes. */
     if ((rc = pick_gen (c, job, want, before, before != 0, &m, &gen)))
         return rc;
-    if (!(task = task_of (m, rank))) {
-        cli_error ("job %s generation %d has no rank %d (give --rank)", job, gen, rank);
+    if (!(task = gen_task (c, job, gen, m, rank, dir, sizeof (dir), imgdir, sizeof (imgdir)))) {
         json_object_put (m);
         return CLI_NOTFOUND;
     }
-    store_gen_path (&c->st, job, gen, dir, sizeof (dir));
-    snprintf (imgdir, sizeof (imgdir), "%s/task-%d", dir, rank);
     if (!before && (vpid = verify_start (dir, m, &vfd)) < 0) {
         json_object_put (m);
         if ((rc = pick_gen (c, job, want, 0, 1, &m, &gen)))
             return rc;
-        if (!(task = task_of (m, rank))) {
-            cli_error ("job %s generation %d has no rank %d (give --rank)", job, gen, rank);
+        if (!(task = gen_task (c, job, gen, m, rank, dir, sizeof (dir), imgdir,
+                               sizeof (imgdir)))) {
             json_object_put (m);
             return CLI_NOTFOUND;
         }
-        store_gen_path (&c->st, job, gen, dir, sizeof (dir));
-        snprintf (imgdir, sizeof (imgdir), "%s/task-%d", dir, rank);
     }
     snprintf (pidfile, sizeof (pidfile), "/tmp/ibcr-restart.%ld.pid", (long)getpid ());
     /* ibcr-init writes adopted only once criu has exited: criu writes
@@ -388,7 +373,7 @@ int cli_restart (struct cli *c, int argc, char **argv)
     for (int i = 0; i < nkeep; i++)
         close (keep[i]);
     snprintf (what, sizeof (what), "job %s gen %d rank %d", job, gen, rank);
-    imgbytes = dir_bytes (imgdir);
+    imgbytes = imgcopy_dir_size (imgdir);  /* what CRIU reads back */
     cli_progress_show (what, "restore", 0, imgbytes);
     rc = cli_task_wait_pid (&t, adopted, "criu restore");
     if (rc == 0)
