@@ -19,6 +19,15 @@
 
 #define ZBUF (4 * 1024 * 1024)
 
+/* How long name's stem is when it ends in ".zst" (a compressed image file),
+ * else 0. */
+static size_t zst_stem (const char *name)
+{
+    size_t n = strlen (name);
+
+    return n > 4 && !strcmp (name + n - 4, ".zst") ? n - 4 : 0;
+}
+
 int zimg_dir_compressed (const char *dir)
 {
     DIR *d = opendir (dir);
@@ -27,12 +36,20 @@ int zimg_dir_compressed (const char *dir)
 
     if (!d)
         return 0;
-    while (!found && (e = readdir (d))) {
-        size_t n = strlen (e->d_name);
-        found = n > 4 && !strcmp (e->d_name + n - 4, ".zst");
-    }
+    while (!found && (e = readdir (d)))
+        found = zst_stem (e->d_name) > 0;
     closedir (d);
     return found;
+}
+
+/* read() that carries on when a signal interrupted it. */
+static ssize_t read_retry (int fd, void *buf, size_t len)
+{
+    ssize_t n;
+
+    while ((n = read (fd, buf, len)) < 0 && errno == EINTR)
+        continue;
+    return n;
 }
 
 static int write_all (int fd, const void *buf, size_t len)
@@ -71,9 +88,7 @@ int zimg_compress_fd (int in, int out, uint64_t *written)
         goto out;
     ZSTD_CCtx_setParameter (cx, ZSTD_c_compressionLevel, 1);
     for (;;) {
-        ssize_t n = read (in, ib, ZBUF);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = read_retry (in, ib, ZBUF);
         if (n < 0) {
             saved = errno;
             goto out;
@@ -117,9 +132,7 @@ static int decompress_fd (int in, int out)
     if (!dx || !ib || !ob)
         goto out;
     for (;;) {
-        ssize_t n = read (in, ib, ZBUF);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = read_retry (in, ib, ZBUF);
         if (n < 0) {
             saved = errno;
             goto out;
@@ -180,29 +193,19 @@ static int decompress_fd (int in, int out)
 static int copy_fd (int in, int out)
 {
     char *buf = malloc (ZBUF);
+    ssize_t n;
     int saved;
 
     if (!buf) {
         errno = ENOMEM;
         return -1;
     }
-    for (;;) {
-        ssize_t n = read (in, buf, ZBUF);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            saved = errno;
-            free (buf);
-            errno = saved;
-            return n < 0 ? -1 : 0;
-        }
-        if (write_all (out, buf, n) < 0) {
-            saved = errno;
-            free (buf);
-            errno = saved;
-            return -1;
-        }
-    }
+    while ((n = read_retry (in, buf, ZBUF)) > 0 && write_all (out, buf, (size_t)n) == 0)
+        continue;
+    saved = errno;
+    free (buf);
+    errno = saved;
+    return n == 0 ? 0 : -1;     /* n > 0: the write failed */
 }
 
 int zimg_decompress_dir (const char *src, const char *dst, char *err, size_t len)
@@ -219,13 +222,13 @@ int zimg_decompress_dir (const char *src, const char *dst, char *err, size_t len
     }
     while ((e = readdir (d))) {
         char name[256];
-        size_t n = strlen (e->d_name);
-        int z = n > 4 && !strcmp (e->d_name + n - 4, ".zst"), in, out, rc;
+        size_t stem = zst_stem (e->d_name);
+        int z = stem > 0, in, out, rc;
         struct stat sb;
 
         if (fstatat (sfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG (sb.st_mode))
             continue;
-        snprintf (name, sizeof (name), "%.*s", (int)(z ? n - 4 : n), e->d_name);
+        snprintf (name, sizeof (name), "%.*s", (int)(z ? stem : strlen (e->d_name)), e->d_name);
         if ((in = openat (sfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
             saved = errno;
             snprintf (err, len, "cannot read %s/%s: %s", src, e->d_name, strerror (saved));
