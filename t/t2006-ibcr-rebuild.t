@@ -13,47 +13,41 @@ under two different paths, alternating).'
 ibcr_require ROOT NETNS IBVUTILS
 ibcr_softib_require
 
-# drive READY GO-CYCLE NAME GO-ON: once the workload created READY, let
-# coordinator NAME run its cycle (GO-CYCLE); once the cycle is over, let
-# the workload go on (GO-ON).
-drive() {
-	ibcr_wait_for 30 test -e "$1" && touch "$2" &&
-	ibcr_wait_for 30 coord_over "$3" && touch "$4"
+# one_cycle NAME READY GO-ON [VAR=VALUE...]: run t/ibcr/NAME READY GO-ON
+# under libibcr (with the VAR=VALUE settings too) and coordinator NAME.
+# Once the program created READY, the coordinator runs one cycle; once
+# that is over, the test creates GO-ON and the program goes on.  True
+# when the program exited 0 without a "not ok" and the cycle completed.
+one_cycle() {
+	oc_n=$1 oc_ready=$2 oc_go=$3
+	shift 3
+	coord_start $oc_n 1 -c 1 -w 0:0 -g go-$oc_n-cycle || return 1
+	{ ibcr_wait_for 30 test -e $oc_ready && touch go-$oc_n-cycle &&
+	  ibcr_wait_for 30 coord_over $oc_n && touch $oc_go & }
+	oc_helper=$!
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) "$@" \
+		timeout 60 "$IBCR_BUILDDIR"/t/ibcr/$oc_n $oc_ready $oc_go >$oc_n.out 2>$oc_n.err
+	oc_rc=$?
+	touch $oc_ready $oc_go
+	wait $oc_helper
+	coord_wait &&
+	sed "s/^/$oc_n: /" $oc_n.out $oc_n.err $oc_n.coord.out &&
+	test $oc_rc = 0 &&
+	grep -x "cycles done: 1" $oc_n.coord.out &&
+	! grep "^not ok" $oc_n.out
 }
 
 # rnr creates "stuck" once its SEND is stuck; it posts the receive once the
 # test creates "go-recv".
 test_expect_success 'a SEND stuck in RNR at checkpoint is delivered once after rebuild' '
-	coord_start rnr 1 -c 1 -w 0:0 -g go-cycle || return 1
-	{ drive stuck go-cycle rnr go-recv & }
-	helper=$!
-	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) IBCR_DEBUG=1 \
-		timeout 60 "$IBCR_BUILDDIR"/t/ibcr/rnr stuck go-recv >rnr.out 2>rnr.err
-	rc=$?
-	touch stuck go-recv
-	wait $helper
-	coord_wait &&
-	sed "s/^/rnr: /" rnr.out rnr.err rnr.coord.out &&
-	test $rc = 0 &&
-	grep -x "cycles done: 1" rnr.coord.out &&
-	grep "rebuild: QP .* reposted 0 receives, 1 sends" rnr.err &&
-	! grep "^not ok" rnr.out
+	one_cycle rnr stuck go-recv IBCR_DEBUG=1 &&
+	grep "rebuild: QP .* reposted 0 receives, 1 sends" rnr.err
 '
 
+# async creates "armed" once its SRQ limit is armed; it sends once the test
+# creates "go-async".
 test_expect_success 'an SRQ limit armed before a checkpoint raises its async event after it' '
-	coord_start async 1 -c 1 -w 0:0 -g go-acycle || return 1
-	{ drive armed go-acycle async go-async & }
-	helper=$!
-	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) \
-		timeout 60 "$IBCR_BUILDDIR"/t/ibcr/async armed go-async >async.out 2>async.err
-	rc=$?
-	touch armed go-async
-	wait $helper
-	coord_wait &&
-	sed "s/^/async: /" async.out async.err async.coord.out &&
-	test $rc = 0 &&
-	grep -x "cycles done: 1" async.coord.out &&
-	! grep "^not ok" async.out
+	one_cycle async armed go-async
 '
 
 test_expect_success 'two network-namespace hosts' '
