@@ -11,4 +11,5 @@ TESTS += \
 	t4007-spank-requeue.t \
 	t4008-spank-triggers.t \
 	t4009-spank-verbs.t \
-	t4010-spank-stream.t
+	t4010-spank-stream.t \
+	t4011-spank-stream-triggers.t
