@@ -49,10 +49,7 @@ test_expect_success 'setup: ibcrd' '
 '
 
 test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
-	ibcrd_bg pp 0 run --job pp --rank 0 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT &&
-	sleep 0.3 &&
-	ibcrd_bg pp 1 run --job pp --rank 1 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT 127.0.0.1 &&
-	ibcrd_wait_for ibcrd_ctl 2 pp d/ibcrd.log &&
+	ibcrd_pingpong pp pp $PORT $ITERS &&
 	sleep 0.5 &&
 	"$IBCR" checkpoint pp --wait &&
 	sleep 0.5 &&
@@ -70,10 +67,7 @@ test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 
 test_expect_success 'one host: checkpoint twice, kill both ranks, restart both from generation 2' '
 	P=$(ibcrd_free_port 1) &&
-	ibcrd_bg rs 0 run --job rs --rank 0 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $P &&
-	sleep 0.3 &&
-	ibcrd_bg rs 1 run --job rs --rank 1 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $P 127.0.0.1 &&
-	ibcrd_wait_for ibcrd_ctl 2 rs d/ibcrd.log &&
+	ibcrd_pingpong rs rs $P $ITERS &&
 	sleep 0.5 &&
 	"$IBCR" checkpoint rs --wait &&
 	sleep 0.5 &&

@@ -38,10 +38,7 @@ test_expect_success 'setup: ibcrd with timeout_restore = 3s' '
 '
 
 test_expect_success 'checkpoint a two-rank pingpong, then kill both ranks' '
-	ibcrd_bg pp 0 run --job to --rank 0 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT &&
-	sleep 0.3 &&
-	ibcrd_bg pp 1 run --job to --rank 1 --size 2 -- ibv_rc_pingpong -c -n $ITERS -p $PORT 127.0.0.1 &&
-	ibcrd_wait_for ibcrd_ctl 2 to d/ibcrd.log &&
+	ibcrd_pingpong pp to $PORT $ITERS &&
 	sleep 0.5 &&
 	"$IBCR" checkpoint to --wait &&
 	pids=$(ibcrd_task_fields to pid) && apps=$(ibcrd_task_fields to app_pid) &&

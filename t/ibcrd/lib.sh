@@ -50,6 +50,11 @@
 #                               NAME.RANK.rc; tracked
 #   ibcrd_ctl N JOB LOG         N ranks of JOB have their libibcr control
 #                               connection, says ibcrd log LOG
+#   ibcrd_pingpong NAME JOB PORT ITERS
+#                               "ibv_rc_pingpong -c -n ITERS -p PORT" as
+#                               ranks 0 (server) and 1 of JOB on this host
+#                               (ibcrd_bg NAME), against ibcrd d; returns
+#                               once both hold their control connection
 #
 # Everything lives in the test's trash directory; only the pids started
 # here are ever signalled.
@@ -304,4 +309,11 @@ ibcrd_bg() {
 
 ibcrd_ctl() {
 	test "$(grep -c "job $2 step 0: rank [0-9]* pid [0-9]*: libibcr control connection$" "$3")" -ge "$1"
+}
+
+ibcrd_pingpong() {
+	ibcrd_bg $1 0 run --job $2 --rank 0 --size 2 -- ibv_rc_pingpong -c -n $4 -p $3 &&
+	sleep 0.3 &&
+	ibcrd_bg $1 1 run --job $2 --rank 1 --size 2 -- ibv_rc_pingpong -c -n $4 -p $3 127.0.0.1 &&
+	ibcrd_wait_for ibcrd_ctl 2 $2 d/ibcrd.log
 }
