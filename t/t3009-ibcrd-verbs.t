@@ -33,6 +33,14 @@ t9_done() {
 	test -s $1.0.rc && test -s $1.1.rc
 }
 
+# t9_pp_ok NAME: both pingpong ranks of NAME exited 0 after all $ITERS
+# iterations (every buffer validated: -c); their output goes to the log.
+t9_pp_ok() {
+	cat $1.0.out $1.1.out $1.0.err $1.1.err &&
+	test "$(cat $1.0.rc)" = 0 && test "$(cat $1.1.rc)" = 0 &&
+	grep "^$ITERS iters in" $1.0.out && grep "^$ITERS iters in" $1.1.out
+}
+
 # Until both ranks of NAME ended, at most 120 s (the pingpong runs ~20 s).
 t9_wait_done() {
 	i=0
@@ -59,9 +67,7 @@ test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 	grep "job pp gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" d/ibcrd.log &&
 	grep "job pp gen 2: rank 0: criu dump .*(libibcr control socket external)" d/ibcrd.log &&
 	t9_wait_done pp &&
-	cat pp.0.out pp.1.out pp.0.err pp.1.err &&
-	test "$(cat pp.0.rc)" = 0 && test "$(cat pp.1.rc)" = 0 &&
-	grep "^$ITERS iters in" pp.0.out && grep "^$ITERS iters in" pp.1.out &&
+	t9_pp_ok pp &&
 	"$IBCR" verify pp
 '
 
@@ -84,9 +90,7 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 	ibcrd_wait_for grep -q "restored from generation 2" rs.1.err &&
 	ibcrd_wait_for grep -q "job rs: restored tasks rebuilt and resumed" d/ibcrd.log &&
 	t9_wait_done rs &&
-	cat rs.0.out rs.1.out rs.0.err rs.1.err &&
-	test "$(cat rs.0.rc)" = 0 && test "$(cat rs.1.rc)" = 0 &&
-	grep "^$ITERS iters in" rs.0.out && grep "^$ITERS iters in" rs.1.out
+	t9_pp_ok rs
 '
 
 # --- two hosts ---------------------------------------------------------
@@ -120,9 +124,7 @@ test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while 
 	grep "job mh gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" h1/ibcrd.log &&
 	grep "job mh gen 2: member worker" h2/ibcrd.log &&
 	t9_wait_done mh &&
-	cat mh.0.out mh.1.out mh.0.err mh.1.err &&
-	test "$(cat mh.0.rc)" = 0 && test "$(cat mh.1.rc)" = 0 &&
-	grep "^$ITERS iters in" mh.0.out && grep "^$ITERS iters in" mh.1.out &&
+	t9_pp_ok mh &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" verify mh
 '
 
@@ -154,10 +156,8 @@ test_expect_success 'two hosts: checkpoint twice, kill both ranks, restart both 
 	ibcrd_wait_for grep -q "restored from generation 2" mr.0.err &&
 	ibcrd_wait_for grep -q "restored from generation 2" mr.1.err &&
 	t9_wait_done mr &&
-	cat mr.0.out mr.1.out mr.0.err mr.1.err &&
-	grep "job mr: restored tasks rebuilt and resumed" h1/ibcrd.log &&
-	test "$(cat mr.0.rc)" = 0 && test "$(cat mr.1.rc)" = 0 &&
-	grep "^$ITERS iters in" mr.0.out && grep "^$ITERS iters in" mr.1.out
+	t9_pp_ok mr &&
+	grep "job mr: restored tasks rebuilt and resumed" h1/ibcrd.log
 '
 
 test_expect_success 'and again from generation 2 on two other hosts (other IPs, LIDs, QPNs)' '
@@ -168,11 +168,9 @@ test_expect_success 'and again from generation 2 on two other hosts (other IPs, 
 	ibcrd_wait_for grep -q "restored from generation 2" mr.0.err &&
 	ibcrd_wait_for grep -q "restored from generation 2" mr.1.err &&
 	t9_wait_done mr &&
-	cat mr.0.out mr.1.out mr.0.err mr.1.err &&
+	t9_pp_ok mr &&
 	grep "job mr: node n4 (.*) joined with rank 1" h3/ibcrd.log &&
-	grep "job mr: restored tasks rebuilt and resumed" h3/ibcrd.log &&
-	test "$(cat mr.0.rc)" = 0 && test "$(cat mr.1.rc)" = 0 &&
-	grep "^$ITERS iters in" mr.0.out && grep "^$ITERS iters in" mr.1.out
+	grep "job mr: restored tasks rebuilt and resumed" h3/ibcrd.log
 '
 
 

@@ -41,7 +41,10 @@
 #                               MUNGE socket MSOCK, storage $PWD/shared),
 #                               inside host I, state in folder hI/
 #   ibcrd_on I                  prints the command prefix that runs a
-#                               command inside host I
+#                               command inside host I (see ibcrd_bg)
+#
+# For verbs jobs on softib:
+#
 #   ibcrd_bg NAME RANK SUBCOMMAND [ARG...]
 #                               "ibcr SUBCOMMAND ARG..." in the background
 #                               with softib ($SOFTIB_LIBDIR) as the device,
@@ -294,6 +297,8 @@ ibcrd_host_start() {
 ibcrd_on() {
 	echo "nsenter --net=/run/netns/$(netns_name $1)"
 }
+
+# --- verbs jobs on softib --------------------------------------------------
 
 # The whole task then lives in $IBCRD_ON's namespace, as CRIU and that
 # host's ibcrd do.
