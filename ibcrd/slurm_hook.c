@@ -98,6 +98,8 @@ static struct {
 
     /* The loop's own. */
     int state;              /* 0 not started, 1 running, -1 dead */
+    double dead_at;         /* when it died (hk_now), to try again later */
+    int again;              /* this start follows a failed one */
     int rfd;
     unsigned looks_sent;
     struct slurm_watch_policy pol;
@@ -173,6 +175,11 @@ static void *hk_thread (void *arg)
         hk_send (&m);
         return NULL;
     }
+    hk_tlog (LOG_INFO, "watching Slurm%s as node %s (poll %u ms, time-limit margin %u s; "
+             "on_timelimit=%s on_drain=%s on_preempt=%s)", hk.again ? " again" : "", hk.node,
+             hk.pol.poll_ms, hk.pol.margin_s, slurm_watch_action_name (hk.pol.on_timelimit),
+             slurm_watch_action_name (hk.pol.on_drain),
+             slurm_watch_action_name (hk.pol.on_preempt));
     pthread_mutex_lock (&hk.mu);
     for (;;) {
         while ((c = hk.cmds)) {
@@ -286,11 +293,32 @@ void slurm_hook_set_conf (const struct conf *conf)
     snprintf (hk.node, sizeof (hk.node), "%s", conf->node);
 }
 
-static int hk_start (void)
+/* A watcher that could not start (Slurm not configured yet when ibcrd
+ * came up, slurmctld's address unknown) is tried again at the next
+ * registration once this long has passed, not only at ibcrd's restart. */
+#define HK_RETRY_MS 10000.0
+
+static int hk_slurm_id (const char *id, uint32_t *out);
+static struct hk_job *hk_job (uint32_t id, int create);
+
+/* Start the watcher thread once; after a failure, again when HK_RETRY_MS
+ * has passed, watching every Slurm job then registered.  0 or -1. */
+static int hk_start (struct server *s)
 {
     pthread_condattr_t ca;
-    int p[2];
+    int p[2], again = 0;
 
+    if (hk.state == -1 && hk.dead_at > 0 && hk_now () - hk.dead_at >= HK_RETRY_MS) {
+        struct hk_cmd *c;
+        while ((c = hk.cmds)) {     /* orders the dead thread never took */
+            hk.cmds = c->next;
+            free (c);
+        }
+        pthread_cond_destroy (&hk.cv);
+        hk.state = 0;
+        hk.dead_at = 0;
+        again = 1;
+    }
     if (hk.state)
         return hk.state == 1 ? 0 : -1;
     if (pipe2 (p, O_CLOEXEC) < 0) {
@@ -302,6 +330,7 @@ static int hk_start (void)
     hk.rfd = p[0];
     hk.wfd = p[1];
     hk.tail = &hk.cmds;
+    hk.again = again;
     pthread_condattr_init (&ca);
     pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
     pthread_cond_init (&hk.cv, &ca);
@@ -314,10 +343,13 @@ static int hk_start (void)
         return -1;
     }
     hk.state = 1;
-    log_msg (LOG_INFO, "watching Slurm as node %s (poll %u ms, time-limit margin %u s; "
-             "on_timelimit=%s on_drain=%s on_preempt=%s)", hk.node, hk.pol.poll_ms,
-             hk.pol.margin_s, slurm_watch_action_name (hk.on_timelimit),
-             slurm_watch_action_name (hk.on_drain), slurm_watch_action_name (hk.on_preempt));
+    if (again && s) {
+        /* The jobs that registered while Slurm was not watched. */
+        uint32_t id;
+        for (struct job *job = jobs_first (s->jobs); job; job = job->next)
+            if (hk_slurm_id (job->id, &id) && hk_job (id, 1))
+                hk_order (HK_ADD, id, 0);
+    }
     return 0;
 }
 
@@ -367,10 +399,9 @@ void slurm_hook_registered (struct server *s, struct job *job, json_object *req)
 {
     uint32_t id;
 
-    (void)s;
     if (strcmp (proto_get_str (req, "source", ""), "spank") || !hk_slurm_id (job->id, &id))
         return;
-    if (hk_start () < 0)
+    if (hk_start (s) < 0)
         return;
     (void)hk_job (id, 1);
     hk_order (HK_ADD, id, 0);
@@ -508,12 +539,14 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
         return;
     case HK_DEAD:
         log_msg (LOG_WARNING, "Slurm triggers are off (no time-limit, drain or preemption "
-                 "checkpoints): %s", ev->text);
+                 "checkpoints): %s; tried again when a job registers, %.0f s from now at "
+                 "the earliest", ev->text, HK_RETRY_MS / 1000);
         (void)pthread_join (hk.th, NULL);
         close (hk.rfd);
         close (hk.wfd);
         hk.rfd = hk.wfd = -1;
         hk.state = -1;
+        hk.dead_at = hk_now ();
         while (hk.held)
             hk_release (s, &hk.held, "ibcrd cannot watch Slurm");
         return;

@@ -12,4 +12,5 @@ TESTS += \
 	t4008-spank-triggers.t \
 	t4009-spank-verbs.t \
 	t4010-spank-stream.t \
-	t4011-spank-stream-triggers.t
+	t4011-spank-stream-triggers.t \
+	t4012-spank-late-conf.t

@@ -1,0 +1,109 @@
+#!/bin/sh
+test_description='spank: ibcrd that came up before Slurm was configured watches it later
+
+On a node, ibcrd may start before slurm.conf is in place (a boot order,
+a configuration pushed later).  Its Slurm watcher then cannot start: the
+jobs run, but no time limit, drain or preemption would checkpoint them.
+ibcrd says so in its log, and tries again when a job registers, 10 s
+after the failure at the earliest; it then watches every job already
+registered too.  Here a job registers while the configuration is missing;
+once it appears and a second job registers, the first job is watched: a
+drain of its node checkpoints and requeues it, and it comes back from
+that checkpoint.'
+
+. $(dirname $0)/sharness.sh
+ibcr_require ROOT SLURM CRIU
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+IBCRD_STORAGE=$IBCRD_RUN/storage
+store=$IBCRD_STORAGE/local
+
+cat >counter.sh <<\EOF
+#!/bin/sh
+i=0
+while test $i -lt "$1"; do
+	i=$((i + 1))
+	echo $i
+	sleep 0.1
+done
+EOF
+chmod +x counter.sh
+
+lines() {
+	if test -f "$1"; then wc -l <"$1"; else echo 0; fi
+}
+
+field() {
+	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+log_has() {
+	lh_t=${2:-300}
+	until grep -q "$1" "$IBCRD_RUN/ibcrd/n1/ibcrd.log"; do
+		lh_t=$((lh_t - 1))
+		test $lh_t -gt 0 || { echo "ibcrd never logged: $1" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+test_expect_success 'a 1-node cluster; ibcrd starts where slurm.conf is not yet' '
+	ibcr_atexit ibcrd_stop_all &&
+	mkdir -p "$IBCRD_STORAGE" &&
+	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$plugin conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	SLURM_PLUGSTACK=plugstack.conf SLURM_CONF_EXTRA="JobRequeue=1" slurm_start 1 &&
+	real_conf=$SLURM_CONF &&
+	SLURM_CONF=$(pwd)/late.conf &&
+	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
+slurm_poll = 500ms" &&
+	ibcrd_start_node n1
+	rc=$?
+	SLURM_CONF=$real_conf
+	return $rc
+'
+
+test_expect_success 'a job registers: ibcrd says its Slurm triggers are off, and why' '
+	A=$(sbatch --parsable --checkpoint-ib -o A.job --open-mode=append \
+		--wrap "srun --open-mode=append -o A.out -e A.err ./counter.sh 600") &&
+	slurm_wait_job $A RUNNING 30 &&
+	log_has "job $A step 0: registered rank 0" &&
+	log_has "Slurm triggers are off .*late.conf: No such file.*tried again when a job registers" &&
+	! grep "watching Slurm" "$IBCRD_RUN/ibcrd/n1/ibcrd.log"
+'
+
+test_expect_success 'slurm.conf appears; the next registration starts the watcher, for both jobs' '
+	ln -s "$SLURM_CONF" late.conf &&
+	sleep 10 &&
+	B=$(sbatch --parsable --checkpoint-ib -o /dev/null --wrap "srun sleep 5") &&
+	log_has "job $B step 0: registered rank 0" &&
+	log_has "watching Slurm again as node n1" &&
+	log_has "job $A: Slurm: (first look) -> RUNNING" &&
+	log_has "job $B: Slurm: (first look) -> RUNNING"
+'
+
+test_expect_success 'the first job is now protected: drained, it is checkpointed, requeued, restored' '
+	t=300 && while test "$(lines A.out)" -lt 20; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	scontrol update nodename=n1 state=drain reason=ibcr-t4012 &&
+	log_has "job $A: drain: final checkpoint, then requeue" &&
+	log_has "job $A gen 1: committed" &&
+	log_has "job $A: requeued" &&
+	t=300 && until test "$(field $A JobState)" = PENDING; do
+		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
+	done &&
+	scontrol update nodename=n1 state=resume &&
+	scontrol update jobid=$A StartTime=now &&
+	slurm_wait_job $A COMPLETED 120 &&
+	cat A.err | ibcr_diag &&
+	grep "ibcr: job $A step 0 task 0 on n1: restored from generation 1" A.err &&
+	# the count went on from the checkpoint: 600 at the end, and the
+	# second run did not start at 1 again
+	test "$(tail -n 1 A.out)" = 600 &&
+	test $(grep -cx 1 A.out) = 1
+'
+
+test_expect_success 'stop the cluster' '
+	slurm_stop
+'
+
+test_done
