@@ -17,34 +17,12 @@ ibcr_require ROOT CRIU
 command -v script >/dev/null || { skip_all="util-linux script is not installed"; test_done; }
 
 PATTERN=$IBCR_BUILDDIR/t/criu/pattern
-IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
-IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
-export IBCR_INIT IBCR_LIBIBCR
+ibcrd_use_build
+ibcrd_wait_ticks=600
 
-t12_pids=
-t12_track() { t12_pids="$t12_pids $*"; }
-t12_cleanup() {
-	for p in $t12_pids; do
-		ibcrd_alive "$p" && kill -9 "$p" 2>/dev/null
-	done
-	for p in $t12_pids; do
-		ibcrd_wait_gone "$p" 50
-	done
-	t12_pids=
-	return 0
-}
-ibcr_atexit t12_cleanup
-
-t12_field() {
-	"$IBCR" status "$1" --json 2>/dev/null | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
-}
-
-t12_wait_for() {
-	i=0
-	until "$@"; do
-		i=$((i + 1)); test $i -lt 600 || return 1
-		sleep 0.05
-	done
+# the restored application has registered: its pid is known
+app_known() {
+	test -n "$(ibcrd_field pg app_pid)"
 }
 
 # t12_tty OUT CMD: run CMD with a pty as stdin/stdout/stderr; all it
@@ -60,8 +38,8 @@ test_expect_success 'setup: ibcrd, a 128 MiB pattern under ibcr run' '
 	ibcrd_start d &&
 	IBCR_SOCKET=$(ibcrd_sock d) && export IBCR_SOCKET &&
 	{ "$IBCR" run --name pg -- "$PATTERN" --mib 128 >pg.out 2>pg.err & } &&
-	t12_track $! &&
-	t12_wait_for sh -c "\"$IBCR\" status pg >/dev/null 2>&1" &&
+	ibcrd_track $! &&
+	ibcrd_wait_for sh -c "\"$IBCR\" status pg >/dev/null 2>&1" &&
 	sleep 1
 '
 
@@ -86,17 +64,17 @@ test_expect_success 'checkpoint --wait without a terminal: the one line, no prog
 '
 
 test_expect_success 'restart on a terminal: restore with bytes, verify; the pattern is intact' '
-	app=$(t12_field pg app_pid) && init=$(t12_field pg pid) &&
-	t12_track $app $init &&
+	app=$(ibcrd_field pg app_pid) && init=$(ibcrd_field pg pid) &&
+	ibcrd_track $app $init &&
 	kill -9 $init && ibcrd_wait_gone $app && ibcrd_wait_gone $init &&
-	t12_wait_for sh -c "! \"$IBCR\" status pg >/dev/null 2>&1" &&
+	ibcrd_wait_for sh -c "! \"$IBCR\" status pg >/dev/null 2>&1" &&
 	{ t12_tty rs.tty "$IBCR" restart pg & } &&
-	t12_track $! &&
-	t12_wait_for grep -q "restored from generation 2" rs.tty &&
-	t12_wait_for sh -c "test -n \"\$(\"$IBCR\" status pg --json 2>/dev/null | sed -n \"s/.*\\\"app_pid\\\":\\([0-9]*\\).*/\\1/p\")\"" &&
-	app=$(t12_field pg app_pid) && t12_track $app &&
+	ibcrd_track $! &&
+	ibcrd_wait_for grep -q "restored from generation 2" rs.tty &&
+	ibcrd_wait_for app_known &&
+	app=$(ibcrd_field pg app_pid) && ibcrd_track $app &&
 	sleep 0.5 && kill -TERM $app &&
-	t12_wait_for grep -q "final" rs.tty &&
+	ibcrd_wait_for grep -q "final" rs.tty &&
 	cat -A rs.tty &&
 	grep -q "job pg gen 2 rank 0: restore  *0 B of 1[0-9][0-9]\.[0-9] MiB" rs.tty &&
 	grep -q "job pg gen 2 rank 0: restore  *1[0-9][0-9]\.[0-9] MiB of 1[0-9][0-9]\.[0-9] MiB (100%" rs.tty &&
@@ -105,14 +83,14 @@ test_expect_success 'restart on a terminal: restore with bytes, verify; the patt
 
 test_expect_success 'restart without a terminal: no progress' '
 	ibcrd_wait_gone $app &&
-	t12_wait_for sh -c "! \"$IBCR\" status pg >/dev/null 2>&1" &&
+	ibcrd_wait_for sh -c "! \"$IBCR\" status pg >/dev/null 2>&1" &&
 	{ "$IBCR" restart pg >rs2.out 2>rs2.err & } &&
-	t12_track $! &&
-	t12_wait_for grep -q "restored from generation 2" rs2.err &&
-	t12_wait_for sh -c "test -n \"\$(\"$IBCR\" status pg --json 2>/dev/null | sed -n \"s/.*\\\"app_pid\\\":\\([0-9]*\\).*/\\1/p\")\"" &&
-	app=$(t12_field pg app_pid) && t12_track $app &&
+	ibcrd_track $! &&
+	ibcrd_wait_for grep -q "restored from generation 2" rs2.err &&
+	ibcrd_wait_for app_known &&
+	app=$(ibcrd_field pg app_pid) && ibcrd_track $app &&
 	kill -TERM $app &&
-	t12_wait_for grep -q "final" rs2.out &&
+	ibcrd_wait_for grep -q "final" rs2.out &&
 	cat rs2.err &&
 	! grep -q " rebuild" rs2.err &&
 	test "$(tr -d "\\r\\033" <rs2.err | wc -c)" = "$(wc -c <rs2.err)" &&
