@@ -14,3 +14,6 @@ TESTS += \
 	t4010-spank-stream.t \
 	t4011-spank-stream-triggers.t \
 	t4012-spank-late-conf.t
+
+# Helpers the t40NN-spank tests source.
+EXTRA_DIST += spank/lib.sh

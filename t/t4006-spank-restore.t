@@ -12,6 +12,7 @@ with another number of tasks is refused with the reason, never started
 afresh.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -21,33 +22,7 @@ preload=$plugin
 IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
 conf=$IBCRD_RUN/ibcrd/n1/ibcrd.conf
 
-# Counts from 1 to $1, a line every 0.1 s, then exits with code $2.
-cat >counter.sh <<\EOF
-#!/bin/sh
-i=0
-while test $i -lt "$1"; do
-	i=$((i + 1))
-	echo $i
-	sleep 0.1
-done
-exit $2
-EOF
-chmod +x counter.sh
-
-# lines FILE: its number of lines (0 when missing).
-lines() {
-	if test -f "$1"; then wc -l <"$1"; else echo 0; fi
-}
-
-# wait_lines FILE N: until FILE has N lines or more (30 s).
-wait_lines() {
-	wl_t=300
-	while test "$(lines "$1")" -lt "$2"; do
-		wl_t=$((wl_t - 1))
-		test $wl_t -gt 0 || { echo "$1 has $(lines "$1") lines, not $2" >&2; return 1; }
-		sleep 0.1
-	done
-}
+spank_write_counter
 
 # checkpoint JOB: one committed generation, now.
 checkpoint() {
@@ -71,7 +46,7 @@ requeue_now() {
 test_expect_success 'start a 1-node cluster and its ibcrd' '
 	ibcr_atexit ibcrd_stop_all &&
 	ibcrd_start_node n1 &&
-	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$preload conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	spank_plugstack "$plugin" "$preload" &&
 	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
 '
 
@@ -83,7 +58,7 @@ test_expect_success 'a first run is checkpointed, then requeued' '
 	echo "rc=$? restarts=${SLURM_RESTART_COUNT:-0}" >>rc.out
 	EOF
 	jobid=$(sbatch --parsable -N1 -o job.out job.sh) &&
-	wait_lines app.out 10 &&
+	spank_wait_lines app.out 10 &&
 	checkpoint $jobid &&
 	k=$(tail -n 1 app.out) &&
 	echo "checkpointed at about $k" | ibcr_diag &&
@@ -92,7 +67,7 @@ test_expect_success 'a first run is checkpointed, then requeued' '
 '
 
 test_expect_success 'the next run restores it: the count goes on, not from 1' '
-	wait_lines app.out 5 &&
+	spank_wait_lines app.out 5 &&
 	first=$(head -n 1 app.out) &&
 	echo "restored run starts at $first" | ibcr_diag &&
 	test "$first" -gt 10 &&
@@ -132,16 +107,16 @@ test_expect_success 'the step ends with the program'"'"'s exit status, the count
 test_expect_success 'a damaged newest generation: the previous one is restored, saying so' '
 	rm -f app.out app.err rc.out &&
 	jobid=$(sbatch --parsable -N1 -o job.out job.sh) &&
-	wait_lines app.out 10 &&
+	spank_wait_lines app.out 10 &&
 	checkpoint $jobid &&
 	k1=$(tail -n 1 app.out) &&
-	wait_lines app.out $((k1 + 20)) &&
+	spank_wait_lines app.out $((k1 + 20)) &&
 	checkpoint $jobid &&
 	g2=$IBCRD_RUN/ibcrd/n1/storage/local/$jobid/gen-2 &&
 	img=$(ls $g2/task-0/pages-*.img | head -n 1) &&
 	printf "XXXXXXXX" | dd of="$img" bs=1 seek=100 conv=notrunc 2>/dev/null &&
 	requeue_now $jobid &&
-	wait_lines app.out 5 &&
+	spank_wait_lines app.out 5 &&
 	first=$(head -n 1 app.out) &&
 	echo "gen 1 near $k1, restored run starts at $first" | ibcr_diag &&
 	test "$first" -le $((k1 + 15)) &&
@@ -155,7 +130,7 @@ test_expect_success 'a damaged newest generation: the previous one is restored, 
 test_expect_success 'another number of tasks: refused with the reason, not started afresh' '
 	rm -f app.out app.err rc.out &&
 	jobid=$(sbatch --parsable -N1 -n2 -o job.out job.sh) &&
-	wait_lines app.out 10 &&
+	spank_wait_lines app.out 10 &&
 	checkpoint $jobid &&
 	echo 2 >ntasks &&
 	requeue_now $jobid &&

@@ -1,0 +1,165 @@
+# spank/lib.sh - helpers for the SPANK/Slurm tests (t40NN-spank-*.t), one
+# copy of what they all need; sourced after sharness.sh:
+#	. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
+#
+#   spank_plugstack PLUGIN LIBIBCR
+#                               write plugstack.conf: PLUGIN required, with
+#                               LIBIBCR as the preload and each node's ibcrd
+#                               socket and conf under $IBCRD_RUN/ibcrd/%n
+#   spank_start_preempt_cluster N IBCRD-CONF-LINES
+#                               an N-node netns Slurm cluster (plugstack.conf)
+#                               whose default partition is preempted by
+#                               partition "high", then an ibcrd on n1..nN
+#                               with IBCRD-CONF-LINES in its conf
+#   spank_write_counter         write ./counter.sh COUNT [STATUS]: counts
+#                               from 1 to COUNT, a line every 0.1 s, then
+#                               exits with STATUS (default 0)
+#   spank_write_vs TIMEOUT SERVER-OPTS CLIENT-OPTS
+#                               write ./vs.sh PORT [MSGS], the two-rank
+#                               verbs stream ($VS) as a Slurm task
+#   spank_lines FILE            its number of lines (0 when missing)
+#   spank_wait_lines FILE N     until FILE has N lines or more (30 s)
+#   spank_gens JOB              JOB's committed generations in $store
+#   spank_wait_gens JOB N [TENTHS]
+#                               until JOB has N of them (default 30 s)
+#   spank_field JOB NAME        a field of "scontrol show job"
+#   spank_restarts_at_least JOB N [TENTHS]
+#                               until JOB was requeued N times (default 60 s)
+#   spank_hurry_start, spank_hurry_stop
+#                               start and stop a loop that makes every
+#                               pending job eligible now
+
+# spank_plugstack PLUGIN LIBIBCR: the plugin's line, %n expanded by the
+# plugin per node so that several nodes on one host find their own ibcrd.
+spank_plugstack() {
+	echo "required $1 socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$2 conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
+}
+
+# spank_start_preempt_cluster N IBCRD-CONF-LINES: preemption by partition
+# priority (PreemptMode=REQUEUE, GraceTime=30) is what the trigger tests
+# preempt with; a caller may prefix SLURM_NODE_CORES=... for more cores.
+spank_start_preempt_cluster() {
+	SLURM_PLUGSTACK=plugstack.conf \
+	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
+	SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+JobRequeue=1
+PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
+	slurm_start "$1" --netns || return 1
+	IBCRD_CONF_EXTRA=$2
+	sp_i=1
+	while test $sp_i -le "$1"; do
+		ibcrd_start_node n$sp_i || return 1
+		sp_i=$((sp_i + 1))
+	done
+}
+
+# spank_write_counter: a program with no verbs whose output shows where a
+# restored run went on from (the next number, not 1).
+spank_write_counter() {
+	cat >counter.sh <<\EOF
+#!/bin/sh
+i=0
+while test $i -lt "$1"; do
+	i=$((i + 1))
+	echo $i
+	sleep 0.1
+done
+exit ${2:-0}
+EOF
+	chmod +x counter.sh
+}
+
+# spank_write_vs TIMEOUT SERVER-OPTS CLIENT-OPTS: vs.sh PORT [MSGS] runs
+# "$VS -C -T TIMEOUT -p PORT": rank 0 serves on its node's address (with
+# SERVER-OPTS) and writes that address to addr.JOB; rank 1 waits for it and
+# sends (-o send -q 2 CLIENT-OPTS).  The options go into vs.sh as written,
+# so '"$2"' in them is vs.sh's MSGS.  exec: the task is the stream itself.
+spank_write_vs() {
+	cat >vs.sh <<VSEOF
+#!/bin/sh
+a=addr.\$SLURM_JOB_ID
+if test "\$SLURM_PROCID" = 0; then
+	ip -4 -o addr show eth0 | awk '{ split(\$4, a, "/"); print a[1] }' >\$a.tmp && mv \$a.tmp \$a
+	exec "$VS" -C -T $1 -p "\$1" $2
+fi
+t=0
+while ! test -s \$a; do
+	t=\$((t + 1)); test \$t -lt 300 || exit 3
+	sleep 0.1
+done
+sleep 0.5
+exec "$VS" -C -T $1 -p "\$1" -o send -q 2 $3 "\$(cat \$a)"
+VSEOF
+	chmod +x vs.sh
+}
+
+# spank_lines FILE: its number of lines (0 when missing).
+spank_lines() {
+	if test -f "$1"; then wc -l <"$1"; else echo 0; fi
+}
+
+# spank_wait_lines FILE N: until FILE has N lines or more (30 s).
+spank_wait_lines() {
+	wl_t=300
+	while test "$(spank_lines "$1")" -lt "$2"; do
+		wl_t=$((wl_t - 1))
+		test $wl_t -gt 0 || { echo "$1 has $(spank_lines "$1") lines, not $2" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+# spank_gens JOB: how many committed generations JOB has in $store (a
+# generation counts once its manifest, written last, is there).
+spank_gens() {
+	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
+}
+
+# spank_wait_gens JOB N [TENTHS]: until JOB has N committed generations
+# (TENTHS of a second, default 300).
+spank_wait_gens() {
+	wg_t=${3:-300}
+	while test "$(spank_gens "$1")" -lt "$2"; do
+		wg_t=$((wg_t - 1))
+		test $wg_t -gt 0 || { echo "job $1 has $(spank_gens "$1") generations, not $2" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+# spank_field JOB NAME: a field of scontrol show job.
+spank_field() {
+	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# spank_restarts_at_least JOB N [TENTHS]: until the job was requeued N
+# times (TENTHS of a second, default 600); an empty field counts as 0.
+spank_restarts_at_least() {
+	ra_t=${3:-600}
+	while ra_n=$(spank_field "$1" Restarts); test "${ra_n:-0}" -lt "$2"; do
+		ra_t=$((ra_t - 1))
+		test $ra_t -gt 0 || { echo "job $1: Restarts=$(spank_field "$1" Restarts), not $2" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+# A requeued job waits 120 s (BeginTime); the tests do not.  The loop runs
+# in the background with every descriptor of sharness closed, so that it
+# never holds a test's output open; spank_hurry_stop is idempotent (register
+# it with ibcr_atexit as well).
+spank_hurry_pid=
+spank_hurry_start() {
+	(
+		while :; do
+			for j in $(squeue -h -t pending -o %A 2>/dev/null); do
+				scontrol update jobid=$j StartTime=now 2>/dev/null
+			done
+			sleep 1
+		done
+	) </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+	spank_hurry_pid=$!
+}
+spank_hurry_stop() {
+	test -z "$spank_hurry_pid" || { kill $spank_hurry_pid; wait $spank_hurry_pid; } 2>/dev/null
+	spank_hurry_pid=
+	return 0
+}
