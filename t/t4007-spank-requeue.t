@@ -10,6 +10,7 @@ job without the option is not touched: no preload, no PID namespace, no
 ibcr message.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -17,40 +18,12 @@ plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 preload=$plugin
 store=$IBCRD_RUN/ibcrd/n1/storage/local
 
-cat >counter.sh <<\EOF
-#!/bin/sh
-i=0
-while test $i -lt "$1"; do
-	i=$((i + 1))
-	echo $i
-	sleep 0.1
-done
-EOF
-chmod +x counter.sh
-
-lines() {
-	if test -f "$1"; then wc -l <"$1"; else echo 0; fi
-}
-
-# gens JOB: how many committed generations JOB has.
-gens() {
-	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
-}
-
-# wait_gens JOB N: until JOB has N committed generations (30 s).
-wait_gens() {
-	wg_t=300
-	while test "$(gens "$1")" -lt "$2"; do
-		wg_t=$((wg_t - 1))
-		test $wg_t -gt 0 || { echo "job $1 has $(gens "$1") generations, not $2" >&2; return 1; }
-		sleep 0.1
-	done
-}
+spank_write_counter
 
 test_expect_success 'start a 1-node cluster and its ibcrd' '
 	ibcr_atexit ibcrd_stop_all &&
 	ibcrd_start_node n1 &&
-	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$preload conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	spank_plugstack "$plugin" "$preload" &&
 	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
 '
 
@@ -59,9 +32,9 @@ test_expect_success 'sbatch --checkpoint-ib=3s: generations appear while it runs
 		--wrap "srun -o app.out -e app.err ./counter.sh 200") &&
 	slurm_wait_job $jobid RUNNING 30 &&
 	t0=$(date +%s) &&
-	wait_gens $jobid 2 &&
+	spank_wait_gens $jobid 2 &&
 	echo "2 generations after $(( $(date +%s) - t0 )) s" | ibcr_diag &&
-	test "$(lines app.out)" -lt 200
+	test "$(spank_lines app.out)" -lt 200
 '
 
 test_expect_success 'scontrol requeue: the next run restores the newest generation' '
@@ -77,7 +50,7 @@ test_expect_success 'scontrol requeue: the next run restores the newest generati
 	scontrol update jobid=$jobid StartTime=now &&
 	slurm_wait_job $jobid RUNNING 60 &&
 	t=300 &&
-	while test "$(lines app.out)" -lt 3; do
+	while test "$(spank_lines app.out)" -lt 3; do
 		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
 	done &&
 	cat app.err | ibcr_diag &&
@@ -88,8 +61,8 @@ test_expect_success 'scontrol requeue: the next run restores the newest generati
 '
 
 test_expect_success 'the restored task is checkpointed again' '
-	before=$(gens $jobid) &&
-	wait_gens $jobid $((before + 1))
+	before=$(spank_gens $jobid) &&
+	spank_wait_gens $jobid $((before + 1))
 '
 
 test_expect_success 'it completes with every number once' '
