@@ -17,6 +17,7 @@ counts on by one, each later run starts where a checkpoint was (never at
 The time limit (scenario 3) is t4011'"'"'s, with a two-rank verbs stream.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU NETNS
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -25,16 +26,7 @@ preload=$plugin
 IBCRD_STORAGE=$IBCRD_RUN/storage
 store=$IBCRD_STORAGE/local
 
-cat >counter.sh <<\EOF
-#!/bin/sh
-i=0
-while test $i -lt "$1"; do
-	i=$((i + 1))
-	echo $i
-	sleep 0.1
-done
-EOF
-chmod +x counter.sh
+spank_write_counter
 
 # runs FILE N: check FILE, the output of every run of a job; the batch
 # script writes "run $SLURM_RESTART_COUNT" before each srun.  Within a run
@@ -65,48 +57,6 @@ submit() {
 		--wrap "echo run \${SLURM_RESTART_COUNT:-0} >>$sm_name.out; srun --open-mode=append -o $sm_name.out -e $sm_name.err ./counter.sh $sm_n"
 }
 
-lines() {
-	if test -f "$1"; then wc -l <"$1"; else echo 0; fi
-}
-
-gens() {
-	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
-}
-
-# field JOB NAME: a field of scontrol show job.
-field() {
-	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
-
-# restarts_at_least JOB N [TENTHS]: until the job was requeued N times.
-restarts_at_least() {
-	ra_t=${3:-600}
-	while ra_n=$(field "$1" Restarts); test "${ra_n:-0}" -lt "$2"; do
-		ra_t=$((ra_t - 1))
-		test $ra_t -gt 0 || { echo "job $1: Restarts=$(field "$1" Restarts), not $2" >&2; return 1; }
-		sleep 0.1
-	done
-}
-
-# A requeued job waits 120 s (BeginTime); the tests do not.
-hurry_pid=
-hurry_start() {
-	(
-		while :; do
-			for j in $(squeue -h -t pending -o %A 2>/dev/null); do
-				scontrol update jobid=$j StartTime=now 2>/dev/null
-			done
-			sleep 1
-		done
-	) </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
-	hurry_pid=$!
-}
-hurry_stop() {
-	test -z "$hurry_pid" || { kill $hurry_pid; wait $hurry_pid; } 2>/dev/null
-	hurry_pid=
-	return 0
-}
-
 test_expect_success 'ibcrd.conf: a bad trigger policy is refused, naming the key and the choices' '
 	printf "on_preempt = later\n" >bad1.conf &&
 	test_expect_code 2 "$IBCRD" -F -c "$(pwd)/bad1.conf" 2>err1 &&
@@ -121,36 +71,28 @@ test_expect_success 'ibcrd.conf: a bad trigger policy is refused, naming the key
 
 test_expect_success 'start a 3-node netns cluster with preemption, an ibcrd per node' '
 	ibcr_atexit ibcrd_stop_all &&
-	ibcr_atexit hurry_stop &&
+	ibcr_atexit spank_hurry_stop &&
 	mkdir -p "$IBCRD_STORAGE" &&
-	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$preload conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
-	SLURM_PLUGSTACK=plugstack.conf \
-	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
-	SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
-PreemptMode=REQUEUE
-JobRequeue=1
-PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
-	slurm_start 3 --netns &&
-	IBCRD_CONF_EXTRA="timelimit_margin = 30s
+	spank_plugstack "$plugin" "$preload" &&
+	spank_start_preempt_cluster 3 "timelimit_margin = 30s
 slurm_poll = 500ms
 on_cancel = checkpoint" &&
-	ibcrd_start_node n1 && ibcrd_start_node n2 && ibcrd_start_node n3 &&
-	hurry_start
+	spank_hurry_start
 '
 
 test_expect_success 'preempted: SIGTERM held, checkpointed within the grace time, requeued' '
 	L=$(submit L 400 -w n1 -c 2) &&
 	slurm_wait_job $L RUNNING 30 &&
-	t=300 && while test "$(lines L.out)" -lt 20; do
+	t=300 && while test "$(spank_lines L.out)" -lt 20; do
 		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
 	done &&
 	t0=$(date +%s) &&
 	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
-	restarts_at_least $L 1 400 &&
+	spank_restarts_at_least $L 1 400 &&
 	took=$(( $(date +%s) - t0 )) &&
 	echo "preempted, checkpointed and requeued after $took s (GraceTime 30 s)" | ibcr_diag &&
 	test $took -lt 30 &&
-	test "$(gens $L)" -ge 1 &&
+	test "$(spank_gens $L)" -ge 1 &&
 	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	grep "job $L rank 0: SIGTERM held" $log &&
 	grep "job $L: preempt: final checkpoint, then requeue" $log &&
@@ -174,13 +116,13 @@ test_expect_success 'drain: its node drained, the job is checkpointed, requeued,
 	slurm_wait_job $filler RUNNING 30 &&
 	D=$(submit D 300 -x n3 -c 2) &&
 	slurm_wait_job $D RUNNING 30 &&
-	test "$(field $D NodeList)" = n2 &&
+	test "$(spank_field $D NodeList)" = n2 &&
 	scancel $filler &&
-	t=300 && while test "$(lines D.out)" -lt 20; do
+	t=300 && while test "$(spank_lines D.out)" -lt 20; do
 		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
 	done &&
 	scontrol update nodename=n2 state=drain reason=ibcr-t4008 &&
-	restarts_at_least $D 1 300 &&
+	spank_restarts_at_least $D 1 300 &&
 	log=$IBCRD_RUN/ibcrd/n2/ibcrd.log &&
 	grep "job $D: Slurm: node n2 is DRAIN (ibcr-t4008)" $log &&
 	grep "job $D: drain: final checkpoint, then requeue" $log &&
@@ -189,7 +131,7 @@ test_expect_success 'drain: its node drained, the job is checkpointed, requeued,
 	scontrol update nodename=n2 state=resume &&
 	cat D.err | ibcr_diag &&
 	grep "ibcr: job $D step 0 task 0 on n1: restored from generation" D.err &&
-	test "$(field $D NodeList)" = n1 &&
+	test "$(spank_field $D NodeList)" = n1 &&
 	n=$(runs D.out 300) &&
 	echo "job $D: $n runs: $(grep -A1 "^run" D.out | tr "\n" " ")" | ibcr_diag &&
 	test "$n" = 2
@@ -198,7 +140,7 @@ test_expect_success 'drain: its node drained, the job is checkpointed, requeued,
 test_expect_success 'scancel with on_cancel = checkpoint: a final checkpoint, then the job ends CANCELLED' '
 	C=$(submit C 3000 -w n2 -c 2) &&
 	slurm_wait_job $C RUNNING 30 &&
-	t=300 && while test "$(lines C.out)" -lt 20; do
+	t=300 && while test "$(spank_lines C.out)" -lt 20; do
 		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
 	done &&
 	scancel $C &&
@@ -210,15 +152,15 @@ test_expect_success 'scancel with on_cancel = checkpoint: a final checkpoint, th
 	grep "job $C rank 0: SIGTERM held" $log &&
 	grep "job $C: cancel: final checkpoint" $log &&
 	grep "job $C gen 1: committed" $log &&
-	test "$(gens $C)" = 1 &&
-	test "$(field $C Restarts)" = 0 &&
+	test "$(spank_gens $C)" = 1 &&
+	test "$(spank_field $C Restarts)" = 0 &&
 	! grep "job $C: requeued" $log &&
 	# the checkpoint holds where the counter was when it was cancelled
 	test -s "$store/$C/gen-1/manifest.json"
 '
 
 test_expect_success 'slurm_stop' '
-	hurry_stop &&
+	spank_hurry_stop &&
 	slurm_stop
 '
 
