@@ -74,9 +74,11 @@ test_expect_success 'start a 3-node netns cluster with preemption, an ibcrd per 
 	ibcr_atexit spank_hurry_stop &&
 	mkdir -p "$IBCRD_STORAGE" &&
 	spank_plugstack "$plugin" "$preload" &&
-	spank_start_preempt_cluster 3 "timelimit_margin = 30s
+	spank_start_preempt_cluster 3 &&
+	IBCRD_CONF_EXTRA="timelimit_margin = 30s
 slurm_poll = 500ms
 on_cancel = checkpoint" &&
+	spank_start_ibcrds 3 &&
 	spank_hurry_start
 '
 

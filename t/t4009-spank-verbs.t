@@ -15,6 +15,7 @@ socket back, rebuilds the verbs objects with new real ids exchanged
 across the nodes, and the pingpong finishes with every buffer validated.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU NETNS IBVUTILS
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -26,11 +27,6 @@ store=$IBCRD_STORAGE/local
 # Below the ephemeral range and softib's endpoint ports (24576-).
 PORT=$(( 12000 + $$ % 12000 ))
 ITERS=${T4009_ITERS:-400000}
-
-# field JOB NAME: a field of scontrol show job.
-field() {
-	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
 
 # pp.sh PORT ITERS: rank 0 serves on its node's address and writes it
 # to addr.JOB; rank 1 waits for it and connects.  exec: the task is the
@@ -52,33 +48,14 @@ exec ibv_rc_pingpong -c -n "$2" -p "$1" "$(cat $a)"
 EOF
 chmod +x pp.sh
 
-gens() {
-	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
-}
-
-wait_gens() {
-	wg_t=${3:-600}
-	while test "$(gens "$1")" -lt "$2"; do
-		wg_t=$((wg_t - 1))
-		test $wg_t -gt 0 || { echo "job $1 has $(gens "$1") generations, not $2" >&2; return 1; }
-		sleep 0.1
-	done
-}
-
 test_expect_success BUILT 'start a 3-node netns cluster, an ibcrd per node, one storage' '
 	ibcr_atexit ibcrd_stop_all &&
 	mkdir -p "$IBCRD_STORAGE" &&
-	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
-	SLURM_PLUGSTACK=plugstack.conf \
-	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
-	SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
-PreemptMode=REQUEUE
-JobRequeue=1
-PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
-	slurm_start 3 --netns &&
+	spank_plugstack "$plugin" "$libibcr" &&
+	spank_start_preempt_cluster 3 &&
 	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
 munge_socket = $IBCR_MUNGE_SOCKET" &&
-	ibcrd_start_node n1 && ibcrd_start_node n2 && ibcrd_start_node n3
+	spank_start_ibcrds 3
 '
 
 test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the two ranks on two nodes, generations while it runs' '
@@ -86,7 +63,7 @@ test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the two ranks on two nodes
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 --open-mode=append -o pp.%t.out -e pp.%t.err ./pp.sh $PORT $ITERS") &&
 	slurm_wait_job $J RUNNING 30 &&
-	wait_gens $J 2 600 &&
+	spank_wait_gens $J 2 600 &&
 	grep "job $J: node n2 (.*) joined with rank 1" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
 	ls "$store/$J/gen-$newest" | tee gen.ls &&
@@ -130,9 +107,9 @@ test_expect_success BUILT 'drain of the member node: the leader checkpoints and 
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 --open-mode=append -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 1)) $ITERS") &&
 	slurm_wait_job $D RUNNING 30 &&
-	test "$(field $D NodeList)" = "n[1-2]" &&
+	test "$(spank_field $D NodeList)" = "n[1-2]" &&
 	scancel $filler &&
-	wait_gens $D 2 600 &&
+	spank_wait_gens $D 2 600 &&
 	scontrol update nodename=n2 state=drain reason=ibcr-t4009 &&
 	t=600 &&
 	while ! scontrol -o show job $D | grep -q "JobState=PENDING"; do
@@ -151,7 +128,7 @@ test_expect_success BUILT 'its newest generation damaged, it restores the previo
 	for r in 0 1; do mv pp.$r.out pp.$r.out.d1; mv pp.$r.err pp.$r.err.d1; done &&
 	scontrol update jobid=$D StartTime=now &&
 	slurm_wait_job $D RUNNING 60 &&
-	test "$(field $D NodeList)" = "n[1,3]" &&
+	test "$(spank_field $D NodeList)" = "n[1,3]" &&
 	slurm_wait_job $D COMPLETED 300 &&
 	cat pp.0.err pp.1.err | ibcr_diag &&
 	for r in 0 1; do
@@ -181,7 +158,7 @@ test_expect_success BUILT 'preempted (bare --checkpoint-ib): SIGTERM held on bot
 	took=$(( $(date +%s) - t0 )) &&
 	echo "preempted, checkpointed on both nodes and requeued after $took s (GraceTime 30 s)" | ibcr_diag &&
 	test $took -lt 30 &&
-	test "$(gens $P)" = 1 &&
+	test "$(spank_gens $P)" = 1 &&
 	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	grep "job $P: preempt: final checkpoint, then requeue" $log &&
 	grep "job $P gen 1: committed" $log &&

@@ -6,11 +6,12 @@
 #                               write plugstack.conf: PLUGIN required, with
 #                               LIBIBCR as the preload and each node's ibcrd
 #                               socket and conf under $IBCRD_RUN/ibcrd/%n
-#   spank_start_preempt_cluster N IBCRD-CONF-LINES
+#   spank_start_preempt_cluster N
 #                               an N-node netns Slurm cluster (plugstack.conf)
 #                               whose default partition is preempted by
-#                               partition "high", then an ibcrd on n1..nN
-#                               with IBCRD-CONF-LINES in its conf
+#                               partition "high"
+#   spank_start_ibcrds N        an ibcrd on each of n1..nN ($IBCRD_CONF_EXTRA
+#                               and $IBCRD_STORAGE as for ibcrd_start_node)
 #   spank_write_counter         write ./counter.sh COUNT [STATUS]: counts
 #                               from 1 to COUNT, a line every 0.1 s, then
 #                               exits with STATUS (default 0)
@@ -35,9 +36,9 @@ spank_plugstack() {
 	echo "required $1 socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$2 conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
 }
 
-# spank_start_preempt_cluster N IBCRD-CONF-LINES: preemption by partition
-# priority (PreemptMode=REQUEUE, GraceTime=30) is what the trigger tests
-# preempt with; a caller may prefix SLURM_NODE_CORES=... for more cores.
+# spank_start_preempt_cluster N: preemption by partition priority
+# (PreemptMode=REQUEUE, GraceTime=30) is what the trigger tests preempt
+# with; a caller may prefix SLURM_NODE_CORES=... for more cores.
 spank_start_preempt_cluster() {
 	SLURM_PLUGSTACK=plugstack.conf \
 	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
@@ -45,8 +46,12 @@ spank_start_preempt_cluster() {
 PreemptMode=REQUEUE
 JobRequeue=1
 PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
-	slurm_start "$1" --netns || return 1
-	IBCRD_CONF_EXTRA=$2
+	slurm_start "$1" --netns
+}
+
+# spank_start_ibcrds N: apart from the cluster's start, because an ibcrd's
+# conf may name what slurm_start has only just set ($IBCR_MUNGE_SOCKET).
+spank_start_ibcrds() {
 	sp_i=1
 	while test $sp_i -le "$1"; do
 		ibcrd_start_node n$sp_i || return 1
