@@ -11,6 +11,7 @@ both ranks end with the same totals, every message verified exactly once
 and in order.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU NETNS
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -26,33 +27,13 @@ PORT=$(( 12000 + ($$ + 7) % 12000 ))
 # 2 QPs x 24000 messages of 4 KiB at 1000 per second and QP: about 24 s.
 MSGS=24000
 
-# vs.sh PORT: rank 0 serves on its node's address and writes it to
-# addr.JOB; rank 1 waits for it and streams.  exec: the task is the stream.
-cat >vs.sh <<VSEOF
-#!/bin/sh
-a=addr.\$SLURM_JOB_ID
-if test "\$SLURM_PROCID" = 0; then
-	ip -4 -o addr show eth0 | awk '{ split(\$4, a, "/"); print a[1] }' >\$a.tmp && mv \$a.tmp \$a
-	exec "$VS" -C -T 600 -p "\$1"
-fi
-t=0
-while ! test -s \$a; do
-	t=\$((t + 1)); test \$t -lt 300 || exit 3
-	sleep 0.1
-done
-sleep 0.5
-exec "$VS" -C -T 600 -p "\$1" -o send -q 2 -n $MSGS -r 1000 "\$(cat \$a)"
-VSEOF
-chmod +x vs.sh
-
-gens() {
-	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
-}
+# vs.sh PORT: the two-rank stream (see spank/lib.sh), 2 x MSGS messages.
+spank_write_vs 600 "" "-n $MSGS -r 1000"
 
 test_expect_success BUILT 'start a 2-node netns cluster, an ibcrd per node, one storage' '
 	ibcr_atexit ibcrd_stop_all &&
 	mkdir -p "$IBCRD_STORAGE" &&
-	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	spank_plugstack "$plugin" "$libibcr" &&
 	SLURM_PLUGSTACK=plugstack.conf SLURM_CONF_EXTRA="JobRequeue=1" slurm_start 2 --netns &&
 	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
 munge_socket = $IBCR_MUNGE_SOCKET" &&
@@ -65,7 +46,7 @@ test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the stream runs, two gener
 		--wrap "srun -N2 -n2 --open-mode=append -o vs.%t.out -e vs.%t.err ./vs.sh $PORT") &&
 	slurm_wait_job $J RUNNING 30 &&
 	t=600 &&
-	while test "$(gens $J)" -lt 2; do
+	while test "$(spank_gens $J)" -lt 2; do
 		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || { cat vs.*.err; return 1; }
 	done &&
 	grep -c "out-of-band connection closed" vs.0.err vs.1.err >conn.1 &&
