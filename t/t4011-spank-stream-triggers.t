@@ -22,6 +22,7 @@ run got), each run counts on by one step, both ranks end with the same
 totals and checksum, and the out-of-band connection was made only once.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU NETNS
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -40,25 +41,10 @@ STEP=200	# a progress line every second of the stream
 SHORT=6000
 LONG=48000
 
-# vs.sh PORT MSGS: rank 0 serves on its node's address and writes it to
-# addr.JOB; rank 1 waits for it and streams.  exec: the task is the stream.
-# Both block on completion channels (-w event): three jobs share 2 cores.
-cat >vs.sh <<VSEOF
-#!/bin/sh
-a=addr.\$SLURM_JOB_ID
-if test "\$SLURM_PROCID" = 0; then
-	ip -4 -o addr show eth0 | awk '{ split(\$4, a, "/"); print a[1] }' >\$a.tmp && mv \$a.tmp \$a
-	exec "$VS" -C -T 1800 -p "\$1" -L $STEP
-fi
-t=0
-while ! test -s \$a; do
-	t=\$((t + 1)); test \$t -lt 300 || exit 3
-	sleep 0.1
-done
-sleep 0.5
-exec "$VS" -C -T 1800 -p "\$1" -o send -q 2 -n "\$2" -r $RATE -w event "\$(cat \$a)"
-VSEOF
-chmod +x vs.sh
+# vs.sh PORT MSGS: the two-rank stream (see spank/lib.sh); rank 0 prints
+# progress every STEP messages.  Both block on completion channels
+# (-w event): three jobs share 2 cores.
+spank_write_vs 1800 "-L $STEP" '-n "$2" -r '$RATE' -w event'
 
 # submit NAME PORT MSGS SBATCH-OPTIONS...: the stream as a 2-node job with
 # a bare --checkpoint-ib (no periodic checkpoints: every generation is a
@@ -130,60 +116,18 @@ at() {
 	done
 }
 
-gens() {
-	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
-}
-
-field() {
-	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
-
-restarts_at_least() {
-	ra_t=${3:-600}
-	while ra_n=$(field "$1" Restarts); test "${ra_n:-0}" -lt "$2"; do
-		ra_t=$((ra_t - 1))
-		test $ra_t -gt 0 || { echo "job $1: Restarts=$(field "$1" Restarts), not $2" >&2; return 1; }
-		sleep 0.1
-	done
-}
-
-# A requeued job waits 120 s (BeginTime); the tests do not.
-hurry_pid=
-hurry_start() {
-	(
-		while :; do
-			for j in $(squeue -h -t pending -o %A 2>/dev/null); do
-				scontrol update jobid=$j StartTime=now 2>/dev/null
-			done
-			sleep 1
-		done
-	) </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
-	hurry_pid=$!
-}
-hurry_stop() {
-	test -z "$hurry_pid" || { kill $hurry_pid; wait $hurry_pid; } 2>/dev/null
-	hurry_pid=
-	return 0
-}
-
 test_expect_success BUILT 'start a 3-node netns cluster with preemption, an ibcrd per node' '
 	ibcr_atexit ibcrd_stop_all &&
-	ibcr_atexit hurry_stop &&
+	ibcr_atexit spank_hurry_stop &&
 	mkdir -p "$IBCRD_STORAGE" &&
-	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
-	SLURM_NODE_CORES=4 SLURM_PLUGSTACK=plugstack.conf \
-	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
-	SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
-PreemptMode=REQUEUE
-JobRequeue=1
-PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
-	slurm_start 3 --netns &&
+	spank_plugstack "$plugin" "$libibcr" &&
+	SLURM_NODE_CORES=4 spank_start_preempt_cluster 3 &&
 	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
 munge_socket = $IBCR_MUNGE_SOCKET
 timelimit_margin = 30s
 slurm_poll = 500ms" &&
-	ibcrd_start_node n1 && ibcrd_start_node n2 && ibcrd_start_node n3 &&
-	hurry_start
+	spank_start_ibcrds 3 &&
+	spank_hurry_start
 '
 
 test_expect_success BUILT 'time limit: T, -t 2 and 4 minutes of stream, starts on n2 and n3' '
@@ -197,11 +141,11 @@ test_expect_success BUILT 'preempted: P checkpointed on both nodes within the gr
 	at P 5 &&
 	t0=$(date +%s) &&
 	H=$(sbatch --parsable -p high -w n1 -c 4 -o /dev/null --wrap "sleep 3") &&
-	restarts_at_least $P 1 400 &&
+	spank_restarts_at_least $P 1 400 &&
 	took=$(( $(date +%s) - t0 )) &&
 	echo "P preempted, checkpointed and requeued after $took s (GraceTime 30 s)" | ibcr_diag &&
 	test $took -lt 30 &&
-	test "$(gens $P)" = 1 &&
+	test "$(spank_gens $P)" = 1 &&
 	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	grep "job $P: preempt: final checkpoint, then requeue" $log &&
 	grep "job $P gen 1: committed" $log &&
@@ -221,17 +165,17 @@ test_expect_success BUILT 'drain: D on n1 and n3, n1 drained: checkpointed, requ
 	slurm_wait_job $filler RUNNING 30 &&
 	D=$(submit D $((PORT + 2)) $SHORT) &&
 	slurm_wait_job $D RUNNING 30 &&
-	test "$(field $D NodeList)" = "n[1,3]" &&
+	test "$(spank_field $D NodeList)" = "n[1,3]" &&
 	scancel $filler &&
 	at D 5 &&
 	scontrol update nodename=n1 state=drain reason=ibcr-t4011 &&
-	restarts_at_least $D 1 300 &&
+	spank_restarts_at_least $D 1 300 &&
 	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	grep "job $D: Slurm: node n1 is DRAIN (ibcr-t4011)" $log &&
 	grep "job $D: drain: final checkpoint, then requeue" $log &&
 	slurm_wait_job $D COMPLETED 180 &&
 	scontrol update nodename=n1 state=resume &&
-	test "$(field $D NodeList)" = "n[2-3]" &&
+	test "$(spank_field $D NodeList)" = "n[2-3]" &&
 	grep "task 0 on n2: restored from generation 1 " D.0.err &&
 	grep "task 1 on n3: restored from generation 1 " D.1.err &&
 	finished D $SHORT 2
@@ -240,14 +184,14 @@ test_expect_success BUILT 'drain: D on n1 and n3, n1 drained: checkpointed, requ
 test_expect_success BUILT 'time limit: T checkpointed and requeued before each limit, completes, never TIMEOUT' '
 	slurm_wait_job $T COMPLETED 600 &&
 	finished T $LONG 3 &&
-	test "$(field $T Restarts)" -ge 2 &&
+	test "$(spank_field $T Restarts)" -ge 2 &&
 	log=$IBCRD_RUN/ibcrd/n2/ibcrd.log &&
 	grep "job $T: timelimit: final checkpoint, then requeue" $log &&
 	! grep "Time limit exhausted for JobId=$T\$" "$IBCR_SLURM_DIR/log/slurmctld.log"
 '
 
 test_expect_success 'stop the cluster' '
-	hurry_stop &&
+	spank_hurry_stop &&
 	slurm_stop
 '
 
