@@ -12,30 +12,14 @@ drain of its node checkpoints and requeues it, and it comes back from
 that checkpoint.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 IBCRD_STORAGE=$IBCRD_RUN/storage
 store=$IBCRD_STORAGE/local
 
-cat >counter.sh <<\EOF
-#!/bin/sh
-i=0
-while test $i -lt "$1"; do
-	i=$((i + 1))
-	echo $i
-	sleep 0.1
-done
-EOF
-chmod +x counter.sh
-
-lines() {
-	if test -f "$1"; then wc -l <"$1"; else echo 0; fi
-}
-
-field() {
-	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
+spank_write_counter
 
 log_has() {
 	lh_t=${2:-300}
@@ -49,7 +33,7 @@ log_has() {
 test_expect_success 'a 1-node cluster; ibcrd starts where slurm.conf is not yet' '
 	ibcr_atexit ibcrd_stop_all &&
 	mkdir -p "$IBCRD_STORAGE" &&
-	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$plugin conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf &&
+	spank_plugstack "$plugin" "$plugin" &&
 	SLURM_PLUGSTACK=plugstack.conf SLURM_CONF_EXTRA="JobRequeue=1" slurm_start 1 &&
 	real_conf=$SLURM_CONF &&
 	SLURM_CONF=$(pwd)/late.conf &&
@@ -81,14 +65,14 @@ test_expect_success 'slurm.conf appears; the next registration starts the watche
 '
 
 test_expect_success 'the first job is now protected: drained, it is checkpointed, requeued, restored' '
-	t=300 && while test "$(lines A.out)" -lt 20; do
+	t=300 && while test "$(spank_lines A.out)" -lt 20; do
 		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
 	done &&
 	scontrol update nodename=n1 state=drain reason=ibcr-t4012 &&
 	log_has "job $A: drain: final checkpoint, then requeue" &&
 	log_has "job $A gen 1: committed" &&
 	log_has "job $A: requeued" &&
-	t=300 && until test "$(field $A JobState)" = PENDING; do
+	t=300 && until test "$(spank_field $A JobState)" = PENDING; do
 		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
 	done &&
 	scontrol update nodename=n1 state=resume &&
