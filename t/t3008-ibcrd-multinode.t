@@ -117,8 +117,9 @@ test_expect_success 'ibcrd back on host 2: rank 1 registers and joins again, the
 	ibcrd_wait_for grep -q "registered again with ibcrd" kd.1.err &&
 	ibcrd_wait_for t8_joins kd 2 &&
 	t8_ibcr 1 checkpoint kd --wait >ck.out &&
-	grep "generation 1 committed" ck.out &&
-	test -d shared/local/kd/gen-1/task-1 &&
+	# the aborted number 1 is not given again
+	grep "generation 2 committed" ck.out &&
+	test -d shared/local/kd/gen-2/task-1 &&
 	kill -9 $(cat kd.0.app) $(cat kd.1.app)
 '
 

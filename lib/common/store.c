@@ -132,11 +132,88 @@ static int scan_gens (const char *jobdir, int **out, int *n)
     return 0;
 }
 
+/* The job folder's record of the highest generation number ever begun,
+ * so that an aborted number is never given again: a slow node still
+ * writing into an aborted generation must not land in a new one of the
+ * same name, and logs never show one number for two generations. */
+#define STORE_LAST_GEN ".last-gen"
+
+/* The number recorded in jobdir, or 0 (none, or not a number: the folder
+ * names then decide alone). */
+static int last_gen_read (const char *jobdir)
+{
+    char path[4200], buf[32];
+    FILE *f;
+    long v = 0;
+
+    int fd;
+    struct stat sb;
+
+    /* The job folder is the job owner's: never follow a link of theirs. */
+    snprintf (path, sizeof (path), "%s/" STORE_LAST_GEN, jobdir);
+    if ((fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return 0;
+    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || !(f = fdopen (fd, "r"))) {
+        close (fd);
+        return 0;
+    }
+    if (fgets (buf, sizeof (buf), f)) {
+        char *end;
+        v = strtol (buf, &end, 10);
+        if (end == buf || (*end && *end != '\n') || v < 0 || v > 100000000)
+            v = 0;
+    }
+    fclose (f);
+    return (int)v;
+}
+
+/* Record gen as begun: written aside and renamed, so a crash leaves the
+ * old number or the new one.  -1 with errno. */
+static int last_gen_write (const char *jobdir, int gen)
+{
+    char path[4200], tmp[4300];
+    FILE *f;
+    int saved;
+
+    int fd;
+
+    snprintf (path, sizeof (path), "%s/" STORE_LAST_GEN, jobdir);
+    snprintf (tmp, sizeof (tmp), "%s.%ld", path, (long)getpid ());
+    /* O_EXCL and O_NOFOLLOW: a name the job owner planted (a link to a
+     * file of root's) is removed, never written through. */
+    if ((fd = open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0
+        && errno == EEXIST && unlink (tmp) == 0)
+        fd = open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    if (!(f = fdopen (fd, "w"))) {
+        saved = errno;
+        close (fd);
+        unlink (tmp);
+        errno = saved;
+        return -1;
+    }
+    if (fprintf (f, "%d\n", gen) < 0 || fflush (f) != 0 || fsync (fileno (f)) < 0) {
+        saved = errno;
+        fclose (f);
+        unlink (tmp);
+        errno = saved;
+        return -1;
+    }
+    if (fclose (f) != 0 || rename (tmp, path) < 0) {
+        saved = errno;
+        unlink (tmp);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
 int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t gid,
                      int *gen, char *dir, size_t dirlen, char *err, size_t len)
 {
     char jp[4096], cl[4096];
-    int *gens = NULL, n = 0, next, saved;
+    int *gens = NULL, n = 0, next, last, saved;
 
     if (store_job_path (st, job, jp, sizeof (jp)) < 0) {
         snprintf (err, len, "'%s' is not a valid job name", job);
@@ -164,6 +241,8 @@ int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t g
     }
     next = n ? gens[n - 1] + 1 : 1;
     free (gens);
+    if ((last = last_gen_read (jp)) >= next)
+        next = last + 1;
     if ((size_t)snprintf (dir, dirlen, "%s/gen-%d", jp, next) >= dirlen) {
         snprintf (err, len, "path of %s/gen-%d is too long", jp, next);
         errno = ENAMETOOLONG;
@@ -174,6 +253,14 @@ int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t g
     if (mkdir (dir, 0700) < 0 || chown (dir, uid, gid) < 0) {
         saved = errno;
         snprintf (err, len, "cannot create %s: %s", dir, strerror (saved));
+        errno = saved;
+        return -1;
+    }
+    if (last_gen_write (jp, next) < 0) {
+        saved = errno;
+        snprintf (err, len, "cannot record generation %d in %s/" STORE_LAST_GEN ": %s", next,
+                  jp, strerror (saved));
+        (void)store_rmtree (dir);
         errno = saved;
         return -1;
     }

@@ -83,9 +83,42 @@ int main (void)
     ok (store_gen_abort (&st, "j1", gen) == 0 && stat (dir, &sb) < 0 && stat (other, &sb) == 0,
         "abort removes it without following the link");
     ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
-                         sizeof (err)) == 0 && gen == 2, "an aborted number may be reused");
+                         sizeof (err)) == 0 && gen == 3, "an aborted number is never reused");
     ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
-                         sizeof (err)) == 0 && gen == 3, "a partial one is never reused");
+                         sizeof (err)) == 0 && gen == 4, "a partial one is never reused");
+    ok (store_gen_abort (&st, "j1", 3) == 0 && store_gen_abort (&st, "j1", 4) == 0,
+        "both aborted");
+    {
+        char jd[4300];
+        snprintf (jd, sizeof (jd), "%s/local/j1", root);
+        put (jd, ".last-gen", "garbage");
+    }
+    ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
+                         sizeof (err)) == 0 && gen == 2,
+        "an unreadable record: the folders decide");
+    {
+        /* The job folder is the job owner's: links planted there are
+         * neither read through nor written through. */
+        char jd[4300], lg[4400], tmpn[4400], victim[4300], buf[64] = "";
+        FILE *f;
+        snprintf (jd, sizeof (jd), "%s/local/j1", root);
+        snprintf (lg, sizeof (lg), "%s/.last-gen", jd);
+        snprintf (tmpn, sizeof (tmpn), "%s/.last-gen.%ld", jd, (long)getpid ());
+        put (root, "victim", "99\n");
+        snprintf (victim, sizeof (victim), "%s/victim", root);
+        if (unlink (lg) < 0 || symlink (victim, lg) < 0 || symlink (victim, tmpn) < 0)
+            BAIL_OUT ("symlink");
+        ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
+                             sizeof (err)) == 0 && gen == 3,
+            "a link as the record is not read: next is from the folders");
+        if ((f = fopen (victim, "r"))) {
+            if (!fgets (buf, sizeof (buf), f))
+                buf[0] = '\0';
+            fclose (f);
+        }
+        ok (strcmp (buf, "99\n") == 0 && lstat (tmpn, &sb) < 0 && lstat (lg, &sb) == 0
+            && S_ISREG (sb.st_mode), "nor written through: the file it named is unchanged");
+    }
 
     ok (store_list (&st, "nojob", 0, &gens, err, sizeof (err)) < 0 && errno == ENOENT
         && strstr (err, "no checkpoint of job nojob"), "an unknown job is ENOENT: %s", err);
