@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/proc.h"
 #include "common/proto.h"
 #include "common/usock.h"
 
@@ -41,37 +42,6 @@ const char *cli_init_path (void)
     return e && *e ? e : PKGLIBEXECDIR "/ibcr-init";
 }
 
-/* State letter of /proc/PID/stat, or 0. */
-static char proc_state (pid_t pid)
-{
-    char path[64], buf[512], *p;
-    FILE *f;
-    size_t n;
-
-    snprintf (path, sizeof (path), "/proc/%ld/stat", (long)pid);
-    if (!(f = fopen (path, "r")))
-        return 0;
-    n = fread (buf, 1, sizeof (buf) - 1, f);
-    fclose (f);
-    buf[n] = '\0';
-    return (p = strrchr (buf, ')')) && p[1] == ' ' ? p[2] : 0;
-}
-
-static pid_t first_child (pid_t pid)
-{
-    char path[64];
-    long child = 0;
-    FILE *f;
-
-    snprintf (path, sizeof (path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
-    if ((f = fopen (path, "r"))) {
-        if (fscanf (f, "%ld", &child) != 1)
-            child = 0;
-        fclose (f);
-    }
-    return (pid_t)child;
-}
-
 int cli_task_wait_pid (struct cli_task *t, const char *pidfile, const char *what)
 {
     for (int i = 0; i < 6000; i++) {    /* 60 s: a large restore reads for long */
@@ -88,7 +58,7 @@ int cli_task_wait_pid (struct cli_task *t, const char *pidfile, const char *what
             t->init = (pid_t)pid;
             /* The application is the init's child: give it a moment to
              * fork (a restored tree has it at once). */
-            for (int k = 0; k < 100 && !(t->app = first_child (t->init)); k++)
+            for (int k = 0; k < 100 && !(t->app = proc_first_child (t->init)); k++)
                 usleep (10000);
             return 0;
         }

@@ -9,6 +9,7 @@
 #include <syslog.h>
 
 #include "common/log.h"
+#include "common/proc.h"
 #include "common/proto.h"
 #include "jobs.h"
 
@@ -79,28 +80,6 @@ struct task *jobs_task (struct job *job, int rank)
         if (t->rank == rank)
             return t;
     return NULL;
-}
-
-/* Parent of pid from /proc (0 when unknown). */
-static pid_t proc_ppid (pid_t pid)
-{
-    char path[64], buf[512], *p;
-    long ppid = 0;
-    ssize_t n;
-    FILE *f;
-
-    snprintf (path, sizeof (path), "/proc/%ld/stat", (long)pid);
-    if (!(f = fopen (path, "r")))
-        return 0;
-    n = fread (buf, 1, sizeof (buf) - 1, f);
-    fclose (f);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: skip to the last ')'. */
-    if (!(p = strrchr (buf, ')')) || sscanf (p + 1, " %*c %ld", &ppid) != 1)
-        return 0;
-    return (pid_t)ppid;
 }
 
 /* Is pid root itself or one of its descendants? */

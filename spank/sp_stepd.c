@@ -28,6 +28,7 @@
 
 #include "common/conf.h"
 #include "common/expand.h"
+#include "common/proc.h"
 #include "sp_ns.h"
 #include "sp_opt.h"
 #include "sp_reg.h"
@@ -344,22 +345,6 @@ static int sp_stepd_started (pid_t init, pid_t app, void *arg)
     return 0;
 }
 
-/* The application under a restored init: its first child. */
-static pid_t sp_stepd_first_child (pid_t pid)
-{
-    char path[64];
-    long child = 0;
-    FILE *f;
-
-    snprintf (path, sizeof (path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
-    if ((f = fopen (path, "r"))) {
-        if (fscanf (f, "%ld", &child) != 1)
-            child = 0;
-        fclose (f);
-    }
-    return (pid_t)child;
-}
-
 /* In the waiter (ibcr-task), at SIGTERM: a preempted job is checkpointed
  * before its tasks get the signal; ibcrd says when they may.  Whatever
  * goes wrong, the signal goes on: it is never lost, only delayed. */
@@ -401,7 +386,7 @@ static int sp_stepd_restore (void)
         return -1;
     }
     sp_st.restore_fd = -1;
-    if (sp_st.fd < 0 || sp_reg_register (sp_st.fd, &sp_st.id, init, sp_stepd_first_child (init),
+    if (sp_st.fd < 0 || sp_reg_register (sp_st.fd, &sp_st.id, init, proc_first_child (init),
                                          sp_st.timeout_ms, err, sizeof (err)) < 0)
         sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: restored, but %s; running "
                       "UNPROTECTED: it will not be checkpointed again", sp_st.id.job,

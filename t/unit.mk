@@ -15,6 +15,11 @@ check_PROGRAMS += common/test_conf.t
 common_test_conf_t_SOURCES = common/test_conf.c
 common_test_conf_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la
 
+TESTS += common/test_proc.t
+check_PROGRAMS += common/test_proc.t
+common_test_proc_t_SOURCES = common/test_proc.c
+common_test_proc_t_LDADD = $(top_builddir)/lib/common/libcommon.la libtap.la $(JSON_LIBS)
+
 TESTS += common/test_store.t
 check_PROGRAMS += common/test_store.t
 common_test_store_t_SOURCES = common/test_store.c

@@ -1,0 +1,59 @@
+/* proc.c - see proc.h. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "proc.h"
+
+/* /proc/PID/stat from just after the command name, into buf; NULL when
+ * unreadable.  The name may hold spaces and parentheses: it ends at the
+ * last ')'. */
+static const char *stat_fields (pid_t pid, char *buf, size_t len)
+{
+    char path[64], *p;
+    size_t n;
+    FILE *f;
+
+    snprintf (path, sizeof (path), "/proc/%ld/stat", (long)pid);
+    if (!(f = fopen (path, "re")))
+        return NULL;
+    n = fread (buf, 1, len - 1, f);
+    fclose (f);
+    buf[n] = '\0';
+    return (p = strrchr (buf, ')')) && p[1] == ' ' ? p + 2 : NULL;
+}
+
+char proc_state (pid_t pid)
+{
+    char buf[512];
+    const char *p = stat_fields (pid, buf, sizeof (buf));
+
+    return p ? p[0] : 0;
+}
+
+pid_t proc_ppid (pid_t pid)
+{
+    char buf[512];
+    const char *p = stat_fields (pid, buf, sizeof (buf));
+    long ppid = 0;
+
+    if (!p || sscanf (p, "%*c %ld", &ppid) != 1)
+        return 0;
+    return (pid_t)ppid;
+}
+
+pid_t proc_first_child (pid_t pid)
+{
+    char path[96];
+    long child = 0;
+    FILE *f;
+
+    snprintf (path, sizeof (path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
+    if (!(f = fopen (path, "re")))
+        return 0;
+    if (fscanf (f, "%ld", &child) != 1)
+        child = 0;
+    fclose (f);
+    return (pid_t)child;
+}
