@@ -18,12 +18,7 @@ across the nodes, and the pingpong finishes with every buffer validated.'
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU NETNS IBVUTILS
 
-plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
-libibcr=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
-SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
-test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test_set_prereq BUILT
-IBCRD_STORAGE=$IBCRD_RUN/storage
-store=$IBCRD_STORAGE/local
+spank_verbs_setup
 # Below the ephemeral range and softib's endpoint ports (24576-).
 PORT=$(( 12000 + $$ % 12000 ))
 ITERS=${T4009_ITERS:-400000}

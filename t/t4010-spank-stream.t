@@ -14,14 +14,7 @@ and in order.'
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU NETNS
 
-plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
-libibcr=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
-SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
-VS=$IBCR_BUILDDIR/t/softib/verbs_stream
-test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test -x "$VS" &&
-	test_set_prereq BUILT
-IBCRD_STORAGE=$IBCRD_RUN/storage
-store=$IBCRD_STORAGE/local
+spank_verbs_setup
 # Below the ephemeral range and softib's endpoint ports (24576-).
 PORT=$(( 12000 + ($$ + 7) % 12000 ))
 # 2 QPs x 24000 messages of 4 KiB at 1000 per second and QP: about 24 s.

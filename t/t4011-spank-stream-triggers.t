@@ -25,14 +25,7 @@ totals and checksum, and the out-of-band connection was made only once.'
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU NETNS
 
-plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
-libibcr=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
-SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
-VS=$IBCR_BUILDDIR/t/softib/verbs_stream
-test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test -x "$VS" &&
-	test_set_prereq BUILT
-IBCRD_STORAGE=$IBCRD_RUN/storage
-store=$IBCRD_STORAGE/local
+spank_verbs_setup
 # Below the ephemeral range and softib's endpoint ports (24576-).
 PORT=$(( 12000 + ($$ + 11) % 12000 ))
 RATE=200	# messages per second and QP

@@ -2,6 +2,10 @@
 # copy of what they all need; sourced after sharness.sh:
 #	. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 #
+#   spank_verbs_setup           the build tree's plugin, libibcr, softib
+#                               and verbs_stream ($plugin $libibcr
+#                               $SOFTIB_LIBDIR $VS), one storage ($store),
+#                               and prerequisite BUILT when they are built
 #   spank_plugstack PLUGIN LIBIBCR
 #                               write plugstack.conf: PLUGIN required, with
 #                               LIBIBCR as the preload and each node's ibcrd
@@ -29,6 +33,19 @@
 #   spank_hurry_start, spank_hurry_stop
 #                               start and stop a loop that makes every
 #                               pending job eligible now
+
+# spank_verbs_setup: what a verbs job under the plugin needs from the
+# build tree, and one storage shared by every node's ibcrd.
+spank_verbs_setup() {
+	plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+	libibcr=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+	SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
+	VS=$IBCR_BUILDDIR/t/softib/verbs_stream
+	test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test -x "$VS" &&
+		test_set_prereq BUILT
+	IBCRD_STORAGE=$IBCRD_RUN/storage
+	store=$IBCRD_STORAGE/local
+}
 
 # spank_plugstack PLUGIN LIBIBCR: the plugin's line, %n expanded by the
 # plugin per node so that several nodes on one host find their own ibcrd.
