@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -173,10 +174,39 @@ static int mkdir_p (const char *path, mode_t mode)
     return mkdir (buf, mode) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* 5. Dump: CRIU on each task's init, to node-local staging.  libibcr's
- * control socket leads out of the tree: CRIU is told it is external, and
- * a restart hands a fresh one back in its place. */
-int genl_dump (struct gen *g)
+/* One CRIU dump at a time on this node, whatever the job: two dumps of
+ * two jobs' inits at once (a drain checkpoints every job of the node)
+ * were seen to fail one of them inside CRIU ("Can't create a directory
+ * (-17) | can't get /proc fd").  An flock on a file of the staging
+ * folder, which every worker of this daemon shares; it goes with the
+ * worker if that dies.  The fd, or -1 (then the dump runs unserialised,
+ * as before, and the log says why). */
+static int dump_lock (struct gen *g)
+{
+    char path[PATH_MAX + 32];
+    int fd;
+
+    snprintf (path, sizeof (path), "%s/.criu-dump.lock", g->conf->staging);
+    if ((fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+        log_err (errno, "job %s gen %d: cannot open %s; dumps of this node's jobs may "
+                 "overlap", g->job, g->gen, path);
+        return -1;
+    }
+    while (flock (fd, LOCK_EX) < 0) {
+        if (errno != EINTR) {
+            log_err (errno, "job %s gen %d: cannot lock %s; dumps of this node's jobs may "
+                     "overlap", g->job, g->gen, path);
+            close (fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+/* CRIU on each task's init, to node-local staging.  libibcr's control
+ * socket leads out of the tree: CRIU is told it is external, and a
+ * restart hands a fresh one back in its place. */
+static int dump_tasks (struct gen *g)
 {
     double t0 = gen_now_ms ();
     char err[1536];
@@ -235,6 +265,16 @@ int genl_dump (struct gen *g)
     g->dumped = 1;
     g->t_dump = gen_now_ms () - t0;
     return 0;
+}
+
+/* 5. Dump, one node-wide dump at a time (dump_lock). */
+int genl_dump (struct gen *g)
+{
+    int lock = dump_lock (g), rc = dump_tasks (g);
+
+    if (lock >= 0)
+        close (lock);
+    return rc;
 }
 
 /* Rebuild: every libibcr reopens a device, recreates its objects and

@@ -9,7 +9,8 @@ after the failure at the earliest; it then watches every job already
 registered too.  Here a job registers while the configuration is missing;
 once it appears and a second job registers, the first job is watched: a
 drain of its node checkpoints and requeues it, and it comes back from
-that checkpoint.'
+that checkpoint.  A second job on the node is checkpointed by the same
+drain: both dumps commit.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
@@ -57,7 +58,7 @@ test_expect_success 'a job registers: ibcrd says its Slurm triggers are off, and
 test_expect_success 'slurm.conf appears; the next registration starts the watcher, for both jobs' '
 	ln -s "$SLURM_CONF" late.conf &&
 	sleep 10 &&
-	B=$(sbatch --parsable --checkpoint-ib -o /dev/null --wrap "srun sleep 5") &&
+	B=$(sbatch --parsable --checkpoint-ib -o /dev/null --wrap "srun sleep 60") &&
 	log_has "job $B step 0: registered rank 0" &&
 	log_has "watching Slurm again as node n1" &&
 	log_has "job $A: Slurm: (first look) -> RUNNING" &&
@@ -71,6 +72,11 @@ test_expect_success 'the first job is now protected: drained, it is checkpointed
 	scontrol update nodename=n1 state=drain reason=ibcr-t4012 &&
 	log_has "job $A: drain: final checkpoint, then requeue" &&
 	log_has "job $A gen 1: committed" &&
+	# B, still running on n1, is checkpointed by the same drain: two
+	# dumps on one node at once, one after the other (ibcrd serialises
+	# them; two concurrent CRIU dumps were seen to fail one)
+	log_has "job $B gen 1: committed" &&
+	! grep "aborted" "$IBCRD_RUN/ibcrd/n1/ibcrd.log" &&
 	log_has "job $A: requeued" &&
 	t=300 && until test "$(spank_field $A JobState)" = PENDING; do
 		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
