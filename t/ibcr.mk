@@ -38,9 +38,6 @@ ibcr_async_LDADD = libtap.la -libverbs
 check_PROGRAMS += ibcr/refuse
 ibcr_refuse_SOURCES = ibcr/refuse.c
 ibcr_refuse_LDADD = libtap.la -libverbs
-# Runs a workload with no inherited descriptor above stderr (t2008).
-check_PROGRAMS += ibcr/nofds
-ibcr_nofds_SOURCES = ibcr/nofds.c
 
 # Shell helpers sourced by the tests.
 EXTRA_DIST += ibcr/ibcr.sh
