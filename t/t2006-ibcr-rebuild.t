@@ -50,6 +50,36 @@ test_expect_success 'an SRQ limit armed before a checkpoint raises its async eve
 	one_cycle async armed go-async
 '
 
+# evwake: the receiver sleeps in ibv_get_cq_event; the sender posts while
+# the checkpoint is between release and rebuild and resumes 300 ms before
+# the receiver (-k), so the message lands in the receiver's rebuilt CQ
+# before the receiver resumes.  The CQ must be armed at the rebuild.
+test_expect_success 'a message reaching a rebuilt CQ before its process resumes wakes the waiter' '
+	coord_start ew 2 -c 1 -w 0:0 -g go-cycle -p go-rebuild -k 300 || return 1
+	mkdir ew &&
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) timeout 90 \
+		"$IBCR_BUILDDIR"/t/ibcr/evwake send ew >ew.send.out 2>&1 &
+	ew_send=$!
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 1) timeout 90 \
+		"$IBCR_BUILDDIR"/t/ibcr/evwake recv ew >ew.recv.out 2>&1 &
+	ew_recv=$!
+	ibcr_wait_for 30 test -e ew/armed -a -e ew/send-ready &&
+	touch go-cycle &&
+	ibcr_wait_for 30 grep -q "^released 1 " ew.coord.out &&
+	touch ew/go-send && sleep 0.3 && touch go-rebuild
+	touch ew/go-send go-rebuild
+	wait $ew_send
+	rc_send=$?
+	wait $ew_recv
+	rc_recv=$?
+	coord_wait &&
+	sed "s/^/ew: /" ew.send.out ew.recv.out ew.coord.out &&
+	test $rc_send = 0 && test $rc_recv = 0 &&
+	! grep "^not ok" ew.send.out ew.recv.out &&
+	test $(grep -c "^ok" ew.recv.out) = 4 &&
+	grep -x "cycles done: 1" ew.coord.out
+'
+
 test_expect_success 'two network-namespace hosts' '
 	netns_create 2
 '
@@ -60,15 +90,16 @@ test_expect_success 'rc_pingpong -c with 3 rebuilds mid-run (two hosts)' '
 	ibcr_ids_changed pp-rc
 '
 
-# Known bug, left open: in 2 of 7 full CI runs this case hung (both
-# pingpongs killed by their 240 s timeout after the 3 cycles completed,
-# no output), never in local runs.  A completion event seems lost across
-# a rebuild in rc_pingpong's event loop.  Skipped unless IBCR_TEST_RCE=1
-# so that it can be chased; t2005 runs a receiver blocked on a completion
-# channel through 50 cycles and passes.
-test -n "$IBCR_TEST_RCE" && test_set_prereq RCE
-test_expect_success RCE 'rc_pingpong -c -e (completion channel) with 3 rebuilds mid-run' '
-	ibcr_pp pp-rce 1 2 3 100:250 ibv_rc_pingpong -c -e -n 20000 &&
+# With -e, rc_pingpong sleeps in ibv_get_cq_event.  The coordinator tells
+# one process to resume 40 ms before the other (-k), so that its messages
+# land in the other's rebuilt CQ before that one resumes: the CQ must be
+# armed by then, or the completion raises no event and both sides wait
+# for good (the rare CI hang this case used to show).
+test_expect_success 'rc_pingpong -c -e (completion channel) with 3 rebuilds mid-run, skewed resume' '
+	IBCR_COORD_OPTS="-k 40"
+	ibcr_pp pp-rce 1 2 3 100:250 ibv_rc_pingpong -c -e -n 20000
+	rc=$? IBCR_COORD_OPTS=
+	test $rc = 0 &&
 	coord_cycles_are pp-rce 3
 '
 

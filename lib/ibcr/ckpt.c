@@ -191,9 +191,23 @@ static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mr
         jadd (m, "rrkey", v->real->rkey);
         json_object_array_add (mrs, m);
     }
-    OBJ_FOREACH (struct ibcr_cq, v, &vctx->cqs)
+    OBJ_FOREACH (struct ibcr_cq, v, &vctx->cqs) {
         if (ibcr_cq_open_real (v) < 0)
             return -1;
+        /* Armed now, before any QP exists: connect reposts sends and a
+         * peer that resumes first sends at once, and a completion that
+         * lands in a CQ armed only later raises no event, leaving a
+         * thread in ibv_get_cq_event waiting for good. */
+        if (!v->vchan)
+            continue;
+        pthread_mutex_lock (&v->vchan->lock);
+        bool armed = v->armed;
+        pthread_mutex_unlock (&v->vchan->lock);
+        if (armed && ibv_req_notify_cq (v->real, v->solicited_only)) {
+            ibcr_log ("rebuild: arming a CQ for its completion channel failed");
+            return -1;
+        }
+    }
     OBJ_FOREACH (struct ibcr_srq, v, &vctx->srqs)
         if (ibcr_srq_open_real (v) < 0)
             return -1;
@@ -298,10 +312,7 @@ out:
 int ckpt_resume (void)
 {
     pthread_mutex_lock (&ibcr_lock);
-    CTX_FOREACH (vctx)
-        OBJ_FOREACH (struct ibcr_cq, v, &vctx->cqs)
-            if (v->armed && v->real)
-                ibv_req_notify_cq (v->real, v->solicited_only);
+    /* Armed CQs were armed again at the rebuild (rebuild_ctx). */
     if (backend_loaded ())
         cycles++;
     pthread_mutex_unlock (&ibcr_lock);

@@ -125,7 +125,13 @@ void ibcr_chan_push (struct ibcr_chan *vchan, struct ibcr_cq *vcq)
     }
     vchan->evq[(vchan->evq_head + vchan->evq_len) % vchan->evq_cap] = vcq;
     vchan->evq_len++;
-    vcq->armed = false;
+    /* The event answers the application's request, unless it asked again
+     * since it last took an event: the real event may then answer the
+     * older request and the newer one still stand.  Erring towards
+     * "armed" costs at most a spurious event after a rebuild; erring the
+     * other way loses a wakeup for good. */
+    if (vcq->arms <= 1)
+        vcq->armed = false;
     pthread_mutex_unlock (&vchan->lock);
     if (write (vchan->ch.fd, &one, sizeof (one)) != sizeof (one))
         ibcr_log ("signalling a completion event failed: %m");
@@ -149,6 +155,8 @@ int ibcr_get_cq_event (struct ibv_comp_channel *ch, struct ibv_cq **cq, void **c
         vcq = vchan->evq[vchan->evq_head];
         vchan->evq_head = (vchan->evq_head + 1) % vchan->evq_cap;
         vchan->evq_len--;
+        if (vcq)
+            vcq->arms = 0;
     }
     pthread_mutex_unlock (&vchan->lock);
     if (!vcq) {
@@ -352,8 +360,13 @@ int ibcr_req_notify_cq (struct ibv_cq *cq, int solicited_only)
 {
     struct ibcr_cq *vcq = vcq_of (cq);
     gate_enter ();
+    if (vcq->vchan)
+        pthread_mutex_lock (&vcq->vchan->lock);
     vcq->armed = true;
+    vcq->arms++;
     vcq->solicited_only = solicited_only;
+    if (vcq->vchan)
+        pthread_mutex_unlock (&vcq->vchan->lock);
     int rc = ibv_req_notify_cq (vcq->real, solicited_only);
     gate_leave ();
     return rc;
@@ -380,7 +393,12 @@ int ibcr_cq_drain (struct ibcr_cq *vcq)
     }
     /* An armed CQ that got completions owes its waiter an event; the real
      * one may die with the real channel before the pump forwards it. */
-    if (shown && vcq->armed && vcq->vchan)
-        ibcr_chan_push (vcq->vchan, vcq);
+    if (shown && vcq->vchan) {
+        pthread_mutex_lock (&vcq->vchan->lock);
+        bool armed = vcq->armed;
+        pthread_mutex_unlock (&vcq->vchan->lock);
+        if (armed)
+            ibcr_chan_push (vcq->vchan, vcq);
+    }
     return total;
 }

@@ -91,7 +91,8 @@ struct ibcr_cq {
     int real_cqe;               /* what the real CQ got (may be bigger) */
     int comp_vector;
     int wr_load;                /* WRs of attached QPs: the real CQ's need */
-    bool armed;                 /* req_notify since the last event */
+    bool armed;                 /* req_notify since the last event (vchan->lock) */
+    unsigned arms;              /* req_notify calls since the app's last get_cq_event */
     int solicited_only;
     pthread_mutex_t plock;      /* serializes polls of this CQ */
     struct ibv_wc cur;          /* ibv_cq_ex: the completion being read */

@@ -2,23 +2,27 @@
  * for libibcr's tests, speaking lib/ibcr/ckpt_proto.h over IBCR_SOCKET.
  *
  *   coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN_MS:MAX_MS] [-b LIB1,LIB2,...]
- *         [-g FILE] [-p FILE]
+ *         [-g FILE] [-p FILE] [-k MS]
  *
  * Waits for NPROCS libibcr processes to connect, then runs CYCLES
  * quiesce/drain/release/rebuild/connect/resume generations at random
  * moments, relaying drain reports (drain_done) and id tables.  With -b the
- * backend named for each rebuild cycles through the list.  It stops when
+ * backend named for each rebuild cycles through the list.
  * With -g, each cycle starts only once FILE exists (the test creates it
  * when its workload is where it wants the checkpoint), and removes it.
  * With -p, each cycle waits after the release until FILE exists (the test
  * dumps the released processes with CRIU meanwhile), and removes it.
- * It stops when
- * the cycles are done or a process disconnects (finished), prints one line
- * per cycle and a final "stat" JSON line per process (virtual and real QPNs
- * and rkeys), and exits non-zero on any protocol error.
+ * With -k, rank 0 is told to resume MS milliseconds before the others, as
+ * nodes of a real job resume at different moments: its traffic reaches
+ * peers that are rebuilt and connected but not resumed yet.
+ * It stops when the cycles are done or a process disconnects (finished),
+ * prints one line per cycle and a final "stat" JSON line per process
+ * (virtual and real QPNs and rkeys), and exits non-zero on any protocol
+ * error.
  */
 #include "config.h"
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +35,9 @@
 #include "ibcr/drain.h"
 
 #define MAXP 64
-static int fds[MAXP], np;
+static int fds[MAXP], ranks[MAXP], np;
 static const char *pause_file;
+static int resume_skew_ms;
 static int gone;
 
 static double now_ms (void)
@@ -46,16 +51,24 @@ static double now_ms (void)
  * 'want'.  0, 1 when a process has gone (finished), -1 on error. */
 static int round_trip (const char *type, json_object *extra, const char *want, json_object **out)
 {
-    for (int i = 0; i < np; i++) {
-        json_object *m = proto_new (type);
-        if (extra) {
-            json_object_object_foreach (extra, key, val)
-                json_object_object_add (m, key, json_object_get (val));
+    /* -k: a resume goes to rank 0 first, then, MS later, to the others. */
+    bool skew = resume_skew_ms > 0 && strcmp (type, CKPT_RESUME) == 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && skew)
+            usleep (resume_skew_ms * 1000);
+        for (int i = 0; i < np; i++) {
+            if (skew ? (ranks[i] == 0) != (pass == 0) : pass == 1)
+                continue;
+            json_object *m = proto_new (type);
+            if (extra) {
+                json_object_object_foreach (extra, key, val)
+                    json_object_object_add (m, key, json_object_get (val));
+            }
+            int rc = proto_send (fds[i], m);
+            json_object_put (m);
+            if (rc < 0)
+                return 1;
         }
-        int rc = proto_send (fds[i], m);
-        json_object_put (m);
-        if (rc < 0)
-            return 1;
     }
     for (int i = 0; i < np; i++) {
         json_object *r = NULL;
@@ -169,7 +182,7 @@ int main (int argc, char **argv)
     const char *sock = NULL, *trigger = NULL;
     char *backends[16];
     int nb = 0, n = 0, cycles = 1, wmin = 10, wmax = 100, opt;
-    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:p:")) != -1) {
+    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:p:k:")) != -1) {
         switch (opt) {
         case 's': sock = optarg; break;
         case 'n': n = atoi (optarg); break;
@@ -182,13 +195,14 @@ int main (int argc, char **argv)
             break;
         case 'g': trigger = optarg; break;
         case 'p': pause_file = optarg; break;
+        case 'k': resume_skew_ms = atoi (optarg); break;
         case 'b':
             for (char *s = strtok (optarg, ","); s && nb < 16; s = strtok (NULL, ","))
                 backends[nb++] = s;
             break;
         default:
             fprintf (stderr, "usage: coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN:MAX] "
-                     "[-b LIB,...] [-g FILE] [-p FILE]\n");
+                     "[-b LIB,...] [-g FILE] [-p FILE] [-k MS]\n");
             return 2;
         }
     }
@@ -214,8 +228,8 @@ int main (int argc, char **argv)
             fprintf (stderr, "coord: process %d did not say hello\n", np);
             return 1;
         }
-        printf ("hello rank %ld pid %ld\n", (long)proto_get_int (h, "rank", -1),
-                (long)proto_get_int (h, "pid", -1));
+        ranks[np] = (int)proto_get_int (h, "rank", -1);
+        printf ("hello rank %d pid %ld\n", ranks[np], (long)proto_get_int (h, "pid", -1));
         json_object_put (h);
     }
     fflush (stdout);

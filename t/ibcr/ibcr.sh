@@ -195,7 +195,8 @@ ibcr_pp() {
 	shift 6
 	coord_name=$ibcr_pp_name
 	if test "$ibcr_pp_n" -gt 0; then
-		coord_start "$ibcr_pp_name" 2 -c "$ibcr_pp_n" -w "$ibcr_pp_w" || return 1
+		coord_start "$ibcr_pp_name" 2 -c "$ibcr_pp_n" -w "$ibcr_pp_w" \
+			$IBCR_COORD_OPTS || return 1
 		ibcr_pp_e0=$(ibcr_env 0)
 		ibcr_pp_e1=$(ibcr_env 1)
 	else
