@@ -187,7 +187,12 @@ static int dump_lock (struct gen *g)
     int fd;
 
     snprintf (path, sizeof (path), "%s/.criu-dump.lock", g->conf->staging);
-    if ((fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+    /* The node's first dump may come before staging exists (the task
+     * folders below are made with their parents, as here). */
+    fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == ENOENT && mkdir_p (g->conf->staging, 0755) == 0)
+        fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
         log_err (errno, "job %s gen %d: cannot open %s; dumps of this node's jobs may "
                  "overlap", g->job, g->gen, path);
         return -1;
