@@ -216,18 +216,20 @@ t9_vs_restart() {
 	grep "job $t9_vn: restored tasks rebuilt and resumed" h$t9_l/ibcrd.log
 }
 
-# t9_vs_case OP PORTNUM: the whole scenario for one opcode, job vs-OP,
-# the stream's start-up exchange on ibcrd_free_port PORTNUM.
+# t9_vs_case OP PORTNUM [NAME VS-OPTIONS...]: the whole scenario for one
+# opcode, job vs-OP (or vs-NAME), the stream's start-up exchange on
+# ibcrd_free_port PORTNUM, both ends with VS-OPTIONS.
 t9_vs_case() {
-	op=$1 j=vs-$1 P=$(ibcrd_free_port $2) &&
+	op=$1 j=vs-${3:-$1} P=$(ibcrd_free_port $2) &&
+	shift 2 && { test $# = 0 || shift; } &&
 	L="n1@$(netns_ip 1)" &&
 	IBCRD_ON=$(ibcrd_on 1) IBCR_SOCKET=$(ibcrd_sock h1) \
 		ibcrd_bg $j 0 run --job $j --rank 0 --size 2 --leader $L -- \
-		"$VS" -C -T 900 -p $P &&
+		"$VS" -C -T 900 "$@" -p $P &&
 	sleep 0.3 &&
 	IBCRD_ON=$(ibcrd_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
 		ibcrd_bg $j 1 run --job $j --rank 1 --size 2 --leader $L -- \
-		"$VS" -C -T 900 -o $op -n $VS_N -q $VS_QPS -r $VS_RATE -p $P $(netns_ip 1) &&
+		"$VS" -C -T 900 "$@" -o $op -n $VS_N -q $VS_QPS -r $VS_RATE -p $P $(netns_ip 1) &&
 	ibcrd_wait_for grep -q "job $j: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
 	ibcrd_wait_for ibcrd_ctl 1 $j h1/ibcrd.log && ibcrd_wait_for ibcrd_ctl 1 $j h2/ibcrd.log &&
 	ibcrd_wait_for grep -q "server: checkpointable" $j.0.err &&
@@ -263,6 +265,20 @@ test_expect_success 'verbs_stream -C RC SEND, two hosts: two checkpoints, kill, 
 
 test_expect_success 'verbs_stream -C RC RDMA WRITE_WITH_IMM: the same' '
 	t9_vs_case write_imm 4
+'
+
+# -x 0: the QPs are addressed by GID (a GRH, as on RoCE); softib routes by
+# the GID, which names the host, so the restart on two other hosts works
+# only if libibcr translates the peers' GIDs.
+test_expect_success 'verbs_stream -C RC SEND addressed by GID (-x 0): the same, GIDs translated' '
+	t9_vs_case send 5 grh -x 0 -v &&
+	grep "client: qp 0 remote .* usegid=1 " vs-grh-first/vs-grh.1.err
+'
+
+test_expect_success 'every dump took the node dump lock (no ibcrd logged a lock failure)' '
+	ls */ibcrd.log >logs &&
+	test $(wc -l <logs) -ge 5 &&
+	! grep "dumps of this node.s jobs may overlap" $(cat logs)
 '
 
 test_done

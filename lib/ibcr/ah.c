@@ -22,6 +22,8 @@ int ibcr_ah_open_real (struct ibcr_ah *vah)
     uint16_t rlid;
     if (ibcr_xlate && xlate_lid (a.dlid, &rlid))
         a.dlid = rlid;
+    if (ibcr_xlate && a.is_global)
+        xlate_gid (&a.grh.dgid, &a.grh.dgid);
     vah->real = ibcr_be.create_ah (vah->vpd->real, &a);
     if (!vah->real) {
         be_errno ();
@@ -106,7 +108,7 @@ struct ibv_ah *ibcr_create_ah_from_wc (struct ibv_pd *pd, struct ibv_wc *wc,
 
 /* A real AH for a real destination LID, cached per context (UD sends
  * after a rebuild). */
-struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid)
+struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid, int rank)
 {
     struct ibcr_ctx *vctx = vah->vpd->ctx;
     uint64_t key = ((uint64_t)(uintptr_t)vah->vpd << 16) ^ rlid;
@@ -115,9 +117,10 @@ struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid)
     if (r)
         return r;
     struct ibv_ah_attr a = vah->attr;
-    /* A GRH-addressed destination keeps its GRH (its GID is the one the
-     * application gave: GIDs are not translated yet, see libibcr(7)). */
+    /* A real LID names one real port, hence its GIDs: the key holds. */
     a.dlid = rlid;
+    if (a.is_global)
+        xlate_gid_of (rank, &a.grh.dgid, &a.grh.dgid);
     r = ibcr_be.create_ah (vah->vpd->real, &a);
     if (!r) {
         be_errno ();

@@ -171,10 +171,38 @@ bool ckpt_is_released (void)
     return released;
 }
 
-static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mrs)
+static void gid_hex (const union ibv_gid *g, char out[33])
+{
+    for (int i = 0; i < 16; i++)
+        snprintf (out + 2 * i, 3, "%02x", g->raw[i]);
+}
+
+/* Every port's GIDs, virtual and current real, for the peers' tables. */
+static void publish_gids (struct ibcr_ctx *vctx, json_object *gids)
+{
+    static const union ibv_gid zero;
+    char v[33], r[33];
+    for (int port = 1; port <= IBCR_MAX_PORTS && port <= vctx->nports; port++) {
+        struct ibcr_port *p = &vctx->port[port];
+        for (int i = 0; p->known && i < p->ngid; i++) {
+            if (memcmp (&p->vgid[i], &zero, sizeof (zero)) == 0)
+                continue;
+            json_object *g = json_object_new_object ();
+            gid_hex (&p->vgid[i], v);
+            gid_hex (&p->rgid[i], r);
+            json_object_object_add (g, "vgid", json_object_new_string (v));
+            json_object_object_add (g, "rgid", json_object_new_string (r));
+            json_object_array_add (gids, g);
+        }
+    }
+}
+
+static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mrs,
+                        json_object *gids)
 {
     if (ibcr_ctx_open_real (vctx) < 0 || pump_add_ctx (vctx) < 0)
         return -1;
+    publish_gids (vctx, gids);
     OBJ_FOREACH (struct ibcr_chan, v, &vctx->chans)
         if (ibcr_chan_open_real (v) < 0)
             return -1;
@@ -235,13 +263,14 @@ int ckpt_rebuild (const char *backend, json_object *ids)
     if (!psn_seed)
         psn_seed = (unsigned int)time (NULL) ^ (unsigned int)getpid ();
     json_object *qps = json_object_new_array (), *mrs = json_object_new_array ();
+    json_object *gids = json_object_new_array ();
     pthread_mutex_lock (&ibcr_lock);
     if (backend_load (backend) < 0) {
         rc = -1;
         goto out;
     }
     CTX_FOREACH (vctx) {
-        if (rebuild_ctx (vctx, qps, mrs) < 0) {
+        if (rebuild_ctx (vctx, qps, mrs, gids) < 0) {
             ibcr_log ("rebuild on backend %s failed: %m", ibcr_be.path);
             rc = -1;
             goto out;
@@ -252,6 +281,7 @@ out:
     jadd (ids, "rank", ibcr_rank);
     json_object_object_add (ids, "qps", qps);
     json_object_object_add (ids, "mrs", mrs);
+    json_object_object_add (ids, "gids", gids);
     return rc;
 }
 

@@ -296,6 +296,8 @@ static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, 
         int rank;
         if ((mask & IBV_QP_AV) && xlate_lid (vlid, &rlid))
             a->ah_attr.dlid = rlid;
+        if ((mask & IBV_QP_AV) && a->ah_attr.is_global)
+            xlate_gid (&a->ah_attr.grh.dgid, &a->ah_attr.grh.dgid);
         if (xlate_lid_rank (vlid, &rank))
             vqp->peer_rank = rank;
         if (rebuild)
@@ -303,8 +305,11 @@ static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, 
                       "left as is", vlid, vqpn, vqp->vqpn);
         return;
     }
-    if (mask & IBV_QP_AV)
+    if (mask & IBV_QP_AV) {
         a->ah_attr.dlid = x->rlid;
+        if (a->ah_attr.is_global)
+            xlate_gid_of (x->rank, &a->ah_attr.grh.dgid, &a->ah_attr.grh.dgid);
+    }
     if (mask & IBV_QP_DEST_QPN)
         a->dest_qp_num = x->rqpn;
     /* The peer's send PSN is the one it published at the last rebuild,
@@ -380,6 +385,8 @@ int ibcr_query_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
     if (vqp->has_peer) {
         attr->dest_qp_num = vqp->peer_vqpn;
         attr->ah_attr.dlid = vqp->peer_vlid;
+        if (vqp->peer_global)
+            attr->ah_attr.grh.dgid = vqp->peer_vgid;
     }
     for (int i = vqp->nhist - 1; i >= 0; i--) {
         if (vqp->hist[i].mask & IBV_QP_SQ_PSN) {
@@ -432,6 +439,27 @@ static bool is_send_completion (struct ibcr_qp *vqp, const struct ibv_wc *wc)
     return e && e->wr_id == wc->wr_id;
 }
 
+/* A UD receive with a GRH: the HCA wrote real GIDs into the first 40
+ * bytes of the buffer; the application must see virtual ones (it may make
+ * an AH of the source GID).  Called before the receive leaves its log. */
+static void grh_xlate (struct wrlog_rq *rq, const struct ibv_wc *wc)
+{
+    for (size_t i = 0; i < wrlog_rq_len (rq); i++) {
+        struct wrlog_recv *e = wrlog_rq_at (rq, i);
+        if (e->wr_id != wc->wr_id)
+            continue;
+        if (e->num_sge < 1 || e->sge[0].length < sizeof (struct ibv_grh))
+            return;
+        struct ibv_grh *g = (struct ibv_grh *)(uintptr_t)e->sge[0].addr;
+        union ibv_gid v;
+        if (xlate_gid_rev (&g->sgid, &v))
+            g->sgid = v;
+        if (xlate_gid_rev (&g->dgid, &v))
+            g->dgid = v;
+        return;
+    }
+}
+
 bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc)
 {
     struct ibcr_qp *vqp = map_get (&vctx->qp_by_rqpn, wc->qp_num);
@@ -449,12 +477,18 @@ bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc)
         }
         pthread_spin_unlock (&vqp->slock);
     } else {
+        bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
+                   && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
         if (vqp->vsrq) {
             pthread_spin_lock (&vqp->vsrq->lock);
+            if (grh)
+                grh_xlate (&vqp->vsrq->rq, wc);
             wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id);
             pthread_spin_unlock (&vqp->vsrq->lock);
         } else {
             pthread_spin_lock (&vqp->rlock);
+            if (grh)
+                grh_xlate (&vqp->rq, wc);
             wrlog_rq_complete (&vqp->rq, wc->wr_id);
             pthread_spin_unlock (&vqp->rlock);
         }

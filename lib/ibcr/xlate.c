@@ -5,7 +5,9 @@
  */
 #include "config.h"
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "ibcr.h"
 #include "xlate.h"
 
@@ -15,6 +17,13 @@ static struct ibcr_map lids;    /* vlid -> rlid + 1 */
 static struct ibcr_map rkeys;   /* (rank << 32 | vrkey) -> rrkey + 1 */
 static struct ibcr_map lidrank; /* vlid -> rank + 1, or LID_SHARED */
 #define LID_SHARED ((void *)(uintptr_t)UINT32_MAX)
+/* virtual GID -> real GID: a few per process, looked up only when a QP is
+ * connected or an AH created, so a plain array. */
+static struct xl_gid {
+    union ibv_gid v, r;
+    int rank;
+} *gids;
+static size_t ngids, capgids;
 
 void xlate_fini (void)
 {
@@ -25,6 +34,73 @@ void xlate_fini (void)
     map_fini (&lids);
     map_fini (&rkeys);
     map_fini (&lidrank);
+    free (gids);
+    gids = NULL;
+    ngids = capgids = 0;
+}
+
+/* 32 hex digits, as ckpt_rebuild writes them. */
+static int gid_parse (json_object *o, const char *k, union ibv_gid *g)
+{
+    json_object *v;
+    const char *s;
+    if (!json_object_object_get_ex (o, k, &v) || !(s = json_object_get_string (v))
+        || strlen (s) != 32)
+        return -1;
+    for (int i = 0; i < 16; i++) {
+        unsigned b;
+        if (sscanf (s + 2 * i, "%2x", &b) != 1)
+            return -1;
+        g->raw[i] = (uint8_t)b;
+    }
+    return 0;
+}
+
+static int gid_add (int rank, const union ibv_gid *v, const union ibv_gid *r)
+{
+    if (ngids == capgids) {
+        size_t ncap = capgids ? capgids * 2 : 16;
+        struct xl_gid *n = realloc (gids, ncap * sizeof (*n));
+        if (!n)
+            return -1;
+        gids = n;
+        capgids = ncap;
+    }
+    gids[ngids].v = *v;
+    gids[ngids].r = *r;
+    gids[ngids].rank = rank;
+    ngids++;
+    return 0;
+}
+
+bool xlate_gid (const union ibv_gid *vgid, union ibv_gid *rgid)
+{
+    for (size_t i = 0; i < ngids; i++)
+        if (memcmp (&gids[i].v, vgid, sizeof (*vgid)) == 0) {
+            *rgid = gids[i].r;
+            return true;
+        }
+    return false;
+}
+
+bool xlate_gid_of (int rank, const union ibv_gid *vgid, union ibv_gid *rgid)
+{
+    for (size_t i = 0; i < ngids; i++)
+        if (gids[i].rank == rank && memcmp (&gids[i].v, vgid, sizeof (*vgid)) == 0) {
+            *rgid = gids[i].r;
+            return true;
+        }
+    return xlate_gid (vgid, rgid);
+}
+
+bool xlate_gid_rev (const union ibv_gid *rgid, union ibv_gid *vgid)
+{
+    for (size_t i = 0; i < ngids; i++)
+        if (memcmp (&gids[i].r, rgid, sizeof (*rgid)) == 0) {
+            *vgid = gids[i].v;
+            return true;
+        }
+    return false;
 }
 
 static int64_t geti (json_object *o, const char *k)
@@ -70,6 +146,16 @@ int xlate_load (json_object *procs)
                 if (owner != (void *)(uintptr_t)(rank + 1)
                     && map_put (&lidrank, vlid, owner ? LID_SHARED
                                 : (void *)(uintptr_t)(rank + 1)) < 0)
+                    return -1;
+            }
+        }
+        if (json_object_object_get_ex (proc, "gids", &a)) {
+            for (size_t i = 0; i < json_object_array_length (a); i++) {
+                json_object *g = json_object_array_get_idx (a, i);
+                union ibv_gid v, r;
+                if (gid_parse (g, "vgid", &v) < 0 || gid_parse (g, "rgid", &r) < 0)
+                    goto bad;
+                if (gid_add ((int)rank, &v, &r) < 0)
                     return -1;
             }
         }

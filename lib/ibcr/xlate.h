@@ -2,8 +2,10 @@
  *
  * After a rebuild every process knows, for every QP of the job, its virtual
  * (LID, QPN) -> current real (LID, QPN), the PSN its new QP starts with and
- * the rank that owns it; and for every rank, virtual rkey -> real rkey.
- * Keys of QPs are (virtual LID << 32 | virtual QPN).
+ * the rank that owns it; for every rank, virtual rkey -> real rkey; and
+ * for every port of every process, virtual GID -> current real GID (the
+ * GRH of RoCE-style addressing).  Keys of QPs are (virtual LID << 32 |
+ * virtual QPN).
  */
 #ifndef IBCR_XLATE_H
 #define IBCR_XLATE_H
@@ -11,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <json-c/json.h>
+#include <infiniband/verbs.h>
 
 struct xl_qp {
     uint16_t rlid;
@@ -38,6 +41,13 @@ bool xlate_lid_rank (uint16_t vlid, int *rank);
 uint32_t xlate_rkey (int rank, uint32_t vrkey);
 /* True when 'rank' published vrkey as a virtual rkey at the last rebuild. */
 bool xlate_has_rkey (int rank, uint32_t vrkey);
+/* A virtual GID's current real GID, and back; false when unknown (the GID
+ * of a process outside the job, or one created after the last rebuild). */
+bool xlate_gid (const union ibv_gid *vgid, union ibv_gid *rgid);
+/* The same, from what 'rank' published (processes that shared a host,
+ * hence a virtual GID, may live on different hosts now). */
+bool xlate_gid_of (int rank, const union ibv_gid *vgid, union ibv_gid *rgid);
+bool xlate_gid_rev (const union ibv_gid *rgid, union ibv_gid *vgid);
 void xlate_fini (void);
 
 #endif
