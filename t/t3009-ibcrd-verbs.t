@@ -275,6 +275,14 @@ test_expect_success 'verbs_stream -C RC SEND addressed by GID (-x 0): the same, 
 	grep "client: qp 0 remote .* usegid=1 " vs-grh-first/vs-grh.1.err
 '
 
+# UD with a GRH: the client's AH names the server by GID; the server
+# answers with an AH made from the first message's GRH (before the
+# checkpoints), which must follow the client to its new host too.
+test_expect_success 'verbs_stream -C UD SEND addressed by GID (-U -x 0): the same' '
+	t9_vs_case send 6 udgrh -U -x 0 -v &&
+	grep "client: qp 0 remote .* usegid=1 " vs-udgrh-first/vs-udgrh.1.err
+'
+
 test_expect_success 'every dump took the node dump lock (no ibcrd logged a lock failure)' '
 	ls */ibcrd.log >logs &&
 	test $(wc -l <logs) -ge 5 &&
