@@ -69,17 +69,6 @@ static void read_addr (const char *dir, const char *role, unsigned *lid, unsigne
     }
 }
 
-static void wait_file (const char *dir, const char *name)
-{
-    char path[4096];
-    snprintf (path, sizeof (path), "%s/%s", dir, name);
-    for (int i = 0; access (path, F_OK) != 0; i++) {
-        if (i > 30000)
-            BAIL_OUT ("no %s after 60 s", path);
-        usleep (2000);
-    }
-}
-
 static void touch (const char *dir, const char *name)
 {
     char path[4096];
@@ -130,9 +119,11 @@ int main (int argc, char **argv)
             *bad;
         struct ibv_wc wc;
         int n = 0;
+        char ready[4096], go[4096];
+        snprintf (ready, sizeof (ready), "%s/send-ready", dir);
+        snprintf (go, sizeof (go), "%s/go-send", dir);
         memcpy (buf, want, MSG);
-        touch (dir, "send-ready");
-        wait_file (dir, "go-send");
+        selfqp_handshake (ready, go);
         /* Waits inside libibcr while the checkpoint runs. */
         ok (ibv_post_send (qp, &wr, &bad) == 0, "SEND posted");
         for (int i = 0; i < 15000 && (n = ibv_poll_cq (cq, 1, &wc)) == 0; i++)
