@@ -46,26 +46,6 @@ t3_show_log() {
 	} | ibcr_diag
 }
 
-# Alive means a process that is not a zombie: kill -0 also succeeds on a
-# zombie that PID 1 has not reaped yet.
-t3_alive() {
-	t3_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
-	test -n "$t3_st" && test "$t3_st" != Z && test "$t3_st" != X
-}
-
-# t3_wait_for CMD...: until CMD succeeds, for at most 20 s.
-t3_wait_for() {
-	t3_i=0
-	until "$@"; do
-		t3_i=$((t3_i + 1))
-		if test $t3_i -gt 200; then
-			echo "timed out waiting for: $*" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
-}
-
 # A restore fails with "File exists" while the old pid is still there,
 # even as a zombie (TESTBED.md): wait until /proc/PID is really gone.
 t3_gone() {
@@ -119,37 +99,20 @@ t3_restore() {
 		--inherit-fd "fd[3]:${TRASH#/}/$t3_file" "$@" \
 		3>>"$t3_out" >"launcher$t3_n.out" 2>&1 </dev/null &
 	echo $! >"launcher$t3_n.pid"
-	t3_track $!
-	t3_wait_for t3_restore_ended "$t3_n"
-	if ! test -s "restored$t3_n.pid" || ! t3_alive "$(cat "restored$t3_n.pid")"; then
+	ibcr_track $!
+	ibcr_wait_for 20 t3_restore_ended "$t3_n"
+	if ! test -s "restored$t3_n.pid" || ! ibcr_alive "$(cat "restored$t3_n.pid")"; then
 		echo "restore failed; ibcr-init said:" | ibcr_diag
 		ibcr_diag <"launcher$t3_n.out"
 		t3_show_log "$t3_img/restore$t3_n.log"
 		return 1
 	fi
-	t3_track "$(cat "restored$t3_n.pid")"
+	ibcr_track "$(cat "restored$t3_n.pid")"
 }
 t3_restore_ended() {
-	test -s "restored$1.pid" || ! t3_alive "$(cat "launcher$1.pid")"
+	test -s "restored$1.pid" || ! ibcr_alive "$(cat "launcher$1.pid")"
 }
 
-# Every process this test started, ended by pid and waited for.  The
-# killed init takes its whole namespace with it.
-t3_pids=
-t3_track() {
-	t3_pids="$t3_pids $1"
-}
-t3_cleanup() {
-	for t3_p in $t3_pids; do
-		t3_alive "$t3_p" && kill -9 "$t3_p" 2>/dev/null
-	done
-	for t3_p in $t3_pids; do
-		t3_wait_for t3_gone "$t3_p" || echo "pid $t3_p is still there" >&2
-	done
-	t3_pids=
-	return 0
-}
-ibcr_atexit t3_cleanup
 
 # --- ibcr-init on its own -----------------------------------------------
 
@@ -173,9 +136,9 @@ test_expect_success 'ibcr-init forwards SIGTERM to CMD and removes its pid file'
 	"$INIT" --pidfile "$TRASH/fwd.pid" -- \
 		sh -c "trap \"echo got-term; exit 9\" TERM; echo ready; while :; do sleep 0.05; done" \
 		>fwd.out 2>&1 </dev/null &
-	fwd=$! && t3_track $fwd &&
-	t3_wait_for test -s fwd.pid &&
-	t3_wait_for grep -q ready fwd.out &&
+	fwd=$! && ibcr_track $fwd &&
+	ibcr_wait_for 20 test -s fwd.pid &&
+	ibcr_wait_for 20 grep -q ready fwd.out &&
 	kill -TERM $(cat fwd.pid) &&
 	test_expect_code 9 wait $fwd &&
 	grep -q got-term fwd.out &&
@@ -202,13 +165,13 @@ test_expect_success 'ibcr-init rejects bad input with a clear error' '
 test_expect_success 'pattern runs under ibcr-init and answers through the init' '
 	"$DETACH" "$INIT" --pidfile "$TRASH/init.pid" -- "$PATTERN" --mib 64 --threads 3 \
 		>out 2>err </dev/null &
-	echo $! >outer.pid && t3_track $(cat outer.pid) &&
-	t3_wait_for test -s init.pid &&
-	init=$(cat init.pid) && t3_track $init &&
-	t3_wait_for grep -q "^start " out &&
+	echo $! >outer.pid && ibcr_track $(cat outer.pid) &&
+	ibcr_wait_for 20 test -s init.pid &&
+	init=$(cat init.pid) && ibcr_track $init &&
+	ibcr_wait_for 20 grep -q "^start " out &&
 	sleep 0.3 &&
 	kill -USR1 $init &&
-	t3_wait_for t3_has_lines out report 1 &&
+	ibcr_wait_for 20 t3_has_lines out report 1 &&
 	grep "^report 1 .*pattern=ok bad=0" out &&
 	t3_child $init >app.pid &&
 	test -s app.pid
@@ -221,13 +184,13 @@ test_expect_success 'criu dump --leave-running of the namespace init' '
 	{ "$CRIU" dump -t $init -D images -o dump.log --leave-running ||
 		{ t3_show_log images/dump.log; false; }; } &&
 	echo "dump of 64 MiB + 3 threads: $(($(t3_now_ms) - start)) ms" | ibcr_diag &&
-	t3_alive $init && t3_alive $(cat app.pid)
+	ibcr_alive $init && ibcr_alive $(cat app.pid)
 '
 
 test_expect_success 'the original keeps running and counting after the dump' '
 	sleep 0.3 &&
 	kill -USR1 $(cat init.pid) &&
-	t3_wait_for t3_has_lines out report 2 &&
+	ibcr_wait_for 20 t3_has_lines out report 2 &&
 	grep "^report 2 .*pattern=ok bad=0" out
 '
 
@@ -235,8 +198,8 @@ test_expect_success 'kill the original: its outer ibcr-init reports 128+9' '
 	init=$(cat init.pid) && app=$(cat app.pid) &&
 	kill -9 $init &&
 	test_expect_code 137 wait $(cat outer.pid) &&
-	t3_wait_for t3_gone $init &&
-	t3_wait_for t3_gone $app
+	ibcr_wait_for 20 t3_gone $init &&
+	ibcr_wait_for 20 t3_gone $app
 '
 
 test_expect_success 'criu restore into a new PID namespace under ibcr-init --restored' '
@@ -245,13 +208,13 @@ test_expect_success 'criu restore into a new PID namespace under ibcr-init --res
 	echo "restore: $(($(t3_now_ms) - $(cat restore_start))) ms" | ibcr_diag &&
 	rinit=$(cat restored.pid) &&
 	# Adopted: the restored init is the child of ibcr-init --restored.
-	t3_wait_for t3_child_of $rinit $(cat launcher.pid) &&
-	t3_wait_for test -n "$(t3_child $rinit)"
+	ibcr_wait_for 20 t3_child_of $rinit $(cat launcher.pid) &&
+	ibcr_wait_for 20 test -n "$(t3_child $rinit)"
 '
 
 test_expect_success 'the restored program is the dumped one, its pattern intact' '
 	kill -USR1 $(cat launcher.pid) &&
-	t3_wait_for t3_has_lines out report 3 &&
+	ibcr_wait_for 20 t3_has_lines out report 3 &&
 	elapsed=$(($(t3_now_ms) - $(cat restore_start))) &&
 	before=$(grep "^report 1 " out) &&
 	after_dump=$(grep "^report 2 " out | head -n 1) &&
@@ -286,7 +249,7 @@ test_expect_success 'the restored program keeps counting' '
 	restored=$(grep "^report " out | sed -n 3p) &&
 	sleep 0.3 &&
 	kill -USR1 $(cat launcher.pid) &&
-	t3_wait_for t3_has_lines out report 4 &&
+	ibcr_wait_for 20 t3_has_lines out report 4 &&
 	later=$(grep "^report " out | sed -n 4p) &&
 	echo "restored later: $later" | ibcr_diag &&
 	case "$later" in "report 3 "*"pattern=ok bad=0"*) true ;; *) false ;; esac &&
@@ -297,9 +260,9 @@ test_expect_success 'the restored program keeps counting' '
 
 test_expect_success 'a second restore runs beside the first, writing to a new file' '
 	t3_restore 2 images out out2 &&
-	t3_alive $(cat restored.pid) &&
+	ibcr_alive $(cat restored.pid) &&
 	kill -USR1 $(cat launcher2.pid) &&
-	t3_wait_for t3_has_lines out2 report 1 &&
+	ibcr_wait_for 20 t3_has_lines out2 report 1 &&
 	second=$(grep "^report " out2) &&
 	echo "second copy:   $second" | ibcr_diag &&
 	case "$second" in "report 2 "*"pattern=ok bad=0"*) true ;; *) false ;; esac &&
@@ -311,7 +274,7 @@ test_expect_success 'SIGTERM to ibcr-init --restored ends the restored tree clea
 	for n in "" 2; do
 		kill -TERM $(cat launcher$n.pid) &&
 		test_expect_code 0 wait $(cat launcher$n.pid) &&
-		t3_wait_for t3_gone $(cat restored$n.pid) || return 1
+		ibcr_wait_for 20 t3_gone $(cat restored$n.pid) || return 1
 	done &&
 	grep "^final 4 .*pattern=ok bad=0" out &&
 	grep "^final 3 .*pattern=ok bad=0" out2
@@ -325,37 +288,37 @@ test_expect_success 'ibcr-init --restored kills a restored tree it cannot identi
 	cat bad.err &&
 	grep "left no valid pid in $TRASH/wrong.pid" bad.err &&
 	grep "killing restored process $(cat other.pid)" bad.err &&
-	! t3_alive $(cat other.pid)
+	! ibcr_alive $(cat other.pid)
 '
 
 test_expect_success 'a dump without --leave-running ends the task' '
 	"$DETACH" "$INIT" --pidfile "$TRASH/init3.pid" -- "$PATTERN" --mib 16 \
 		>out3 2>err3 </dev/null &
-	echo $! >outer3.pid && t3_track $(cat outer3.pid) &&
-	t3_wait_for test -s init3.pid &&
-	init=$(cat init3.pid) && t3_track $init &&
-	t3_wait_for grep -q "^start " out3 &&
+	echo $! >outer3.pid && ibcr_track $(cat outer3.pid) &&
+	ibcr_wait_for 20 test -s init3.pid &&
+	init=$(cat init3.pid) && ibcr_track $init &&
+	ibcr_wait_for 20 grep -q "^start " out3 &&
 	sleep 0.2 &&
 	kill -USR1 $init &&
-	t3_wait_for t3_has_lines out3 report 1 &&
+	ibcr_wait_for 20 t3_has_lines out3 report 1 &&
 	mkdir images3 &&
 	{ "$CRIU" dump -t $init -D images3 -o dump.log ||
 		{ t3_show_log images3/dump.log; false; }; } &&
 	test_expect_code 137 wait $(cat outer3.pid) &&
-	t3_wait_for t3_gone $init
+	ibcr_wait_for 20 t3_gone $init
 '
 
 test_expect_success 'restore --leave-stopped; SIGCONT to ibcr-init --restored resumes it' '
 	t3_restore 3 images3 out3 out3 --leave-stopped &&
 	rinit=$(cat restored3.pid) &&
-	t3_wait_for t3_child_of $rinit $(cat launcher3.pid) &&
+	ibcr_wait_for 20 t3_child_of $rinit $(cat launcher3.pid) &&
 	app=$(t3_child $rinit) &&
 	test "$(t3_state $rinit)" = T && test "$(t3_state $app)" = T &&
 	kill -USR1 $(cat launcher3.pid) &&
 	sleep 0.3 &&
 	test $(t3_lines out3 report) = 1 &&
 	kill -CONT $(cat launcher3.pid) &&
-	t3_wait_for t3_has_lines out3 report 2 &&
+	ibcr_wait_for 20 t3_has_lines out3 report 2 &&
 	resumed=$(grep "^report 2 " out3) &&
 	echo "resumed:       $resumed" | ibcr_diag &&
 	case "$resumed" in *"pattern=ok bad=0"*) true ;; *) false ;; esac &&
@@ -366,8 +329,8 @@ test_expect_success 'restore --leave-stopped; SIGCONT to ibcr-init --restored re
 '
 
 test_expect_success 'no process of this test is left' '
-	for p in $t3_pids; do
-		! t3_alive $p || { echo "pid $p still runs" >&2; return 1; }
+	for p in $ibcr_tracked; do
+		! ibcr_alive $p || { echo "pid $p still runs" >&2; return 1; }
 	done
 '
 

@@ -216,7 +216,7 @@ test_expect_success 'service mode detaches, writes the pid file, stops on SIGTER
 	"$IBCRD" -c e/ibcrd.conf 2>err &&
 	test -s e/run/ibcrd.pid &&
 	pid=$(cat e/run/ibcrd.pid) &&
-	ibcrd_alive $pid &&
+	ibcr_alive $pid &&
 	test "$(sed "s/.*) . \([0-9]*\).*/\1/" /proc/$pid/stat)" != $$ &&
 	test "$(readlink /proc/$pid/cwd)" = / &&
 	"$RAWMSG" "$(ibcrd_sock e)" "{\"version\":1,\"type\":\"ping\"}" &&

@@ -44,10 +44,10 @@ test_expect_success 'ibcr run refuses bad input with a clear error' '
 
 test_expect_success 'a program runs under ibcr run, registered with ibcrd' '
 	{ "$IBCR" run --name pat -- "$PATTERN" --mib 32 >pat.out 2>pat.err & } &&
-	echo $! >run.pid && ibcrd_track $! &&
+	echo $! >run.pid && ibcr_track $! &&
 	ibcrd_wait_for "$IBCR" status pat >/dev/null 2>&1 &&
 	INIT=$(ibcrd_field pat pid) && APP=$(ibcrd_field pat app_pid) &&
-	ibcrd_track $INIT $APP &&
+	ibcr_track $INIT $APP &&
 	echo "$INIT $APP" >pids &&
 	grep "^start run=" pat.out &&
 	ibcrd_report pat.out $APP | grep "pattern=ok"
@@ -78,9 +78,9 @@ test_expect_success 'kill the program; ibcr restart brings the same process back
 	ibcrd_wait_gone $INIT && ibcrd_wait_gone $APP &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" pat.out) &&
 	{ "$IBCR" restart pat >rs.out 2>rs.err & } &&
-	echo $! >rs.pid && ibcrd_track $! &&
+	echo $! >rs.pid && ibcr_track $! &&
 	ibcrd_wait_for grep -q "restored from" rs.err &&
-	APP2=$(ibcrd_field pat app_pid) && INIT2=$(ibcrd_field pat pid) && ibcrd_track $APP2 $INIT2 &&
+	APP2=$(ibcrd_field pat app_pid) && INIT2=$(ibcrd_field pat pid) && ibcr_track $APP2 $INIT2 &&
 	echo "$INIT2 $APP2" >pids2 &&
 	grep "restored from generation 2" rs.err &&
 	ibcrd_report rs.out $APP2 >after &&
@@ -118,9 +118,9 @@ test_expect_success 'a flipped byte: verify says so, restart falls back to the p
 	test_expect_code 5 "$IBCR" restart pat --gen 3 2>err &&
 	grep "generation 3 is damaged" err &&
 	{ "$IBCR" restart pat >rs2.out 2>rs2.err & } &&
-	echo $! >rs2.pid && ibcrd_track $! &&
+	echo $! >rs2.pid && ibcr_track $! &&
 	ibcrd_wait_for grep -q "restored from" rs2.err &&
-	APP3=$(ibcrd_field pat app_pid) && ibcrd_track $APP3 $(ibcrd_field pat pid) &&
+	APP3=$(ibcrd_field pat app_pid) && ibcr_track $APP3 $(ibcrd_field pat pid) &&
 	grep "generation 3 is damaged .*checksum mismatch.*falling back to the previous generation" rs2.err &&
 	grep "restored from generation 2" rs2.err &&
 	ibcrd_report rs2.out $APP3 | grep "pattern=ok" &&
@@ -129,18 +129,18 @@ test_expect_success 'a flipped byte: verify says so, restart falls back to the p
 
 test_expect_success 'checkpoint --end: the last generation, CRIU ends the program; it restarts from it' '
 	{ "$IBCR" run --name fin -- "$PATTERN" --mib 8 >fin.out 2>fin.err & } &&
-	echo $! >fin.run && ibcrd_track $! &&
+	echo $! >fin.run && ibcr_track $! &&
 	ibcrd_wait_for "$IBCR" status fin >/dev/null 2>&1 &&
 	ibcrd_wait_for grep -q "^start" fin.out &&
-	APP=$(ibcrd_field fin app_pid) && ibcrd_track $APP &&
+	APP=$(ibcrd_field fin app_pid) && ibcr_track $APP &&
 	ibcrd_report fin.out $APP >fin.before &&
 	"$IBCR" checkpoint fin --wait --end | grep "generation 1 committed" &&
 	test_expect_code 137 wait $(cat fin.run) &&
 	ibcrd_wait_gone $APP &&
 	{ "$IBCR" restart fin >fin2.out 2>fin2.err & } &&
-	echo $! >fin2.pid && ibcrd_track $! &&
+	echo $! >fin2.pid && ibcr_track $! &&
 	ibcrd_wait_for grep -q "restored from generation 1" fin2.err &&
-	APP2=$(ibcrd_field fin app_pid) && ibcrd_track $APP2 &&
+	APP2=$(ibcrd_field fin app_pid) && ibcr_track $APP2 &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" fin.out) &&
 	ibcrd_report fin2.out $APP2 | grep "run=$run .*pattern=ok" &&
 	kill -TERM $(cat fin2.pid) && wait $(cat fin2.pid)

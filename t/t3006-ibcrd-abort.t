@@ -26,10 +26,10 @@ t6_umount() {
 t6_start() {
 	{ "$IBCR" run --name "$1" -- bash -c "${3:-true}; exec \"$PATTERN\" --mib $2" \
 		>"$1.out" 2>"$1.err" & } &&
-	echo $! >"$1.run" && ibcrd_track $! &&
+	echo $! >"$1.run" && ibcr_track $! &&
 	ibcrd_wait_for "$IBCR" status "$1" >/dev/null 2>&1 &&
 	ibcrd_wait_for grep -q "^start" "$1.out" &&
-	APP=$(ibcrd_field "$1" app_pid) && ibcrd_track "$APP" "$(ibcrd_field "$1" pid)"
+	APP=$(ibcrd_field "$1" app_pid) && ibcr_track "$APP" "$(ibcrd_field "$1" pid)"
 }
 
 test_expect_success 'setup: ibcrd with a peer port (a TCP listener to connect to)' '
@@ -105,9 +105,9 @@ test_expect_success 'and the last good generation restores' '
 	kill -9 $(cat big.run) $(cat big.app) &&
 	ibcrd_wait_gone $(cat big.app) &&
 	{ "$IBCR" restart big >rs.out 2>rs.err & } &&
-	ibcrd_track $! && echo $! >rs.pid &&
+	ibcr_track $! && echo $! >rs.pid &&
 	ibcrd_wait_for grep -q "restored from generation 3" rs.err &&
-	APP=$(ibcrd_field big app_pid) && ibcrd_track $APP &&
+	APP=$(ibcrd_field big app_pid) && ibcr_track $APP &&
 	ibcrd_report rs.out $APP | grep "pattern=ok" &&
 	kill -TERM $(cat rs.pid) && wait $(cat rs.pid)
 '

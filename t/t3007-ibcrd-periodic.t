@@ -32,7 +32,7 @@ test_expect_success 'setup: ibcrd, retention 2' '
 
 test_expect_success '--interval 1s: generations come by themselves; retention keeps 2' '
 	{ "$IBCR" run --name per --interval 1s -- "$PATTERN" --mib 8 >per.out 2>per.err & } &&
-	echo $! >per.run && ibcrd_track $! &&
+	echo $! >per.run && ibcr_track $! &&
 	i=0 &&
 	until test "$(t7_last per)" -ge 4; do
 		i=$((i + 1)); test $i -lt 300 || { ibcrd_gens per; false; }
@@ -43,7 +43,7 @@ test_expect_success '--interval 1s: generations come by themselves; retention ke
 	"$IBCR" list per | grep -c periodic >n && test "$(cat n)" -eq 2 &&
 	"$IBCR" status per --json | grep "\"interval_ms\":1000" &&
 	"$IBCR" verify per &&
-	APP=$(ibcrd_field per app_pid) && ibcrd_track $APP $(ibcrd_field per pid) &&
+	APP=$(ibcrd_field per app_pid) && ibcr_track $APP $(ibcrd_field per pid) &&
 	ibcrd_report per.out $APP | grep "pattern=ok" &&
 	grep "job per gen 4: committed" d/ibcrd.log
 '
@@ -54,7 +54,7 @@ test_expect_success 'restart --stopped prints pids; the program is stopped' '
 	ibcrd_wait_gone $APP &&
 	last=$(t7_last per) &&
 	{ "$IBCR" restart per --stopped >rs.out 2>rs.err & } &&
-	echo $! >rs.pid && ibcrd_track $! &&
+	echo $! >rs.pid && ibcr_track $! &&
 	i=0 &&
 	until grep -q "stopped: init" rs.out; do
 		i=$((i + 1)); test $i -lt 300 || { cat rs.out rs.err; false; }
@@ -64,7 +64,7 @@ test_expect_success 'restart --stopped prints pids; the program is stopped' '
 	grep "restored from generation $last" rs.err &&
 	sed -n "s/.* stopped: init \([0-9]*\) application \([0-9]*\) launcher \([0-9]*\)$/\1 \2 \3/p" rs.out >pids &&
 	read INIT2 APP2 LAUNCHER <pids &&
-	ibcrd_track $INIT2 $APP2 $LAUNCHER &&
+	ibcr_track $INIT2 $APP2 $LAUNCHER &&
 	test "$(ibcrd_state $APP2)" = T &&
 	test "$(ibcrd_state $INIT2)" = T &&
 	grep "gdb -p $APP2" rs.out

@@ -39,10 +39,10 @@ t8_rank() {
 	{ IBCR_SOCKET=$(ibcrd_sock h$3) netns_exec $3 "$IBCR" run --job $1 --rank $2 --size 2 \
 		--leader "n1@$(netns_ip 1)" -- bash -c "${4:-true}; exec \"$PATTERN\" --mib ${PATTERN_MIB:-8}" \
 		>$1.$2.out 2>$1.$2.err & } &&
-	ibcrd_track $! &&
+	ibcr_track $! &&
 	ibcrd_wait_for t8_ibcr $3 status $1 &&
 	ibcrd_wait_for grep -q "^start" $1.$2.out &&
-	app=$(t8_field $3 $1 app_pid) && ibcrd_track $app $(t8_field $3 $1 pid) &&
+	app=$(t8_field $3 $1 app_pid) && ibcr_track $app $(t8_field $3 $1 pid) &&
 	echo $app >$1.$2.app
 }
 
@@ -132,13 +132,13 @@ test_expect_success 'both ranks restart on other hosts from the committed genera
 	# exec: $! is then ibcr itself (nsenter execs it), which SIGTERM reaches.
 	{ IBCR_SOCKET=$(ibcrd_sock h3) exec nsenter --net=/run/netns/$(netns_name 3) \
 		"$IBCR" restart mj --rank 0 >r0.out 2>r0.err & } &&
-	ibcrd_track $! && echo $! >r0.pid &&
+	ibcr_track $! && echo $! >r0.pid &&
 	{ IBCR_SOCKET=$(ibcrd_sock h1) exec nsenter --net=/run/netns/$(netns_name 1) \
 		"$IBCR" restart mj --rank 1 >r1.out 2>r1.err & } &&
-	ibcrd_track $! && echo $! >r1.pid &&
+	ibcr_track $! && echo $! >r1.pid &&
 	ibcrd_wait_for grep -q "restored from generation 1" r0.err &&
 	ibcrd_wait_for grep -q "restored from generation 1" r1.err &&
-	a0=$(t8_field 3 mj app_pid) && a1=$(t8_field 1 mj app_pid) && ibcrd_track $a0 $a1 &&
+	a0=$(t8_field 3 mj app_pid) && a1=$(t8_field 1 mj app_pid) && ibcr_track $a0 $a1 &&
 	ibcrd_report r0.out $a0 | grep "run=$run0 .*pattern=ok" &&
 	ibcrd_report r1.out $a1 | grep "run=$run1 .*pattern=ok" &&
 	kill -TERM $(cat r0.pid) $(cat r1.pid) &&

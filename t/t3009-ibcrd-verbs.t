@@ -79,7 +79,7 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 	sleep 0.5 &&
 	"$IBCR" checkpoint rs --wait &&
 	pids=$(ibcrd_task_fields rs pid) && apps=$(ibcrd_task_fields rs app_pid) &&
-	ibcrd_track $pids $apps &&
+	ibcr_track $pids $apps &&
 	kill -9 $pids &&
 	for p in $apps; do ibcrd_wait_gone $p || return 1; done &&
 	t9_wait_done rs &&
@@ -146,7 +146,7 @@ test_expect_success 'two hosts: checkpoint twice, kill both ranks, restart both 
 	k1=$(IBCR_SOCKET=$(ibcrd_sock h2) ibcrd_task_fields mr pid) &&
 	a0=$(IBCR_SOCKET=$(ibcrd_sock h1) ibcrd_task_fields mr app_pid) &&
 	a1=$(IBCR_SOCKET=$(ibcrd_sock h2) ibcrd_task_fields mr app_pid) &&
-	ibcrd_track $k0 $k1 $a0 $a1 &&
+	ibcr_track $k0 $k1 $a0 $a1 &&
 	kill -9 $k0 $k1 &&
 	ibcrd_wait_gone $a0 && ibcrd_wait_gone $a1 &&
 	t9_wait_done mr &&
@@ -244,7 +244,7 @@ t9_vs_case() {
 	k1=$(IBCR_SOCKET=$(ibcrd_sock h2) ibcrd_task_fields $j pid) &&
 	a0=$(IBCR_SOCKET=$(ibcrd_sock h1) ibcrd_task_fields $j app_pid) &&
 	a1=$(IBCR_SOCKET=$(ibcrd_sock h2) ibcrd_task_fields $j app_pid) &&
-	ibcrd_track $k0 $k1 $a0 $a1 &&
+	ibcr_track $k0 $k1 $a0 $a1 &&
 	kill -9 $k0 $k1 &&
 	ibcrd_wait_gone $a0 && ibcrd_wait_gone $a1 &&
 	t9_wait_done $j &&

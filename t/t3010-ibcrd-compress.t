@@ -25,11 +25,11 @@ test_expect_success 'setup: ibcrd with compression = yes' '
 
 test_expect_success 'a checkpoint stores every image file compressed, checksummed' '
 	{ "$IBCR" run --name z -- "$PATTERN" --mib 32 >z.out 2>z.err & } &&
-	ibcrd_track $! && echo $! >z.run &&
+	ibcr_track $! && echo $! >z.run &&
 	ibcrd_wait_for "$IBCR" status z &&
 	ibcrd_wait_for grep -q "^start" z.out &&
 	APP=$(ibcrd_field z app_pid) && INIT=$(ibcrd_field z pid) &&
-	ibcrd_track $APP $INIT && echo "$INIT $APP" >pids &&
+	ibcr_track $APP $INIT && echo "$INIT $APP" >pids &&
 	ibcrd_report z.out $APP >before &&
 	"$IBCR" checkpoint z --wait &&
 	ls d/storage/local/z/gen-1/task-0 >files &&
@@ -45,9 +45,9 @@ test_expect_success 'restart decompresses and brings the same process back; the 
 	kill -9 $(cat z.run) $INIT &&
 	ibcrd_wait_gone $APP &&
 	{ "$IBCR" restart z >rs.out 2>rs.err & } &&
-	ibcrd_track $! && echo $! >rs.pid &&
+	ibcr_track $! && echo $! >rs.pid &&
 	ibcrd_wait_for grep -q "restored from generation 1" rs.err &&
-	APP2=$(ibcrd_field z app_pid) && ibcrd_track $APP2 &&
+	APP2=$(ibcrd_field z app_pid) && ibcr_track $APP2 &&
 	ibcrd_report rs.out $APP2 >after &&
 	cat before after &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" z.out) &&

@@ -20,7 +20,7 @@ ibcrd_use_build
 unset IBCR_SOCKET
 
 # This test has always given its waits 30 s (600 polls), not 20.
-ibcrd_wait_ticks=600
+ibcrd_wait_secs=30
 PORT=$(ibcrd_free_port 0)
 ITERS=400000
 
@@ -42,7 +42,7 @@ test_expect_success 'checkpoint a two-rank pingpong, then kill both ranks' '
 	sleep 0.5 &&
 	"$IBCR" checkpoint to --wait &&
 	pids=$(ibcrd_task_fields to pid) && apps=$(ibcrd_task_fields to app_pid) &&
-	ibcrd_track $pids $apps &&
+	ibcr_track $pids $apps &&
 	kill -9 $pids &&
 	for p in $apps; do ibcrd_wait_gone $p || return 1; done &&
 	ibcrd_wait_for test -s pp.0.rc && ibcrd_wait_for test -s pp.1.rc
@@ -52,7 +52,7 @@ test_expect_success 'restart of rank 0 alone fails within timeout_restore, namin
 	start=$(date +%s) &&
 	{ ( env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" "$IBCR" restart to --rank 0 \
 		>rs.out 2>rs.err; echo $? >rs.rc ) & } &&
-	ibcrd_track $! &&
+	ibcr_track $! &&
 	ibcrd_wait_for grep -q "restored from generation 1" rs.err &&
 	restored=$(date +%s) &&
 	i=0 && until test -s rs.rc; do
@@ -73,7 +73,7 @@ test_expect_success 'nothing of the restored rank is left running' '
 	init=$(echo "$line" | sed "s/.*init pid \([0-9]*\).*/\1/") &&
 	app=$(echo "$line" | sed "s/.*application pid \([0-9]*\).*/\1/") &&
 	echo "init $init app $app" &&
-	ibcrd_wait_gone $init 100 && ibcrd_wait_gone $app 100 &&
+	ibcrd_wait_gone $init 10 && ibcrd_wait_gone $app 10 &&
 	ibcrd_wait_for sh -c "! \"$IBCR\" status to >/dev/null 2>&1"
 '
 

@@ -18,7 +18,7 @@ command -v script >/dev/null || { skip_all="util-linux script is not installed";
 
 PATTERN=$IBCR_BUILDDIR/t/criu/pattern
 ibcrd_use_build
-ibcrd_wait_ticks=600
+ibcrd_wait_secs=30
 
 # the restored application has registered: its pid is known
 app_known() {
@@ -38,7 +38,7 @@ test_expect_success 'setup: ibcrd, a 128 MiB pattern under ibcr run' '
 	ibcrd_start d &&
 	IBCR_SOCKET=$(ibcrd_sock d) && export IBCR_SOCKET &&
 	{ "$IBCR" run --name pg -- "$PATTERN" --mib 128 >pg.out 2>pg.err & } &&
-	ibcrd_track $! &&
+	ibcr_track $! &&
 	ibcrd_wait_for sh -c "\"$IBCR\" status pg >/dev/null 2>&1" &&
 	sleep 1
 '
@@ -65,14 +65,14 @@ test_expect_success 'checkpoint --wait without a terminal: the one line, no prog
 
 test_expect_success 'restart on a terminal: restore with bytes, verify; the pattern is intact' '
 	app=$(ibcrd_field pg app_pid) && init=$(ibcrd_field pg pid) &&
-	ibcrd_track $app $init &&
+	ibcr_track $app $init &&
 	kill -9 $init && ibcrd_wait_gone $app && ibcrd_wait_gone $init &&
 	ibcrd_wait_for sh -c "! \"$IBCR\" status pg >/dev/null 2>&1" &&
 	{ t12_tty rs.tty "$IBCR" restart pg & } &&
-	ibcrd_track $! &&
+	ibcr_track $! &&
 	ibcrd_wait_for grep -q "restored from generation 2" rs.tty &&
 	ibcrd_wait_for app_known &&
-	app=$(ibcrd_field pg app_pid) && ibcrd_track $app &&
+	app=$(ibcrd_field pg app_pid) && ibcr_track $app &&
 	sleep 0.5 && kill -TERM $app &&
 	ibcrd_wait_for grep -q "final" rs.tty &&
 	cat -A rs.tty &&
@@ -85,10 +85,10 @@ test_expect_success 'restart without a terminal: no progress' '
 	ibcrd_wait_gone $app &&
 	ibcrd_wait_for sh -c "! \"$IBCR\" status pg >/dev/null 2>&1" &&
 	{ "$IBCR" restart pg >rs2.out 2>rs2.err & } &&
-	ibcrd_track $! &&
+	ibcr_track $! &&
 	ibcrd_wait_for grep -q "restored from generation 2" rs2.err &&
 	ibcrd_wait_for app_known &&
-	app=$(ibcrd_field pg app_pid) && ibcrd_track $app &&
+	app=$(ibcrd_field pg app_pid) && ibcr_track $app &&
 	kill -TERM $app &&
 	ibcrd_wait_for grep -q "final" rs2.out &&
 	cat rs2.err &&

@@ -223,7 +223,7 @@ chmod +x sigapp.sh
 
 test_expect_success IBCRD 'scancel -s USR1 reaches the application exactly once' '
 	jobid=$(sbatch --parsable -N1 -o s1.out --wrap "srun -N1 --checkpoint-ib ./sigapp.sh s1") &&
-	wait_for s1.ready &&
+	ibcr_wait_for 30 test -e s1.ready &&
 	scancel -s USR1 "$jobid" &&
 	sleep 1 &&
 	scancel -s USR1 "$jobid" &&
@@ -237,10 +237,10 @@ test_expect_success IBCRD 'scancel -s USR1 reaches the application exactly once'
 
 test_expect_success IBCRD 'scancel ends the job: the application gets SIGTERM, nothing is left' '
 	jobid=$(sbatch --parsable -N1 -w n1 -o s2.out --wrap "srun -N1 --checkpoint-ib ./sigapp.sh s2") &&
-	wait_for s2.ready &&
+	ibcr_wait_for 30 test -e s2.ready &&
 	scancel "$jobid" &&
 	slurm_wait_job "$jobid" CANCELLED 30 &&
-	wait_for s2.log 50 &&
+	ibcr_wait_for 5 test -e s2.log &&
 	cat s2.log &&
 	echo term >expect &&
 	test_cmp expect s2.log &&

@@ -8,6 +8,7 @@ does; the image holds the init and the application, and the application
 goes on without a gap or a repeat.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM CRIU
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -33,18 +34,9 @@ cleanup_all() {
 	return 0
 }
 
-# Counts to $1, one line every 0.1 s: the output proves by itself that
-# nothing was lost or replayed.
-cat >counter.sh <<\EOF
-#!/bin/sh
-i=0
-while test $i -lt "$1"; do
-	i=$((i + 1))
-	echo $i
-	sleep 0.1
-done
-EOF
-chmod +x counter.sh
+# counter.sh counts to $1, one line every 0.1 s: the output proves by
+# itself that nothing was lost or replayed.
+spank_write_counter
 
 test_expect_success IBCRD 'start a 1-node cluster and its ibcrd' '
 	mkdir -p "$run" &&
@@ -57,10 +49,7 @@ test_expect_success IBCRD 'start a 1-node cluster and its ibcrd' '
 	"$IBCRD" -F -c "$run/ibcrd.conf" -N n1 \
 		</dev/null >"$run/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	ibcrd_pid=$! &&
-	t=50 &&
-	while ! test -S "$run/n1/ibcrd.sock"; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	ibcr_wait_for 5 test -S "$run/n1/ibcrd.sock" &&
 	echo "required $plugin socket=$run/%n/ibcrd.sock libibcr=$preload" >plugstack.conf &&
 	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
 '
@@ -68,10 +57,7 @@ test_expect_success IBCRD 'start a 1-node cluster and its ibcrd' '
 test_expect_success IBCRD 'a running protected task is dumped from its init, and runs on' '
 	jobid=$(sbatch --parsable -N1 -o job.out \
 		--wrap "srun --checkpoint-ib=30m -o app.out ./counter.sh 60") &&
-	t=100 &&
-	while test "$(wc -l <app.out 2>/dev/null || echo 0)" -lt 5; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	spank_wait_lines app.out 5 &&
 	init=$(sed -n "s/.*job $jobid step 0: registered rank 0 pid \([0-9]*\) .*/\1/p" "$run/ibcrd.log") &&
 	test -n "$init" &&
 	test "$(cat /proc/$init/comm)" = ibcr-init &&

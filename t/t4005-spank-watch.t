@@ -10,6 +10,7 @@ and a drain of another node is not; a wrong node name is an error that
 says what to fix.'
 
 . $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM
 
 watch=$IBCR_BUILDDIR/ibcrd/ibcr-slurm-watch
@@ -65,10 +66,8 @@ test_expect_success WATCH 'time limit: one event at end - margin - checkpoint ti
 	echo "event with $left s left (limit 120 s, margin 105 + 5)" | ibcr_diag &&
 	test "$left" -le 110 && test "$left" -ge 108 &&
 	grep " timelimit job=$jobid .*margin 105 s + last checkpoint 5.0 s" tl.out &&
-	t=100 &&
-	while ! scontrol -o show job $jobid | grep -q "JobState=PENDING .*Restarts=1\|Restarts=1.*JobState=PENDING"; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	slurm_wait_job $jobid PENDING 10 &&
+	spank_restarts_at_least $jobid 1 10 &&
 	scontrol -o show job $jobid >job.txt &&
 	grep -q "Restarts=1" job.txt &&
 	! grep -q TIMEOUT job.txt &&

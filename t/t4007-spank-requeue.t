@@ -40,19 +40,13 @@ test_expect_success 'sbatch --checkpoint-ib=3s: generations appear while it runs
 test_expect_success 'scontrol requeue: the next run restores the newest generation' '
 	newest=$(ls -d "$store/$jobid"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
 	scontrol requeue $jobid &&
-	t=300 &&
-	while ! scontrol -o show job $jobid | grep -q "JobState=PENDING"; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	slurm_wait_job $jobid PENDING 30 &&
 	# The first run'"'"'s files, out of the way of the next run'"'"'s (a
 	# process still ending writes on into the renamed file).
 	mv app.out app.out.1 && mv app.err app.err.1 &&
 	scontrol update jobid=$jobid StartTime=now &&
 	slurm_wait_job $jobid RUNNING 60 &&
-	t=300 &&
-	while test "$(spank_lines app.out)" -lt 3; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	spank_wait_lines app.out 3 &&
 	cat app.err | ibcr_diag &&
 	grep "ibcr: job $jobid step 0 task 0 on n1: restored from generation $newest " app.err &&
 	first=$(head -n 1 app.out) &&

@@ -85,12 +85,10 @@ on_cancel = checkpoint" &&
 test_expect_success 'preempted: SIGTERM held, checkpointed within the grace time, requeued' '
 	L=$(submit L 400 -w n1 -c 2) &&
 	slurm_wait_job $L RUNNING 30 &&
-	t=300 && while test "$(spank_lines L.out)" -lt 20; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	spank_wait_lines L.out 20 &&
 	t0=$(date +%s) &&
 	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
-	spank_restarts_at_least $L 1 400 &&
+	spank_restarts_at_least $L 1 40 &&
 	took=$(( $(date +%s) - t0 )) &&
 	echo "preempted, checkpointed and requeued after $took s (GraceTime 30 s)" | ibcr_diag &&
 	test $took -lt 30 &&
@@ -120,11 +118,9 @@ test_expect_success 'drain: its node drained, the job is checkpointed, requeued,
 	slurm_wait_job $D RUNNING 30 &&
 	test "$(spank_field $D NodeList)" = n2 &&
 	scancel $filler &&
-	t=300 && while test "$(spank_lines D.out)" -lt 20; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	spank_wait_lines D.out 20 &&
 	scontrol update nodename=n2 state=drain reason=ibcr-t4008 &&
-	spank_restarts_at_least $D 1 300 &&
+	spank_restarts_at_least $D 1 30 &&
 	log=$IBCRD_RUN/ibcrd/n2/ibcrd.log &&
 	grep "job $D: Slurm: node n2 is DRAIN (ibcr-t4008)" $log &&
 	grep "job $D: drain: final checkpoint, then requeue" $log &&
@@ -142,15 +138,11 @@ test_expect_success 'drain: its node drained, the job is checkpointed, requeued,
 test_expect_success 'scancel with on_cancel = checkpoint: a final checkpoint, then the job ends CANCELLED' '
 	C=$(submit C 3000 -w n2 -c 2) &&
 	slurm_wait_job $C RUNNING 30 &&
-	t=300 && while test "$(spank_lines C.out)" -lt 20; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	spank_wait_lines C.out 20 &&
 	scancel $C &&
 	slurm_wait_job $C CANCELLED 60 &&
 	log=$IBCRD_RUN/ibcrd/n2/ibcrd.log &&
-	t=300 && until grep -q "job $C rank 0: SIGTERM goes to the task" $log; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	ibcr_wait_for 30 grep -q "job $C rank 0: SIGTERM goes to the task" $log &&
 	grep "job $C rank 0: SIGTERM held" $log &&
 	grep "job $C: cancel: final checkpoint" $log &&
 	grep "job $C gen 1: committed" $log &&

@@ -58,7 +58,7 @@ test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the two ranks on two nodes
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 --open-mode=append -o pp.%t.out -e pp.%t.err ./pp.sh $PORT $ITERS") &&
 	slurm_wait_job $J RUNNING 30 &&
-	spank_wait_gens $J 2 600 &&
+	spank_wait_gens $J 2 60 &&
 	grep "job $J: node n2 (.*) joined with rank 1" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
 	ls "$store/$J/gen-$newest" | tee gen.ls &&
@@ -69,19 +69,12 @@ test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the two ranks on two nodes
 
 test_expect_success BUILT 'scontrol requeue: both ranks come back from the newest generation' '
 	scontrol requeue $J &&
-	t=300 &&
-	while ! scontrol -o show job $J | grep -q "JobState=PENDING"; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	slurm_wait_job $J PENDING 30 &&
 	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
 	for r in 0 1; do mv pp.$r.out pp.$r.out.1; mv pp.$r.err pp.$r.err.1; done &&
 	scontrol update jobid=$J StartTime=now &&
 	slurm_wait_job $J RUNNING 60 &&
-	t=600 &&
-	while ! grep -q "restored from generation" pp.0.err 2>/dev/null ||
-	      ! grep -q "restored from generation" pp.1.err 2>/dev/null; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || { cat pp.*.err; return 1; }
-	done &&
+	spank_wait_restored pp &&
 	cat pp.0.err pp.1.err | ibcr_diag &&
 	grep "task 0 on n1: restored from generation $newest" pp.0.err &&
 	grep "task 1 on n2: restored from generation $newest" pp.1.err
@@ -104,12 +97,9 @@ test_expect_success BUILT 'drain of the member node: the leader checkpoints and 
 	slurm_wait_job $D RUNNING 30 &&
 	test "$(spank_field $D NodeList)" = "n[1-2]" &&
 	scancel $filler &&
-	spank_wait_gens $D 2 600 &&
+	spank_wait_gens $D 2 60 &&
 	scontrol update nodename=n2 state=drain reason=ibcr-t4009 &&
-	t=600 &&
-	while ! scontrol -o show job $D | grep -q "JobState=PENDING"; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	slurm_wait_job $D PENDING 60 &&
 	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	grep "job $D: Slurm: node n2 is DRAIN (ibcr-t4009)" $log &&
 	grep "job $D: drain: final checkpoint, then requeue" $log &&
@@ -141,15 +131,11 @@ test_expect_success BUILT 'preempted (bare --checkpoint-ib): SIGTERM held on bot
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 3)) $ITERS") &&
 	slurm_wait_job $P RUNNING 30 &&
-	t=300 && while ! grep -q "job $P: node n2 .* joined" $IBCRD_RUN/ibcrd/n1/ibcrd.log; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	ibcr_wait_for 30 grep -q "job $P: node n2 .* joined" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	sleep 2 &&
 	t0=$(date +%s) &&
 	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
-	t=400 && while ! scontrol -o show job $P | grep -q "Restarts=1"; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	spank_restarts_at_least $P 1 40 &&
 	took=$(( $(date +%s) - t0 )) &&
 	echo "preempted, checkpointed on both nodes and requeued after $took s (GraceTime 30 s)" | ibcr_diag &&
 	test $took -lt 30 &&
@@ -163,10 +149,7 @@ test_expect_success BUILT 'preempted (bare --checkpoint-ib): SIGTERM held on bot
 '
 
 test_expect_success BUILT 'the preempted job comes back from that checkpoint and finishes validated' '
-	t=300 &&
-	while ! scontrol -o show job $P | grep -q "JobState=PENDING"; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	slurm_wait_job $P PENDING 30 &&
 	for r in 0 1; do mv pp.$r.out pp.$r.out.p1; mv pp.$r.err pp.$r.err.p1; done &&
 	scontrol update jobid=$P StartTime=now &&
 	slurm_wait_job $P COMPLETED 300 &&
@@ -178,9 +161,7 @@ test_expect_success BUILT 'the preempted job comes back from that checkpoint and
 
 test_expect_success BUILT 'ibcrd down on n2: rank 1 says it runs UNPROTECTED, the job completes' '
 	kill -TERM $(cat $IBCRD_RUN/ibcrd/n2/ibcrd.pid) &&
-	t=100 && while test -S $IBCRD_RUN/ibcrd/n2/ibcrd.sock; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	ibcr_wait_for 10 test ! -S $IBCRD_RUN/ibcrd/n2/ibcrd.sock &&
 	rm -f pp.*.out pp.*.err &&
 	U=$(sbatch --parsable -N2 -w n1,n2 --checkpoint-ib=4s -o jobu.out \
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \

@@ -38,10 +38,7 @@ test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the stream runs, two gener
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 --open-mode=append -o vs.%t.out -e vs.%t.err ./vs.sh $PORT") &&
 	slurm_wait_job $J RUNNING 30 &&
-	t=600 &&
-	while test "$(spank_gens $J)" -lt 2; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || { cat vs.*.err; return 1; }
-	done &&
+	{ spank_wait_gens $J 2 60 || { cat vs.*.err; false; }; } &&
 	grep -c "out-of-band connection closed" vs.0.err vs.1.err >conn.1 &&
 	cat conn.1 &&
 	grep -x "vs.0.err:1" conn.1 && grep -x "vs.1.err:1" conn.1 &&
@@ -50,18 +47,11 @@ test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the stream runs, two gener
 
 test_expect_success BUILT 'scontrol requeue: both ranks are restored, not started again' '
 	scontrol requeue $J &&
-	t=300 &&
-	while ! scontrol -o show job $J | grep -q "JobState=PENDING"; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	slurm_wait_job $J PENDING 30 &&
 	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
 	scontrol update jobid=$J StartTime=now &&
 	slurm_wait_job $J RUNNING 60 &&
-	t=600 &&
-	while ! grep -q "restored from generation" vs.0.err 2>/dev/null ||
-	      ! grep -q "restored from generation" vs.1.err 2>/dev/null; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || { cat vs.*.err; return 1; }
-	done &&
+	spank_wait_restored vs &&
 	grep "task 0 on n1: restored from generation $newest" vs.0.err &&
 	grep "task 1 on n2: restored from generation $newest" vs.1.err
 '

@@ -134,7 +134,7 @@ test_expect_success BUILT 'preempted: P checkpointed on both nodes within the gr
 	at P 5 &&
 	t0=$(date +%s) &&
 	H=$(sbatch --parsable -p high -w n1 -c 4 -o /dev/null --wrap "sleep 3") &&
-	spank_restarts_at_least $P 1 400 &&
+	spank_restarts_at_least $P 1 40 &&
 	took=$(( $(date +%s) - t0 )) &&
 	echo "P preempted, checkpointed and requeued after $took s (GraceTime 30 s)" | ibcr_diag &&
 	test $took -lt 30 &&
@@ -162,7 +162,7 @@ test_expect_success BUILT 'drain: D on n1 and n3, n1 drained: checkpointed, requ
 	scancel $filler &&
 	at D 5 &&
 	scontrol update nodename=n1 state=drain reason=ibcr-t4011 &&
-	spank_restarts_at_least $D 1 300 &&
+	spank_restarts_at_least $D 1 30 &&
 	log=$IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	grep "job $D: Slurm: node n1 is DRAIN (ibcr-t4011)" $log &&
 	grep "job $D: drain: final checkpoint, then requeue" $log &&

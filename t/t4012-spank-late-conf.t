@@ -66,9 +66,7 @@ test_expect_success 'slurm.conf appears; the next registration starts the watche
 '
 
 test_expect_success 'the first job is now protected: drained, it is checkpointed, requeued, restored' '
-	t=300 && while test "$(spank_lines A.out)" -lt 20; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	spank_wait_lines A.out 20 &&
 	scontrol update nodename=n1 state=drain reason=ibcr-t4012 &&
 	log_has "job $A: drain: final checkpoint, then requeue" &&
 	log_has "job $A gen 1: committed" &&
@@ -78,9 +76,7 @@ test_expect_success 'the first job is now protected: drained, it is checkpointed
 	log_has "job $B gen 1: committed" &&
 	! grep "aborted" "$IBCRD_RUN/ibcrd/n1/ibcrd.log" &&
 	log_has "job $A: requeued" &&
-	t=300 && until test "$(spank_field $A JobState)" = PENDING; do
-		t=$((t - 1)) && test $t -gt 0 && sleep 0.1 || return 1
-	done &&
+	slurm_wait_job $A PENDING 30 &&
 	scontrol update nodename=n1 state=resume &&
 	scontrol update jobid=$A StartTime=now &&
 	slurm_wait_job $A COMPLETED 120 &&

@@ -18,9 +18,6 @@
 #   coord_cycles NAME    print how many cycles it completed.
 #   coord_over NAME      true once it printed its "cycles done" line.
 #   coord_cycles_are NAME N   true when it completed N (else says so).
-#   ibcr_wait_for SECONDS CMD...
-#                        poll CMD every 10 ms until it succeeds; false
-#                        after SECONDS.
 #   ibcr_env RANK        print the environment words that put a process
 #                        under libibcr with rank RANK talking to the
 #                        coordinator of the current NAME (for VW_*_ENV).
@@ -138,16 +135,6 @@ coord_cycles() {
 
 coord_over() {
 	grep -q "^cycles done" "$1".coord.out
-}
-
-ibcr_wait_for() {
-	ibcr_wf_n=$(($1 * 100))
-	shift
-	while ! "$@"; do
-		ibcr_wf_n=$((ibcr_wf_n - 1))
-		test $ibcr_wf_n -gt 0 || return 1
-		sleep 0.01
-	done
 }
 
 # coord_cycles_are NAME N: the coordinator of NAME completed N cycles

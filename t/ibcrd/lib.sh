@@ -12,19 +12,16 @@
 #   ibcrd_sock NAME             its socket path
 #   ibcrd_state PID             the state letter of PID (R, S, T, Z...),
 #                               empty once it is gone
-#   ibcrd_alive PID             true while PID runs (not a zombie)
-#   ibcrd_wait_gone PID [TENTHS]
+#   ibcrd_wait_gone PID [SECONDS]
+#                               until PID no longer runs (default 10 s)
 #
 # For the tests that run programs under "ibcr run" / "ibcr restart":
 #
 #   ibcrd_use_build             export IBCR_INIT and IBCR_LIBIBCR so that
 #                               ibcr and ibcrd use the build tree's
-#   ibcrd_track PID...          remember PIDs; every one still running is
-#                               SIGKILLed and waited for at the end (done
-#                               by ibcrd_kill_tracked, registered here)
-#   ibcrd_wait_for CMD...       until CMD succeeds, polling every 50 ms;
-#                               false after $ibcrd_wait_ticks polls
-#                               (default 400: 20 s)
+#   (ibcr_track PID..., ibcr_alive PID: t/sharness.d/02-wait.sh)
+#   ibcrd_wait_for CMD...       ibcr_wait_for $ibcrd_wait_secs CMD...
+#                               (default 20 s)
 #   ibcrd_field JOB KEY         KEY of JOB's (last) task, "ibcr status --json"
 #   ibcrd_task_fields JOB KEY   KEY of every task of JOB, one per line
 #   ibcrd_gens JOB              JOB's committed generations, as "1 2 "
@@ -96,19 +93,9 @@ ibcrd_state() {
 	sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null
 }
 
-ibcrd_alive() {
-	ibcrd_a_state=$(ibcrd_state "$1")
-	test -n "$ibcrd_a_state" && test "$ibcrd_a_state" != Z && test "$ibcrd_a_state" != X
-}
-
+# ibcrd_wait_gone PID [SECONDS]: until PID no longer runs (default 10 s).
 ibcrd_wait_gone() {
-	ibcrd_w_t=${2:-100}
-	while ibcrd_alive "$1"; do
-		ibcrd_w_t=$((ibcrd_w_t - 1))
-		test $ibcrd_w_t -gt 0 || return 1
-		sleep 0.1
-	done
-	return 0
+	ibcr_wait_for "${2:-10}" ibcr_dead "$1"
 }
 
 ibcrd_pid() {
@@ -127,7 +114,7 @@ ibcrd_start() {
 	# by a killed one do not count.
 	while test "$(cat "$ibcrd_st_dir/run/ibcrd.pid" 2>/dev/null)" != "$(cat "$ibcrd_st_dir/launch.pid")"; do
 		ibcrd_st_t=$((ibcrd_st_t - 1))
-		if test $ibcrd_st_t -le 0 || ! ibcrd_alive "$(cat "$ibcrd_st_dir/launch.pid")"; then
+		if test $ibcrd_st_t -le 0 || ! ibcr_alive "$(cat "$ibcrd_st_dir/launch.pid")"; then
 			echo "ibcrd_start: ibcrd $ibcrd_st_name did not come up:" >&2
 			cat "$ibcrd_st_dir/ibcrd.log" >&2
 			return 1
@@ -141,9 +128,9 @@ ibcrd_start() {
 ibcrd_end_launched() {
 	test -f "$1/launch.pid" || return 0
 	ibcrd_el_pid=$(cat "$1/launch.pid")
-	if ibcrd_alive "$ibcrd_el_pid"; then
+	if ibcr_alive "$ibcrd_el_pid"; then
 		kill -TERM "$ibcrd_el_pid" 2>/dev/null
-		ibcrd_wait_gone "$ibcrd_el_pid" 50 || kill -KILL "$ibcrd_el_pid" 2>/dev/null
+		ibcrd_wait_gone "$ibcrd_el_pid" 5 || kill -KILL "$ibcrd_el_pid" 2>/dev/null
 	fi
 	wait "$ibcrd_el_pid" 2>/dev/null
 	rm -f "$1/launch.pid"
@@ -162,9 +149,9 @@ ibcrd_stop() {
 # ibcrd_stop_service NAME: stop a service-mode ibcrd by its pid file.
 ibcrd_stop_service() {
 	ibcrd_ss_pid=$(cat "$PWD/$1/run/ibcrd.pid" 2>/dev/null) || return 0
-	ibcrd_alive "$ibcrd_ss_pid" || return 0
+	ibcr_alive "$ibcrd_ss_pid" || return 0
 	case "$(tr '\0' ' ' <"/proc/$ibcrd_ss_pid/cmdline")" in
-	*"$PWD/$1/"*|*" $1/ibcrd.conf"*) kill -TERM "$ibcrd_ss_pid"; ibcrd_wait_gone "$ibcrd_ss_pid" 50 ;;
+	*"$PWD/$1/"*|*" $1/ibcrd.conf"*) kill -TERM "$ibcrd_ss_pid"; ibcrd_wait_gone "$ibcrd_ss_pid" 5 ;;
 	esac
 	return 0
 }
@@ -188,7 +175,7 @@ ibcrd_munged_start() {
 	ibcrd_m_t=100
 	while ! test -S "$ibcrd_m_dir/sock/munge.socket"; do
 		ibcrd_m_t=$((ibcrd_m_t - 1))
-		if test $ibcrd_m_t -le 0 || ! ibcrd_alive "$(cat "$ibcrd_m_dir/launch.pid")"; then
+		if test $ibcrd_m_t -le 0 || ! ibcr_alive "$(cat "$ibcrd_m_dir/launch.pid")"; then
 			echo "munged $1 did not start:" >&2
 			cat "$ibcrd_m_dir/log/"* >&2
 			return 1
@@ -215,33 +202,9 @@ ibcrd_use_build() {
 	export IBCR_INIT IBCR_LIBIBCR
 }
 
-# Every process a test started (ibcr run, restart, the tasks they hold):
-# killed by pid at the end, never by name.
-ibcrd_tracked=
-ibcrd_track() {
-	ibcrd_tracked="$ibcrd_tracked $*"
-}
-
-ibcrd_kill_tracked() {
-	for ibcrd_kt_p in $ibcrd_tracked; do
-		ibcrd_alive "$ibcrd_kt_p" && kill -9 "$ibcrd_kt_p" 2>/dev/null
-	done
-	for ibcrd_kt_p in $ibcrd_tracked; do
-		ibcrd_wait_gone "$ibcrd_kt_p" 50
-	done
-	ibcrd_tracked=
-	return 0
-}
-ibcr_atexit ibcrd_kill_tracked
-
-ibcrd_wait_ticks=400
+ibcrd_wait_secs=20
 ibcrd_wait_for() {
-	ibcrd_wf_i=0
-	until "$@"; do
-		ibcrd_wf_i=$((ibcrd_wf_i + 1))
-		test $ibcrd_wf_i -lt "$ibcrd_wait_ticks" || return 1
-		sleep 0.05
-	done
+	ibcr_wait_for "$ibcrd_wait_secs" "$@"
 }
 
 # The status reply names the daemon before the tasks: look after "tasks".
@@ -309,7 +272,7 @@ ibcrd_bg() {
 	{ ( $IBCRD_ON env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" "$IBCR" "$@" \
 		>$ibcrd_bg_n.$ibcrd_bg_r.out 2>$ibcrd_bg_n.$ibcrd_bg_r.err
 	    echo $? >$ibcrd_bg_n.$ibcrd_bg_r.rc ) & } &&
-	ibcrd_track $!
+	ibcr_track $!
 }
 
 ibcrd_ctl() {

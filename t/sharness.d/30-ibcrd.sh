@@ -28,8 +28,6 @@
 #   ibcrd_stop_all        SIGTERM and reap every ibcrd started; when the
 #                         test failed, print their logs first; removes
 #                         $IBCRD_RUN.  Register it with ibcr_atexit.
-#   wait_for FILE [TENTHS]
-#                         until FILE exists (default 30 s)
 #
 # Only the pids started here are ever signalled.
 
@@ -85,13 +83,4 @@ ibcrd_stop_all() {
 	ibcrd_pids=
 	rm -rf "$IBCRD_RUN"
 	return 0
-}
-
-wait_for() {
-	wf_t=${2:-300}
-	while ! test -e "$1"; do
-		wf_t=$((wf_t - 1))
-		test $wf_t -gt 0 || { echo "timed out waiting for $1" >&2; return 1; }
-		sleep 0.1
-	done
 }

@@ -25,10 +25,12 @@
 #   spank_lines FILE            its number of lines (0 when missing)
 #   spank_wait_lines FILE N     until FILE has N lines or more (30 s)
 #   spank_gens JOB              JOB's committed generations in $store
-#   spank_wait_gens JOB N [TENTHS]
+#   spank_wait_gens JOB N [SECONDS]
 #                               until JOB has N of them (default 30 s)
+#   spank_wait_restored PREFIX  until PREFIX.0.err and PREFIX.1.err both
+#                               say "restored from generation" (60 s)
 #   spank_field JOB NAME        a field of "scontrol show job"
-#   spank_restarts_at_least JOB N [TENTHS]
+#   spank_restarts_at_least JOB N [SECONDS]
 #                               until JOB was requeued N times (default 60 s)
 #   spank_hurry_start, spank_hurry_stop
 #                               start and stop a loop that makes every
@@ -122,13 +124,12 @@ spank_lines() {
 }
 
 # spank_wait_lines FILE N: until FILE has N lines or more (30 s).
+spank_has_lines() {
+	test "$(spank_lines "$1")" -ge "$2"
+}
 spank_wait_lines() {
-	wl_t=300
-	while test "$(spank_lines "$1")" -lt "$2"; do
-		wl_t=$((wl_t - 1))
-		test $wl_t -gt 0 || { echo "$1 has $(spank_lines "$1") lines, not $2" >&2; return 1; }
-		sleep 0.1
-	done
+	ibcr_wait_for 30 spank_has_lines "$1" "$2" ||
+		{ echo "$1 has $(spank_lines "$1") lines, not $2" >&2; return 1; }
 }
 
 # spank_gens JOB: how many committed generations JOB has in $store (a
@@ -137,15 +138,24 @@ spank_gens() {
 	ls "$store/$1"/gen-*/manifest.json 2>/dev/null | wc -l
 }
 
-# spank_wait_gens JOB N [TENTHS]: until JOB has N committed generations
-# (TENTHS of a second, default 300).
+# spank_wait_gens JOB N [SECONDS]: until JOB has N committed generations
+# (default 30 s).
+spank_has_gens() {
+	test "$(spank_gens "$1")" -ge "$2"
+}
 spank_wait_gens() {
-	wg_t=${3:-300}
-	while test "$(spank_gens "$1")" -lt "$2"; do
-		wg_t=$((wg_t - 1))
-		test $wg_t -gt 0 || { echo "job $1 has $(spank_gens "$1") generations, not $2" >&2; return 1; }
-		sleep 0.1
-	done
+	ibcr_wait_for "${3:-30}" spank_has_gens "$1" "$2" ||
+		{ echo "job $1 has $(spank_gens "$1") generations, not $2" >&2; return 1; }
+}
+
+# spank_wait_restored PREFIX: until both ranks' stderr (PREFIX.0.err,
+# PREFIX.1.err) say they were restored (60 s); shows them otherwise.
+spank_both_restored() {
+	grep -q "restored from generation" "$1.0.err" 2>/dev/null &&
+		grep -q "restored from generation" "$1.1.err" 2>/dev/null
+}
+spank_wait_restored() {
+	ibcr_wait_for 60 spank_both_restored "$1" || { cat "$1".*.err; return 1; }
 }
 
 # spank_field JOB NAME: a field of scontrol show job.
@@ -153,15 +163,15 @@ spank_field() {
 	scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
 
-# spank_restarts_at_least JOB N [TENTHS]: until the job was requeued N
-# times (TENTHS of a second, default 600); an empty field counts as 0.
+# spank_restarts_at_least JOB N [SECONDS]: until the job was requeued N
+# times (default 60 s); an empty field counts as 0.
+spank_has_restarts() {
+	sr_n=$(spank_field "$1" Restarts)
+	test "${sr_n:-0}" -ge "$2"
+}
 spank_restarts_at_least() {
-	ra_t=${3:-600}
-	while ra_n=$(spank_field "$1" Restarts); test "${ra_n:-0}" -lt "$2"; do
-		ra_t=$((ra_t - 1))
-		test $ra_t -gt 0 || { echo "job $1: Restarts=$(spank_field "$1" Restarts), not $2" >&2; return 1; }
-		sleep 0.1
-	done
+	ibcr_wait_for "${3:-60}" spank_has_restarts "$1" "$2" ||
+		{ echo "job $1: Restarts=$(spank_field "$1" Restarts), not $2" >&2; return 1; }
 }
 
 # A requeued job waits 120 s (BeginTime); the tests do not.  The loop runs
