@@ -67,6 +67,19 @@ else
     say "all ${#PKGS[@]} Debian packages already installed"
 fi
 
+# ---- test users -------------------------------------------------------------
+# Two ordinary users for the tests (jobs run as users, not root; security
+# tests need a second, hostile one).  No home, no login shell, no password.
+for u in ibcr-user1:4242 ibcr-user2:4243; do
+    name=${u%%:*} id=${u##*:}
+    if ! getent passwd "$name" >/dev/null; then
+        getent group "$name" >/dev/null || groupadd -g "$id" "$name"
+        useradd -M -d /nonexistent -s /usr/sbin/nologin -u "$id" -g "$id" "$name" ||
+            die "cannot create test user $name (uid $id)"
+        say "created test user $name (uid $id)"
+    fi
+done
+
 [ $want_criu -eq 1 ] || exit 0
 
 # ---- CRIU -----------------------------------------------------------------

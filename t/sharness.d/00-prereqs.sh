@@ -12,6 +12,10 @@
 #     PYTHON3   python3 and stdbuf (test peers and drivers written in python)
 #     OTHERS    an unprivileged user (nobody) can reach the build tree, as
 #               tests that run jobs or commands as other users need
+#     USERS     OTHERS, and the two ordinary test users that contrib/deps.sh
+#               creates: IBCR_USER1/IBCR_UID1/IBCR_GID1 (ibcr-user1, the
+#               job's owner) and IBCR_USER2/IBCR_UID2/IBCR_GID2 (ibcr-user2,
+#               another user, hostile in security tests) are exported
 #   ibcr_prereq_ok NAME      true when NAME is present (works outside sharness)
 #   ibcr_prereq_why NAME     prints why NAME is missing
 #   ibcr_require NAME...     call right after sourcing sharness.sh.  If one
@@ -47,7 +51,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -118,6 +122,17 @@ ibcr_prereq_check_() {
 		ibcr_prereq_set_ OTHERS
 	else
 		ibcr_prereq_missing_ OTHERS "user nobody cannot reach ${IBCR_BUILDDIR:-.}: a folder above it is private (e.g. /root is 0700); clone and build ibcr in a folder other users can traverse, such as /usr/local/src or /opt"
+	fi
+
+	IBCR_USER1=ibcr-user1 IBCR_USER2=ibcr-user2
+	if ! ibcr_prereq_ok OTHERS; then
+		ibcr_prereq_missing_ USERS "$(ibcr_prereq_why OTHERS)"
+	elif IBCR_UID1=$(id -u $IBCR_USER1 2>/dev/null) && IBCR_GID1=$(id -g $IBCR_USER1) &&
+		IBCR_UID2=$(id -u $IBCR_USER2 2>/dev/null) && IBCR_GID2=$(id -g $IBCR_USER2); then
+		export IBCR_USER1 IBCR_UID1 IBCR_GID1 IBCR_USER2 IBCR_UID2 IBCR_GID2
+		ibcr_prereq_set_ USERS
+	else
+		ibcr_prereq_missing_ USERS "test users $IBCR_USER1 and $IBCR_USER2 do not exist (run contrib/deps.sh as root)"
 	fi
 
 	if ! ibcr_prereq_ok ROOT; then
