@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -20,6 +21,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/store.h"
+#include "common/taskns.h"
 #include "gen.h"
 #include "ibcr/ckpt_proto.h"
 #include "imgcopy.h"
@@ -174,112 +176,195 @@ static int mkdir_p (const char *path, mode_t mode)
     return mkdir (buf, mode) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* One CRIU dump at a time on this node, whatever the job: two dumps of
- * two jobs' inits at once (a drain checkpoints every job of the node)
- * were seen to fail one of them inside CRIU ("Can't create a directory
- * (-17) | can't get /proc fd").  An flock on a file of the staging
- * folder, which every worker of this daemon shares; it goes with the
- * worker if that dies.  The fd, or -1 (then the dump runs unserialised,
- * as before, and the log says why). */
-static int dump_lock (struct gen *g)
+/* "file[MNT:INO]", CRIU's name for an open file it must leave out of the
+ * image (--external) and take back from the restorer (--inherit-fd), for
+ * fd of pid when that is a file or a device; 0, or -1 (a pipe, a socket). */
+static int stdio_file_key (pid_t pid, int fd, char *buf, size_t len)
 {
-    char path[PATH_MAX + 32];
-    int fd;
+    char path[64], line[256];
+    unsigned long mnt = 0;
+    struct stat sb;
+    FILE *f;
+    int have = 0;
 
-    snprintf (path, sizeof (path), "%s/.criu-dump.lock", g->conf->staging);
-    /* The node's first dump may come before staging exists (the task
-     * folders below are made with their parents, as here). */
-    fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == ENOENT && mkdir_p (g->conf->staging, 0755) == 0)
-        fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        log_err (errno, "job %s gen %d: cannot open %s; dumps of this node's jobs may "
-                 "overlap", g->job, g->gen, path);
+    snprintf (path, sizeof (path), "/proc/%ld/fd/%d", (long)pid, fd);
+    if (stat (path, &sb) < 0 || !(S_ISREG (sb.st_mode) || S_ISCHR (sb.st_mode)))
         return -1;
-    }
-    while (flock (fd, LOCK_EX) < 0) {
-        if (errno != EINTR) {
-            log_err (errno, "job %s gen %d: cannot lock %s; dumps of this node's jobs may "
-                     "overlap", g->job, g->gen, path);
-            close (fd);
-            return -1;
-        }
-    }
-    return fd;
-}
-
-/* CRIU on each task's init, to node-local staging.  libibcr's control
- * socket leads out of the tree: CRIU is told it is external, and a
- * restart hands a fresh one back in its place. */
-static int dump_tasks (struct gen *g)
-{
-    double t0 = gen_now_ms ();
-    char err[1536];
-
-    for (int i = 0; i < g->ntasks; i++) {
-        struct gen_task *t = &g->tasks[i];
-        char dir[PATH_MAX + 32], log[PATH_MAX + 64], pid[32], ext[64];
-        char *argv[16];
-        int ac = 0;
-
-        snprintf (dir, sizeof (dir), "%s/task-%d", g->staging, t->rank);
-        /* Beside the images, not among them: a failed dump's log must
-         * outlive the abort that removes the images, for the user. */
-        snprintf (log, sizeof (log), "%s/%s/dump-gen-%d-rank-%d.log", g->conf->staging,
-                  g->job, g->gen, t->rank);
-        snprintf (pid, sizeof (pid), "%ld", (long)t->pid);
-        if (mkdir_p (dir, 0700) < 0) {
-            size_t off = 0;
-            gen_append (err, sizeof (err), &off, "cannot create staging folder ");
-            gen_append (err, sizeof (err), &off, dir);
-            gen_append (err, sizeof (err), &off, ": ");
-            gen_append (err, sizeof (err), &off, strerror (errno));
-            return gen_fail (g, "dump", err);
-        }
-        argv[ac++] = g->conf->criu;
-        argv[ac++] = "dump";
-        argv[ac++] = "-t";
-        argv[ac++] = pid;
-        argv[ac++] = "-D";
-        argv[ac++] = dir;
-        argv[ac++] = "-o";
-        argv[ac++] = log;
-        if (g->leave_running)
-            argv[ac++] = "--leave-running";
-        if (t->ctl_fd >= 0) {
-            uint64_t ino;
-            if (sockdiag_unix_peer (t->ctl_fd, &ino) < 0) {
-                snprintf (err, sizeof (err), "rank %d: cannot find libibcr's end of the "
-                          "control socket: %s", t->rank, strerror (errno));
-                return gen_fail (g, "dump", err);
-            }
-            snprintf (ext, sizeof (ext), "unix[%llu]", (unsigned long long)ino);
-            argv[ac++] = "--external";
-            argv[ac++] = ext;
-        }
-        argv[ac] = NULL;
-        log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s", g->job, g->gen,
-                 t->rank, pid, g->leave_running ? " --leave-running" : "",
-                 t->ctl_fd >= 0 ? " (libibcr control socket external)" : "");
-        if (criu_run (argv, log, NULL, 0, (int)g->conf->timeout_dump, err, sizeof (err)) < 0) {
-            char msg[2048];
-            snprintf (msg, sizeof (msg), "rank %d (pid %ld): %s", t->rank, (long)t->pid, err);
-            return gen_fail (g, "dump", msg);
-        }
-    }
-    g->dumped = 1;
-    g->t_dump = gen_now_ms () - t0;
+    snprintf (path, sizeof (path), "/proc/%ld/fdinfo/%d", (long)pid, fd);
+    if (!(f = fopen (path, "re")))
+        return -1;
+    while (fgets (line, sizeof (line), f))
+        if (sscanf (line, "mnt_id: %lu", &mnt) == 1)
+            have = 1;
+    fclose (f);
+    if (!have)
+        return -1;
+    snprintf (buf, len, "file[%lx:%llx]", mnt, (unsigned long long)sb.st_ino);
     return 0;
 }
 
-/* 5. Dump, one node-wide dump at a time (dump_lock). */
+/* A task in a mount namespace of its own (taskns.h) is dumped from
+ * inside it, as its user; 1 when so. */
+static int task_in_ns (const struct gen_task *t)
+{
+    return taskns_own_mnt (t->pid) == 1;
+}
+
+/* The image folder of one task, made by root and given to the user whose
+ * criu writes into it; never following a link. */
+static int task_dir (struct gen *g, const struct gen_task *t, const char *dir)
+{
+    int fd;
+
+    if (mkdir_p (dir, 0700) < 0)
+        return -1;
+    if ((fd = open (dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return -1;
+    if (task_in_ns (t) && fchown (fd, g->uid, g->gid) < 0) {
+        int e = errno;
+        close (fd);
+        errno = e;
+        return -1;
+    }
+    close (fd);
+    return 0;
+}
+
+struct dump_run {
+    pid_t criu;
+    int status;
+    char log[PATH_MAX + 64];
+};
+
+/* Start CRIU on one task's init, to node-local staging.  libibcr's
+ * control socket leads out of the tree: CRIU is told it is external, and
+ * a restart hands a fresh one back in its place; so are the task's
+ * stdio files, opened outside its mount namespace. */
+static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run *r,
+                       char *err, size_t errlen)
+{
+    char dir[PATH_MAX + 32], pid[32], ext[4][64];
+    struct taskns_as as = { .ns_pid = t->pid, .cred_pid = t->pid, .uid = g->uid };
+    int in_ns = task_in_ns (t), next = 0;
+    char *argv[24];
+    int ac = 0;
+
+    snprintf (dir, sizeof (dir), "%s/task-%d", g->staging, t->rank);
+    /* Beside the images, not among them: a failed dump's log must
+     * outlive the abort that removes the images, for the user. */
+    snprintf (r->log, sizeof (r->log), "%s/%s/dump-gen-%d-rank-%d.log", g->conf->staging,
+              g->job, g->gen, t->rank);
+    snprintf (pid, sizeof (pid), "%ld", (long)(in_ns ? taskns_nspid (t->pid) : t->pid));
+    if (task_dir (g, t, dir) < 0) {
+        snprintf (err, errlen, "cannot create staging folder %.1200s: %s", dir, strerror (errno));
+        return -1;
+    }
+    argv[ac++] = g->conf->criu;
+    argv[ac++] = "dump";
+    argv[ac++] = "-t";
+    argv[ac++] = pid;
+    argv[ac++] = "-D";
+    argv[ac++] = dir;
+    argv[ac++] = "-o";
+    argv[ac++] = r->log;
+    if (g->leave_running)
+        argv[ac++] = "--leave-running";
+    if (t->ctl_fd >= 0) {
+        uint64_t ino;
+        if (sockdiag_unix_peer (t->ctl_fd, &ino) < 0) {
+            snprintf (err, errlen, "rank %d: cannot find libibcr's end of the control "
+                      "socket: %s", t->rank, strerror (errno));
+            return -1;
+        }
+        snprintf (ext[next], sizeof (ext[0]), "unix[%llu]", (unsigned long long)ino);
+        argv[ac++] = "--external";
+        argv[ac++] = ext[next++];
+    }
+    for (int fd = 0; in_ns && fd <= 2; fd++)
+        if (stdio_file_key (t->pid, fd, ext[next], sizeof (ext[0])) == 0) {
+            argv[ac++] = "--external";
+            argv[ac++] = ext[next++];
+        }
+    argv[ac] = NULL;
+    log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s%s", g->job, g->gen,
+             t->rank, pid, g->leave_running ? " --leave-running" : "",
+             t->ctl_fd >= 0 ? " (libibcr control socket external)" : "",
+             in_ns ? " (in the task's namespaces, as its user)" : "");
+    if (access (argv[0], X_OK) < 0) {
+        snprintf (err, errlen, "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf)",
+                  argv[0], strerror (errno));
+        return -1;
+    }
+    if ((r->criu = criu_start_as (argv, r->log, NULL, 0, in_ns ? &as : NULL)) < 0) {
+        snprintf (err, errlen, "cannot fork criu: %s", strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* 5. Dump: every task of this node at once (each CRIU stops only its
+ * own tree); the phase ends with the slowest. */
 int genl_dump (struct gen *g)
 {
-    int lock = dump_lock (g), rc = dump_tasks (g);
+    struct dump_run run[g->ntasks + 1];
+    double t0 = gen_now_ms (), deadline = t0 + (double)g->conf->timeout_dump;
+    char err[1536], errs[1024], msg[2048];
+    int left = 0, failed = -1;
 
-    if (lock >= 0)
-        close (lock);
-    return rc;
+    for (int i = 0; i < g->ntasks; i++) {
+        run[i].criu = -1;
+        if (dump_start (g, &g->tasks[i], &run[i], err, sizeof (err)) < 0) {
+            snprintf (msg, sizeof (msg), "rank %d (pid %ld): %s", g->tasks[i].rank,
+                      (long)g->tasks[i].pid, err);
+            failed = i;
+            break;
+        }
+        left++;
+    }
+    for (long sleep_us = 1000; left > 0;) {
+        int expired = gen_now_ms () > deadline;
+        for (int i = 0; i < g->ntasks; i++) {
+            if (run[i].criu <= 0)
+                continue;
+            if (expired)
+                kill (run[i].criu, SIGKILL);
+            pid_t w = waitpid (run[i].criu, &run[i].status, expired ? 0 : WNOHANG);
+            if (w == 0 || (w < 0 && errno == EINTR))
+                continue;
+            int ok = w == run[i].criu && WIFEXITED (run[i].status)
+                     && WEXITSTATUS (run[i].status) == 0;
+            run[i].criu = 0;
+            left--;
+            if (ok || failed >= 0)
+                continue;
+            criu_log_errors (run[i].log, 3, errs, sizeof (errs));
+            if (expired)
+                snprintf (msg, sizeof (msg), "rank %d (pid %ld): criu dump did not finish "
+                          "within %d ms and was killed%s%s; log: %s (raise timeout_dump in "
+                          "ibcrd.conf if the job is large)", g->tasks[i].rank,
+                          (long)g->tasks[i].pid, (int)g->conf->timeout_dump,
+                          errs[0] ? ": " : "", errs, run[i].log);
+            else
+                snprintf (msg, sizeof (msg), "rank %d (pid %ld): criu dump failed (%s %d): "
+                          "%s; log: %s", g->tasks[i].rank, (long)g->tasks[i].pid,
+                          WIFEXITED (run[i].status) ? "exit code" : "signal",
+                          WIFEXITED (run[i].status) ? WEXITSTATUS (run[i].status)
+                          : WTERMSIG (run[i].status),
+                          errs[0] ? errs : "no error line in its log", run[i].log);
+            if (failed < 0)
+                failed = i;
+        }
+        if (left > 0) {
+            usleep (sleep_us);
+            if (sleep_us < 20000)
+                sleep_us *= 2;
+        }
+    }
+    if (failed >= 0)
+        return gen_fail (g, "dump", msg);
+    g->dumped = 1;
+    g->t_dump = gen_now_ms () - t0;
+    return 0;
 }
 
 /* Rebuild: every libibcr reopens a device, recreates its objects and
@@ -337,7 +422,7 @@ int genl_resume (struct gen *g)
 
 /* What a restart must hand back for each standard fd of the task's init:
  * "pipe:[INO]", "socket:[INO]" or a path. */
-static json_object *task_stdio (pid_t pid)
+static json_object *task_stdio (pid_t pid, int in_ns)
 {
     json_object *o = json_object_new_object ();
 
@@ -345,11 +430,16 @@ static json_object *task_stdio (pid_t pid)
         char path[64], target[PATH_MAX], key[4];
         ssize_t n;
 
+        snprintf (key, sizeof (key), "%d", fd);
+        /* Dumped as external (dump_start): always handed back. */
+        if (in_ns && stdio_file_key (pid, fd, target, sizeof (target)) == 0) {
+            json_object_object_add (o, key, json_object_new_string (target));
+            continue;
+        }
         snprintf (path, sizeof (path), "/proc/%ld/fd/%d", (long)pid, fd);
         if ((n = readlink (path, target, sizeof (target) - 1)) < 0)
             continue;
         target[n] = '\0';
-        snprintf (key, sizeof (key), "%d", fd);
         json_object_object_add (o, key, json_object_new_string (target));
     }
     return o;
@@ -369,7 +459,9 @@ json_object *genl_tasks_json (struct gen *g)
         proto_set_int (t, "pid", g->tasks[i].pid);
         if (g->tasks[i].ctl_fd >= 0 && sockdiag_unix_peer (g->tasks[i].ctl_fd, &ino) == 0)
             proto_set_int (t, "ctl_ino", (int64_t)ino);
-        json_object_object_add (t, "stdio", task_stdio (g->tasks[i].pid));
+        json_object_object_add (t, "stdio", task_stdio (g->tasks[i].pid, task_in_ns (&g->tasks[i])));
+        /* How a restore must bring it back (taskns.h). */
+        json_object_object_add (t, "in_ns", json_object_new_boolean (task_in_ns (&g->tasks[i])));
         json_object_array_add (tasks, t);
     }
     return tasks;

@@ -29,6 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/proc.h"
+#include "common/taskns.h"
 #include "sp_ns.h"
 
 /* Exit code of the waiter or init when ibcr itself failed (as env(1)). */
@@ -52,18 +54,6 @@ void sp_ns_on_term (sp_ns_term_f f, void *arg)
 {
     sp_ns_term_cb = f;
     sp_ns_term_arg = arg;
-}
-
-int sp_ns_prepare (char *err, size_t errlen)
-{
-    if (unshare (CLONE_NEWPID) < 0) {
-        snprintf (err, errlen, "cannot create a PID namespace for the task: %s%s",
-                  strerror (errno),
-                  errno == EPERM ? " (slurmstepd lacks CAP_SYS_ADMIN?)"
-                  : errno == EINVAL ? " (another plugin made one already?)" : "");
-        return -1;
-    }
-    return 0;
 }
 
 static void sp_ns_sigset (sigset_t *set)
@@ -121,6 +111,96 @@ static void sp_ns_close_fds (int only_cloexec, const int *keep, int nkeep)
         (void)close (fd);
     }
     (void)closedir (d);
+}
+
+/* In the task process, between sp_ns_prepare and sp_ns_start: the pipes
+ * to the mounter (ask / its answer). */
+static int sp_ns_mreq = -1, sp_ns_mdone = -1;
+/* The host's /proc, opened before the task's covered it in the task's
+ * mount namespace, which this process shares. */
+static int sp_ns_hostproc = -1;
+
+/* The mounter: forked as root by sp_ns_prepare, in the task's new mount
+ * namespace but outside its PID namespace (which has no process yet).
+ * When the task's holder exists and asks, it forks once into that PID
+ * namespace, where the child, still root, mounts the namespace's /proc
+ * (what CRIU's parasite needs to dump a task of an ordinary user) and
+ * answers: an empty string, or why it failed.  Takes nothing from the
+ * user: the namespace is named by the task process it was forked from. */
+static void __attribute__ ((noreturn)) sp_ns_mounter (pid_t task, int req, int done)
+{
+    int keep[2] = { req, done }, fd, status;
+    char path[64], err[256] = "", c;
+    pid_t child;
+
+    (void)prctl (PR_SET_NAME, "ibcr-mounter", 0, 0, 0);
+    sp_ns_close_fds (0, keep, 2);
+    if (read (req, &c, 1) != 1)
+        _exit (0);      /* the task never asked */
+    snprintf (path, sizeof (path), "/proc/%ld/ns/pid_for_children", (long)task);
+    if ((fd = open (path, O_RDONLY | O_CLOEXEC)) < 0 || setns (fd, CLONE_NEWPID) < 0) {
+        snprintf (err, sizeof (err), "cannot enter the task's PID namespace: %s",
+                  strerror (errno));
+        (void)write (done, err, strlen (err) + 1);
+        _exit (1);
+    }
+    if ((child = fork ()) == 0) {
+        if (taskns_setup_proc (err, sizeof (err)) < 0)
+            (void)write (done, err, strlen (err) + 1);
+        else
+            (void)write (done, "", 1);
+        _exit (0);
+    }
+    if (child < 0) {
+        snprintf (err, sizeof (err), "cannot fork into the task's PID namespace: %s",
+                  strerror (errno));
+        (void)write (done, err, strlen (err) + 1);
+        _exit (1);
+    }
+    while (waitpid (child, &status, 0) < 0 && errno == EINTR)
+        ;
+    _exit (0);
+}
+
+int sp_ns_prepare (char *err, size_t errlen)
+{
+    int req[2], done[2];
+    pid_t task = getpid (), h;
+
+    if (taskns_unshare_mnt (err, errlen) < 0)
+        return -1;
+    if (sp_ns_hostproc < 0
+        && (sp_ns_hostproc = open ("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        snprintf (err, errlen, "cannot open /proc: %s", strerror (errno));
+        return -1;
+    }
+    if (pipe2 (req, O_CLOEXEC) < 0) {
+        snprintf (err, errlen, "cannot make a pipe: %s", strerror (errno));
+        return -1;
+    }
+    if (pipe2 (done, O_CLOEXEC) < 0) {
+        snprintf (err, errlen, "cannot make a pipe: %s", strerror (errno));
+        (void)close (req[0]);
+        (void)close (req[1]);
+        return -1;
+    }
+    /* Before the PID namespace: a child forked after it would be its
+     * PID 1. */
+    if ((h = fork ()) == 0)
+        sp_ns_mounter (task, req[0], done[1]);
+    (void)close (req[0]);
+    (void)close (done[1]);
+    if (h < 0 || taskns_unshare_pid (err, errlen) < 0) {
+        if (h < 0)
+            snprintf (err, errlen, "cannot fork the task's /proc mounter: %s",
+                      strerror (errno));
+        (void)close (req[1]);   /* the mounter sees EOF and leaves */
+        (void)close (done[0]);
+        return -1;
+    }
+    sp_ns_mreq = req[1];
+    sp_ns_mdone = done[0];
+    return 0;
 }
 
 static int sp_ns_write_all (int fd, const void *buf, size_t len)
@@ -216,7 +296,7 @@ sp_ns_init (pid_t app, int report, const sigset_t *set)
     pid_t pid;
 
     sp_ns_default_dispositions ();
-    if (sp_ns_write_all (report, &word, sizeof (word)) < 0)
+    if (report >= 0 && sp_ns_write_all (report, &word, sizeof (word)) < 0)
         _exit (SP_NS_EXIT_FAILURE);
     for (;;) {
         if ((sig = sigwaitinfo (set, &si)) < 0)
@@ -229,7 +309,8 @@ sp_ns_init (pid_t app, int report, const sigset_t *set)
         while ((pid = waitpid (-1, &status, WNOHANG)) > 0) {
             if (pid == app) {
                 word = (int32_t)status;
-                (void)sp_ns_write_all (report, &word, sizeof (word));
+                if (report >= 0)
+                    (void)sp_ns_write_all (report, &word, sizeof (word));
                 /* Also as an exit code, the way ibcr-init reports it: a
                  * restored init has no waiter pipe, only this. */
                 _exit (WIFEXITED (status) ? WEXITSTATUS (status)
@@ -270,6 +351,16 @@ sp_ns_wait (pid_t init, int report, const sigset_t *set)
             sp_ns_exit_as (status);
         }
     }
+}
+
+void sp_ns_hold (pid_t child)
+{
+    sigset_t set;
+
+    sp_ns_sigset (&set);
+    (void)sigprocmask (SIG_BLOCK, &set, NULL);
+    sp_ns_close_fds (0, NULL, 0);
+    sp_ns_init (child, -1, &set);
 }
 
 void sp_ns_adopt (pid_t init, const int *keep, int nkeep)
@@ -316,14 +407,39 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
         goto error;
     }
     if (init == 0) {
-        /* PID 1 of the new namespace. */
-        if (setsid () < 0) {
-            sp_ns_say ("ibcr: setsid failed in the task's PID namespace: %s",
-                       strerror (errno));
-            _exit (SP_NS_EXIT_FAILURE);
-        }
+        /* The holder, PID 1 of the new namespace (taskns.h): never
+         * dumped, so a restore can make a fresh one. */
+        char merr[256];
+        ssize_t n;
+        pid_t sub;
+
         (void)close (report[0]);
         (void)close (go[1]);
+        (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
+        if (sp_ns_mreq < 0 || write (sp_ns_mreq, "m", 1) != 1
+            || (n = read (sp_ns_mdone, merr, sizeof (merr) - 1)) <= 0) {
+            sp_ns_say ("ibcr: the task's /proc was not mounted (its mounter is gone)");
+            _exit (SP_NS_EXIT_FAILURE);
+        }
+        merr[n] = '\0';
+        if (merr[0]) {
+            sp_ns_say ("ibcr: %s", merr);
+            _exit (SP_NS_EXIT_FAILURE);
+        }
+        if ((sub = fork ()) < 0) {
+            sp_ns_say ("ibcr: cannot fork the task's init: %s", strerror (errno));
+            _exit (SP_NS_EXIT_FAILURE);
+        }
+        if (sub > 0) {
+            sp_ns_close_fds (0, NULL, 0);
+            sp_ns_init (sub, -1, &set);
+        }
+        /* The init: what CRIU dumps.  A subreaper (it is not PID 1), so
+         * the application's orphans stay in the dumped tree. */
+        if (setsid () < 0 || prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+            sp_ns_say ("ibcr: cannot set up the task's init: %s", strerror (errno));
+            _exit (SP_NS_EXIT_FAILURE);
+        }
         if ((app = fork ()) < 0) {
             sp_ns_say ("ibcr: cannot fork the application in its PID namespace: %s",
                        strerror (errno));
@@ -345,6 +461,11 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
         sp_ns_close_fds (0, &report[1], 1);
         sp_ns_init (app, report[1], &set);
     }
+    if (sp_ns_mreq >= 0) {
+        (void)close (sp_ns_mreq);
+        (void)close (sp_ns_mdone);
+        sp_ns_mreq = sp_ns_mdone = -1;
+    }
 
     /* The waiter. */
     (void)close (report[1]);
@@ -357,21 +478,32 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
                   "the application (status 0x%x)", (unsigned)status);
         goto error;
     }
-    app = (pid_t)word;
     (void)prctl (PR_SET_NAME, "ibcr-task", 0, 0, 0);
     sp_ns_default_dispositions ();
     {
-        int keep2[nkeep + 2];
+        int keep2[nkeep + 3];
         memcpy (keep2, keep, sizeof (int) * (size_t)nkeep);
         keep2[nkeep] = report[0];
         keep2[nkeep + 1] = go[1];
-        sp_ns_close_fds (1, keep2, nkeep + 2);
+        keep2[nkeep + 2] = sp_ns_hostproc;
+        sp_ns_close_fds (1, keep2, nkeep + 3);
     }
-    if (started && started (init, app, arg) < 0) {
-        /* Killing a namespace's init kills everything in it. */
-        (void)kill (init, SIGKILL);
-        (void)waitpid (init, &status, 0);
-        _exit (1);
+    /* As seen from here: the dumped init is the holder's child, the
+     * application the init's (the word is its pid inside). */
+    {
+        pid_t sub = proc_first_child_at (sp_ns_hostproc, init);
+        app = sub > 0 ? proc_first_child_at (sp_ns_hostproc, sub) : -1;
+        if (sub <= 0 || app <= 0) {
+            (void)kill (init, SIGKILL);
+            (void)waitpid (init, &status, 0);
+            snprintf (err, errlen, "the task's init or application vanished at start");
+            goto error;
+        }
+        if (started && started (sub, app, arg) < 0) {
+            (void)kill (init, SIGKILL);
+            (void)waitpid (init, &status, 0);
+            _exit (1);
+        }
     }
     if (sp_ns_write_all (go[1], &c, 1) < 0) {
         sp_ns_say ("ibcr: cannot start the application: %s", strerror (errno));

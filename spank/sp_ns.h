@@ -58,4 +58,8 @@ void sp_ns_on_term (sp_ns_term_f f, void *arg);
 
 void sp_ns_adopt (pid_t init, const int *keep, int nkeep) __attribute__ ((noreturn));
 
+/* In a PID namespace's PID 1 (a restore's holder): forward signals to
+ * child, reap orphans, exit with child's exit code.  Never returns. */
+void sp_ns_hold (pid_t child) __attribute__ ((noreturn));
+
 #endif

@@ -32,8 +32,12 @@
 #include "common/conf.h"
 #include "common/manifest.h"
 #include "common/proto.h"
+#include "common/proc.h"
 #include "common/store.h"
+#include "common/taskns.h"
+#include "common/criu.h"
 #include "sp_cgroup.h"
+#include "sp_ns.h"
 #include "sp_restore.h"
 
 /* Exit code of a restorer that failed (as env(1) for "cannot run"). */
@@ -195,32 +199,6 @@ out:
 }
 
 /* The first lines of criu's log that say "Error", joined. */
-static void sp_restore_log_errors (const char *log, char *buf, size_t len)
-{
-    char line[1024];
-    size_t off = 0;
-    int n = 0;
-    FILE *f;
-
-    buf[0] = '\0';
-    if (!(f = fopen (log, "r")))
-        return;
-    while (n < 3 && fgets (line, sizeof (line), f)) {
-        char *msg;
-        int w;
-        if (!strstr (line, "Error"))
-            continue;
-        line[strcspn (line, "\n")] = '\0';
-        msg = strstr (line, "): ");
-        msg = msg ? msg + 3 : line;
-        w = snprintf (buf + off, len - off, "%s%s", n ? " | " : "", msg);
-        if (w < 0 || (size_t)w >= len - off)
-            break;
-        off += (size_t)w;
-        n++;
-    }
-    fclose (f);
-}
 
 static int sp_restore_mkdirs (const char *path)
 {
@@ -289,16 +267,99 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[4])
     return 0;
 }
 
+/* PID 1 of the restored task's new namespaces (taskns.h), root until
+ * the tree is checked: mount /proc, run CRIU as the task's user (PID 2),
+ * check what it restored, let it run, then hold it as sp_ns's holder
+ * does.  Writes "O" or "E<why>" on res; never returns. */
+static void __attribute__ ((noreturn))
+sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, int res,
+                   char *const argv[], const int fds[4])
+{
+    struct taskns_as as = { .cred_pid = task };
+    char err[2048], errs[1500], buf[64];
+    int keep[4], nkeep = 0, status;
+    pid_t criu, init = 0;
+    uid_t uid;
+    gid_t gid;
+    FILE *f;
+
+    (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
+    /* The task process is the job's user by now: its ids are the job's. */
+    snprintf (buf, sizeof (buf), "/proc/%ld/status", (long)task);
+    uid = (uid_t)-1;
+    gid = (gid_t)-1;
+    if ((f = fopen (buf, "re"))) {
+        char line[256];
+        while (fgets (line, sizeof (line), f)) {
+            unsigned long v;
+            if (sscanf (line, "Uid: %lu", &v) == 1)
+                uid = (uid_t)v;
+            else if (sscanf (line, "Gid: %lu", &v) == 1)
+                gid = (gid_t)v;
+        }
+        fclose (f);
+    }
+    as.uid = uid;
+    /* The task's /proc: read through it from here on (it covers the
+     * host's only in this mount namespace). */
+    if (uid == (uid_t)-1 || taskns_setup_proc (err, sizeof (err)) < 0) {
+        dprintf (res, "Ecannot set up the restored task's namespace: %s",
+                 uid == (uid_t)-1 ? "the task is gone" : err);
+        _exit (SP_RESTORE_EXIT);
+    }
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            keep[nkeep++] = fds[i];
+    if ((criu = criu_start_as (argv, plan->log, keep, nkeep, &as)) < 0) {
+        dprintf (res, "Ecannot fork criu: %s", strerror (errno));
+        _exit (SP_RESTORE_EXIT);
+    }
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            (void)close (fds[i]);
+    while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        criu_log_errors (plan->log, 3, errs, sizeof (errs));
+        if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
+            dprintf (res, "Ecannot run %s (ibcrd.conf criu=)", plan->criu);
+        else
+            dprintf (res, "Ecriu restore of %s failed: %s; log: %s", plan->imgdir,
+                     errs[0] ? errs : "no error line in its log", plan->log);
+        _exit (SP_RESTORE_EXIT);
+    }
+    init = proc_first_child (1);
+    if (init <= 0) {
+        dprintf (res, "Ecriu restored %s but no process came back", plan->imgdir);
+        _exit (SP_RESTORE_EXIT);
+    }
+    /* An image is the user's data: whatever it asked for, the tree must
+     * carry exactly the job's ids and no capability before it runs. */
+    if (taskns_check_tree (init, uid, gid, err, sizeof (err)) < 0) {
+        taskns_signal_tree (init, SIGKILL);
+        dprintf (res, "Egeneration refused: %s; the image was altered after the dump "
+                 "(%s); nothing of it ran", err, plan->imgdir);
+        _exit (SP_RESTORE_EXIT);
+    }
+    if (taskns_drop (task, uid, err, sizeof (err)) < 0) {
+        taskns_signal_tree (init, SIGKILL);
+        dprintf (res, "E%s", err);
+        _exit (SP_RESTORE_EXIT);
+    }
+    taskns_signal_tree (init, SIGCONT);
+    (void)write (res, "O", 1);
+    (void)close (res);
+    sp_ns_hold (init);
+}
+
 /* The restorer, as root: never returns. */
 static void __attribute__ ((noreturn))
 sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
 {
-    char pidfile[PATH_MAX + 8], inherit[4][PATH_MAX + 32], err[2048], errs[1500];
+    char inherit[4][PATH_MAX + 32], err[2048] = "";
     const char *argv[32];
-    int fds[4], ninh = 0, ac = 0, status, nul, fd;
-    pid_t task, criu;
-    FILE *f;
-    long pid = 0;
+    int fds[4], res[2], ninh = 0, ac = 0, nul, fd;
+    pid_t task, holder;
 
     (void)prctl (PR_SET_NAME, "ibcr-restorer", 0, 0, 0);
     (void)prctl (PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
@@ -342,28 +403,28 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
                           strerror (errno));
         _exit (SP_RESTORE_EXIT);
     }
-    snprintf (pidfile, sizeof (pidfile), "%s.pid", plan->log);
-    (void)unlink (pidfile);
     (void)unlink (plan->log);
-
     argv[ac++] = plan->criu;
     argv[ac++] = "restore";
     argv[ac++] = "-D";
     argv[ac++] = plan->imgdir;
     argv[ac++] = "-o";
     argv[ac++] = plan->log;
+    /* CRIU runs as PID 2 of the new namespace (taskns.h): the restored
+     * init becomes the holder's child, stopped until it was checked. */
     argv[ac++] = "--restore-detached";
-    argv[ac++] = "--pidfile";
-    argv[ac++] = pidfile;
+    argv[ac++] = "--restore-sibling";
+    argv[ac++] = "--leave-stopped";
     /* Stay in the cgroups just joined, the new step's, instead of going
      * back to the dumped step's. */
     argv[ac++] = "--manage-cgroups=ignore";
     for (fd = 0; fd <= 2; fd++) {
         const char *k = plan->stdio[fd];
         int dup = 0;
-        /* Devices (/dev/null, a terminal) are reopened by path; a pipe,
-         * a socket or a regular file that grew must be handed in. */
-        if (!*k || !strncmp (k, "/dev/", 5))
+        /* Devices (/dev/null, a terminal) are reopened by path unless
+         * they were dumped as external files; a pipe, a socket or a
+         * regular file that grew must be handed in. */
+        if (!*k || (!strncmp (k, "/dev/", 5)))
             continue;
         for (int j = 0; j < fd; j++)
             dup |= !strcmp (k, plan->stdio[j]);
@@ -386,38 +447,41 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
     }
     argv[ac] = NULL;
 
-    if ((criu = fork ()) < 0) {
-        sp_restore_reply (sock, 'E', "cannot fork criu: %s", strerror (errno));
+    if (taskns_unshare_mnt (err, sizeof (err)) < 0 || taskns_unshare_pid (err, sizeof (err)) < 0
+        || pipe2 (res, O_CLOEXEC) < 0) {
+        sp_restore_reply (sock, 'E', "%s", err[0] ? err : strerror (errno));
         _exit (SP_RESTORE_EXIT);
     }
-    if (criu == 0) {
+    if ((holder = fork ()) < 0) {
+        sp_restore_reply (sock, 'E', "cannot fork the task's holder: %s", strerror (errno));
+        _exit (SP_RESTORE_EXIT);
+    }
+    if (holder == 0) {
         (void)close (sock);
-        execvp (argv[0], (char *const *)argv);
-        _exit (127);
+        (void)close (res[0]);
+        sp_restore_holder (plan, task, res[1], (char *const *)argv, fds);
     }
     for (fd = 0; fd <= 3; fd++)
         if (fds[fd] >= 0)
             (void)close (fds[fd]);
-    while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-        sp_restore_log_errors (plan->log, errs, sizeof (errs));
-        if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
-            sp_restore_reply (sock, 'E', "cannot run %s (ibcrd.conf criu=)", plan->criu);
-        else
-            sp_restore_reply (sock, 'E', "criu restore of %s failed: %s; log: %s",
-                              plan->imgdir, errs[0] ? errs : "no error line in its log",
-                              plan->log);
-        _exit (SP_RESTORE_EXIT);
+    (void)close (res[1]);
+    {
+        char msg[2048];
+        ssize_t n;
+        do
+            n = read (res[0], msg, sizeof (msg) - 1);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+            sp_restore_reply (sock, 'E', "the restore's holder ended without a word");
+            _exit (SP_RESTORE_EXIT);
+        }
+        msg[n] = '\0';
+        if (msg[0] != 'O') {
+            sp_restore_reply (sock, 'E', "%s", msg + 1);
+            _exit (SP_RESTORE_EXIT);
+        }
     }
-    if (!(f = fopen (pidfile, "r")) || fscanf (f, "%ld", &pid) != 1 || pid <= 0) {
-        sp_restore_reply (sock, 'E', "criu restored %s but wrote no pid to %s",
-                          plan->imgdir, pidfile);
-        _exit (SP_RESTORE_EXIT);
-    }
-    fclose (f);
-    (void)unlink (pidfile);
-    sp_restore_reply (sock, 'O', "%ld", pid);
+    sp_restore_reply (sock, 'O', "%ld", (long)holder);
     _exit (0);
 }
 

@@ -386,8 +386,12 @@ static int sp_stepd_restore (void)
         return -1;
     }
     sp_st.restore_fd = -1;
-    if (sp_st.fd < 0 || sp_reg_register (sp_st.fd, &sp_st.id, init, proc_first_child (init),
-                                         sp_st.timeout_ms, err, sizeof (err)) < 0)
+    /* init is the restore's holder; what ibcrd dumps next is its child
+     * (taskns.h). */
+    if (sp_st.fd < 0
+        || sp_reg_register (sp_st.fd, &sp_st.id, proc_first_child (init),
+                            proc_first_child (proc_first_child (init)), sp_st.timeout_ms, err,
+                            sizeof (err)) < 0)
         sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: restored, but %s; running "
                       "UNPROTECTED: it will not be checkpointed again", sp_st.id.job,
                       sp_st.id.step, sp_st.id.rank, sp_st.id.node,

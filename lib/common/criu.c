@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "criu.h"
+#include "taskns.h"
 
 void criu_log_errors (const char *log, int max, char *buf, size_t len)
 {
@@ -68,7 +69,8 @@ static void close_others (const int *keep, int nkeep)
     closedir (d);
 }
 
-pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkeep)
+pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int nkeep,
+                     const struct taskns_as *as)
 {
     pid_t pid = fork ();
 
@@ -79,16 +81,48 @@ pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkee
     sigprocmask (SIG_SETMASK, &none, NULL);
     signal (SIGPIPE, SIG_DFL);
     int nul = open ("/dev/null", O_RDWR);
-    int lfd = log ? open (log, O_WRONLY | O_CREAT | O_APPEND, 0600) : -1;
+    /* Root writes the log, never following a link planted in its place. */
+    int lfd = log ? open (log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
     if (nul >= 0) {
         dup2 (nul, 0);
         dup2 (nul, 1);
         dup2 (lfd >= 0 ? lfd : nul, 2);
     }
     close_others (keep, nkeep);
-    execv (argv[0], argv);
+    if (as) {
+        char err[512];
+        if (taskns_become (as, err, sizeof (err)) < 0) {
+            fprintf (stderr, "Error (ibcr): %s\n", err);
+            _exit (126);
+        }
+    }
+    if (as && as->uid != 0) {
+        /* The user's criu cannot open root's log: it writes to stderr,
+         * which is that log already. */
+        int n = 0;
+        while (argv[n])
+            n++;
+        char *av[n + 2];
+        int ac = 0;
+        for (int i = 0; i < n; i++) {
+            av[ac++] = argv[i];
+            if (!strcmp (argv[i], "-o") && i + 1 < n) {
+                av[ac++] = "-";
+                i++;
+            }
+        }
+        av[ac++] = "--unprivileged";
+        av[ac] = NULL;
+        execv (av[0], av);
+    } else
+        execv (argv[0], argv);
     fprintf (stderr, "cannot run %s: %s\n", argv[0], strerror (errno));
     _exit (127);
+}
+
+pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkeep)
+{
+    return criu_start_as (argv, log, keep, nkeep, NULL);
 }
 
 static long now_ms (void)
@@ -100,6 +134,12 @@ static long now_ms (void)
 
 int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
               int timeout_ms, char *err, size_t len)
+{
+    return criu_run_as (argv, log, keep, nkeep, NULL, timeout_ms, err, len);
+}
+
+int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep,
+                 const struct taskns_as *as, int timeout_ms, char *err, size_t len)
 {
     long deadline = now_ms () + timeout_ms;
     char errs[1024];
@@ -113,7 +153,7 @@ int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
         errno = ENOENT;
         return -1;
     }
-    if ((pid = criu_start (argv, log, keep, nkeep)) < 0) {
+    if ((pid = criu_start_as (argv, log, keep, nkeep, as)) < 0) {
         saved = errno;
         snprintf (err, len, "cannot fork criu: %s", strerror (saved));
         errno = saved;

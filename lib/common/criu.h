@@ -23,6 +23,15 @@ int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
 /* Like criu_run, but do not wait: the pid of the started criu, or -1. */
 pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkeep);
 
+/* criu_run and criu_start, with criu inside as->ns_pid's namespaces and
+ * as as->uid (taskns.h); a user's criu gets --unprivileged and writes
+ * its log to stderr ("-o -"), which is 'log', opened by the caller. */
+struct taskns_as;
+int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep,
+                 const struct taskns_as *as, int timeout_ms, char *err, size_t len);
+pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int nkeep,
+                     const struct taskns_as *as);
+
 /* The first 'max' lines of log with "Error" in them, joined by " | ",
  * into buf (empty when none). */
 void criu_log_errors (const char *log, int max, char *buf, size_t len);

@@ -1,7 +1,9 @@
 /* proc.c - see proc.h. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "proc.h"
@@ -45,13 +47,24 @@ pid_t proc_ppid (pid_t pid)
 
 pid_t proc_first_child (pid_t pid)
 {
+    return proc_first_child_at (-1, pid);
+}
+
+pid_t proc_first_child_at (int procfd, pid_t pid)
+{
     char path[96];
     long child = 0;
     FILE *f;
+    int fd;
 
-    snprintf (path, sizeof (path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
-    if (!(f = fopen (path, "re")))
+    snprintf (path, sizeof (path), "%s%ld/task/%ld/children", procfd < 0 ? "/proc/" : "",
+              (long)pid, (long)pid);
+    if ((fd = openat (procfd < 0 ? AT_FDCWD : procfd, path, O_RDONLY | O_CLOEXEC)) < 0)
         return 0;
+    if (!(f = fdopen (fd, "r"))) {
+        close (fd);
+        return 0;
+    }
     if (fscanf (f, "%ld", &child) != 1)
         child = 0;
     fclose (f);

@@ -19,4 +19,8 @@ pid_t proc_ppid (pid_t pid);
 /* The first child of pid's main thread, or 0. */
 pid_t proc_first_child (pid_t pid);
 
+/* The same, read through procfd, a /proc opened earlier (a process whose
+ * /proc was since covered by its PID namespace's own). */
+pid_t proc_first_child_at (int procfd, pid_t pid);
+
 #endif

@@ -1,0 +1,339 @@
+/* taskns.c - see taskns.h.
+ *
+ * Must never: give CRIU more than the task's own user has (plus the two
+ * capabilities it needs), act on a namespace it did not check, or let a
+ * restored tree run before its credentials were checked.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "taskns.h"
+
+#ifndef CAP_CHECKPOINT_RESTORE
+#define CAP_CHECKPOINT_RESTORE 40
+#endif
+
+int taskns_unshare_mnt (char *err, size_t len)
+{
+    if (unshare (CLONE_NEWNS) < 0) {
+        snprintf (err, len, "cannot create a mount namespace for the task: %s%s",
+                  strerror (errno), errno == EPERM ? " (needs CAP_SYS_ADMIN)" : "");
+        return -1;
+    }
+    /* Mounts made on the host later (a new file system) still reach the
+     * task; the task's /proc never reaches the host. */
+    if (mount (NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
+        snprintf (err, len, "cannot make the task's mounts private: %s", strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+int taskns_unshare_pid (char *err, size_t len)
+{
+    if (unshare (CLONE_NEWPID) < 0) {
+        snprintf (err, len, "cannot create a PID namespace for the task: %s%s",
+                  strerror (errno), errno == EINVAL ? " (another plugin made one already?)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+int taskns_setup_proc (char *err, size_t len)
+{
+    char buf[32];
+    int fd, n;
+
+    if (mount ("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        snprintf (err, len, "cannot mount the task's /proc: %s", strerror (errno));
+        return -1;
+    }
+    fd = open ("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+    n = snprintf (buf, sizeof (buf), "%d", TASKNS_FIRST_PID - 1);
+    if (fd < 0 || write (fd, buf, (size_t)n) != n) {
+        snprintf (err, len, "cannot set the task's first pid: %s", strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        return -1;
+    }
+    close (fd);
+    return 0;
+}
+
+/* Field 'key' of /proc/PID/status into buf; 0 or -1. */
+static int status_field (pid_t pid, const char *key, char *buf, size_t len)
+{
+    char path[64], line[4096];
+    size_t klen = strlen (key);
+    FILE *f;
+    int rc = -1;
+
+    snprintf (path, sizeof (path), "/proc/%ld/status", (long)pid);
+    if (!(f = fopen (path, "re")))
+        return -1;
+    while (fgets (line, sizeof (line), f))
+        if (!strncmp (line, key, klen) && line[klen] == ':') {
+            char *v = line + klen + 1;
+            v += strspn (v, " \t");
+            v[strcspn (v, "\n")] = '\0';
+            snprintf (buf, len, "%s", v);
+            rc = 0;
+            break;
+        }
+    fclose (f);
+    if (rc < 0)
+        errno = ESRCH;
+    return rc;
+}
+
+/* The four ids of an Uid: or Gid: line; 0 when all equal want. */
+static int ids_are (const char *line, unsigned long want)
+{
+    unsigned long v[4];
+
+    if (sscanf (line, "%lu %lu %lu %lu", &v[0], &v[1], &v[2], &v[3]) != 4)
+        return -1;
+    for (int i = 0; i < 4; i++)
+        if (v[i] != want)
+            return -1;
+    return 0;
+}
+
+pid_t taskns_nspid (pid_t pid)
+{
+    char buf[256], *last;
+
+    if (status_field (pid, "NSpid", buf, sizeof (buf)) < 0)
+        return -1;
+    for (last = buf + strlen (buf); last > buf && last[-1] != ' ' && last[-1] != '\t'; last--)
+        ;
+    return (pid_t)atol (last);
+}
+
+int taskns_own_mnt (pid_t pid)
+{
+    char path[64];
+    struct stat a, b;
+
+    snprintf (path, sizeof (path), "/proc/%ld/ns/mnt", (long)pid);
+    if (stat (path, &a) < 0 || stat ("/proc/self/ns/mnt", &b) < 0)
+        return -1;
+    return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
+}
+
+/* Become uid with cred_pid's gid and groups and CRIU's capabilities. */
+static int take_creds (const struct taskns_as *as, char *err, size_t len)
+{
+    char buf[4096], *p, *end;
+    gid_t groups[256], gid;
+    size_t ng = 0;
+    cap_value_t caps[] = { CAP_CHECKPOINT_RESTORE, CAP_SETPCAP };
+    cap_t c;
+
+    if (status_field (as->cred_pid, "Uid", buf, sizeof (buf)) < 0
+        || ids_are (buf, as->uid) < 0) {
+        snprintf (err, len, "process %ld is not (or no longer) wholly uid %lu",
+                  (long)as->cred_pid, (unsigned long)as->uid);
+        return -1;
+    }
+    if (status_field (as->cred_pid, "Gid", buf, sizeof (buf)) < 0) {
+        snprintf (err, len, "cannot read the groups of process %ld", (long)as->cred_pid);
+        return -1;
+    }
+    gid = (gid_t)strtoul (buf, NULL, 10);
+    if (status_field (as->cred_pid, "Groups", buf, sizeof (buf)) < 0)
+        buf[0] = '\0';
+    for (p = buf; *p && ng < sizeof (groups) / sizeof (groups[0]); p = end) {
+        unsigned long g = strtoul (p, &end, 10);
+        if (end == p)
+            break;
+        groups[ng++] = (gid_t)g;
+    }
+    if (setgroups (ng, groups) < 0 || prctl (PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0
+        || setresgid (gid, gid, gid) < 0 || setresuid (as->uid, as->uid, as->uid) < 0) {
+        snprintf (err, len, "cannot become uid %lu gid %lu: %s", (unsigned long)as->uid,
+                  (unsigned long)gid, strerror (errno));
+        return -1;
+    }
+    if (!(c = cap_init ())
+        || cap_set_flag (c, CAP_PERMITTED, 2, caps, CAP_SET) < 0
+        || cap_set_flag (c, CAP_EFFECTIVE, 2, caps, CAP_SET) < 0
+        || cap_set_flag (c, CAP_INHERITABLE, 2, caps, CAP_SET) < 0 || cap_set_proc (c) < 0
+        || cap_set_ambient (CAP_CHECKPOINT_RESTORE, CAP_SET) < 0
+        || cap_set_ambient (CAP_SETPCAP, CAP_SET) < 0) {
+        snprintf (err, len, "cannot give criu CAP_CHECKPOINT_RESTORE (kernel >= 5.9 "
+                  "needed): %s", strerror (errno));
+        if (c)
+            cap_free (c);
+        return -1;
+    }
+    cap_free (c);
+    return 0;
+}
+
+int taskns_drop (pid_t cred_pid, uid_t uid, char *err, size_t len)
+{
+    struct taskns_as as = { .cred_pid = cred_pid, .uid = uid };
+    cap_t c;
+
+    if (uid == 0)
+        return 0;
+    if (take_creds (&as, err, len) < 0)
+        return -1;
+    /* Nothing kept: an empty set, ambient cleared with it. */
+    if (!(c = cap_init ()) || cap_set_proc (c) < 0 || cap_reset_ambient () < 0) {
+        snprintf (err, len, "cannot drop capabilities: %s", strerror (errno));
+        if (c)
+            cap_free (c);
+        return -1;
+    }
+    cap_free (c);
+    (void)prctl (PR_SET_KEEPCAPS, 0, 0, 0, 0);
+    return 0;
+}
+
+int taskns_become (const struct taskns_as *as, char *err, size_t len)
+{
+    int own = as->ns_pid > 0 ? taskns_own_mnt (as->ns_pid) : 0;
+
+    if (own < 0) {
+        snprintf (err, len, "process %ld is gone", (long)as->ns_pid);
+        return -1;
+    }
+    if (own) {
+        char path[64];
+        int pfd, mfd, status;
+        pid_t child;
+
+        snprintf (path, sizeof (path), "/proc/%ld/ns/pid", (long)as->ns_pid);
+        pfd = open (path, O_RDONLY | O_CLOEXEC);
+        snprintf (path, sizeof (path), "/proc/%ld/ns/mnt", (long)as->ns_pid);
+        mfd = open (path, O_RDONLY | O_CLOEXEC);
+        if (pfd < 0 || mfd < 0 || setns (pfd, CLONE_NEWPID) < 0 || setns (mfd, CLONE_NEWNS) < 0
+            || chdir ("/") < 0) {
+            snprintf (err, len, "cannot enter the namespaces of process %ld: %s",
+                      (long)as->ns_pid, strerror (errno));
+            return -1;
+        }
+        close (pfd);
+        close (mfd);
+        if ((child = fork ()) < 0) {
+            snprintf (err, len, "cannot fork into the task's namespace: %s", strerror (errno));
+            return -1;
+        }
+        if (child > 0) {
+            /* The intermediate: killed on a timeout, it takes criu along
+             * (PR_SET_PDEATHSIG below). */
+            while (waitpid (child, &status, 0) < 0)
+                if (errno != EINTR)
+                    _exit (125);
+            _exit (WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status));
+        }
+    }
+    if (as->uid != 0 && take_creds (as, err, len) < 0)
+        return -1;
+    /* After the credentials: changing them clears it. */
+    (void)prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    return 0;
+}
+
+/* Call f on every process of the tree rooted at root (root first). */
+static int walk_tree (pid_t root, int (*f) (pid_t, void *), void *arg, int depth)
+{
+    char path[320];
+    struct dirent *e;
+    DIR *d;
+    int rc;
+
+    if ((rc = f (root, arg)) != 0 || depth > 64)
+        return rc;
+    snprintf (path, sizeof (path), "/proc/%ld/task", (long)root);
+    if (!(d = opendir (path)))
+        return 0;
+    while ((e = readdir (d))) {
+        FILE *fp;
+        long c;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf (path, sizeof (path), "/proc/%ld/task/%s/children", (long)root, e->d_name);
+        if (!(fp = fopen (path, "re")))
+            continue;
+        while (rc == 0 && fscanf (fp, "%ld", &c) == 1)
+            rc = walk_tree ((pid_t)c, f, arg, depth + 1);
+        fclose (fp);
+        if (rc)
+            break;
+    }
+    closedir (d);
+    return rc;
+}
+
+struct check_arg {
+    uid_t uid;
+    gid_t gid;
+    char *err;
+    size_t len;
+};
+
+static int check_one (pid_t pid, void *arg)
+{
+    static const char *const caps[] = { "CapInh", "CapPrm", "CapEff", "CapAmb" };
+    struct check_arg *a = arg;
+    char buf[256];
+
+    if (status_field (pid, "Uid", buf, sizeof (buf)) < 0)
+        return 0;       /* gone: nothing it can do */
+    if (ids_are (buf, a->uid) < 0) {
+        snprintf (a->err, a->len, "restored process %ld has uids %.64s, not the job's %lu",
+                  (long)pid, buf, (unsigned long)a->uid);
+        return -1;
+    }
+    if (status_field (pid, "Gid", buf, sizeof (buf)) == 0 && ids_are (buf, a->gid) < 0) {
+        snprintf (a->err, a->len, "restored process %ld has gids %.64s, not the job's %lu",
+                  (long)pid, buf, (unsigned long)a->gid);
+        return -1;
+    }
+    for (size_t i = 0; a->uid != 0 && i < sizeof (caps) / sizeof (caps[0]); i++)
+        if (status_field (pid, caps[i], buf, sizeof (buf)) == 0
+            && strtoull (buf, NULL, 16) != 0) {
+            snprintf (a->err, a->len, "restored process %ld has capabilities (%s %.32s) "
+                      "that the job's user does not", (long)pid, caps[i], buf);
+            return -1;
+        }
+    return 0;
+}
+
+int taskns_check_tree (pid_t root, uid_t uid, gid_t gid, char *err, size_t len)
+{
+    struct check_arg a = { uid, gid, err, len };
+
+    return walk_tree (root, check_one, &a, 0);
+}
+
+static int signal_one (pid_t pid, void *arg)
+{
+    (void)kill (pid, *(int *)arg);
+    return 0;
+}
+
+void taskns_signal_tree (pid_t root, int sig)
+{
+    (void)walk_tree (root, signal_one, &sig, 0);
+}
