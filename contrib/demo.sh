@@ -97,7 +97,7 @@ until_true() {
 
 t_start=$(date +%s)
 say "starting a private Slurm cluster: munged, slurmctld and 2 slurmd, each node in its own network namespace"
-echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
+echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr init=$IBCR_BUILDDIR/ibcrd/ibcr-init conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
 SLURM_PLUGSTACK=plugstack.conf slurm_start 2 --netns || fail "slurm_start"
 sinfo -N -o "%N %t %o" | sed 's/^/    /'
 

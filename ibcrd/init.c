@@ -50,6 +50,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,7 @@
 static const char init_usage[] =
     "Usage: ibcr-init [--pidfile FILE] -- CMD [ARGS...]\n"
     "       ibcr-init --restored FILE [--pidfile FILE2] -- CMD [ARGS...]\n"
+    "       ibcr-init --adopt PID [--report FD]\n"
     "\n"
     "Run CMD in a new PID namespace under a small init (PID 1, its own\n"
     "session) that forwards signals to CMD and exits with CMD's status.\n"
@@ -82,6 +84,8 @@ static const char init_usage[] =
 struct init_opts {
     const char *pidfile;
     const char *restored;
+    pid_t adopt;        /* --adopt: supervise this child, start nothing */
+    int report;         /* --report: write its wait status (int32) here */
     char **argv;
 };
 
@@ -140,20 +144,29 @@ static int parse_args (int argc, char **argv, struct init_opts *o)
     static const struct option longopts[] = {
         {"pidfile", required_argument, NULL, 'p'},
         {"restored", required_argument, NULL, 'r'},
+        {"adopt", required_argument, NULL, 'a'},
+        {"report", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
 
+    o->report = -1;
     opterr = 0;
     /* '+': stop at CMD, whose own options are not ours. */
-    while ((c = getopt_long (argc, argv, "+:p:r:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long (argc, argv, "+:p:r:a:R:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'p':
             o->pidfile = optarg;
             break;
         case 'r':
             o->restored = optarg;
+            break;
+        case 'a':
+            o->adopt = (pid_t)atol (optarg);
+            break;
+        case 'R':
+            o->report = atoi (optarg);
             break;
         case 'h':
             fputs (init_usage, stdout);
@@ -167,6 +180,13 @@ static int parse_args (int argc, char **argv, struct init_opts *o)
                         argv[optind - 1]);
             return -1;
         }
+    }
+    /* --adopt: the SPANK plugin's init forked the application, then
+     * exec'd us in its place (a program started inside the task's mount
+     * namespace, which CRIU can dump: slurmstepd's was not). */
+    if (o->adopt > 1) {
+        o->argv = argv + optind;
+        return 0;
     }
     if (optind >= argc) {
         init_error (0, "no command given: usage is ibcr-init [OPTIONS] -- CMD [ARGS...]");
@@ -272,7 +292,9 @@ int main (int argc, char **argv)
         init_error (errno, "cannot block signals");
         return INIT_EXIT_FAILURE;
     }
-    if (o.restored)
+    if (o.adopt > 1)
+        child = o.adopt;
+    else if (o.restored)
         child = adopt_restored (&o, &app_mask, &code);
     else
         child = init_spawn_ns (o.argv, &app_mask, &set);
@@ -297,6 +319,10 @@ int main (int argc, char **argv)
         code = INIT_EXIT_FAILURE;
     } else {
         code = init_exit_code (status);
+        if (o.report >= 0) {
+            int32_t word = (int32_t)status;
+            (void)write (o.report, &word, sizeof (word));
+        }
     }
     if (o.pidfile)
         (void)unlink (o.pidfile);

@@ -13,7 +13,7 @@
 #include "common/duration.h"
 #include "sp_args.h"
 
-#define SP_KNOWN "socket=PATH, libibcr=PATH, batch_step=yes|no, " \
+#define SP_KNOWN "socket=PATH, libibcr=PATH, init=PATH, batch_step=yes|no, " \
     "on_daemon_down=warn|fail, timeout=DURATION, conf=PATH, term_wait=DURATION"
 
 void sp_args_defaults (struct sp_args *a)
@@ -21,6 +21,7 @@ void sp_args_defaults (struct sp_args *a)
     memset (a, 0, sizeof (*a));
     snprintf (a->socket, sizeof (a->socket), "%s", IBCR_SOCKET_DEFAULT);
     snprintf (a->libibcr, sizeof (a->libibcr), "%s", IBCR_LIBIBCR_DEFAULT);
+    snprintf (a->init, sizeof (a->init), "%s", IBCR_INIT_DEFAULT);
     a->batch_step = 0;
     a->on_down = SP_DOWN_WARN;
     a->timeout_ms = 2000;
@@ -61,7 +62,7 @@ static int check_path (const char *key, const char *val, char *dst, size_t dstle
 int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errlen)
 {
     static const char *const keys[] = {
-        "socket", "libibcr", "batch_step", "on_daemon_down", "timeout", "conf",
+        "socket", "libibcr", "init", "batch_step", "on_daemon_down", "timeout", "conf",
         "term_wait",
     };
     int seen[sizeof (keys) / sizeof (keys[0])] = { 0 };
@@ -84,7 +85,7 @@ int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errle
             }
         }
         if (!val || !*val) {
-            if (KEY ("socket") || KEY ("libibcr") || KEY ("batch_step")
+            if (KEY ("socket") || KEY ("libibcr") || KEY ("init") || KEY ("batch_step")
                 || KEY ("on_daemon_down") || KEY ("timeout") || KEY ("conf")
                 || KEY ("term_wait"))
                 snprintf (err, errlen, "ibcr: plugstack.conf: argument '%s' needs a value "
@@ -100,6 +101,9 @@ int sp_args_parse (struct sp_args *a, int ac, char **av, char *err, size_t errle
         } else if (KEY ("libibcr")) {
             if (check_path ("libibcr", val, a->libibcr, sizeof (a->libibcr), err,
                             errlen) < 0)
+                return -1;
+        } else if (KEY ("init")) {
+            if (check_path ("init", val, a->init, sizeof (a->init), err, errlen) < 0)
                 return -1;
         } else if (KEY ("conf")) {
             if (check_path ("conf", val, a->conf, sizeof (a->conf), err, errlen) < 0)

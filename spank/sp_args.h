@@ -26,6 +26,7 @@ enum sp_on_down {
 struct sp_args {
     char socket[4096];      /* ibcrd's socket, may hold %n and %h */
     char libibcr[4096];     /* the library preloaded into each task */
+    char init[4096];        /* ibcr-init, what the task's init execs */
     int batch_step;         /* 1: the batch script is a protected task too */
     enum sp_on_down on_down;
     uint64_t timeout_ms;    /* whole exchange with ibcrd, per task */

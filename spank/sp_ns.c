@@ -119,6 +119,12 @@ static int sp_ns_mreq = -1, sp_ns_mdone = -1;
 /* The host's /proc, opened before the task's covered it in the task's
  * mount namespace, which this process shares. */
 static int sp_ns_hostproc = -1;
+static char sp_ns_init_path[4096];
+
+void sp_ns_set_init (const char *path)
+{
+    snprintf (sp_ns_init_path, sizeof (sp_ns_init_path), "%s", path);
+}
 
 /* The mounter: forked as root by sp_ns_prepare, in the task's new mount
  * namespace but outside its PID namespace (which has no process yet).
@@ -145,7 +151,7 @@ static void __attribute__ ((noreturn)) sp_ns_mounter (pid_t task, int req, int d
         _exit (1);
     }
     if ((child = fork ()) == 0) {
-        if (taskns_setup_proc (err, sizeof (err)) < 0)
+        if (taskns_setup_proc (1, err, sizeof (err)) < 0)
             (void)write (done, err, strlen (err) + 1);
         else
             (void)write (done, "", 1);
@@ -455,11 +461,26 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
             (void)sigprocmask (SIG_SETMASK, &old, NULL);
             return 0;
         }
-        (void)prctl (PR_SET_NAME, "ibcr-init", 0, 0, 0);
         /* What CRIU dumps holds nothing of slurmstepd's but the task's
-         * own stdin, stdout and stderr. */
+         * own stdin, stdout and stderr, and runs a program started in
+         * the task's mount namespace: CRIU cannot dump slurmstepd's
+         * mappings, which belong to the host's. */
         sp_ns_close_fds (0, &report[1], 1);
-        sp_ns_init (app, report[1], &set);
+        {
+            int32_t word = (int32_t)app;
+            char apid[32], rfd[32];
+            if (sp_ns_write_all (report[1], &word, sizeof (word)) < 0)
+                _exit (SP_NS_EXIT_FAILURE);
+            snprintf (apid, sizeof (apid), "%ld", (long)app);
+            snprintf (rfd, sizeof (rfd), "%d", report[1]);
+            (void)fcntl (report[1], F_SETFD, 0);
+            execl (sp_ns_init_path, "ibcr-init", "--adopt", apid, "--report", rfd,
+                   (char *)NULL);
+            sp_ns_say ("ibcr: cannot run the task init %s: %s", sp_ns_init_path,
+                       strerror (errno));
+            (void)kill (app, SIGKILL);
+            _exit (SP_NS_EXIT_FAILURE);
+        }
     }
     if (sp_ns_mreq >= 0) {
         (void)close (sp_ns_mreq);

@@ -62,4 +62,8 @@ void sp_ns_adopt (pid_t init, const int *keep, int nkeep) __attribute__ ((noretu
  * child, reap orphans, exit with child's exit code.  Never returns. */
 void sp_ns_hold (pid_t child) __attribute__ ((noreturn));
 
+/* The program the task's init execs (ibcr-init --adopt): set before
+ * sp_ns_start. */
+void sp_ns_set_init (const char *path);
+
 #endif

@@ -302,7 +302,7 @@ sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, int res,
     as.uid = uid;
     /* The task's /proc: read through it from here on (it covers the
      * host's only in this mount namespace). */
-    if (uid == (uid_t)-1 || taskns_setup_proc (err, sizeof (err)) < 0) {
+    if (uid == (uid_t)-1 || taskns_setup_proc (0, err, sizeof (err)) < 0) {
         dprintf (res, "Ecannot set up the restored task's namespace: %s",
                  uid == (uid_t)-1 ? "the task is gone" : err);
         _exit (SP_RESTORE_EXIT);

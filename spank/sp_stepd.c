@@ -289,6 +289,12 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
         || sp_stepd_expand ("libibcr", a->libibcr, sp_st.id.node, sp_st.libibcr,
                             sizeof (sp_st.libibcr)) < 0)
         return sp_stepd_cannot ();
+    if (access (a->init, X_OK) < 0) {
+        snprintf (sp_st.why, sizeof (sp_st.why), "the task init %s cannot run: %s "
+                  "(plugstack.conf init=)", a->init, strerror (errno));
+        return sp_stepd_cannot ();
+    }
+    sp_ns_set_init (a->init);
     if (stat (sp_st.libibcr, &sb) < 0 || !S_ISREG (sb.st_mode)) {
         snprintf (sp_st.why, sizeof (sp_st.why), "the checkpoint library %s %s "
                   "(plugstack.conf libibcr=)", sp_st.libibcr,

@@ -18,7 +18,7 @@ preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 run=$IBCRD_RUN
 
 plugstack() {
-	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload $*" >plugstack.conf
+	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/ibcrd/ibcr-init $*" >plugstack.conf
 }
 
 test_expect_success 'the plugin is built and exports only SPANK entry points' '
@@ -136,7 +136,7 @@ test_expect_success IBCRD 'salloc --checkpoint-ib reaches the sruns of the alloc
 test_expect_success IBCRD 'plugstack.conf: an unknown key is an error naming it' '
 	plugstack colour=blue &&
 	test_must_fail srun -N1 true 2>err &&
-	grep "^ibcr: plugstack.conf: unknown argument .colour. (known: socket=PATH, libibcr=PATH, batch_step=yes|no, on_daemon_down=warn|fail, timeout=DURATION, conf=PATH, term_wait=DURATION)" err &&
+	grep "^ibcr: plugstack.conf: unknown argument .colour. (known: socket=PATH, libibcr=PATH, init=PATH, batch_step=yes|no, on_daemon_down=warn|fail, timeout=DURATION, conf=PATH, term_wait=DURATION)" err &&
 	test_must_fail sbatch --wrap true 2>err &&
 	grep "unknown argument .colour." err
 '

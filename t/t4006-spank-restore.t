@@ -90,9 +90,14 @@ test_expect_success 'the restored processes are in the new step'"'"'s cgroups' '
 	# Every hierarchy: where Slurm put the task process itself.
 	test_cmp /proc/$found_task/cgroup /proc/$found_init/cgroup &&
 	test_cmp /proc/$found_task/cgroup /proc/$found_app/cgroup &&
-	test "$(cut -d" " -f4 /proc/$found_init/stat)" = "$found_task" &&
-	# Restored into its own PID namespace, as pid 2 under our init.
-	grep "^NSpid:.*[[:space:]]2$" /proc/$found_app/status
+	# The task process holds the namespace through a fresh holder (never
+	# dumped); the restored init is the holder'"'"'s child.
+	holder=$(cut -d" " -f4 /proc/$found_init/stat) &&
+	test "$(cat /proc/$holder/comm)" = ibcr-holder &&
+	test "$(cut -d" " -f4 /proc/$holder/stat)" = "$found_task" &&
+	# Restored into its own PID namespace, with the pids it had.
+	grep "^NSpid:.*[[:space:]]101$" /proc/$found_init/status &&
+	grep "^NSpid:.*[[:space:]]102$" /proc/$found_app/status
 '
 
 test_expect_success 'the step ends with the program'"'"'s exit status, the count complete' '

@@ -55,7 +55,7 @@ int taskns_unshare_pid (char *err, size_t len)
     return 0;
 }
 
-int taskns_setup_proc (char *err, size_t len)
+int taskns_setup_proc (int reserve, char *err, size_t len)
 {
     char buf[32];
     int fd, n;
@@ -64,6 +64,8 @@ int taskns_setup_proc (char *err, size_t len)
         snprintf (err, len, "cannot mount the task's /proc: %s", strerror (errno));
         return -1;
     }
+    if (!reserve)
+        return 0;
     fd = open ("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
     n = snprintf (buf, sizeof (buf), "%d", TASKNS_FIRST_PID - 1);
     if (fd < 0 || write (fd, buf, (size_t)n) != n) {

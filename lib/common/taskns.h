@@ -52,9 +52,10 @@ int taskns_unshare_pid (char *err, size_t len);
  * capability (uid 0: do nothing).  0, or -1 with err. */
 int taskns_drop (pid_t cred_pid, uid_t uid, char *err, size_t len);
 
-/* In the new namespace's PID 1, as root: mount its /proc and keep pids
- * below TASKNS_FIRST_PID for later.  0, or -1 with err. */
-int taskns_setup_proc (char *err, size_t len);
+/* In the new namespace (PID 1 or a process forked into it), as root:
+ * mount its /proc and, with reserve (a fresh task), keep pids below
+ * TASKNS_FIRST_PID for a later restore's CRIU.  0, or -1 with err. */
+int taskns_setup_proc (int reserve, char *err, size_t len);
 
 /* In a forked child about to exec CRIU: enter as->ns_pid's namespaces
  * (forking once more for the PID namespace; the intermediate process

@@ -52,7 +52,7 @@ spank_verbs_setup() {
 # spank_plugstack PLUGIN LIBIBCR: the plugin's line, %n expanded by the
 # plugin per node so that several nodes on one host find their own ibcrd.
 spank_plugstack() {
-	echo "required $1 socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$2 conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
+	echo "required $1 socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$2 init=$IBCR_BUILDDIR/ibcrd/ibcr-init conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
 }
 
 # spank_start_preempt_cluster N: preemption by partition priority
