@@ -37,6 +37,9 @@ cat >app.sh <<\EOF
 while read -r k v; do
 	test "$k" = NSpid: && set -- "$@" $v
 done </proc/self/status
+# A protected task sees its own namespace's /proc, whose PID 1 is
+# ibcr's holder, and its NSpid from there only: count the host level.
+test "$(cat /proc/1/comm 2>/dev/null)" = ibcr-holder && set -- host "$@"
 echo "$SLURMD_NODENAME levels=$# preload=${LD_PRELOAD-none}"
 EOF
 chmod +x app.sh
