@@ -1,8 +1,9 @@
 /* cli_store.c - "ibcr list", "ibcr verify", "ibcr prune": commands on a
  * job's committed generations in the storage.
  *
- * They run with the caller's own rights: a job's folder is 0700 and owned
- * by the job's user, so the kernel, not this code, keeps other users out.
+ * They run with the caller's own rights: a job's folder is root's, 0750,
+ * with the job's group (store.h), so the kernel, not this code, keeps
+ * other users out; removing generations takes root.
  */
 #include "config.h"
 

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include "common/log.h"
 #include "common/peerauth.h"
 #include "common/proto.h"
+#include "common/safedir.h"
 #include "common/zimg.h"
 #include "jobs.h"
 #include "lock.h"
@@ -165,6 +167,40 @@ static void detach_stdio (void)
     }
 }
 
+/* The folders root writes into, made or checked before anything is
+ * written there: staging, the socket's folder, the storage and its
+ * cluster folder.  Each, and every folder above it, must be root's and
+ * writable by nobody else (safedir.h): a user who made one first (or a
+ * folder above it) would choose where root writes, so that is refused
+ * with the folder's name and the fix, and an existing good folder is
+ * kept as it is.  0, or -1 with the message in err. */
+static int secure_dirs (const struct conf *c, char *err, size_t len)
+{
+    char sockdir[PATH_MAX], cl[PATH_MAX], why[768];
+    const char *slash = strrchr (c->socket, '/');
+    struct {
+        const char *what, *path;
+    } dirs[] = {
+        { "staging", c->staging },
+        { "socket folder", sockdir },
+        { "storage", c->storage },
+        { "storage cluster folder", cl },
+    };
+
+    snprintf (sockdir, sizeof (sockdir), "%.*s", slash && slash != c->socket
+              ? (int)(slash - c->socket) : 1, c->socket);
+    if ((size_t)snprintf (cl, sizeof (cl), "%s/%s", c->storage, c->cluster) >= sizeof (cl)) {
+        snprintf (err, len, "storage %s: path too long", c->storage);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof (dirs) / sizeof (dirs[0]); i++)
+        if (safedir_ensure (dirs[i].path, 0755, why, sizeof (why)) < 0) {
+            snprintf (err, len, "%s %s: %s", dirs[i].what, dirs[i].path, why);
+            return -1;
+        }
+    return 0;
+}
+
 /* SIGHUP: reread the file; a bad file keeps the running configuration.
  * The socket and pid file cannot move without a restart. */
 static struct conf *reload (const struct opts *o, struct conf *cur, struct server *srv)
@@ -174,6 +210,11 @@ static struct conf *reload (const struct opts *o, struct conf *cur, struct serve
 
     if (!c) {
         log_msg (LOG_ERR, "reload refused, keeping the running configuration: %s", err);
+        return cur;
+    }
+    if (secure_dirs (c, err, sizeof (err)) < 0) {
+        log_msg (LOG_ERR, "reload refused, keeping the running configuration: %s", err);
+        conf_destroy (c);
         return cur;
     }
     if (strcmp (c->socket, cur->socket) || strcmp (c->pidfile, cur->pidfile)) {
@@ -323,7 +364,9 @@ int main (int argc, char **argv)
 
     if (geteuid () != 0)
         log_msg (LOG_WARNING, "not running as root: checkpoints (CRIU) will not work");
-    if (lock_secure_dir (conf->socket, err, sizeof (err)) < 0)
+    umask (022);
+    if (lock_secure_dir (conf->socket, err, sizeof (err)) < 0
+        || secure_dirs (conf, err, sizeof (err)) < 0)
         goto startup_error;
     if ((lockfd = lock_acquire (conf->socket, conf->pidfile, err, sizeof (err))) < 0)
         goto startup_error;

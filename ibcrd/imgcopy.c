@@ -6,12 +6,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/safedir.h"
 #include "common/zimg.h"
 #include "imgcopy.h"
 
@@ -101,26 +103,40 @@ uint64_t imgcopy_dir_size (const char *dir)
     return n;
 }
 
-int imgcopy_dir (const char *src, const char *dst, int compress, uint64_t *bytes, char *err,
-                 size_t len, imgcopy_progress_f cb, void *arg)
+/* The folder of path's last component, opened through trusted folders
+ * (safedir.h), and that last component in *name. */
+static int parent_open (const char *path, char *parent, size_t plen, const char **name,
+                        char *err, size_t len)
 {
-    int sdir = -1, ddir = -1, saved;
+    const char *slash = strrchr (path, '/');
+
+    if (!slash || slash == path || !slash[1] || (size_t)(slash - path) >= plen) {
+        snprintf (err, len, "%s: not an absolute path to a folder", path);
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy (parent, path, slash - path);
+    parent[slash - path] = '\0';
+    *name = slash + 1;
+    return safedir_open (parent, err, len);
+}
+
+int imgcopy_dirat (int sdir, int ddir, const char *src, const char *dst, int compress,
+                   uint64_t *bytes, char *err, size_t len, imgcopy_progress_f cb, void *arg)
+{
+    int saved, fd = -1;
     char *buf = NULL;
     DIR *d = NULL;
     struct dirent *e;
 
     *bytes = 0;
-    if (mkdir (dst, 0700) < 0 && errno != EEXIST) {
-        saved = errno;
-        snprintf (err, len, "cannot create %s: %s", dst, strerror (saved));
-        errno = saved;
-        return -1;
-    }
-    if ((sdir = open (src, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0
-        || (ddir = open (dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0
-        || !(d = opendir (src)) || !(buf = malloc (COPY_BUF))) {
+    /* Its own fd for the listing: readdir must start at the beginning. */
+    if ((fd = openat (sdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0
+        || !(d = fdopendir (fd)) || !(buf = malloc (COPY_BUF))) {
         saved = errno ? errno : ENOMEM;
-        snprintf (err, len, "cannot open %s or %s: %s", src, dst, strerror (saved));
+        if (fd >= 0 && !d)
+            close (fd);
+        snprintf (err, len, "cannot read %s: %s", src, strerror (saved));
         goto out;
     }
     while ((e = readdir (d))) {
@@ -144,11 +160,41 @@ int imgcopy_dir (const char *src, const char *dst, int compress, uint64_t *bytes
 out:
     if (d)
         closedir (d);
-    if (sdir >= 0)
-        close (sdir);
-    if (ddir >= 0)
-        close (ddir);
     free (buf);
     errno = saved;
     return saved ? -1 : 0;
+}
+
+int imgcopy_dir (const char *src, const char *dst, int compress, uint64_t *bytes, char *err,
+                 size_t len, imgcopy_progress_f cb, void *arg)
+{
+    char parent[PATH_MAX], why[1024];
+    const char *name;
+    int sdir = -1, pdir = -1, ddir = -1, rc = -1, saved;
+
+    *bytes = 0;
+    /* Staging and the generation are root's: opened through trusted
+     * folders only, and the task folder below by fd, never followed. */
+    if ((sdir = safedir_open (src, why, sizeof (why))) < 0) {
+        saved = errno;
+        snprintf (err, len, "cannot open the images %s: %s", src, why);
+        goto out;
+    }
+    if ((pdir = parent_open (dst, parent, sizeof (parent), &name, why, sizeof (why))) < 0
+        || (ddir = safedir_mkdirat (pdir, name, 0700, NULL)) < 0) {
+        saved = errno;
+        snprintf (err, len, "cannot create %s: %s", dst, pdir < 0 ? why : strerror (saved));
+        goto out;
+    }
+    rc = imgcopy_dirat (sdir, ddir, src, dst, compress, bytes, err, len, cb, arg);
+    saved = errno;
+out:
+    if (sdir >= 0)
+        close (sdir);
+    if (pdir >= 0)
+        close (pdir);
+    if (ddir >= 0)
+        close (ddir);
+    errno = saved;
+    return rc;
 }

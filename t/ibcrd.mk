@@ -30,3 +30,7 @@ TESTS += t3009-ibcrd-verbs.t
 TESTS += t3010-ibcrd-compress.t
 TESTS += t3011-ibcrd-restore-timeout.t
 TESTS += t3012-ibcrd-progress.t
+# Test helper: the job user's side of a race against root's commit.
+check_PROGRAMS += ibcrd/swapper
+ibcrd_swapper_SOURCES = ibcrd/swapper.c
+TESTS += t3014-ibcrd-storage-users.t

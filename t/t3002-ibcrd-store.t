@@ -16,14 +16,16 @@ test_expect_success 'setup: an ibcrd and three committed generations and a parti
 	test "$("$MKGEN" "$ST" 42 --tasks 3)" = 4
 '
 
-test_expect_success 'layout: job folder 0700, generations 0700, files 0600, manifest last' '
+test_expect_success 'layout: owned by root, job folder and generations 0750, files 0640, manifest last' '
 	test "$(stat -c %a "$ST")" = 755 &&
 	test "$(stat -c %a "$ST/local")" = 755 &&
-	test "$(stat -c %a "$ST/local/42")" = 700 &&
-	test "$(stat -c %a "$ST/local/42/gen-1")" = 700 &&
-	test "$(stat -c %a "$ST/local/42/gen-1/task-0")" = 700 &&
-	test "$(stat -c %a "$ST/local/42/gen-1/task-0/pages-1.img")" = 600 &&
-	test "$(stat -c %a "$ST/local/42/gen-1/manifest.json")" = 600 &&
+	test "$(stat -c %a "$ST/local/42")" = 750 &&
+	test "$(stat -c %a "$ST/local/42/gen-1")" = 750 &&
+	test "$(stat -c %a "$ST/local/42/gen-1/task-0")" = 750 &&
+	test "$(stat -c %a "$ST/local/42/gen-1/task-0/pages-1.img")" = 640 &&
+	test "$(stat -c %a "$ST/local/42/gen-1/manifest.json")" = 640 &&
+	test "$(stat -c %a "$ST/local/42/gen-3")" = 700 &&
+	test "$(stat -c %u "$ST/local/42/gen-1/task-0/pages-1.img")" = 0 &&
 	! test -e "$ST/local/42/gen-3/manifest.json" &&
 	! ls "$ST/local/42/gen-1" | grep tmp
 '
@@ -100,7 +102,7 @@ test_expect_success 'verify detects a truncated, a missing and an extra file' '
 	grep "task-1/core-1.img: missing" out &&
 	grep "task-2/extra.img: not in manifest" out &&
 	cp saved0 "$d/task-0/pages-1.img" && cp saved1 "$d/task-1/core-1.img" &&
-	chmod 600 "$d/task-0/pages-1.img" "$d/task-1/core-1.img" &&
+	chmod 640 "$d/task-0/pages-1.img" "$d/task-1/core-1.img" &&
 	rm "$d/task-2/extra.img" &&
 	"$IBCR" --storage "$ST" verify 42 --gen 4
 '

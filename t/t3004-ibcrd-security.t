@@ -34,8 +34,8 @@ test_expect_success 'setup: two real users, an ibcrd, generations of a job of us
 	ST=$PWD/a/storage &&
 	test "$("$MKGEN" "$ST" jobA --uid $A --gid $(id -g $UA))" = 1 &&
 	test "$("$MKGEN" "$ST" jobA --uid $A --gid $(id -g $UA))" = 2 &&
-	test "$(stat -c %u "$ST/local/jobA")" = $A &&
-	test "$(stat -c %u "$ST/local/jobA/gen-1/task-0/pages-1.img")" = $A
+	test "$(stat -c %u:%g "$ST/local/jobA")" = 0:$(id -g $UA) &&
+	test "$(stat -c %u:%g "$ST/local/jobA/gen-1/task-0/pages-1.img")" = 0:$(id -g $UA)
 '
 
 test_expect_success 'user A lists and verifies its own job' '
@@ -52,6 +52,13 @@ test_expect_success 'user B cannot list, verify or prune it (exit 6, says why)' 
 	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" prune jobA --keep 0 2>err &&
 	grep "permission denied" err &&
 	test -d "$ST/local/jobA/gen-1" && test -d "$ST/local/jobA/gen-2"
+'
+
+test_expect_success 'user A reads its images but cannot alter them' '
+	as $UA cat "$ST/local/jobA/gen-1/task-0/pages-1.img" >/dev/null &&
+	test_must_fail as $UA sh -c "echo x >>\"$ST/local/jobA/gen-1/task-0/core-1.img\"" &&
+	test_must_fail as $UA sh -c "echo x >\"$ST/local/jobA/gen-1/evil\"" &&
+	! test -e "$ST/local/jobA/gen-1/evil"
 '
 
 test_expect_success 'user B cannot read, list or alter the image files' '

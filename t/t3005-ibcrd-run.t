@@ -61,7 +61,7 @@ test_expect_success 'checkpoint --wait commits generation 1; the program runs on
 	"$IBCR" verify pat &&
 	read INIT APP <pids &&
 	ibcrd_report pat.out $APP | grep "pattern=ok" &&
-	test "$(stat -c %a d/storage/local/pat/gen-1)" = 700
+	test "$(stat -c %a d/storage/local/pat/gen-1)" = 750
 '
 
 test_expect_success 'a second checkpoint commits generation 2' '

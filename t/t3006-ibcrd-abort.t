@@ -56,7 +56,7 @@ test_expect_success 'CRIU fails (established TCP connection): clear error, nothi
 '
 
 test_expect_success 'storage fills up during the copy: ENOSPC aborts, the older generation stays' '
-	mkdir small && mount -t tmpfs -o size=24m ibcrtest small &&
+	mkdir small && mount -t tmpfs -o size=24m,mode=0755 ibcrtest small &&
 	ibcr_atexit t6_umount &&
 	ibcrd_setup f "criu = $IBCR_CRIU" "peer_port = 0" "storage = $PWD/small" \
 		"socket = $PWD/f/run/ibcrd.sock" &&

@@ -25,3 +25,8 @@ check_PROGRAMS += common/test_store.t
 common_test_store_t_SOURCES = common/test_store.c
 common_test_store_t_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
 common_test_store_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la $(JSON_LIBS)
+
+TESTS += common/test_safedir.t
+check_PROGRAMS += common/test_safedir.t
+common_test_safedir_t_SOURCES = common/test_safedir.c
+common_test_safedir_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la

@@ -155,10 +155,12 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
     return rc;
 }
 
-static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *err, size_t len)
+/* Walk the folder dfd (not closed; gendir names it in messages). */
+static json_object *scan_at (int dfd, const char *gendir, uint64_t *bytes, int hash, char *err,
+                             size_t len)
 {
     json_object *arr = json_object_new_array ();
-    int dfd, saved;
+    int fd, saved;
     uint64_t total = 0;
 
     if (!arr) {
@@ -166,14 +168,15 @@ static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *e
         errno = ENOMEM;
         return NULL;
     }
-    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    /* Reopened, not dup'ed: scan_dir reads the folder from its start. */
+    if ((fd = openat (dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         saved = errno;
         snprintf (err, len, "%s: %s", gendir, strerror (saved));
         json_object_put (arr);
         errno = saved;
         return NULL;
     }
-    if (scan_dir (dfd, "", arr, &total, hash, err, len) < 0) {
+    if (scan_dir (fd, "", arr, &total, hash, err, len) < 0) {
         saved = errno;
         json_object_put (arr);
         errno = saved;
@@ -185,53 +188,96 @@ static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *e
     return arr;
 }
 
+static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *err, size_t len)
+{
+    json_object *arr;
+    int dfd, saved;
+
+    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        saved = errno;
+        snprintf (err, len, "%s: %s", gendir, strerror (saved));
+        errno = saved;
+        return NULL;
+    }
+    arr = scan_at (dfd, gendir, bytes, hash, err, len);
+    saved = errno;
+    close (dfd);
+    errno = saved;
+    return arr;
+}
+
 json_object *manifest_scan (const char *gendir, uint64_t *bytes, char *err, size_t len)
 {
     return scan (gendir, bytes, 1, err, len);
 }
 
-int manifest_write (const char *gendir, json_object *m, int uid, int gid,
-                    char *err, size_t len)
+json_object *manifest_scan_at (int dfd, const char *gendir, uint64_t *bytes, char *err,
+                               size_t len)
 {
-    char tmp[4096], dst[4096];
-    const char *s;
-    int fd, dfd, saved;
+    return scan_at (dfd, gendir, bytes, 1, err, len);
+}
+
+int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int gid,
+                       mode_t mode, char *err, size_t len)
+{
+    const char *tmp = MANIFEST_NAME ".tmp", *s;
+    int fd, saved;
     size_t n;
 
-    snprintf (tmp, sizeof (tmp), "%s/%s.tmp", gendir, MANIFEST_NAME);
-    snprintf (dst, sizeof (dst), "%s/%s", gendir, MANIFEST_NAME);
     s = json_object_to_json_string_ext (m, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
     n = strlen (s);
-    if ((fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+    /* O_EXCL|O_NOFOLLOW: a name left there is removed, never written
+     * through. */
+    if ((fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0
+        && errno == EEXIST && unlinkat (dfd, tmp, 0) == 0)
+        fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
         goto error;
+    errno = 0;
     if (write (fd, s, n) != (ssize_t)n || write (fd, "\n", 1) != 1
-        || (uid >= 0 && fchown (fd, uid, gid) < 0) || fsync (fd) < 0) {
+        || (uid >= 0 && fchown (fd, uid, gid) < 0) || fchmod (fd, mode) < 0 || fsync (fd) < 0) {
         saved = errno;
         close (fd);
-        unlink (tmp);
+        unlinkat (dfd, tmp, 0);
         errno = saved ? saved : EIO;
         goto error;
     }
-    if (close (fd) < 0 || rename (tmp, dst) < 0) {
+    if (close (fd) < 0 || renameat (dfd, tmp, dfd, MANIFEST_NAME) < 0) {
         saved = errno;
-        unlink (tmp);
+        unlinkat (dfd, tmp, 0);
         errno = saved;
         goto error;
     }
     /* The rename is what commits: make it durable before reporting it. */
-    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-        fsync (dfd);
-        close (dfd);
-    }
+    fsync (dfd);
     return 0;
 error:
     saved = errno;
-    snprintf (err, len, "cannot write %s: %s", dst, strerror (saved));
+    snprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (saved));
     errno = saved;
     return -1;
 }
 
-json_object *manifest_read (const char *gendir, char *err, size_t len)
+int manifest_write (const char *gendir, json_object *m, int uid, int gid,
+                    char *err, size_t len)
+{
+    int dfd, rc, saved;
+
+    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        saved = errno;
+        snprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (saved));
+        errno = saved;
+        return -1;
+    }
+    rc = manifest_write_at (dfd, gendir, m, uid, gid, 0600, err, len);
+    saved = errno;
+    close (dfd);
+    errno = saved;
+    return rc;
+}
+
+json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, char *err,
+                              size_t len)
 {
     char path[4096];
     struct stat sb;
@@ -241,7 +287,7 @@ json_object *manifest_read (const char *gendir, char *err, size_t len)
     ssize_t n;
 
     snprintf (path, sizeof (path), "%s/%s", gendir, MANIFEST_NAME);
-    if ((fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    if ((fd = openat (dfd, MANIFEST_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
         saved = errno;
         snprintf (err, len, "%s: %s", path, strerror (saved));
         errno = saved;
@@ -254,6 +300,8 @@ json_object *manifest_read (const char *gendir, char *err, size_t len)
         errno = EBADMSG;
         return NULL;
     }
+    if (stp)
+        *stp = sb;
     n = read (fd, buf, sb.st_size);
     close (fd);
     if (n != sb.st_size) {
@@ -275,6 +323,24 @@ json_object *manifest_read (const char *gendir, char *err, size_t len)
         errno = EBADMSG;
         return NULL;
     }
+    return m;
+}
+
+json_object *manifest_read (const char *gendir, char *err, size_t len)
+{
+    json_object *m;
+    int dfd, saved;
+
+    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        saved = errno;
+        snprintf (err, len, "%s/%s: %s", gendir, MANIFEST_NAME, strerror (saved));
+        errno = saved;
+        return NULL;
+    }
+    m = manifest_read_at (dfd, gendir, NULL, err, len);
+    saved = errno;
+    close (dfd);
+    errno = saved;
     return m;
 }
 

@@ -1,12 +1,14 @@
-/* store.c - see store.h.  Every path below <root>/<cluster>/<job> may be
- * under the control of the job's user, so nothing here follows a
- * symbolic link, and the job name itself is checked first. */
+/* store.c - see store.h.  Everything below <root>/<cluster> is reached
+ * through directory fds with O_NOFOLLOW: no path walk, no link followed,
+ * no chown, chmod or removal by name; and what root believes (generation
+ * folders, manifests, .last-gen) is checked to be root's through the fd
+ * it is read from. */
 #include "config.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,22 @@
 
 #include "ident.h"
 #include "manifest.h"
+#include "safedir.h"
 #include "store.h"
+
+/* A message into a caller's buffer (vsnprintf: a long path is cut, not
+ * an error). */
+static void say (char *buf, size_t len, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static void say (char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start (ap, fmt);
+    vsnprintf (buf, len, fmt, ap);
+    va_end (ap);
+}
 
 int store_job_path (const struct store *st, const char *job, char *buf, size_t len)
 {
@@ -44,45 +61,6 @@ int store_gen_path (const struct store *st, const char *job, int gen, char *buf,
     return 0;
 }
 
-/* mkdir that accepts an existing folder but not a symlink or a file. */
-static int mkdir_one (const char *path, mode_t mode)
-{
-    struct stat sb;
-
-    if (mkdir (path, mode) == 0)
-        return chmod (path, mode);
-    if (errno != EEXIST)
-        return -1;
-    if (lstat (path, &sb) < 0)
-        return -1;
-    if (!S_ISDIR (sb.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
-static int mkdir_parents (const char *path)
-{
-    char buf[4096];
-
-    if (strlen (path) >= sizeof (buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    strcpy (buf, path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 /* Parse "gen-N" (N > 0, no leading zeros); -1 if the name is something else. */
 static int gen_number (const char *name)
 {
@@ -100,15 +78,21 @@ static int cmp_int (const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
-/* Sorted generation numbers found in the job folder (any state). */
-static int scan_gens (const char *jobdir, int **out, int *n)
+/* Sorted generation numbers found in the job folder jfd (any state). */
+static int scan_gens (int jfd, int **out, int *n)
 {
-    DIR *d = opendir (jobdir);
+    DIR *d;
     struct dirent *e;
-    int *v = NULL, cnt = 0, cap = 0;
+    int *v = NULL, cnt = 0, cap = 0, fd;
 
-    if (!d)
+    if ((fd = openat (jfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         return -1;
+    if (!(d = fdopendir (fd))) {
+        int saved = errno;
+        close (fd);
+        errno = saved;
+        return -1;
+    }
     while ((e = readdir (d))) {
         int g = gen_number (e->d_name);
         if (g < 0)
@@ -132,28 +116,84 @@ static int scan_gens (const char *jobdir, int **out, int *n)
     return 0;
 }
 
+/* Written by us (root, or the uid this runs as) and changeable by nobody
+ * else: what root may believe.  A link count above one would be a hard
+ * link someone else made to our file. */
+static int ours (const struct stat *sb)
+{
+    return (sb->st_uid == 0 || sb->st_uid == geteuid ()) && !(sb->st_mode & (S_IWGRP | S_IWOTH))
+           && (S_ISDIR (sb->st_mode) || sb->st_nlink == 1);
+}
+
+/* Owner root (when we are root), group gid, mode exactly: by fd. */
+static int give (int fd, gid_t gid, mode_t mode)
+{
+    if (geteuid () == 0 && fchown (fd, 0, gid) < 0)
+        return -1;
+    return fchmod (fd, mode);
+}
+
+/* <root>/<cluster>, every folder on the way trusted (safedir.h); with
+ * create, made 0755 where missing.  Its fd, or -1 with errno and err. */
+static int cluster_open (const struct store *st, int create, char *err, size_t len)
+{
+    char cl[4096];
+
+    if (!ident_ok (st->cluster) || !st->root || st->root[0] != '/') {
+        say (err, len, "bad storage %s or cluster name %s", st->root ? st->root : "(none)",
+                  st->cluster ? st->cluster : "(none)");
+        errno = EINVAL;
+        return -1;
+    }
+    if ((size_t)snprintf (cl, sizeof (cl), "%s/%s", st->root, st->cluster) >= sizeof (cl)) {
+        say (err, len, "storage path %s is too long", st->root);
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (create && (safedir_ensure (st->root, 0755, err, len) < 0
+                   || safedir_ensure (cl, 0755, err, len) < 0))
+        return -1;
+    return safedir_open (cl, err, len);
+}
+
+/* The job folder's fd, or -1 with errno. */
+static int job_open (const struct store *st, const char *job, char *err, size_t len)
+{
+    int cfd, jfd, saved;
+
+    if (!ident_ok (job)) {
+        say (err, len, "'%s' is not a valid job name", job);
+        errno = EINVAL;
+        return -1;
+    }
+    if ((cfd = cluster_open (st, 0, err, len)) < 0)
+        return -1;
+    jfd = safedir_openat (cfd, job);
+    saved = errno;
+    close (cfd);
+    errno = saved;
+    return jfd;
+}
+
 /* The job folder's record of the highest generation number ever begun,
  * so that an aborted number is never given again: a slow node still
  * writing into an aborted generation must not land in a new one of the
  * same name, and logs never show one number for two generations. */
 #define STORE_LAST_GEN ".last-gen"
 
-/* The number recorded in jobdir, or 0 (none, or not a number: the folder
- * names then decide alone). */
-static int last_gen_read (const char *jobdir)
+/* The number recorded in the job folder jfd, or 0 (none, not a number,
+ * or not a file of ours: the folder names then decide alone). */
+static int last_gen_read (int jfd)
 {
-    char path[4200], buf[32];
-    FILE *f;
-    long v = 0;
-
-    int fd;
+    char buf[32];
     struct stat sb;
+    long v = 0;
+    FILE *f;
+    int fd;
 
-    /* The job folder is the job owner's: never follow a link of theirs. */
-    snprintf (path, sizeof (path), "%s/" STORE_LAST_GEN, jobdir);
-    if ((fd = open (path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    if ((fd = openat (jfd, STORE_LAST_GEN, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
         return 0;
-    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || !(f = fdopen (fd, "r"))) {
+    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || !ours (&sb) || !(f = fdopen (fd, "r"))) {
         close (fd);
         return 0;
     }
@@ -167,153 +207,246 @@ static int last_gen_read (const char *jobdir)
     return (int)v;
 }
 
-/* Record gen as begun: written aside and renamed, so a crash leaves the
- * old number or the new one.  -1 with errno. */
-static int last_gen_write (const char *jobdir, int gen)
+/* Record gen as begun in jfd: written aside and renamed, so a crash
+ * leaves the old number or the new one.  -1 with errno. */
+static int last_gen_write (int jfd, int gen)
 {
-    char path[4200], tmp[4300];
+    char tmp[64];
     FILE *f;
-    int saved;
+    int fd, saved;
 
-    int fd;
-
-    snprintf (path, sizeof (path), "%s/" STORE_LAST_GEN, jobdir);
-    snprintf (tmp, sizeof (tmp), "%s.%ld", path, (long)getpid ());
-    /* O_EXCL and O_NOFOLLOW: a name the job owner planted (a link to a
-     * file of root's) is removed, never written through. */
-    if ((fd = open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0
-        && errno == EEXIST && unlink (tmp) == 0)
-        fd = open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    snprintf (tmp, sizeof (tmp), STORE_LAST_GEN ".%ld", (long)getpid ());
+    /* O_EXCL and O_NOFOLLOW: a name left there is removed, never written
+     * through. */
+    if ((fd = openat (jfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0
+        && errno == EEXIST && unlinkat (jfd, tmp, 0) == 0)
+        fd = openat (jfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
     if (!(f = fdopen (fd, "w"))) {
         saved = errno;
         close (fd);
-        unlink (tmp);
+        unlinkat (jfd, tmp, 0);
         errno = saved;
         return -1;
     }
     if (fprintf (f, "%d\n", gen) < 0 || fflush (f) != 0 || fsync (fileno (f)) < 0) {
         saved = errno;
         fclose (f);
-        unlink (tmp);
+        unlinkat (jfd, tmp, 0);
         errno = saved;
         return -1;
     }
-    if (fclose (f) != 0 || rename (tmp, path) < 0) {
+    if (fclose (f) != 0 || renameat (jfd, tmp, jfd, STORE_LAST_GEN) < 0) {
         saved = errno;
-        unlink (tmp);
+        unlinkat (jfd, tmp, 0);
         errno = saved;
         return -1;
     }
     return 0;
+}
+
+/* The job folder in cfd, made or taken back: ours, group gid, 0750.  A
+ * folder an older ibcr gave to the job's user is taken back through its
+ * fd (it cannot be swapped: the cluster folder is ours), so that nobody
+ * but root writes where root writes.  Its fd, or -1 with errno. */
+static int job_folder (int cfd, const char *job, gid_t gid)
+{
+    int jfd, saved;
+
+    if (mkdirat (cfd, job, 0750) < 0 && errno != EEXIST)
+        return -1;
+    if ((jfd = safedir_openat (cfd, job)) < 0)
+        return -1;
+    if (give (jfd, gid, 0750) < 0) {
+        saved = errno;
+        close (jfd);
+        errno = saved;
+        return -1;
+    }
+    return jfd;
 }
 
 int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t gid,
                      int *gen, char *dir, size_t dirlen, char *err, size_t len)
 {
-    char jp[4096], cl[4096];
-    int *gens = NULL, n = 0, next, last, saved;
+    char jp[4096], name[32];
+    int *gens = NULL, n = 0, next, last, saved, cfd = -1, jfd = -1, gfd = -1;
 
+    (void)uid;  /* the job's user reads through the group; root owns */
     if (store_job_path (st, job, jp, sizeof (jp)) < 0) {
-        snprintf (err, len, "'%s' is not a valid job name", job);
+        say (err, len, "'%s' is not a valid job name", job);
         return -1;
     }
-    snprintf (cl, sizeof (cl), "%s/%s", st->root, st->cluster);
-    /* Root and cluster folders: reachable by all, writable by us only. */
-    if (mkdir_parents (cl) < 0) {
-        saved = errno;
-        snprintf (err, len, "cannot create %s: %s", cl, strerror (saved));
-        errno = saved;
+    if ((cfd = cluster_open (st, 1, err, len)) < 0)
         return -1;
+    if ((jfd = job_folder (cfd, job, gid)) < 0) {
+        saved = errno;
+        say (err, len, "cannot create job folder %s: %s", jp, strerror (saved));
+        goto error;
     }
-    if (mkdir_one (jp, 0700) < 0 || chown (jp, uid, gid) < 0) {
+    if (scan_gens (jfd, &gens, &n) < 0) {
         saved = errno;
-        snprintf (err, len, "cannot create job folder %s: %s", jp, strerror (saved));
-        errno = saved;
-        return -1;
-    }
-    if (scan_gens (jp, &gens, &n) < 0) {
-        saved = errno;
-        snprintf (err, len, "cannot read %s: %s", jp, strerror (saved));
-        errno = saved;
-        return -1;
+        say (err, len, "cannot read %s: %s", jp, strerror (saved));
+        goto error;
     }
     next = n ? gens[n - 1] + 1 : 1;
     free (gens);
-    if ((last = last_gen_read (jp)) >= next)
+    if ((last = last_gen_read (jfd)) >= next)
         next = last + 1;
-    if ((size_t)snprintf (dir, dirlen, "%s/gen-%d", jp, next) >= dirlen) {
-        snprintf (err, len, "path of %s/gen-%d is too long", jp, next);
-        errno = ENAMETOOLONG;
-        return -1;
+    snprintf (name, sizeof (name), "gen-%d", next);
+    if ((size_t)snprintf (dir, dirlen, "%s/%s", jp, name) >= dirlen) {
+        saved = ENAMETOOLONG;
+        say (err, len, "path of %s/%s is too long", jp, name);
+        goto error;
     }
-    /* mkdir, not mkdir_one: a folder already there means a concurrent
-     * begin took this number, and two generations must never share one. */
-    if (mkdir (dir, 0700) < 0 || chown (dir, uid, gid) < 0) {
+    /* mkdirat, not an existing folder: one already there means a
+     * concurrent begin took this number, and two generations must never
+     * share one.  Root's and 0700 until its last write (commit). */
+    if (mkdirat (jfd, name, 0700) < 0 || (gfd = safedir_openat (jfd, name)) < 0
+        || give (gfd, 0, 0700) < 0) {
         saved = errno;
-        snprintf (err, len, "cannot create %s: %s", dir, strerror (saved));
-        errno = saved;
-        return -1;
+        say (err, len, "cannot create %s: %s", dir, strerror (saved));
+        goto error;
     }
-    if (last_gen_write (jp, next) < 0) {
+    if (last_gen_write (jfd, next) < 0) {
         saved = errno;
-        snprintf (err, len, "cannot record generation %d in %s/" STORE_LAST_GEN ": %s", next,
+        say (err, len, "cannot record generation %d in %s/" STORE_LAST_GEN ": %s", next,
                   jp, strerror (saved));
-        (void)store_rmtree (dir);
-        errno = saved;
-        return -1;
+        (void)safedir_rmtreeat (jfd, name);
+        goto error;
     }
+    close (gfd);
+    close (jfd);
+    close (cfd);
     *gen = next;
     return 0;
+error:
+    if (gfd >= 0)
+        close (gfd);
+    if (jfd >= 0)
+        close (jfd);
+    close (cfd);
+    errno = saved;
+    return -1;
 }
 
-static uid_t own_uid;
-static gid_t own_gid;
-
-static int own_one (const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* Give everything in folder fd (rel names it) to root:gid, folders 0750
+ * and files 0640, through fds; a link or a device fails the commit. */
+static int own_tree (int fd, const char *rel, gid_t gid, int depth, char *err, size_t len)
 {
-    if (flag == FTW_SL || flag == FTW_SLN) {
-        errno = EINVAL;     /* images never hold links: refuse, do not follow */
+    DIR *d;
+    struct dirent *e;
+    int dfd, rc = 0;
+
+    if (depth > 16) {
+        say (err, len, "%s: folders nested too deep for an image", rel);
+        errno = ELOOP;
         return -1;
     }
-    if (lchown (path, own_uid, own_gid) < 0)
+    if ((dfd = openat (fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || !(d = fdopendir (dfd))) {
+        say (err, len, "%s: %s", rel, strerror (errno));
+        if (dfd >= 0)
+            close (dfd);
         return -1;
-    return chmod (path, flag == FTW_D || flag == FTW_DP ? 0700 : 0600);
+    }
+    while (rc == 0 && (e = readdir (d))) {
+        char path[4096];
+        struct stat sb;
+        int sub = -1;
+
+        if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
+            continue;
+        snprintf (path, sizeof (path), "%s/%s", rel, e->d_name);
+        if (fstatat (fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+            rc = -1;
+        else if (S_ISDIR (sb.st_mode)) {
+            if ((sub = safedir_openat (fd, e->d_name)) < 0
+                || own_tree (sub, path, gid, depth + 1, err, len) < 0)
+                rc = -2;
+            else if (give (sub, gid, 0750) < 0)
+                rc = -1;
+        } else if (S_ISREG (sb.st_mode)) {
+            /* O_NONBLOCK: were it swapped for a FIFO, the open must not
+             * hang; the fstat below refuses it. */
+            if ((sub = openat (fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0
+                || fstat (sub, &sb) < 0)
+                rc = -1;
+            else if (!S_ISREG (sb.st_mode) || sb.st_nlink != 1) {
+                say (err, len, "%s: not a plain file of its own (links %lu)", path,
+                          (unsigned long)sb.st_nlink);
+                errno = EINVAL;
+                rc = -2;
+            } else if (give (sub, gid, 0640) < 0)
+                rc = -1;
+        } else {
+            say (err, len, "%s: not a regular file or folder (symbolic links and devices "
+                      "are never part of an image)", path);
+            errno = EINVAL;
+            rc = -2;
+        }
+        if (rc == -1)
+            say (err, len, "%s: %s", path, strerror (errno));
+        if (sub >= 0) {
+            int saved = errno;
+            close (sub);
+            errno = saved;
+        }
+    }
+    {
+        int saved = errno;
+        closedir (d);
+        errno = saved;
+    }
+    return rc < 0 ? -1 : 0;
 }
 
 int store_gen_commit (const struct store *st, const char *job, int gen, uid_t uid, gid_t gid,
                       json_object *meta, char *err, size_t len)
 {
-    char dir[4096];
+    char dir[4096], name[32], why[1024];
     json_object *files = NULL, *m = NULL;
     uint64_t bytes = 0;
-    int saved;
+    int saved, jfd = -1, gfd = -1;
+    struct stat sb;
 
     if (store_gen_path (st, job, gen, dir, sizeof (dir)) < 0) {
-        snprintf (err, len, "'%s' is not a valid job name", job);
+        say (err, len, "'%s' is not a valid job name", job);
         return -1;
     }
-    own_uid = uid;
-    own_gid = gid;
-    if (nftw (dir, own_one, 32, FTW_PHYS) != 0) {
+    snprintf (name, sizeof (name), "gen-%d", gen);
+    if ((jfd = job_open (st, job, why, sizeof (why))) < 0
+        || (gfd = safedir_openat (jfd, name)) < 0 || fstat (gfd, &sb) < 0) {
         saved = errno;
-        snprintf (err, len, "cannot give %s to uid %u: %s", dir, (unsigned)uid,
-                  strerror (saved));
-        errno = saved;
-        return -1;
+        say (err, len, "cannot open %s: %s", dir, jfd < 0 ? why : strerror (saved));
+        goto error;
     }
-    if (!(files = manifest_scan (dir, &bytes, err, len)))
-        return -1;
+    /* Ours and closed to everyone since store_gen_begin: nobody else can
+     * have put anything in it, and nothing in it moves while we walk. */
+    if (!ours (&sb) || (sb.st_mode & 077)) {
+        say (err, len, "%s is not ibcrd's own (owner uid %u, mode %04o): not committed",
+                  dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+        saved = EPERM;
+        goto error;
+    }
+    if (own_tree (gfd, dir, gid, 0, why, sizeof (why)) < 0) {
+        saved = errno;
+        say (err, len, "cannot hand %s to group %u: %s", dir, (unsigned)gid, why);
+        goto error;
+    }
+    if (!(files = manifest_scan_at (gfd, dir, &bytes, err, len))) {
+        saved = errno;
+        goto error;
+    }
     if (meta)
         json_object_deep_copy (meta, &m, NULL);
     else
         m = json_object_new_object ();
     if (!m) {
         json_object_put (files);
-        snprintf (err, len, "out of memory");
-        errno = ENOMEM;
-        return -1;
+        say (err, len, "out of memory");
+        saved = ENOMEM;
+        goto error;
     }
     if (!json_object_object_get_ex (m, "engine", NULL)) {
         json_object *e = json_object_new_object ();
@@ -329,41 +462,54 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
     json_object_object_add (m, "bytes", json_object_new_int64 ((int64_t)bytes));
     json_object_object_add (m, "checksum", json_object_new_string ("xxh3-64"));
     json_object_object_add (m, "files", files);
-    if (manifest_write (dir, m, (int)uid, (int)gid, err, len) < 0) {
+    if (manifest_write_at (gfd, dir, m, geteuid () == 0 ? 0 : -1, (int)gid, 0640, err,
+                           len) < 0) {
         saved = errno;
         json_object_put (m);
-        errno = saved;
-        return -1;
+        goto error;
     }
     json_object_put (m);
+    /* Root's last write is done: only now may the job's group read it. */
+    if (give (gfd, gid, 0750) < 0) {
+        saved = errno;
+        say (err, len, "cannot open %s to group %u: %s", dir, (unsigned)gid,
+                  strerror (saved));
+        goto error;
+    }
+    close (gfd);
+    close (jfd);
     return 0;
-}
-
-static int rm_one (const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    if (flag == FTW_DP)
-        return rmdir (path);
-    return unlink (path);
+error:
+    if (gfd >= 0)
+        close (gfd);
+    if (jfd >= 0)
+        close (jfd);
+    errno = saved;
+    return -1;
 }
 
 int store_rmtree (const char *path)
 {
-    struct stat sb;
-
-    if (lstat (path, &sb) < 0)
-        return errno == ENOENT ? 0 : -1;
-    if (!S_ISDIR (sb.st_mode))
-        return unlink (path);
-    return nftw (path, rm_one, 32, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+    return safedir_rmtree (path, NULL, 0);
 }
 
 int store_gen_abort (const struct store *st, const char *job, int gen)
 {
-    char dir[4096];
+    char name[32], why[512];
+    int jfd, rc, saved;
 
-    if (store_gen_path (st, job, gen, dir, sizeof (dir)) < 0)
+    if (!ident_ok (job)) {
+        errno = EINVAL;
         return -1;
-    return store_rmtree (dir);
+    }
+    if ((jfd = job_open (st, job, why, sizeof (why))) < 0)
+        return errno == ENOENT ? 0 : -1;
+    snprintf (name, sizeof (name), "gen-%d", gen);
+    rc = safedir_rmtreeat (jfd, name);
+    saved = errno;
+    close (jfd);
+    errno = saved;
+    return rc;
 }
 
 static int job_error (const struct store *st, const char *job, const char *jp, char *err,
@@ -372,57 +518,110 @@ static int job_error (const struct store *st, const char *job, const char *jp, c
     int saved = errno;
 
     if (saved == ENOENT)
-        snprintf (err, len, "no checkpoint of job %s under %s/%s", job, st->root, st->cluster);
+        say (err, len, "no checkpoint of job %s under %s/%s", job, st->root, st->cluster);
     else if (saved == EACCES)
-        snprintf (err, len, "job %s: permission denied: its checkpoints belong to another "
+        say (err, len, "job %s: permission denied: its checkpoints belong to another "
                   "user", job);
     else
-        snprintf (err, len, "cannot read %s: %s", jp, strerror (saved));
+        say (err, len, "cannot read %s: %s", jp, strerror (saved));
     errno = saved;
     return -1;
+}
+
+/* Generation name in jfd, read and believed only if ours (see ours()):
+ * the manifest, or NULL with the reason in why. */
+static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, size_t len)
+{
+    char name[32], dir[4200];
+    struct stat sb;
+    json_object *m;
+    int gfd, saved;
+
+    snprintf (name, sizeof (name), "gen-%d", g);
+    snprintf (dir, sizeof (dir), "%s/%s", jp, name);
+    if ((gfd = safedir_openat (jfd, name)) < 0 || fstat (gfd, &sb) < 0) {
+        saved = errno;
+        if (saved == EACCES)     /* root's, 0700: still being written */
+            say (why, len, "no manifest (incomplete or in progress)");
+        else
+            say (why, len, "%s: %s", dir, strerror (saved));
+        if (gfd >= 0)
+            close (gfd);
+        errno = saved;
+        return NULL;
+    }
+    if (!ours (&sb)) {
+        say (why, len, "%s is not ibcrd's (owner uid %u, mode %04o): not trusted", dir,
+                  (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+        close (gfd);
+        errno = EPERM;
+        return NULL;
+    }
+    m = manifest_read_at (gfd, dir, &sb, why, len);
+    saved = errno;
+    close (gfd);
+    if (m && !ours (&sb)) {
+        say (why, len, "%s/" MANIFEST_NAME " is not ibcrd's (owner uid %u, mode %04o): "
+                  "not trusted", dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+        json_object_put (m);
+        errno = EPERM;
+        return NULL;
+    }
+    if (!m && saved == ENOENT)
+        say (why, len, "no manifest (incomplete or in progress)");
+    errno = saved;
+    return m;
 }
 
 int store_list (const struct store *st, const char *job, int with_partial,
                 json_object **out, char *err, size_t len)
 {
-    char jp[4096];
-    int *gens = NULL, n = 0;
+    char jp[4096], why[1024];
+    int *gens = NULL, n = 0, jfd;
     json_object *arr;
 
     *out = NULL;
     if (store_job_path (st, job, jp, sizeof (jp)) < 0) {
-        snprintf (err, len, "'%s' is not a job name (letters, digits, '.', '_', '-')", job);
+        say (err, len, "'%s' is not a job name (letters, digits, '.', '_', '-')", job);
         return -1;
     }
-    if (scan_gens (jp, &gens, &n) < 0)
+    if ((jfd = job_open (st, job, why, sizeof (why))) < 0) {
+        if (errno == EPERM) {   /* an untrusted folder on the way: why says which */
+            say (err, len, "%s", why);
+            return -1;
+        }
         return job_error (st, job, jp, err, len);
+    }
+    if (scan_gens (jfd, &gens, &n) < 0) {
+        int saved = errno;
+        close (jfd);
+        errno = saved;
+        return job_error (st, job, jp, err, len);
+    }
     if (!(arr = json_object_new_array ())) {
         free (gens);
+        close (jfd);
         errno = ENOMEM;
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        char dir[4200], why[512];
-        json_object *m, *e = json_object_new_object ();
+        json_object *m, *e;
 
-        snprintf (dir, sizeof (dir), "%s/gen-%d", jp, gens[i]);
-        m = manifest_read (dir, why, sizeof (why));
+        m = gen_manifest (jfd, jp, gens[i], why, sizeof (why));
         if (m) {
             json_object *g;
             /* A manifest for another job or generation was moved here by
              * hand: not trustworthy, treat as partial. */
             if (!json_object_object_get_ex (m, "generation", &g) || json_object_get_int (g) != gens[i]
                 || !json_object_object_get_ex (m, "job", &g) || strcmp (json_object_get_string (g), job)) {
-                snprintf (why, sizeof (why), "manifest names another job or generation");
+                say (why, sizeof (why), "manifest names another job or generation");
                 json_object_put (m);
                 m = NULL;
             }
-        } else if (errno == ENOENT)
-            snprintf (why, sizeof (why), "no manifest (incomplete or in progress)");
-        if (!m && !with_partial) {
-            json_object_put (e);
-            continue;
         }
+        if (!m && !with_partial)
+            continue;
+        e = json_object_new_object ();
         json_object_object_add (e, "generation", json_object_new_int (gens[i]));
         json_object_object_add (e, "committed", json_object_new_boolean (m != NULL));
         if (m)
@@ -432,6 +631,7 @@ int store_list (const struct store *st, const char *job, int with_partial,
         json_object_array_add (arr, e);
     }
     free (gens);
+    close (jfd);
     *out = arr;
     return 0;
 }
@@ -443,7 +643,7 @@ int store_prune (const struct store *st, const char *job, int keep, json_object 
     int ncommitted = 0, newest = 0, seen = 0, count = 0;
 
     if (keep < 0) {
-        snprintf (err, len, "cannot keep a negative number of generations");
+        say (err, len, "cannot keep a negative number of generations");
         errno = EINVAL;
         return -1;
     }
@@ -474,8 +674,10 @@ int store_prune (const struct store *st, const char *job, int keep, json_object 
             continue;
         if (store_gen_abort (st, job, g) < 0) {
             int saved = errno;
-            snprintf (err, len, "cannot remove generation %d of job %s: %s", g, job,
-                      strerror (saved));
+            say (err, len, "cannot remove generation %d of job %s: %s%s", g, job,
+                      strerror (saved), (saved == EACCES || saved == EPERM) && geteuid () != 0
+                      ? " (generations belong to root: ibcrd's retention removes them, or "
+                      "root runs ibcr prune)" : "");
             json_object_put (gens);
             errno = saved;
             return -1;

@@ -1,14 +1,47 @@
-/* store.h - the storage layout of committed checkpoints:
+/* store.h - the storage layout of committed checkpoints, and the only
+ * code that writes it:
  *
- *   <root>/<cluster>/<job>/gen-<N>/          folder 0700, owned by the job's user
- *   <root>/<cluster>/<job>/gen-<N>/task-<R>/ one image folder per task
- *   <root>/<cluster>/<job>/gen-<N>/manifest.json   written last, by rename
+ *   <root>/<cluster>/                         root 0755
+ *   <root>/<cluster>/<job>/                   root, group = job's gid, 0750
+ *   <root>/<cluster>/<job>/.last-gen          root 0600 (numbers never reused)
+ *   <root>/<cluster>/<job>/gen-<N>/           root 0700 while written; at
+ *                                             commit group = job's gid, 0750
+ *   <root>/<cluster>/<job>/gen-<N>/task-<R>/  one image folder per task, 0750
+ *   <root>/<cluster>/<job>/gen-<N>/manifest.json  written last, by rename, 0640
+ *   (image files 0640, root, group = job's gid)
  *
- * <root> and <root>/<cluster> are 0755 so users reach their own jobs and
- * nothing else: a job folder is 0700 and owned by the job's user, files are
- * 0600.  A generation without a valid manifest is partial: never listed as
- * committed, never restored, removed by prune once a newer one committed.
- * Job names pass ident_ok() before they touch a path.
+ * Who is trusted with what (DESIGN.md, "Security").  Generations stay
+ * root's for good and are read by their user through the job's group:
+ *   - Root never writes into a folder the user can write.  A generation
+ *     is root's and closed (0700) from store_gen_begin to its last write
+ *     in store_gen_commit; only then is it opened to the group, read-only.
+ *     So nothing in it can be swapped while root writes, and nothing root
+ *     later reads as trusted (manifest, checksums, .last-gen) can have
+ *     been changed by the user: root believes a generation folder, its
+ *     manifest and .last-gen only when they are root's and writable by
+ *     nobody else.  A folder of the old layout (the job's user's) is taken
+ *     back through its fd by the next begin; its old generations are not
+ *     trusted and list as partial.
+ *   - Every operation works from directory fds (safedir.h): openat with
+ *     O_NOFOLLOW|O_DIRECTORY, fchown/fchmod on opened fds, unlinkat,
+ *     renameat; never a path walk below <root>/<cluster>, never a link
+ *     followed.  <root> and <root>/<cluster> must be trusted folders
+ *     (ibcrd checks them at start-up; store_gen_begin makes them).
+ *   - The user reads their images (to restart one under a debugger
+ *     elsewhere, or to restore as themselves: restores run as the user,
+ *     so images need not be root-only), lists and verifies them.  They
+ *     cannot change or remove them by hand: ibcrd's retention and `ibcr
+ *     prune` run as root remove them.  The group is the job's gid: a site
+ *     whose users share one primary group should give each user a group
+ *     of their own, or members of that group read each other's images.
+ *   - Rejected: handing generations to the user after commit.  The user
+ *     could then rewrite manifests and images that root lists and prunes
+ *     by, and the job folder (where root creates generations) would have
+ *     to be theirs too, so root would write into a user's folder.
+ *
+ * A generation without a valid manifest of root's is partial: never listed
+ * as committed, never restored, removed by prune once a newer one
+ * committed.  Job names pass ident_ok() before they touch a path.
  */
 #ifndef IBCR_COMMON_STORE_H
 #define IBCR_COMMON_STORE_H
@@ -27,16 +60,17 @@ struct store {
 int store_job_path (const struct store *st, const char *job, char *buf, size_t len);
 
 /* Start generation N+1 of job (N: highest existing, committed or not):
- * create the folders with their owners and modes, return N+1 in *gen and
- * its folder in dir.  -1 with errno and a message in err. */
+ * create the folders with their owners and modes (the generation root's
+ * and 0700), return N+1 in *gen and its folder in dir.  uid is unused
+ * (kept for the manifest's sake in commit); gid is the job folder's group.  -1 with errno and a message in err. */
 int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t gid,
                      int *gen, char *dir, size_t dirlen, char *err, size_t len);
 
-/* Commit generation gen: give every file to uid:gid (0600, folders 0700),
- * checksum them, and write the manifest from 'meta' (caller's fields such
+/* Commit generation gen: give every file to root:gid (0640, folders 0750)
+ * by fd, refusing links and devices, checksum them, and write the manifest from 'meta' (caller's fields such
  * as step, tasks, nodes, trigger, engine; may be NULL) plus format, job,
- * generation, uid, cluster, committed time, files and bytes.  Takes no
- * reference on meta.  -1 with errno and err; the generation stays partial
+ * generation, uid, cluster, committed time, files and bytes; only then
+ * open the generation to the group.  Takes no reference on meta.  -1 with errno and err; the generation stays partial
  * (the caller aborts it). */
 int store_gen_commit (const struct store *st, const char *job, int gen, uid_t uid, gid_t gid,
                       json_object *meta, char *err, size_t len);
@@ -61,7 +95,8 @@ int store_gen_path (const struct store *st, const char *job, int gen, char *buf,
 int store_prune (const struct store *st, const char *job, int keep, json_object *removed,
                  char *err, size_t len);
 
-/* rm -rf that never follows a symbolic link. 0 or -1+errno. */
+/* rm -rf that never follows a symbolic link, by fds (safedir_rmtree: the
+ * folder holding path must be trusted).  0 or -1+errno. */
 int store_rmtree (const char *path);
 
 #endif

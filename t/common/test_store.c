@@ -59,6 +59,35 @@ int main (void)
     ok (store_list (&st, "j1", 0, &gens, err, sizeof (err)) == 0
         && json_object_array_length (gens) == 1, "after commit it is listed");
     json_object_put (gens);
+    {
+        struct stat gs, fs, ms;
+        char f[4300];
+        snprintf (f, sizeof (f), "%s/a.img", dir);
+        stat (dir, &gs);
+        stat (f, &fs);
+        snprintf (f, sizeof (f), "%s/manifest.json", dir);
+        stat (f, &ms);
+        ok ((gs.st_mode & 07777) == 0750 && (fs.st_mode & 07777) == 0640
+            && (ms.st_mode & 07777) == 0640 && gs.st_uid == geteuid () && fs.st_uid == geteuid (),
+            "committed: ours, folders 0750, files 0640 (%o %o %o)", gs.st_mode & 07777,
+            fs.st_mode & 07777, ms.st_mode & 07777);
+        if (geteuid () != 0)
+            skip (1, "not root: cannot give a manifest to another uid");
+        else {
+            /* A manifest root did not write is not believed. */
+            json_object *e;
+            if (chown (f, 4242, 4242) < 0)
+                BAIL_OUT ("chown");
+            ok (store_list (&st, "j1", 1, &gens, err, sizeof (err)) == 0
+                && (e = json_object_array_get_idx (gens, 0))
+                && !json_object_get_boolean (json_object_object_get (e, "committed"))
+                && strstr (json_object_get_string (json_object_object_get (e, "why")),
+                           "not trusted"), "a manifest of another uid is not trusted");
+            json_object_put (gens);
+            if (chown (f, 0, 0) < 0)
+                BAIL_OUT ("chown");
+        }
+    }
 
     ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
                          sizeof (err)) == 0 && gen == 2, "next generation is 2");
@@ -97,8 +126,8 @@ int main (void)
                          sizeof (err)) == 0 && gen == 2,
         "an unreadable record: the folders decide");
     {
-        /* The job folder is the job owner's: links planted there are
-         * neither read through nor written through. */
+        /* Links left in the job folder (by hand, or by a user of the
+         * old layout) are neither read through nor written through. */
         char jd[4300], lg[4400], tmpn[4400], victim[4300], buf[64] = "";
         FILE *f;
         snprintf (jd, sizeof (jd), "%s/local/j1", root);
