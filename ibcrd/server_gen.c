@@ -285,8 +285,6 @@ json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req)
         return proto_error ("ctl-attach", EINVAL, "give \"job\" (a job id) and \"rank\"");
     if ((job = jobs_find (s->jobs, id, c->uid)) && !jobs_may_act (c->uid, job->uid))
         return proto_error ("ctl-attach", EPERM, "job %s belongs to another user", id);
-    if (!job && c->uid != 0 && jobs_find (s->jobs, id, 0))
-        return proto_error ("ctl-attach", EPERM, "job %s belongs to another user", id);
     snprintf (c->attach_job, sizeof (c->attach_job), "%s", id);
     c->attach_rank = (int)rank;
     c->attached = 1;
