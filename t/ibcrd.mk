@@ -30,3 +30,4 @@ TESTS += t3009-ibcrd-verbs.t
 TESTS += t3010-ibcrd-compress.t
 TESTS += t3011-ibcrd-restore-timeout.t
 TESTS += t3012-ibcrd-progress.t
+TESTS += t3013-ibcrd-users.t
