@@ -421,8 +421,11 @@ int main (int argc, char **argv)
          * connections to its worker, and those must then stay out of the
          * pollfds, or this loop would read the worker's replies. */
         int next = server_timer (srv), hnext = slurm_hook_timer ();
+        int pnext = peer ? peer_timer (peer) : -1;
         if (hnext >= 0 && (next < 0 || hnext < next))
             next = hnext;
+        if (pnext >= 0 && (next < 0 || pnext < next))
+            next = pnext;
         int n = server_pollfds (srv, pfd, MAX_POLLFDS);
         int np = peer ? peer_pollfds (peer, pfd + n, MAX_POLLFDS - n) : 0;
         int nh = slurm_hook_pollfd (&pfd[n + np]);

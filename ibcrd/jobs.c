@@ -49,12 +49,59 @@ int jobs_may_act (uid_t peer, uid_t owner)
     return peer == 0 || peer == owner;
 }
 
-struct job *jobs_find (struct jobs *j, const char *id)
+int jobs_is_slurm_id (const char *id)
+{
+    if (!*id)
+        return 0;
+    for (const char *p = id; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return 1;
+}
+
+struct job *jobs_find_owned (struct jobs *j, const char *id, uid_t uid)
 {
     for (struct job *job = j->head; job; job = job->next)
-        if (!strcmp (job->id, id))
+        if (!strcmp (job->id, id) && (job->slurm || job->uid == uid))
             return job;
     return NULL;
+}
+
+struct job *jobs_find (struct jobs *j, const char *id, uid_t uid)
+{
+    struct job *job = jobs_find_owned (j, id, uid), *other = NULL;
+    int n = 0;
+
+    if (job || uid != 0)
+        return job;
+    /* Root names another user's job by its name alone when that is
+     * unambiguous; "ibcr status" lists them all otherwise. */
+    for (job = j->head; job; job = job->next)
+        if (!strcmp (job->id, id)) {
+            other = job;
+            n++;
+        }
+    return n == 1 ? other : NULL;
+}
+
+int jobs_conn_tasks (struct jobs *j, int conn)
+{
+    int n = 0;
+
+    for (struct job *job = j->head; job; job = job->next)
+        for (struct task *t = job->tasks; t; t = t->next)
+            n += t->conn == conn;
+    return n;
+}
+
+int jobs_uid_tasks (struct jobs *j, uid_t uid)
+{
+    int n = 0;
+
+    for (struct job *job = j->head; job; job = job->next)
+        if (job->uid == uid)
+            n += job->ntasks;
+    return n;
 }
 
 struct task *jobs_find_pid (struct jobs *j, pid_t pid, struct job **jobp)
@@ -142,21 +189,90 @@ static int get_ident (json_object *req, const char *key, char *out, const char *
     return 0;
 }
 
-/* Real uid of a process, from /proc (-1 when it does not exist). */
-static long proc_uid (pid_t pid)
+/* pid (the task, or its application) may be registered by a client of
+ * uid: all its uids are the client's, or the client is root.  Fills id.
+ * 0, or -1 with errno and err. */
+static int pid_allowed (uid_t uid, int64_t pid, const char *what, struct proc_ident *id,
+                        char *err, size_t len)
 {
-    char path[64], line[256];
-    long uid = -1;
-    FILE *f;
-
-    snprintf (path, sizeof (path), "/proc/%ld/status", (long)pid);
-    if (!(f = fopen (path, "r")))
+    if (pid <= 0 || pid > 0x3fffffff || proc_ident ((pid_t)pid, id) < 0) {
+        snprintf (err, len, "%s %lld does not exist", what, (long long)pid);
+        errno = ESRCH;
         return -1;
-    while (fgets (line, sizeof (line), f))
-        if (sscanf (line, "Uid: %ld", &uid) == 1)
-            break;
-    fclose (f);
-    return uid;
+    }
+    if (uid != 0 && !proc_ident_all_uid (id, uid)) {
+        snprintf (err, len, "%s %lld is not yours: its real, effective, saved and "
+                  "filesystem uids (%u %u %u %u) must all be %u; a task registers itself "
+                  "or a process of its own user", what, (long long)pid,
+                  (unsigned)id->uid[0], (unsigned)id->uid[1], (unsigned)id->uid[2],
+                  (unsigned)id->uid[3], (unsigned)uid);
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+static int same_process (pid_t pid, const struct proc_ident *was, const char *what,
+                         char *err, size_t len)
+{
+    struct proc_ident now;
+
+    if (proc_ident (pid, &now) < 0) {
+        snprintf (err, len, "%s %ld is gone", what, (long)pid);
+        errno = ESRCH;
+        return -1;
+    }
+    if (now.start != was->start) {
+        snprintf (err, len, "%s %ld is no longer the registered process (the pid was "
+                  "reused)", what, (long)pid);
+        errno = EPERM;
+        return -1;
+    }
+    if (memcmp (now.uid, was->uid, sizeof (now.uid))) {
+        snprintf (err, len, "%s %ld changed identity since it registered (uids %u %u %u %u, "
+                  "were %u %u %u %u)", what, (long)pid, (unsigned)now.uid[0],
+                  (unsigned)now.uid[1], (unsigned)now.uid[2], (unsigned)now.uid[3],
+                  (unsigned)was->uid[0], (unsigned)was->uid[1], (unsigned)was->uid[2],
+                  (unsigned)was->uid[3]);
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+int jobs_task_check (const struct job *job, const struct task *t, char *err, size_t len)
+{
+    char why[384];
+
+    if (same_process (t->pid, &t->ident, "pid", why, sizeof (why)) < 0
+        || (t->app_pid > 0 && t->app_pid != t->pid
+            && same_process ((pid_t)t->app_pid, &t->app_ident, "application pid", why,
+                             sizeof (why)) < 0)) {
+        int saved = errno;
+        snprintf (err, len, "job %s step %s rank %d: %s; refused", job->id, t->step, t->rank,
+                  why);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+/* Is leader ("node@host" or "host") on the admin's list of peers (hosts
+ * separated by spaces or commas)? */
+static int leader_allowed (const char *peers, const char *leader)
+{
+    const char *at = strchr (leader, '@'), *host = at ? at + 1 : leader;
+    size_t hlen = strlen (host);
+
+    for (const char *p = peers; p && *p;) {
+        size_t n;
+        p += strspn (p, " \t,");
+        n = strcspn (p, " \t,");
+        if (n && n == hlen && !strncmp (p, host, n))
+            return 1;
+        p += n;
+    }
+    return 0;
 }
 
 /* Job-wide facts: the first registration says them, later ones may only
@@ -183,8 +299,12 @@ static void job_facts (struct job *job, int64_t size, int64_t interval, const ch
 }
 
 struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
-                           json_object *req, const char *node, char *err, size_t len)
+                           json_object *req, const struct conf *conf, char *err,
+                           size_t len)
 {
+    const char *node = conf->node;
+    struct proc_ident ident, app_ident = { 0 };
+    int64_t app_pid = proto_get_int (req, "app_pid", -1);
     char id[IDENT_MAX + 1], step[IDENT_MAX + 1], tnode[IDENT_MAX + 1];
     int64_t rank = proto_get_int (req, "rank", -1);
     int64_t claimed = proto_get_int (req, "pid", -1);
@@ -206,41 +326,83 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
                   "'.', '_', '-')");
         goto inval;
     }
-    if (rank < 0 || rank > 10000000) {
-        snprintf (err, len, "\"rank\" is missing or not an integer from 0");
+    if (rank < 0 || rank >= conf->max_ranks) {
+        snprintf (err, len, "\"rank\" is missing or not an integer from 0 to %d (a job has "
+                  "at most max_ranks = %d ranks in ibcrd.conf)", conf->max_ranks - 1,
+                  conf->max_ranks);
         goto inval;
     }
-    if (size < 0 || size > 10000000 || (size && rank >= size)) {
+    if (size < 0 || size > conf->max_ranks || (size && rank >= size)) {
         snprintf (err, len, "\"size\" %lld: give the number of ranks of the job, more "
-                  "than rank %lld", (long long)size, (long long)rank);
+                  "than rank %lld and at most max_ranks = %d (ibcrd.conf)", (long long)size,
+                  (long long)rank, conf->max_ranks);
         goto inval;
     }
-    if (interval < 0) {
-        snprintf (err, len, "\"interval_ms\" must be 0 (no periodic checkpoints) or more");
+    if (interval < 0 || (interval > 0 && ((uint64_t)interval < conf->interval_min
+                                          || (uint64_t)interval > conf->interval_max))) {
+        snprintf (err, len, "\"interval_ms\" %lld is outside the bounds of this node: give 0 "
+                  "(no periodic checkpoints) or from interval_min = %llu ms to interval_max "
+                  "= %llu ms (ibcrd.conf)", (long long)interval,
+                  (unsigned long long)conf->interval_min,
+                  (unsigned long long)conf->interval_max);
         goto inval;
     }
     if (strlen (leader) >= sizeof (job->leader)) {
         snprintf (err, len, "\"leader\" is too long for a host name");
         goto inval;
     }
-    /* The task is the client itself unless it names another pid: then that
-     * process must exist and belong to the client (ibcr run registering
-     * its child), or the client must be root (slurmstepd). */
-    if (claimed > 0 && claimed != pid) {
-        long puid = proc_uid ((pid_t)claimed);
-        if (puid < 0) {
-            snprintf (err, len, "pid %lld does not exist", (long long)claimed);
-            errno = ESRCH;
-            return NULL;
-        }
-        if (uid != 0 && (uid_t)puid != uid) {
-            snprintf (err, len, "pid %lld is not yours: a task registers itself or a "
-                      "process of its own user", (long long)claimed);
-            errno = EPERM;
-            return NULL;
-        }
-        pid = (pid_t)claimed;
+    /* A member sends MUNGE credentials to its leader: a user may name
+     * only a host the admin allowed (Slurm jobs get theirs from root). */
+    if (uid != 0 && *leader && !leader_allowed (conf->peers, leader)) {
+        snprintf (err, len, "leader %s refused: a job outside Slurm may name as its leader "
+                  "only a host listed in 'peers' of this node's ibcrd.conf (%s); run "
+                  "multi-node jobs under Slurm, or ask the admin to list the host",
+                  leader, conf->peers ? conf->peers : "none listed");
+        log_msg (LOG_WARNING, "job %s step %s: uid %u named leader %s, not in peers: refused",
+                 id, step, (unsigned)uid, leader);
+        errno = EPERM;
+        return NULL;
     }
+    /* Slurm job ids are Slurm's: only root (slurmstepd, with the owner
+     * from Slurm) registers their tasks. */
+    if (uid != 0 && (jobs_is_slurm_id (id) || !strcmp (proto_get_str (req, "source", ""),
+                                                       "spank"))) {
+        snprintf (err, len, "job %s: %s only root (the SPANK plugin in slurmstepd) registers "
+                  "the tasks of a Slurm job; run it with srun --checkpoint-ib, or give a job "
+                  "name that is not all digits", id, jobs_is_slurm_id (id) ? "a Slurm job "
+                  "id:" : "\"source\":\"spank\":");
+        log_msg (LOG_WARNING, "job %s step %s: uid %u tried to register rank %lld of a Slurm "
+                 "job: refused", id, step, (unsigned)uid, (long long)rank);
+        errno = EPERM;
+        return NULL;
+    }
+    if (conf->max_registrations_per_conn > 0
+        && jobs_conn_tasks (j, conn) >= conf->max_registrations_per_conn) {
+        snprintf (err, len, "limit reached: %d tasks are registered over this connection "
+                  "(max_registrations_per_conn in ibcrd.conf); register each task over its "
+                  "own connection", conf->max_registrations_per_conn);
+        errno = EUSERS;
+        return NULL;
+    }
+    if (uid != 0 && conf->max_registrations_per_uid > 0
+        && jobs_uid_tasks (j, uid) >= conf->max_registrations_per_uid) {
+        snprintf (err, len, "limit reached: uid %u has %d tasks registered on this node "
+                  "(max_registrations_per_uid in ibcrd.conf)", (unsigned)uid,
+                  conf->max_registrations_per_uid);
+        errno = EUSERS;
+        return NULL;
+    }
+    /* The task is the client itself unless it names another pid: then that
+     * process must be the client's user's (ibcr run registering its
+     * child), or the client must be root (slurmstepd).  So must the
+     * application under it, which libibcr's hello is matched against. */
+    if (claimed > 0)
+        pid = (pid_t)claimed;
+    if (pid_allowed (uid, pid, "pid", &ident, err, len) < 0)
+        return NULL;
+    if (app_pid >= 0 && app_pid != pid
+        && pid_allowed (uid, app_pid, "app_pid", &app_ident, err, len) < 0)
+        return NULL;
     /* Only root may register on behalf of another user. */
     if (owner >= 0 && (uid_t)owner != uid && uid != 0) {
         snprintf (err, len, "only root may register a task for another uid (%lld)",
@@ -251,7 +413,7 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     if (owner < 0)
         owner = uid;
 
-    if ((job = jobs_find (j, id))) {
+    if ((job = jobs_find_owned (j, id, (uid_t)owner))) {
         if (!jobs_may_act (uid, job->uid) || (uid_t)owner != job->uid) {
             snprintf (err, len, "job %s belongs to another user", id);
             log_msg (LOG_WARNING, "job %s step %s: uid %u tried to register rank %lld into "
@@ -269,8 +431,10 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
                     log_msg (LOG_INFO, "job %s step %s: rank %d: pid %ld is the "
                              "application of init %ld", id, step, t->rank, (long)t->pid,
                              (long)pid);
-                    t->app_pid = proto_get_int (req, "app_pid", t->pid);
+                    t->app_pid = app_pid >= 0 ? app_pid : t->pid;
+                    t->app_ident = app_pid >= 0 && app_pid != pid ? app_ident : t->ident;
                     t->pid = pid;
+                    t->ident = ident;
                     t->ns_pid = proto_get_int (req, "ns_pid", -1);
                     t->conn = conn;
                     job_facts (job, size, interval, leader, req);
@@ -286,6 +450,7 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
             goto nomem;
         strcpy (job->id, id);
         job->uid = (uid_t)owner;
+        job->slurm = jobs_is_slurm_id (id);
         job->since = time (NULL);
         job->next = j->head;
         j->head = job;
@@ -295,7 +460,9 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
         goto nomem;
     t->pid = pid;
     t->ns_pid = proto_get_int (req, "ns_pid", -1);
-    t->app_pid = proto_get_int (req, "app_pid", -1);
+    t->ident = ident;
+    t->app_pid = app_pid;
+    t->app_ident = app_pid >= 0 && app_pid != pid ? app_ident : ident;
     t->restored = proto_get_bool (req, "restored", 0);
     t->rank = (int)rank;
     strcpy (t->step, step);

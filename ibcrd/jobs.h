@@ -4,6 +4,20 @@
  * the registration lives as long as that connection.  A job belongs to the
  * uid that first registered a task of it (or the uid root named for it);
  * afterwards only that uid or root may add tasks, query or act on it.
+ *
+ * Two kinds of job ids:
+ * - a Slurm job id (all digits) is one job node-wide; only root (the
+ *   SPANK plugin in slurmstepd, which has the owner from Slurm) creates
+ *   one or adds tasks to it: a user could otherwise claim another user's
+ *   Slurm job before its first task registers, and have ibcrd requeue it
+ *   and prune its generations;
+ * - any other id (ibcr run) is a name in its owner's namespace: two users
+ *   may both run a job "sim" without meeting.
+ *
+ * A registered pid (and app_pid) must be a process whose real, effective,
+ * saved and filesystem uids all are the client's (root may name any); its
+ * start time and uids are kept, and jobs_task_check tells at use whether
+ * the pid still is that process.
  */
 #ifndef IBCRD_JOBS_H
 #define IBCRD_JOBS_H
@@ -14,12 +28,16 @@
 #include <time.h>
 #include <json-c/json.h>
 
+#include "common/conf.h"
 #include "common/ident.h"
+#include "common/proc.h"
 
 struct task {
     pid_t pid;                  /* as the daemon sees it (SO_PEERCRED or checked) */
     long ns_pid;                /* as the task sees itself, -1 when not given */
     long app_pid;               /* the application under the init, -1 unknown */
+    struct proc_ident ident;    /* pid's start time and uids at registration */
+    struct proc_ident app_ident;    /* app_pid's, when app_pid >= 0 */
     int rank;
     char step[IDENT_MAX + 1];
     char node[IDENT_MAX + 1];
@@ -47,6 +65,7 @@ struct job_member {
 struct job {
     char id[IDENT_MAX + 1];
     uid_t uid;
+    int slurm;                  /* a Slurm job id (created by root only) */
     time_t since;
     int ntasks;                 /* registered on this node */
     int size;                   /* ranks in the whole job (>= ntasks) */
@@ -72,19 +91,41 @@ void jobs_destroy (struct jobs *j);
 /* May a client with uid 'peer' act on a job owned by 'owner'? */
 int jobs_may_act (uid_t peer, uid_t owner);
 
+/* Is id a Slurm job id (digits only, as slurmctld gives them)? */
+int jobs_is_slurm_id (const char *id);
+
 /* Register a task from a "register" request of a client identified by the
- * kernel as (uid, pid) on connection conn.  Returns the job, or NULL with
- * errno and a message for the client in err (EINVAL bad field, EPERM job
- * of another user or pid not the client's, EEXIST rank already there). */
+ * kernel as (uid, pid) on connection conn, within conf's limits.  Returns
+ * the job, or NULL with errno and a message for the client in err (EINVAL
+ * bad field or a value outside its bounds, EPERM job of another user, a
+ * Slurm job registered by a user, or a pid not the client's, EEXIST rank
+ * already there, EUSERS a limit on registrations was reached). */
 struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
-                           json_object *req, const char *node, char *err, size_t len);
+                           json_object *req, const struct conf *conf, char *err,
+                           size_t len);
+
+/* Is task t of job still the process that registered (same start time and
+ * uids, for pid and app_pid)?  0, or -1 with errno (ESRCH gone, EPERM it
+ * is another process or changed identity) and why in err.  Called before
+ * ibcrd signals or dumps it: pids get reused. */
+int jobs_task_check (const struct job *job, const struct task *t, char *err, size_t len);
 
 /* Forget every task registered over connection conn (it closed), and
  * detach control connections equal to conn; logs each and drops jobs left
  * without tasks. */
 void jobs_drop_conn (struct jobs *j, int conn);
 
-struct job *jobs_find (struct jobs *j, const char *id);
+/* The job id that a client of uid may name: a Slurm job, or the job id in
+ * uid's namespace; root also finds another user's job when only one user
+ * has a job of that name.  NULL when none. */
+struct job *jobs_find (struct jobs *j, const char *id, uid_t uid);
+
+/* The job id of owner uid exactly (Slurm jobs: any owner); peers. */
+struct job *jobs_find_owned (struct jobs *j, const char *id, uid_t uid);
+
+/* Tasks registered over connection conn, and by uid. */
+int jobs_conn_tasks (struct jobs *j, int conn);
+int jobs_uid_tasks (struct jobs *j, uid_t uid);
 
 /* The task whose pid (as the daemon sees it) is pid, and its job. */
 struct task *jobs_find_pid (struct jobs *j, pid_t pid, struct job **job);

@@ -1,6 +1,12 @@
 /* peer.c - see peer.h.  The same framing as the local socket (proto.h);
  * identity comes only from the MUNGE credential, never from the payload
- * or the TCP address. */
+ * or the TCP address.
+ *
+ * Anyone who can reach the port may connect, so connections are bounded
+ * (PEER_MAX_CONNS) and one that sends nothing for peer_idle_timeout is
+ * closed (peer_timer): idle connections can hold the listener out of the
+ * poll set only that long, never for good.  On EMFILE the listener rests
+ * for a second, as the local one does. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -17,14 +23,18 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include "common/log.h"
 #include "common/proto.h"
 #include "peer.h"
 
 #define PEER_MAX_CONNS 256
+#define PEER_ACCEPT_PAUSE_MS 1000
 
 struct pconn {
     int fd;
+    long last;              /* CLOCK_MONOTONIC ms of its last bytes */
     char addr[64];
     struct proto_reader rd;
     struct pconn *next;
@@ -36,6 +46,8 @@ struct peer {
     int lfd;
     int port;
     int nconns;
+    long paused_until;      /* ms: the listener rests after EMFILE */
+    long full_logged;       /* ms: last "all connections taken" line */
     struct pconn *conns;
     peer_handler_f handler;
     void *handler_arg;
@@ -118,11 +130,42 @@ int peer_port (struct peer *p)
     return p->port;
 }
 
+static long now_ms (void)
+{
+    struct timespec ts;
+
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+int peer_timer (struct peer *p)
+{
+    long now = now_ms (), best = -1, idle = (long)p->conf->peer_idle_timeout;
+
+    for (struct pconn *c = p->conns, *next; c; c = next) {
+        next = c->next;
+        if (now - c->last >= idle) {
+            log_msg (LOG_INFO, "peer %s: idle for %ld ms (peer_idle_timeout): closed", c->addr,
+                     now - c->last);
+            conn_close (p, c);
+        } else if (best < 0 || c->last + idle - now < best)
+            best = c->last + idle - now;
+    }
+    if (p->paused_until > now && (best < 0 || p->paused_until - now < best))
+        best = p->paused_until - now;
+    return (int)best;
+}
+
 int peer_pollfds (struct peer *p, struct pollfd *pfd, int max)
 {
     int n = 0;
 
-    if (n < max && p->nconns < PEER_MAX_CONNS)
+    if (n < max && p->nconns >= PEER_MAX_CONNS && now_ms () - p->full_logged >= 10000) {
+        p->full_logged = now_ms ();
+        log_msg (LOG_WARNING, "peer listener: all %d connections taken; new ones wait until "
+                 "one closes or idles out (peer_idle_timeout)", PEER_MAX_CONNS);
+    }
+    if (n < max && p->nconns < PEER_MAX_CONNS && now_ms () >= p->paused_until)
         pfd[n++] = (struct pollfd){ .fd = p->lfd, .events = POLLIN };
     for (struct pconn *c = p->conns; c && n < max; c = c->next)
         pfd[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
@@ -217,13 +260,21 @@ static void accept_peers (struct peer *p)
         int fd = accept4 (p->lfd, (struct sockaddr *)&sa, &slen, SOCK_CLOEXEC);
         struct pconn *c;
 
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                if (now_ms () >= p->paused_until + 10000)
+                    log_msg (LOG_ERR, "peer accept: %s; not accepting for %d ms",
+                             strerror (errno), PEER_ACCEPT_PAUSE_MS);
+                p->paused_until = now_ms () + PEER_ACCEPT_PAUSE_MS;
+            }
             return;
+        }
         if (!(c = calloc (1, sizeof (*c)))) {
             close (fd);
             return;
         }
         c->fd = fd;
+        c->last = now_ms ();
         snprintf (c->addr, sizeof (c->addr), "%s:%d", inet_ntoa (sa.sin_addr), ntohs (sa.sin_port));
         tv.tv_sec = p->conf->timeout_request / 1000;
         tv.tv_usec = (p->conf->timeout_request % 1000) * 1000;
@@ -272,6 +323,7 @@ void peer_dispatch (struct peer *p, struct pollfd *pfd, int n)
         }
         for (struct pconn *c = p->conns; c; c = c->next)
             if (c->fd == pfd[i].fd) {
+                c->last = now_ms ();
                 if (serve (p, c) < 0)
                     conn_close (p, c);
                 break;

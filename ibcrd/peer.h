@@ -32,6 +32,10 @@ void peer_set_handler (struct peer *p, peer_handler_f fn, void *arg);
 int peer_port (struct peer *p);
 
 int peer_pollfds (struct peer *p, struct pollfd *pfd, int max);
+
+/* Close connections idle for peer_idle_timeout; ms until the next one may
+ * be due (or the listener comes back after EMFILE), or -1. */
+int peer_timer (struct peer *p);
 void peer_dispatch (struct peer *p, struct pollfd *pfd, int n);
 
 /* Send 'body' (its "to" is set to 'node') to the ibcrd at host:port and

@@ -1,5 +1,11 @@
 /* server.c - see server.h.  One request type = one handler function in
- * the table at the bottom; a reply is sent for every request received. */
+ * the table at the bottom; a reply is sent for every request received.
+ *
+ * Limits kept here (ibcrd.conf): max_conns_per_uid at accept; on EMFILE or
+ * ENFILE the listener rests for ACCEPT_PAUSE_MS (munged's habit) instead
+ * of spinning on a listener that stays readable.  Registration limits are
+ * jobs.c's.  Every limit hit is answered, logged (at most once a second
+ * for floods) and the daemon serves on. */
 #include "config.h"
 
 #include <errno.h>
@@ -20,6 +26,25 @@
 #include "slurm_hook.h"
 
 char server_no_reply_marker;
+
+#define ACCEPT_PAUSE_MS 1000
+
+/* Floods (EMFILE, connection limit) log once a second, with a count of
+ * the lines left out since, so a flood cannot fill the disk.  1: log now
+ * (*quiet: lines left out before this one). */
+static int flood_log_ok (struct server *s, int *quiet)
+{
+    long now = mono_ms ();
+
+    if (s->accept_log_at && now - s->accept_log_at < 1000) {
+        s->accept_log_quiet++;
+        return 0;
+    }
+    s->accept_log_at = now;
+    *quiet = s->accept_log_quiet;
+    s->accept_log_quiet = 0;
+    return 1;
+}
 
 struct server *server_create (struct conf *conf, struct jobs *jobs)
 {
@@ -94,7 +119,7 @@ int server_pollfds (struct server *s, struct pollfd *pfd, int max)
 {
     int n = 0;
 
-    if (n < max && s->nclients < SERVER_MAX_CLIENTS)
+    if (n < max && s->nclients < SERVER_MAX_CLIENTS && mono_ms () >= s->accept_paused_until)
         pfd[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
     /* A lent connection is the worker's: reading it here would steal
      * libibcr's replies. */
@@ -165,8 +190,7 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
     struct job *job;
     json_object *o;
 
-    job = jobs_register (s->jobs, c->uid, c->pid, c->id, req, s->conf->node, err,
-                         sizeof (err));
+    job = jobs_register (s->jobs, c->uid, c->pid, c->id, req, s->conf, err, sizeof (err));
     if (!job) {
         log_msg (LOG_WARNING, "register from pid %ld uid %u refused: %s", (long)c->pid,
                  (unsigned)c->uid, err);
@@ -178,9 +202,13 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
         struct task *t = jobs_task (job, (int)proto_get_int (req, "rank", -1));
         for (struct client *a = s->clients; t && a; a = a->next)
             if (a->attach_rank == t->rank && !strcmp (a->attach_job, job->id)
-                && jobs_may_act (a->uid, job->uid)) {
+                && jobs_may_act (a->attach_by, job->uid)) {
                 t->ctl_conn = a->id;
                 a->attach_rank = -1;
+                /* From now on it speaks for the task's user, not for the
+                 * root that may have connected it. */
+                a->uid = job->uid;
+                a->pid = t->app_pid > 0 ? (pid_t)t->app_pid : t->pid;
                 log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: restored, libibcr "
                          "control connection handed back", job->id, t->step, t->rank,
                          (long)t->pid);
@@ -228,9 +256,10 @@ static char *proc_env (pid_t pid, const char *name, char *buf, size_t len)
  * the task registered for that pid (ibcr run and the SPANK plugin register
  * first); else register it from the task's IBCR_JOB, or SLURM_JOB_ID and
  * SLURM_STEP_ID.  Never replied to: libibcr reads only requests.
- * TODO (Slurm): check with slurmctld that a SLURM_JOB_ID belongs to the
- * client's uid before trusting it, or a user could claim another's job id
- * before its first task registers. */
+ * A user's SLURM_JOB_ID never creates a job: jobs_register refuses Slurm
+ * job ids from anyone but root, so a Slurm task is bound here only to the
+ * registration slurmstepd made for it.  An attached connection (c->pid
+ * is the restarter's, not the task's) is bound at registration only. */
 static json_object *h_hello (struct server *s, struct client *c, json_object *req)
 {
     struct job *job = NULL;
@@ -238,6 +267,17 @@ static json_object *h_hello (struct server *s, struct client *c, json_object *re
     int64_t rank = proto_get_int (req, "rank", -1);
     char jobid[128], step[128], err[256];
 
+    if (c->attached) {
+        /* c->pid is whoever attached it (root's restarter): only the task
+         * it was bound to may speak here. */
+        for (job = jobs_first (s->jobs); job; job = job->next)
+            for (struct task *bt = job->tasks; bt; bt = bt->next)
+                if (bt->ctl_conn == c->id)
+                    return NO_REPLY;
+        log_msg (LOG_WARNING, "client %d (attached for job %s rank %d): hello before its "
+                 "task registered: ignored", c->id, c->attach_job, c->attach_rank);
+        return NO_REPLY;
+    }
     if (!t) {
         json_object *r;
         if (!proc_env (c->pid, "IBCR_JOB", jobid, sizeof (jobid))
@@ -254,8 +294,7 @@ static json_object *h_hello (struct server *s, struct client *c, json_object *re
         proto_set_str (r, "job", jobid);
         proto_set_str (r, "step", step);
         proto_set_int (r, "rank", rank < 0 ? 0 : rank);
-        job = jobs_register (s->jobs, c->uid, c->pid, c->id, r, s->conf->node, err,
-                             sizeof (err));
+        job = jobs_register (s->jobs, c->uid, c->pid, c->id, r, s->conf, err, sizeof (err));
         json_object_put (r);
         if (!job) {
             log_msg (LOG_WARNING, "libibcr pid %ld uid %u job %s: not registered: %s",
@@ -294,7 +333,7 @@ static json_object *h_status (struct server *s, struct client *c, json_object *r
             json_object_put (o);
             return proto_error ("status", EINVAL, "'%s' is not a job id", id);
         }
-        if (!(job = jobs_find (s->jobs, id))) {
+        if (!(job = jobs_find (s->jobs, id, c->uid))) {
             json_object_put (o);
             return proto_error ("status", ENOENT, "job %s has no task registered on node %s",
                                 id, s->conf->node);
@@ -351,6 +390,14 @@ static void handle (struct server *s, struct client *c, json_object *req)
                  (long)c->pid, (unsigned)c->uid, type, proto_get_str (req, "message", ""));
         return;
     }
+    if (c->attached && strcmp (type, "ibcr-hello") && strcmp (type, "ping")) {
+        log_msg (LOG_WARNING, "client %d (libibcr control channel of job %s, uid %d): '%.64s' "
+                 "refused", c->id, c->attach_job, (int)c->uid, type);
+        reply (s, c, req, proto_error (type, EPERM, "this connection is the libibcr control "
+               "channel of job %s: it may not send '%.64s' requests; open a connection of "
+               "your own", c->attach_job, type));
+        return;
+    }
     for (size_t i = 0; i < NHANDLERS; i++)
         if (!strcmp (handlers[i].type, type)) {
             json_object *rep;
@@ -366,17 +413,68 @@ static void handle (struct server *s, struct client *c, json_object *req)
            "ibcrd knows: %s", type, known_types ()));
 }
 
+static int uid_conns (struct server *s, uid_t uid)
+{
+    int n = 0;
+
+    for (struct client *c = s->clients; c; c = c->next)
+        n += c->uid == uid;
+    return n;
+}
+
+/* Answer a client refused at accept, and close it. */
+static void refuse_client (struct server *s, int fd, uid_t uid, pid_t pid)
+{
+    json_object *o;
+    int quiet;
+
+    if (flood_log_ok (s, &quiet))
+        log_msg (LOG_WARNING, "client pid %ld uid %u refused: uid %u has %d connections open "
+                 "(max_conns_per_uid) (%d similar lines left out)", (long)pid, (unsigned)uid,
+                 (unsigned)uid, s->conf->max_conns_per_uid, quiet);
+    if ((o = proto_error ("connect", EUSERS, "limit reached: uid %u has %d connections open "
+                          "to ibcrd (max_conns_per_uid in ibcrd.conf); close some and try "
+                          "again", (unsigned)uid, s->conf->max_conns_per_uid))) {
+        struct timeval tv = { .tv_sec = 0, .tv_usec = 100000 };
+        setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
+        (void)proto_send (fd, o);
+        json_object_put (o);
+    }
+    close (fd);
+}
+
 static void accept_clients (struct server *s)
 {
     for (;;) {
         int fd = accept4 (s->lfd, NULL, NULL, SOCK_CLOEXEC);
         struct client *c;
         struct timeval tv;
+        uid_t uid;
+        gid_t gid;
+        pid_t pid;
 
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* The connection stays in the backlog and the listener
+                 * stays readable: rest it, or the loop spins. */
+                int quiet, saved = errno;
+                s->accept_paused_until = mono_ms () + ACCEPT_PAUSE_MS;
+                if (flood_log_ok (s, &quiet))
+                    log_msg (LOG_ERR, "accept on %s: %s; not accepting for %d ms (%d similar "
+                             "lines left out)", s->conf->socket, strerror (saved),
+                             ACCEPT_PAUSE_MS, quiet);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 log_err (errno, "accept on %s", s->conf->socket);
             return;
+        }
+        if (usock_peercred (fd, &uid, &gid, &pid) < 0) {
+            log_err (errno, "SO_PEERCRED on a new client");
+            close (fd);
+            continue;
+        }
+        if (uid != 0 && uid_conns (s, uid) >= s->conf->max_conns_per_uid) {
+            refuse_client (s, fd, uid, pid);
+            continue;
         }
         if (!(c = calloc (1, sizeof (*c)))) {
             close (fd);
@@ -385,12 +483,9 @@ static void accept_clients (struct server *s)
         c->fd = fd;
         c->id = s->next_id++;
         c->attach_rank = -1;
-        if (usock_peercred (fd, &c->uid, &c->gid, &c->pid) < 0) {
-            log_err (errno, "SO_PEERCRED on a new client");
-            close (fd);
-            free (c);
-            continue;
-        }
+        c->uid = uid;
+        c->gid = gid;
+        c->pid = pid;
         /* Replies block at most this long on a client that stopped
          * reading, so one stuck client cannot stall the node's daemon. */
         tv.tv_sec = s->conf->timeout_request / 1000;

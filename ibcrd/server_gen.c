@@ -103,7 +103,7 @@ static struct job *job_for (struct server *s, struct client *c, json_object *req
         *err = proto_error (what, EINVAL, "\"job\" is missing or not a job id");
         return NULL;
     }
-    if (!(job = jobs_find (s->jobs, id))) {
+    if (!(job = jobs_find (s->jobs, id, c->uid))) {
         *err = proto_error (what, ENOENT, "job %s has no task registered on node %s (is it "
                             "running? see 'ibcr status')", id, s->conf->node);
         return NULL;
@@ -131,21 +131,36 @@ static struct client *client_by_id (struct server *s, int id)
 }
 
 /* Fork the worker of a generation of job; asker (may be NULL) gets the
- * reply from the worker and leaves this loop.  0 or -1 with errno. */
+ * reply from the worker and leaves this loop.  0 or -1 with errno; why in
+ * job->last_error when a task is no longer the process that registered
+ * (EPERM, ESRCH): a dump or signal must never reach a reused pid. */
 static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
                       const char *trigger, int leave_running, struct client *asker,
                       int progress)
 {
     struct gen g = { 0 };
-    struct gen_task tasks[job->ntasks > 0 ? job->ntasks : 1];
-    int keep[job->ntasks > 0 ? job->ntasks : 1], nkeep = 0, n = 0;
+    /* On the heap: a job may hold up to max_ranks tasks here. */
+    struct gen_task *tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
+    int *keep = calloc ((size_t)job->ntasks + 1, sizeof (*keep)), nkeep = 0, n = 0;
+    struct gen_member *members = calloc ((size_t)job->nmembers + 1, sizeof (*members));
     struct passwd *pw = getpwuid (job->uid);
-    pid_t pid;
+    pid_t pid = -1;
+    int saved;
 
+    if (!tasks || !keep || !members) {
+        errno = ENOMEM;
+        goto done;
+    }
     for (struct task *t = job->tasks; t; t = t->next) {
         struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
         if (kind == GEN_RESTORED && !t->restored)
             continue;
+        if (jobs_task_check (job, t, job->last_error, sizeof (job->last_error)) < 0) {
+            saved = errno;
+            log_msg (LOG_WARNING, "%s: no %s", job->last_error, trigger);
+            errno = saved;
+            goto done;
+        }
         tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
                                       .ctl_fd = ctl ? ctl->fd : -1, .restored = t->restored };
         snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
@@ -165,8 +180,6 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     g.tasks = tasks;
     g.daemon = getpid ();
     g.pa = s->pa;
-    struct gen_member members[job->nmembers + 1];
-    memset (members, 0, sizeof (members));
     for (int i = 0; i < job->nmembers; i++) {
         snprintf (members[i].node, sizeof (members[i].node), "%s", job->members[i].node);
         snprintf (members[i].host, sizeof (members[i].host), "%s", job->members[i].host);
@@ -176,7 +189,7 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     g.members = members;
     g.progress_fd = asker && progress ? asker->fd : -1;
     if ((pid = worker_start (&g, asker ? asker->fd : -1, keep, nkeep)) < 0)
-        return -1;
+        goto done;
     job->worker = pid;
     job->worker_kind = kind;
     slurm_hook_gen_started (job, kind, trigger);
@@ -190,12 +203,18 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
              (long)pid);
     if (asker)
         asker->handed = 1;          /* the worker answers it; serve_client closes ours */
-    return 0;
+done:
+    saved = errno;
+    free (tasks);
+    free (keep);
+    free (members);
+    errno = saved;
+    return pid < 0 ? -1 : 0;
 }
 
 static int is_leader (struct job *job);
 
-static long mono_ms (void)
+long mono_ms (void)
 {
     struct timespec now;
 
@@ -234,9 +253,12 @@ json_object *h_checkpoint (struct server *s, struct client *c, json_object *req)
                             job->size);
     if (start_gen (s, job, GEN_CHECKPOINT, "manual", !proto_get_bool (req, "end", 0),
                    wait ? c : NULL,
-                   wait && proto_get_bool (req, "progress", 0)) < 0)
+                   wait && proto_get_bool (req, "progress", 0)) < 0) {
+        if (errno == EPERM || errno == ESRCH)
+            return proto_error ("checkpoint", errno, "%s", job->last_error);
         return proto_error ("checkpoint", errno, "job %s: cannot start the generation: %s",
                             job->id, strerror (errno));
+    }
     if (wait)
         return NO_REPLY;
     if ((o = ok_reply ("checkpoint"))) {
@@ -246,21 +268,33 @@ json_object *h_checkpoint (struct server *s, struct client *c, json_object *req)
     return o;
 }
 
-/* "ctl-attach" {job, rank}: this connection will be the control socket of
- * the task of that rank once restored (ibcr restart hands it into the
- * tree with criu --inherit-fd); bound when the task registers. */
+/* "ctl-attach" {job, rank, uid?}: this connection will be the control
+ * socket of the task of that rank once restored (ibcr restart and the
+ * SPANK restorer hand it into the tree with criu --inherit-fd); bound when
+ * the task registers.  From here on the connection acts for the job's
+ * user, not for whoever made it (root, usually), and may only serve as
+ * that task's libibcr control channel: the restored program holds it. */
 json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req)
 {
     const char *id = proto_get_str (req, "job", NULL);
     int64_t rank = proto_get_int (req, "rank", -1);
+    int64_t owner = proto_get_int (req, "uid", -1);
     struct job *job;
 
     if (!id || !ident_ok (id) || rank < 0)
         return proto_error ("ctl-attach", EINVAL, "give \"job\" (a job id) and \"rank\"");
-    if ((job = jobs_find (s->jobs, id)) && !jobs_may_act (c->uid, job->uid))
+    if ((job = jobs_find (s->jobs, id, c->uid)) && !jobs_may_act (c->uid, job->uid))
         return proto_error ("ctl-attach", EPERM, "job %s belongs to another user", id);
     snprintf (c->attach_job, sizeof (c->attach_job), "%s", id);
     c->attach_rank = (int)rank;
+    c->attached = 1;
+    c->attach_by = c->uid;
+    if (job)
+        c->uid = job->uid;
+    else if (c->uid == 0)
+        c->uid = owner >= 0 ? (uid_t)owner : (uid_t)-1;    /* bound at registration */
+    log_msg (LOG_INFO, "job %s rank %d: client %d attached as its libibcr control channel "
+             "(acts for uid %d from now on)", id, (int)rank, c->id, (int)c->uid);
     /* Answered now, before ibcr restart hands the socket to libibcr,
      * which reads requests only. */
     return ok_reply ("ctl-attach");
@@ -270,7 +304,7 @@ json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req)
 json_object *h_resume_restored (struct server *s, struct client *c, json_object *req)
 {
     const char *id = proto_get_str (req, "job", "");
-    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
+    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id, c->uid) : NULL;
     json_object *o;
     int n = 0;
 
@@ -409,7 +443,7 @@ static long restore_deadlines (struct server *s)
 
         if (!c->resume_job[0] || !c->resume_deadline)
             continue;
-        job = jobs_find (s->jobs, c->resume_job);
+        job = jobs_find (s->jobs, c->resume_job, c->uid);
         /* A rebuild that started is bounded by its own phase timeouts. */
         if (job && job->worker)
             continue;
@@ -422,8 +456,9 @@ static long restore_deadlines (struct server *s)
         if (job) {
             missing_ranks (job, miss, sizeof (miss));
             for (struct task *t = job->tasks; t; t = t->next)
-                if (t->restored && t->pid > 0 && kill (t->pid, SIGKILL) == 0
-                    && off + 16 < sizeof (ended))
+                if (t->restored && t->pid > 0
+                    && jobs_task_check (job, t, job->last_error, sizeof (job->last_error)) == 0
+                    && kill (t->pid, SIGKILL) == 0 && off + 16 < sizeof (ended))
                     off += (size_t)snprintf (ended + off, sizeof (ended) - off, "%s%d",
                                              off ? ", " : "", t->rank);
         } else
@@ -458,7 +493,11 @@ static long restore_deadlines (struct server *s)
 int server_timer (struct server *s)
 {
     struct timespec now;
-    long best = restore_deadlines (s);
+    long best = restore_deadlines (s), paused = s->accept_paused_until - mono_ms ();
+
+    /* The listener rests after EMFILE: wake up to take it back. */
+    if (paused > 0 && (best < 0 || paused < best))
+        best = paused;
 
     clock_gettime (CLOCK_MONOTONIC, &now);
     for (struct job *job = jobs_first (s->jobs); job; job = job->next) {
@@ -490,7 +529,9 @@ int server_timer (struct server *s)
 static json_object *p_join (struct server *s, json_object *m, const char *addr)
 {
     const char *id = proto_get_str (m, "job", ""), *from = proto_get_str (m, "from", "");
-    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
+    int64_t uid = proto_get_int (m, "uid", -1);
+    struct job *job = ident_ok (id) && uid >= 0 ? jobs_find_owned (s->jobs, id, (uid_t)uid)
+        : NULL;
     struct job_member *mb = NULL;
     json_object *o;
 
@@ -547,27 +588,53 @@ static int member_listener (struct server *s, int *port)
     return fd;
 }
 
+static json_object *gen_begin_member (struct server *s, json_object *m, struct job *job,
+                                     struct gen_task *tasks, int *keep);
+
 /* Peer "gen-begin" {job, gen, trigger, leave_running}: the leader starts a
  * generation; a worker here will serve its phases. */
 static json_object *p_gen_begin (struct server *s, json_object *m)
 {
     const char *id = proto_get_str (m, "job", "");
-    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
-    struct gen g = { 0 };
-    struct gen_task tasks[job && job->ntasks ? job->ntasks : 1];
-    int keep[job && job->ntasks ? job->ntasks : 1], nkeep = 0, n = 0, port;
-    static char trigger[64];
-    json_object *o;
-    pid_t pid;
+    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id, 0) : NULL;
+    struct gen_task *tasks;
+    int *keep;
+    json_object *o = NULL;
 
     if (!job)
         return proto_error ("gen-begin", ENOENT, "job %s has no task on node %s", id,
                             s->conf->node);
+    /* On the heap: a node may hold many tasks of one job. */
+    tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
+    keep = calloc ((size_t)job->ntasks + 1, sizeof (*keep));
+    if (tasks && keep)
+        o = gen_begin_member (s, m, job, tasks, keep);
+    free (tasks);
+    free (keep);
+    return o;
+}
+
+static json_object *gen_begin_member (struct server *s, json_object *m, struct job *job,
+                                     struct gen_task *tasks, int *keep)
+{
+    const char *id = job->id;
+    struct gen g = { 0 };
+    int nkeep = 0, n = 0, port;
+    static char trigger[64];
+    json_object *o;
+    pid_t pid;
+
     if (job->worker)
         return proto_error ("gen-begin", EBUSY, "job %s: node %s is busy with another "
                             "generation", id, s->conf->node);
     for (struct task *t = job->tasks; t; t = t->next) {
         struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
+        char why[512];
+        if (jobs_task_check (job, t, why, sizeof (why)) < 0) {
+            int e = errno;
+            log_msg (LOG_WARNING, "%s: not dumped", why);
+            return proto_error ("gen-begin", e, "node %s: %s", s->conf->node, why);
+        }
         tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
                                       .ctl_fd = ctl ? ctl->fd : -1 };
         snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);

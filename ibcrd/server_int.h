@@ -14,12 +14,18 @@
 
 #define SERVER_MAX_CLIENTS 1024
 
+/* A client's identity (uid, gid, pid) is whom it acts for: SO_PEERCRED
+ * at accept, except on a connection made for a restored task (ctl-attach),
+ * which from then on acts for that task's user, whoever connected it, and
+ * may only be that task's libibcr control channel ('attached'). */
 struct client {
     int fd;
     int id;
-    uid_t uid;
+    uid_t uid;              /* (uid_t)-1: an attached one, not bound yet */
     gid_t gid;
     pid_t pid;
+    int attached;           /* ctl-attach made it a control channel only */
+    uid_t attach_by;        /* SO_PEERCRED uid of who attached it */
     pid_t lent;             /* a generation's worker owns this connection */
     int handed;             /* a worker answers it: close our copy now */
     int attach_rank;        /* ctl-attach: the restored task's rank, or -1 */
@@ -34,6 +40,9 @@ struct server {
     struct conf *conf;
     struct jobs *jobs;
     int lfd;
+    long accept_paused_until;   /* CLOCK_MONOTONIC ms: EMFILE, listener rests */
+    long accept_log_at;         /* last EMFILE / limit log line (ms) */
+    int accept_log_quiet;       /* lines not logged since */
     int next_id;
     int nclients;
     int peer_port;
@@ -59,6 +68,9 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
 /* Start the rebuild of a restarted job once every rank is back and
  * someone asked (server_gen.c); called whenever a rank registers. */
 void try_resume_restored (struct server *s, struct job *job);
+
+/* CLOCK_MONOTONIC in ms (server_gen.c). */
+long mono_ms (void);
 
 /* A member node tells the leader it holds a rank (server_gen.c). */
 void join_leader (struct server *s, struct job *job, int rank);

@@ -475,7 +475,7 @@ static void hk_trigger (struct server *s, uint32_t id, const char *trigger, int 
                  trigger);
         return;
     }
-    if (!(job = jobs_find (s->jobs, name)) || !(j = hk_job (id, 1)))
+    if (!(job = jobs_find_owned (s->jobs, name, 0)) || !(j = hk_job (id, 1)))
         return;
     if (!hk_is_leader (job)) {
         /* Rank 0's ibcrd sees the same in Slurm and runs the generation
@@ -683,7 +683,7 @@ json_object *slurm_hook_term (struct server *s, struct client *c, json_object *r
 {
     const char *id = proto_get_str (req, "job", "");
     int64_t wait_ms = proto_get_int (req, "wait_ms", 60000);
-    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id) : NULL;
+    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id, c->uid) : NULL;
     struct hk_held *h;
     json_object *o;
     uint32_t sid;

@@ -197,14 +197,31 @@ static int sp_stepd_cannot (void)
     return 0;
 }
 
-/* Is this a run of a requeued job (SLURM_RESTART_COUNT > 0)? */
+/* Is this a run of a requeued job?  Slurm's restart count for the job
+ * (slurm_load_job, resolved from slurmstepd's own libslurm), never
+ * SLURM_RESTART_COUNT from the job's environment: the user sets that one
+ * (srun --export), and would make a fresh step restore.  When slurmctld
+ * cannot say, the step starts afresh and says why. */
 static int sp_stepd_restarting (spank_t sp)
 {
-    char buf[32];
+    job_info_msg_t *msg = NULL;
+    uint32_t jobid = 0;
+    int cnt = -1;
 
-    if (spank_getenv (sp, "SLURM_RESTART_COUNT", buf, sizeof (buf)) != ESPANK_SUCCESS)
+    if (spank_get_item (sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS || !jobid)
         return 0;
-    return atoi (buf) > 0;
+    if (slurm_load_job (&msg, jobid, SHOW_ALL) == SLURM_SUCCESS && msg
+        && msg->record_count >= 1)
+        cnt = msg->job_array[0].restart_cnt;
+    if (msg)
+        slurm_free_job_info_msg (msg);
+    if (cnt < 0) {
+        slurm_error ("ibcr: job %u: cannot ask slurmctld whether the job was requeued (%s): "
+                     "starting afresh, not from a checkpoint", jobid,
+                     slurm_strerror (slurm_get_errno ()));
+        return 0;
+    }
+    return cnt > 0;
 }
 
 /* Which image this task restores: 1 (plan set), 0 none yet, -1 failed

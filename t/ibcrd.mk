@@ -34,3 +34,4 @@ TESTS += t3012-ibcrd-progress.t
 check_PROGRAMS += ibcrd/swapper
 ibcrd_swapper_SOURCES = ibcrd/swapper.c
 TESTS += t3014-ibcrd-storage-users.t
+TESTS += t3013-ibcrd-users.t

@@ -13,7 +13,8 @@ TESTS += \
 	t4009-spank-verbs.t \
 	t4010-spank-stream.t \
 	t4011-spank-stream-triggers.t \
-	t4012-spank-late-conf.t
+	t4012-spank-late-conf.t \
+	t4013-spank-users.t
 
 # Helpers the t40NN-spank tests source.
 EXTRA_DIST += spank/lib.sh

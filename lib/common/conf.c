@@ -36,7 +36,7 @@
 #define IBCR_CRIU_DEFAULT "criu"
 #endif
 
-enum kind { K_PATH, K_SOCKPATH, K_WORD, K_CMD, K_PORT, K_POSINT, K_BOOL, K_LEVEL, K_DURATION, K_ACTION, K_ACTION_NORQ };
+enum kind { K_PATH, K_SOCKPATH, K_WORD, K_LIST, K_CMD, K_PORT, K_POSINT, K_BOOL, K_LEVEL, K_DURATION, K_ACTION, K_ACTION_NORQ };
 
 static const struct key {
     const char *name;
@@ -70,6 +70,14 @@ static const struct key {
     { "on_cancel", K_ACTION_NORQ, offsetof (struct conf, on_cancel) },
     { "timelimit_margin", K_DURATION, offsetof (struct conf, timelimit_margin) },
     { "slurm_poll", K_DURATION, offsetof (struct conf, slurm_poll) },
+    { "max_conns_per_uid", K_POSINT, offsetof (struct conf, max_conns_per_uid) },
+    { "max_registrations_per_conn", K_POSINT, offsetof (struct conf, max_registrations_per_conn) },
+    { "max_registrations_per_uid", K_POSINT, offsetof (struct conf, max_registrations_per_uid) },
+    { "max_ranks", K_POSINT, offsetof (struct conf, max_ranks) },
+    { "interval_min", K_DURATION, offsetof (struct conf, interval_min) },
+    { "interval_max", K_DURATION, offsetof (struct conf, interval_max) },
+    { "peer_idle_timeout", K_DURATION, offsetof (struct conf, peer_idle_timeout) },
+    { "peers", K_LIST, offsetof (struct conf, peers) },
 };
 #define NKEYS (sizeof (keys) / sizeof (keys[0]))
 
@@ -105,7 +113,7 @@ void conf_destroy (struct conf *c)
         return;
     for (size_t i = 0; i < NKEYS; i++) {
         enum kind k = keys[i].kind;
-        if (k == K_PATH || k == K_SOCKPATH || k == K_WORD || k == K_CMD)
+        if (k == K_PATH || k == K_SOCKPATH || k == K_WORD || k == K_LIST || k == K_CMD)
             free (*str_at (c, keys[i].off));
     }
     free (c->path);
@@ -185,6 +193,13 @@ struct conf *conf_create (const char *node)
     c->on_cancel = CONF_ACT_NOTHING;
     c->timelimit_margin = 60000;
     c->slurm_poll = 1000;
+    c->max_conns_per_uid = 64;
+    c->max_registrations_per_conn = 64;
+    c->max_registrations_per_uid = 1024;
+    c->max_ranks = 65536;
+    c->interval_min = 1000;
+    c->interval_max = 30ULL * 24 * 3600 * 1000;
+    c->peer_idle_timeout = 60000;
     return c;
 error:
     conf_destroy (c);
@@ -301,6 +316,8 @@ static int handler (void *user, const char *section, const char *name, const cha
     case K_WORD:
         if (strpbrk (value, " \t/"))
             return fail (p, "%s = %s: must be one word without spaces or '/'", name, value);
+        break;
+    case K_LIST:
         break;
     case K_PORT:
         /* "any": the kernel picks a free port (tests; ibcrd logs it and
@@ -455,6 +472,11 @@ struct conf *conf_load (const char *path, const char *node, char *err, size_t er
         return NULL;
     }
     c->peer_port_set = p.seen[key_index ("peer_port")];
+    if (c->interval_min > c->interval_max) {
+        snprintf (err, errlen, "%s: interval_min is above interval_max; give interval_min "
+                  "<= interval_max", path);
+        goto inval;
+    }
     if (!p.seen[key_index ("pidfile")]) {
         free (c->pidfile);
         if (!(c->pidfile = dir_join (c->socket, "ibcrd.pid")))

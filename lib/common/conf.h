@@ -46,6 +46,19 @@ struct conf {
     uint64_t timelimit_margin;  /* ms before the end time, plus the last
                                    measured checkpoint duration */
     uint64_t slurm_poll;        /* ms between two looks at slurmctld */
+    /* Limits on what one client may ask of ibcrd (root is held only to
+     * max_registrations_per_conn and max_ranks). */
+    int max_conns_per_uid;      /* local connections open at once, per uid */
+    int max_registrations_per_conn; /* tasks registered over one connection */
+    int max_registrations_per_uid;  /* tasks registered at once, per uid */
+    int max_ranks;              /* ranks ("size") of one job */
+    uint64_t interval_min;      /* ms: bounds of a periodic checkpoint */
+    uint64_t interval_max;      /*     interval asked on the socket */
+    uint64_t peer_idle_timeout; /* ms: an idle peer TCP connection is closed */
+    char *peers;                /* hosts (IPv4 addresses or names, separated by
+                                   spaces or commas) to which a job that is
+                                   not a Slurm job may have ibcrd send MUNGE
+                                   credentials (its leader); NULL = none */
 };
 
 /* What ibcrd does on a Slurm trigger (the values of on_timelimit, ...);

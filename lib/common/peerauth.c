@@ -1,10 +1,16 @@
-/* peerauth.c - see peerauth.h. */
+/* peerauth.c - see peerauth.h.
+ *
+ * Credentials are restricted to our own uid (MUNGE_OPT_UID_RESTRICTION):
+ * only root's ibcrd (our uid) may decode them, so a credential sent to a
+ * listener some user runs is of no use to that user, neither to read nor
+ * to replay elsewhere as its own. */
 #include "config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <munge.h>
 
@@ -26,7 +32,8 @@ struct peerauth *peerauth_create (const char *munge_socket)
         errno = ENOMEM;
         return NULL;
     }
-    if (munge_socket && munge_ctx_set (pa->ctx, MUNGE_OPT_SOCKET, munge_socket) != EMUNGE_SUCCESS) {
+    if ((munge_socket && munge_ctx_set (pa->ctx, MUNGE_OPT_SOCKET, munge_socket) != EMUNGE_SUCCESS)
+        || munge_ctx_set (pa->ctx, MUNGE_OPT_UID_RESTRICTION, (uid_t)geteuid ()) != EMUNGE_SUCCESS) {
         munge_ctx_destroy (pa->ctx);
         free (pa);
         errno = EINVAL;

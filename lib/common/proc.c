@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <fcntl.h>
+
+#include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <string.h>
@@ -69,4 +71,43 @@ pid_t proc_first_child_at (int procfd, pid_t pid)
         child = 0;
     fclose (f);
     return (pid_t)child;
+}
+
+int proc_ident (pid_t pid, struct proc_ident *id)
+{
+    char buf[1024], path[64], line[256];
+    const char *p = stat_fields (pid, buf, sizeof (buf));
+    unsigned long u[4];
+    int found = 0;
+    FILE *f;
+
+    /* Field 22 (starttime) is the 20th after the command name. */
+    if (!p || sscanf (p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                      "%*d %*d %*d %*d %llu", &id->start) != 1) {
+        errno = ESRCH;
+        return -1;
+    }
+    snprintf (path, sizeof (path), "/proc/%ld/status", (long)pid);
+    if (!(f = fopen (path, "re"))) {
+        errno = ESRCH;
+        return -1;
+    }
+    while (!found && fgets (line, sizeof (line), f))
+        found = sscanf (line, "Uid: %lu %lu %lu %lu", &u[0], &u[1], &u[2], &u[3]) == 4;
+    fclose (f);
+    if (!found) {
+        errno = ESRCH;
+        return -1;
+    }
+    for (int i = 0; i < 4; i++)
+        id->uid[i] = (uid_t)u[i];
+    return 0;
+}
+
+int proc_ident_all_uid (const struct proc_ident *id, uid_t uid)
+{
+    for (int i = 0; i < 4; i++)
+        if (id->uid[i] != uid)
+            return 0;
+    return 1;
 }

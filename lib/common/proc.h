@@ -23,4 +23,18 @@ pid_t proc_first_child (pid_t pid);
  * /proc was since covered by its PID namespace's own). */
 pid_t proc_first_child_at (int procfd, pid_t pid);
 
+/* Who a process is, to tell it from a later process with the same pid:
+ * its start time (clock ticks after boot) and its real, effective, saved
+ * and filesystem uids. */
+struct proc_ident {
+    unsigned long long start;
+    uid_t uid[4];
+};
+
+/* Fill id from /proc; 0, or -1 with errno (ESRCH: no such process). */
+int proc_ident (pid_t pid, struct proc_ident *id);
+
+/* Are all four uids of id equal to uid? */
+int proc_ident_all_uid (const struct proc_ident *id, uid_t uid);
+
 #endif

@@ -311,6 +311,7 @@ const char *proto_errname (int errnum)
     E (ERANGE); E (ENOSYS); E (ENOTSUP); E (EPROTO); E (EMSGSIZE);
     E (EBADMSG); E (EPROTONOSUPPORT); E (ECONNRESET); E (ECONNREFUSED);
     E (ETIMEDOUT); E (EALREADY); E (EINPROGRESS); E (ECANCELED); E (EROFS);
+    E (EUSERS);
     E (EDQUOT); E (ENOTCONN); E (EKEYREJECTED); E (ENOEXEC); E (ESTALE);
 #undef E
     default:

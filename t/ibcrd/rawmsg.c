@@ -8,10 +8,16 @@
  *   @half:TEXT  the header and half of TEXT, then the connection is closed
  *   @sleep:MS   wait
  *   @noreply:TEXT  TEXT sent as one frame, no reply expected
+ *   @drop:UID:GID  become UID:GID (no other groups) keeping the connection,
+ *               as a restored program holds a connection root made
+ *   @closed     expect ibcrd to close the connection (exit 1 if not)
+ *   @read       read and print one reply without sending anything
  * After each frame but @half and @noreply, one reply is read and printed on its own
  * line as compact JSON.  Exits 0 if every expected reply came.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +61,35 @@ int main (int argc, char **argv)
         const char *a = argv[i];
         json_object *r;
 
+        if (!strncmp (a, "@drop:", 6)) {
+            unsigned uid, gid;
+            if (sscanf (a + 6, "%u:%u", &uid, &gid) != 2 || setgroups (0, NULL) < 0
+                || setresgid (gid, gid, gid) < 0 || setresuid (uid, uid, uid) < 0) {
+                fprintf (stderr, "rawmsg: %s: %s\n", a, strerror (errno));
+                return 1;
+            }
+            continue;
+        }
+        if (!strcmp (a, "@read")) {
+            if (proto_recv_timeout (fd, 0, 10000, &r) < 0 || !r) {
+                fprintf (stderr, "rawmsg: nothing to read: %s\n",
+                         r ? "" : strerror (errno ? errno : ECONNRESET));
+                return 1;
+            }
+            printf ("%s\n", json_object_to_json_string_ext (r, JSON_C_TO_STRING_PLAIN));
+            fflush (stdout);
+            json_object_put (r);
+            continue;
+        }
+        if (!strcmp (a, "@closed")) {
+            char c;
+            if (read (fd, &c, 1) != 0) {
+                fprintf (stderr, "rawmsg: the connection is still open\n");
+                return 1;
+            }
+            printf ("closed\n");
+            continue;
+        }
         if (!strncmp (a, "@sleep:", 7)) {
             usleep (atoi (a + 7) * 1000);
             continue;
