@@ -35,6 +35,7 @@ PKGS=(
     munge slurmctld slurmd slurm-client
     # test tooling
     sharness iproute2 util-linux procps psmisc gdb xz-utils python3 nftables
+    python3-xxhash
     # CRIU build dependencies (see TESTBED.md)
     libbsd-dev libcap-dev libgnutls28-dev libnet1-dev libnftables-dev
     libnl-3-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler
@@ -92,48 +93,78 @@ criu_works() {
     "$c" check >/dev/null 2>&1
 }
 
+# pycriu (CRIU's Python image library, from the same source) for the tests
+# that alter images the way a hostile job could (t/criu/forge.py), for
+# Debian's /usr/bin/python3.
+pycriu_ok() { /usr/bin/python3 -c 'import pycriu.images, xxhash' >/dev/null 2>&1; }
+
+work=${IBCR_DEPS_WORK:-/var/tmp/ibcr-criu-build}
+
+# criu_source: CRIU's source unpacked in $work/src/build.
+criu_source() {
+    [ -f "$work/src/build/Makefile" ] && return 0
+    mkdir -p "$work/lists/partial" "$work/src"
+    # A deb-src entry for sid that reuses the URIs of this machine's own sources.
+    uris=$( { cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n';
+              cat /etc/apt/sources.list 2>/dev/null | awk '/^deb /{for(i=2;i<=NF;i++) if ($i ~ /^(https?|file):/) {print $i; break}}'; } \
+            | awk 'NF && tolower($0) !~ /security/' | sort -u || true)
+    [ -n "$uris" ] || die "cannot find a Debian mirror URI in /etc/apt/sources.list{,.d}: add one, or install CRIU >= 4.1 and set IBCR_CRIU"
+    srclist=$work/sid-src.sources
+    {
+        echo "Types: deb-src"
+        echo "URIs: $(echo $uris)"
+        echo "Suites: sid"
+        echo "Components: main"
+        echo "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+    } > "$srclist"
+    # Valid-Until is not checked: the machine may reach the archive through a
+    # dated snapshot whose sid Release file is past its date; signatures and
+    # file hashes are still verified.
+    aptopts=(-o "Dir::Etc::SourceList=$srclist" -o "Dir::Etc::SourceParts=-"
+             -o "Acquire::Check-Valid-Until=false"
+             -o "Dir::State::Lists=$work/lists" -o "APT::Sandbox::User=root")
+    apt-get "${aptopts[@]}" update -qq || die "apt-get update of the sid deb-src list failed (URIs: $uris)"
+    (
+        cd "$work/src"
+        if ! ls criu_*.orig.tar.* >/dev/null 2>&1; then
+            apt-get "${aptopts[@]}" source --download-only criu >/dev/null 2>&1 || true
+        fi
+        tarball=$(ls -1 criu_*.orig.tar.* 2>/dev/null | sort -V | tail -1)
+        [ -n "$tarball" ] || die "could not download CRIU's source from Debian sid; install CRIU >= 4.1 by hand and set IBCR_CRIU=/path/to/criu"
+        say "unpacking $tarball"
+        rm -rf build && mkdir build
+        tar -xf "$tarball" -C build --strip-components=1
+    )
+}
+
+ensure_pycriu() {
+    pycriu_ok && return 0
+    criu_source
+    make -C "$work/src/build" -j"$(nproc)" lib >"$work/src/pycriu.log" 2>&1 ||
+        { tail -20 "$work/src/pycriu.log" >&2; die "building pycriu failed, see $work/src/pycriu.log"; }
+    site=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])')
+    mkdir -p "$site"
+    rm -rf "$site/pycriu"
+    cp -r "$work/src/build/lib/pycriu" "$site/pycriu"
+    pycriu_ok || die "installed pycriu in $site but /usr/bin/python3 cannot import it"
+    say "pycriu ok: $site/pycriu"
+}
+
 for c in "${IBCR_CRIU:-}" "$criu_bin" "$(command -v criu 2>/dev/null || true)"; do
     [ -n "$c" ] || continue
     if criu_works "$c"; then
         say "CRIU ok: $c ($("$c" --version | head -1))"
+        ensure_pycriu
         exit 0
     fi
 done
 
 say "no working CRIU >= 4.1 found; building one from Debian's source archive (sid)"
-work=${IBCR_DEPS_WORK:-/var/tmp/ibcr-criu-build}
-mkdir -p "$work/lists/partial" "$work/src"
-
-# A deb-src entry for sid that reuses the URIs of this machine's own sources.
-uris=$( { cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n';
-          cat /etc/apt/sources.list 2>/dev/null | awk '/^deb /{for(i=2;i<=NF;i++) if ($i ~ /^(https?|file):/) {print $i; break}}'; } \
-        | awk 'NF && tolower($0) !~ /security/' | sort -u || true)
-[ -n "$uris" ] || die "cannot find a Debian mirror URI in /etc/apt/sources.list{,.d}: add one, or install CRIU >= 4.1 and set IBCR_CRIU"
-srclist=$work/sid-src.sources
-{
-    echo "Types: deb-src"
-    echo "URIs: $(echo $uris)"
-    echo "Suites: sid"
-    echo "Components: main"
-    echo "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
-} > "$srclist"
-# Valid-Until is not checked: the machine may reach the archive through a
-# dated snapshot whose sid Release file is past its date; signatures and
-# file hashes are still verified.
-aptopts=(-o "Dir::Etc::SourceList=$srclist" -o "Dir::Etc::SourceParts=-"
-         -o "Acquire::Check-Valid-Until=false"
-         -o "Dir::State::Lists=$work/lists" -o "APT::Sandbox::User=root")
-apt-get "${aptopts[@]}" update -qq || die "apt-get update of the sid deb-src list failed (URIs: $uris)"
+criu_source
 cd "$work/src"
-if ! ls criu_*.orig.tar.* >/dev/null 2>&1; then
-    apt-get "${aptopts[@]}" source --download-only criu >/dev/null 2>&1 || true
-fi
-tarball=$(ls -1 criu_*.orig.tar.* 2>/dev/null | sort -V | tail -1)
-[ -n "$tarball" ] || die "could not download CRIU's source from Debian sid; install CRIU >= 4.1 by hand and set IBCR_CRIU=/path/to/criu"
-say "building from $tarball"
-rm -rf build && mkdir build
-tar -xf "$tarball" -C build --strip-components=1
+say "building CRIU"
 make -C build -j"$(nproc)" criu >build.log 2>&1 || { tail -30 build.log >&2; die "CRIU build failed, see $work/src/build.log"; }
 install -D -m 0755 build/criu/criu "$criu_bin"
 criu_works "$criu_bin" || { "$criu_bin" check >&2 || true; die "built $criu_bin but 'criu check' fails"; }
 say "CRIU ok: $criu_bin ($("$criu_bin" --version | head -1))"
+ensure_pycriu

@@ -20,6 +20,7 @@
 #include "common/criu.h"
 #include "common/log.h"
 #include "common/proto.h"
+#include "common/safedir.h"
 #include "common/store.h"
 #include "common/taskns.h"
 #include "gen.h"
@@ -158,24 +159,6 @@ int genl_release (struct gen *g)
     return 0;
 }
 
-static int mkdir_p (const char *path, mode_t mode)
-{
-    char buf[PATH_MAX];
-
-    if (snprintf (buf, sizeof (buf), "%s", path) >= (int)sizeof (buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir (buf, mode) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* "file[MNT:INO]", CRIU's name for an open file it must leave out of the
  * image (--external) and take back from the restorer (--inherit-fd), for
  * fd of pid when that is a file or a device; 0, or -1 (a pipe, a socket). */
@@ -212,18 +195,28 @@ static int task_in_ns (const struct gen_task *t)
 
 /* The image folder of one task, made by root and given to the user whose
  * criu writes into it; never following a link. */
-static int task_dir (struct gen *g, const struct gen_task *t, const char *dir)
+static int task_dir (struct gen *g, const struct gen_task *t, char *err, size_t len)
 {
-    int fd;
+    char name[32], why[1024];
+    int gfd, fd, saved;
 
-    if (mkdir_p (dir, 0700) < 0)
+    /* <staging>/<job>/gen-N: root's on every component (safedir.h). */
+    if (safedir_ensure (g->staging, 0700, why, sizeof (why)) < 0
+        || (gfd = safedir_open (g->staging, why, sizeof (why))) < 0) {
+        snprintf (err, len, "cannot create staging folder: %s", why);
         return -1;
-    if ((fd = open (dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-        return -1;
-    if (task_in_ns (t) && fchown (fd, g->uid, g->gid) < 0) {
-        int e = errno;
-        close (fd);
-        errno = e;
+    }
+    snprintf (name, sizeof (name), "task-%d", t->rank);
+    fd = safedir_mkdirat (gfd, name, 0700, NULL);
+    saved = errno;
+    close (gfd);
+    if (fd < 0 || (task_in_ns (t) && fchown (fd, g->uid, g->gid) < 0)) {
+        if (fd >= 0)
+            saved = errno;
+        snprintf (err, len, "cannot create staging folder %.1200s/%s: %s", g->staging, name,
+                  strerror (saved));
+        if (fd >= 0)
+            close (fd);
         return -1;
     }
     close (fd);
@@ -255,10 +248,8 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
     snprintf (r->log, sizeof (r->log), "%s/%s/dump-gen-%d-rank-%d.log", g->conf->staging,
               g->job, g->gen, t->rank);
     snprintf (pid, sizeof (pid), "%ld", (long)(in_ns ? taskns_nspid (t->pid) : t->pid));
-    if (task_dir (g, t, dir) < 0) {
-        snprintf (err, errlen, "cannot create staging folder %.1200s: %s", dir, strerror (errno));
+    if (task_dir (g, t, err, errlen) < 0)
         return -1;
-    }
     argv[ac++] = g->conf->criu;
     argv[ac++] = "dump";
     argv[ac++] = "-t";

@@ -24,10 +24,18 @@ static int copy_file (int sdir, int ddir, const char *name, char *buf, int compr
 {
     char zname[300];
     int in, out, saved;
+    struct stat isb;
 
     snprintf (zname, sizeof (zname), "%s%s", name, compress ? ".zst" : "");
-    if ((in = openat (sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    /* The task folder is the job user's (their criu wrote it): a file
+     * swapped for a FIFO or a device must not block or be read. */
+    if ((in = openat (sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
         return -1;
+    if (fstat (in, &isb) < 0 || !S_ISREG (isb.st_mode)) {
+        close (in);
+        errno = EINVAL;
+        return -1;
+    }
     if ((out = openat (ddir, zname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                        0600)) < 0) {
         saved = errno;
@@ -175,11 +183,18 @@ int imgcopy_dir (const char *src, const char *dst, int compress, uint64_t *bytes
     *bytes = 0;
     /* Staging and the generation are root's: opened through trusted
      * folders only, and the task folder below by fd, never followed. */
-    if ((sdir = safedir_open (src, why, sizeof (why))) < 0) {
+    /* The generation's staging is root's; the task folder in it belongs
+     * to the job's user, whose criu wrote it: opened by fd, never
+     * followed, and only regular files are read from it. */
+    if ((pdir = parent_open (src, parent, sizeof (parent), &name, why, sizeof (why))) < 0
+        || (sdir = openat (pdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
         saved = errno;
-        snprintf (err, len, "cannot open the images %s: %s", src, why);
+        snprintf (err, len, "cannot open the images %s: %s", src,
+                  pdir < 0 ? why : strerror (saved));
         goto out;
     }
+    close (pdir);
+    pdir = -1;
     if ((pdir = parent_open (dst, parent, sizeof (parent), &name, why, sizeof (why))) < 0
         || (ddir = safedir_mkdirat (pdir, name, 0700, NULL)) < 0) {
         saved = errno;

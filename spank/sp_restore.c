@@ -33,6 +33,7 @@
 #include "common/manifest.h"
 #include "common/proto.h"
 #include "common/proc.h"
+#include "common/safedir.h"
 #include "common/store.h"
 #include "common/taskns.h"
 #include "common/criu.h"
@@ -200,24 +201,6 @@ out:
 
 /* The first lines of criu's log that say "Error", joined. */
 
-static int sp_restore_mkdirs (const char *path)
-{
-    char buf[PATH_MAX];
-
-    snprintf (buf, sizeof (buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir (buf, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir (buf, 0700) < 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
@@ -267,38 +250,74 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[4])
     return 0;
 }
 
+/* The real uid and gid of the task process, which is the job's user by
+ * now (slurmstepd made it so); -1 when it is gone. */
+static int sp_restore_ids (pid_t task, uid_t *uid, gid_t *gid)
+{
+    char path[64], line[256];
+    FILE *f;
+
+    *uid = (uid_t)-1;
+    *gid = (gid_t)-1;
+    snprintf (path, sizeof (path), "/proc/%ld/status", (long)task);
+    if (!(f = fopen (path, "re")))
+        return -1;
+    while (fgets (line, sizeof (line), f)) {
+        unsigned long v;
+        if (sscanf (line, "Uid: %lu", &v) == 1)
+            *uid = (uid_t)v;
+        else if (sscanf (line, "Gid: %lu", &v) == 1)
+            *gid = (gid_t)v;
+    }
+    fclose (f);
+    return *uid == (uid_t)-1 || *gid == (gid_t)-1 ? -1 : 0;
+}
+
+/* CRIU's work folder for this restore (its stats file; the images are
+ * root's and read-only to the job): <workdir>/<log name>.work, made by
+ * root through trusted folders and given to the user.  0 or -1. */
+static int sp_restore_workdir (const struct sp_restore_plan *plan, uid_t uid, gid_t gid,
+                               char *path, size_t len, char *err, size_t errlen)
+{
+    const char *base = strrchr (plan->log, '/');
+    char name[256];
+    int dfd, fd;
+
+    base = base ? base + 1 : plan->log;
+    snprintf (name, sizeof (name), "%.200s.work", base);
+    if ((size_t)snprintf (path, len, "%s/%s", plan->workdir, name) >= len) {
+        snprintf (err, errlen, "criu's work folder path is too long");
+        return -1;
+    }
+    if ((dfd = safedir_open (plan->workdir, err, errlen)) < 0)
+        return -1;
+    (void)safedir_rmtreeat (dfd, name);
+    if ((fd = safedir_mkdirat (dfd, name, 0700, NULL)) < 0 || fchown (fd, uid, gid) < 0) {
+        snprintf (err, errlen, "cannot make criu's work folder %.1500s: %s", path, strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        close (dfd);
+        return -1;
+    }
+    close (fd);
+    close (dfd);
+    return 0;
+}
+
 /* PID 1 of the restored task's new namespaces (taskns.h), root until
  * the tree is checked: mount /proc, run CRIU as the task's user (PID 2),
  * check what it restored, let it run, then hold it as sp_ns's holder
  * does.  Writes "O" or "E<why>" on res; never returns. */
 static void __attribute__ ((noreturn))
-sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, int res,
-                   char *const argv[], const int fds[4])
+sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, uid_t uid, gid_t gid,
+                   int res, char *const argv[], const int fds[4])
 {
     struct taskns_as as = { .cred_pid = task };
-    char err[2048], errs[1500], buf[64];
+    char err[2048], errs[1500];
     int keep[4], nkeep = 0, status;
     pid_t criu, init = 0;
-    uid_t uid;
-    gid_t gid;
-    FILE *f;
 
     (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
-    /* The task process is the job's user by now: its ids are the job's. */
-    snprintf (buf, sizeof (buf), "/proc/%ld/status", (long)task);
-    uid = (uid_t)-1;
-    gid = (gid_t)-1;
-    if ((f = fopen (buf, "re"))) {
-        char line[256];
-        while (fgets (line, sizeof (line), f)) {
-            unsigned long v;
-            if (sscanf (line, "Uid: %lu", &v) == 1)
-                uid = (uid_t)v;
-            else if (sscanf (line, "Gid: %lu", &v) == 1)
-                gid = (gid_t)v;
-        }
-        fclose (f);
-    }
     as.uid = uid;
     /* The task's /proc: read through it from here on (it covers the
      * host's only in this mount namespace). */
@@ -356,10 +375,12 @@ sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, int res,
 static void __attribute__ ((noreturn))
 sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
 {
-    char inherit[4][PATH_MAX + 32], err[2048] = "";
+    char inherit[4][PATH_MAX + 32], err[2048] = "", work[PATH_MAX];
     const char *argv[32];
     int fds[4], res[2], ninh = 0, ac = 0, nul, fd;
     pid_t task, holder;
+    uid_t uid;
+    gid_t gid;
 
     (void)prctl (PR_SET_NAME, "ibcr-restorer", 0, 0, 0);
     (void)prctl (PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
@@ -398,9 +419,14 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
                           err);
         _exit (SP_RESTORE_EXIT);
     }
-    if (sp_restore_mkdirs (plan->workdir) < 0) {
-        sp_restore_reply (sock, 'E', "cannot make %s for criu's log: %s", plan->workdir,
-                          strerror (errno));
+    if (sp_restore_ids (task, &uid, &gid) < 0) {
+        sp_restore_reply (sock, 'E', "the task process %ld is gone", (long)task);
+        _exit (SP_RESTORE_EXIT);
+    }
+    /* Root's folder for criu's log, made or checked like staging. */
+    if (safedir_ensure (plan->workdir, 0700, err, sizeof (err)) < 0
+        || sp_restore_workdir (plan, uid, gid, work, sizeof (work), err, sizeof (err)) < 0) {
+        sp_restore_reply (sock, 'E', "%s", err);
         _exit (SP_RESTORE_EXIT);
     }
     (void)unlink (plan->log);
@@ -410,6 +436,8 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
     argv[ac++] = plan->imgdir;
     argv[ac++] = "-o";
     argv[ac++] = plan->log;
+    argv[ac++] = "-W";
+    argv[ac++] = work;
     /* CRIU runs as PID 2 of the new namespace (taskns.h): the restored
      * init becomes the holder's child, stopped until it was checked. */
     argv[ac++] = "--restore-detached";
@@ -459,7 +487,7 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
     if (holder == 0) {
         (void)close (sock);
         (void)close (res[0]);
-        sp_restore_holder (plan, task, res[1], (char *const *)argv, fds);
+        sp_restore_holder (plan, task, uid, gid, res[1], (char *const *)argv, fds);
     }
     for (fd = 0; fd <= 3; fd++)
         if (fds[fd] >= 0)

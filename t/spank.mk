@@ -14,7 +14,9 @@ TESTS += \
 	t4010-spank-stream.t \
 	t4011-spank-stream-triggers.t \
 	t4012-spank-late-conf.t \
-	t4013-spank-users.t
+	t4013-spank-users.t \
+	t4014-spank-forged.t
 
 # Helpers the t40NN-spank tests source.
 EXTRA_DIST += spank/lib.sh
+EXTRA_DIST += criu/forge.py

@@ -12,6 +12,8 @@
 #     PYTHON3   python3 and stdbuf (test peers and drivers written in python)
 #     OTHERS    an unprivileged user (nobody) can reach the build tree, as
 #               tests that run jobs or commands as other users need
+#     PYCRIU    Debian's /usr/bin/python3 imports CRIU's pycriu and xxhash
+#               (t/criu/forge.py; contrib/deps.sh installs both)
 #     USERS     OTHERS, and the two ordinary test users that contrib/deps.sh
 #               creates: IBCR_USER1/IBCR_UID1/IBCR_GID1 (ibcr-user1, the
 #               job's owner) and IBCR_USER2/IBCR_UID2/IBCR_GID2 (ibcr-user2,
@@ -51,7 +53,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -109,6 +111,11 @@ ibcr_prereq_check_() {
 	ibcr_prereq_cmds_ PERFTEST ib_send_bw
 	ibcr_prereq_cmds_ IBVUTILS ibv_rc_pingpong
 	ibcr_prereq_cmds_ PYTHON3 python3 stdbuf
+	if /usr/bin/python3 -c 'import pycriu.images, xxhash' >/dev/null 2>&1; then
+		ibcr_prereq_set_ PYCRIU
+	else
+		ibcr_prereq_missing_ PYCRIU "/usr/bin/python3 cannot import pycriu and xxhash (run contrib/deps.sh)"
+	fi
 
 	# Jobs and commands run as other users must reach the build tree
 	# (binaries, scripts in trash directories): a clone under a private

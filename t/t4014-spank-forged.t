@@ -1,0 +1,127 @@
+#!/bin/sh
+test_description='spank: a forged image never restores as more than its user
+
+An image is the job user'"'"'s data: CRIU'"'"'s parasite runs inside the user'"'"'s
+process while it is dumped, so whatever the image says is what the user
+could have made it say.  ibcr restores it with CRIU running as the job'"'"'s
+user (CAP_CHECKPOINT_RESTORE only) inside the task'"'"'s namespaces, and
+checks the restored tree before it runs.  Each case here commits a real
+generation of a job of ibcr-user1, alters it the way a hostile job could
+(t/criu/forge.py, checksums recomputed), requeues the job and requires
+that nothing of it runs with more than ibcr-user1 has: uid 0 in the
+credentials, a capability, an fd on a file only root may read.  Each is
+refused with a clear message and the job fails; a clean generation of the
+same job restores.'
+
+. $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
+ibcr_require ROOT SLURM CRIU USERS PYCRIU
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+preload=$plugin
+IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
+conf=$IBCRD_RUN/ibcrd/n1/ibcrd.conf
+FORGE=$SHARNESS_TEST_SRCDIR/criu/forge.py
+
+spank_write_counter
+
+checkpoint() {
+	"$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint "$1" --wait
+}
+
+# run_job: a counting job of ibcr-user1, checkpointed once; prints its id.
+run_job() {
+	rm -f app.out app.err &&
+	rj=$(sbatch --parsable --uid="$IBCR_USER1" --gid="$IBCR_USER1" -N1 -o job.out job.sh) &&
+	spank_wait_lines app.out 10 &&
+	checkpoint $rj >/dev/null &&
+	echo $rj
+}
+
+# requeue_now JOB: requeue it and start it again without the 120 s wait.
+requeue_now() {
+	scontrol requeue "$1" &&
+	ibcr_wait_for 30 sh -c "scontrol -o show job $1 | grep -q JobState=PENDING" &&
+	mv app.out app.out.1 && mv app.err app.err.1 &&
+	scontrol update jobid="$1" StartTime=now
+}
+
+# refused JOB WHAT: the requeued JOB failed, its task saying WHAT, and no
+# line was counted after the requeue.
+refused() {
+	slurm_wait_job "$1" FAILED 60 &&
+	cat app.err | ibcr_diag &&
+	grep "ibcr: job $1 step 0 task 0 on n1: cannot restore generation 1: .*$2" app.err &&
+	! test -s app.out
+}
+
+test_expect_success 'start a 1-node cluster and its ibcrd' '
+	ibcr_atexit ibcrd_stop_all &&
+	ibcrd_start_node n1 &&
+	spank_plugstack "$plugin" "$preload" &&
+	SLURM_PLUGSTACK=plugstack.conf slurm_start 1 &&
+	chown "$IBCR_USER1" . &&
+	cat >job.sh <<-\EOF &&
+	#!/bin/sh
+	srun -n 1 --checkpoint-ib -o app.out -e app.err ./counter.sh 100
+	EOF
+	chmod +x job.sh &&
+	# A file only root may read, for the forged fd.
+	echo "root only" >secret && chmod 0600 secret
+'
+
+gen1() {
+	echo "$IBCRD_RUN/ibcrd/n1/storage/local/$1/gen-1"
+}
+
+test_expect_success 'the job'"'"'s user cannot alter a committed generation' '
+	job=$(run_job) &&
+	g=$(gen1 $job) &&
+	test "$(stat -c %U "$g/task-0")" = root &&
+	! setpriv --reuid="$IBCR_USER1" --regid="$IBCR_USER1" --clear-groups \
+		sh -c "echo x >>\"$g/manifest.json\"" 2>/dev/null &&
+	scancel $job && slurm_wait_job $job CANCELLED 30
+'
+
+test_expect_success 'credentials forged to uid 0: CRIU, running as the user, cannot take them' '
+	job=$(run_job) &&
+	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 creds &&
+	requeue_now $job &&
+	refused $job "criu restore of .* failed" &&
+	! pgrep -u 0 -f counter.sh
+'
+
+test_expect_success 'a forged capability: the restored tree is refused before it runs' '
+	job=$(run_job) &&
+	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 caps &&
+	requeue_now $job &&
+	refused $job "generation refused: restored process [0-9]* has capabilities" &&
+	! pgrep -f counter.sh
+'
+
+test_expect_success 'an fd forged onto a root-only file: CRIU, as the user, cannot open it' '
+	job=$(run_job) &&
+	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 file counter.sh "$PWD/secret" &&
+	requeue_now $job &&
+	refused $job "criu restore of .* failed" &&
+	! pgrep -f counter.sh
+'
+
+test_expect_success 'the same job, not forged: restored as its user, with no capability' '
+	job=$(run_job) &&
+	requeue_now $job &&
+	spank_wait_lines app.out 5 &&
+	test "$(head -n 1 app.out)" -gt 10 &&
+	app=$(pgrep -u "$IBCR_UID1" -f counter.sh | head -n 1) &&
+	test -n "$app" &&
+	grep "^Uid:[[:space:]]*$IBCR_UID1[[:space:]]*$IBCR_UID1[[:space:]]*$IBCR_UID1[[:space:]]*$IBCR_UID1$" /proc/$app/status &&
+	grep "^CapEff:[[:space:]]*0000000000000000$" /proc/$app/status &&
+	grep "^CapPrm:[[:space:]]*0000000000000000$" /proc/$app/status &&
+	slurm_wait_job $job COMPLETED 60
+'
+
+test_expect_success 'slurm_stop' '
+	slurm_stop
+'
+
+test_done
