@@ -225,7 +225,9 @@ int cli_restart (struct cli *c, int argc, char **argv)
     }
     job = argv[optind];
     if (geteuid () != 0) {
-        cli_error ("ibcr restart needs root: CRIU restores the task into a new PID namespace");
+        cli_error ("ibcr restart is root's (it makes the task's namespaces); as an ordinary "
+                   "user, requeue your Slurm job (scontrol requeue): it restores itself "
+                   "from its newest generation (spank-ibcr(8))");
         return CLI_DENIED;
     }
     /* The newest generation is restored while its checksums are checked;

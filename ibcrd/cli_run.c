@@ -182,8 +182,9 @@ int cli_run (struct cli *c, int argc, char **argv)
         return CLI_USAGE;
     }
     if (geteuid () != 0) {
-        cli_error ("ibcr run needs root: the task gets its own PID namespace and CRIU "
-                   "checkpoints it (run it with sudo, or use Slurm's --checkpoint-ib)");
+        cli_error ("ibcr run is root's (it makes the task's namespaces); as an ordinary "
+                   "user, protect your program under Slurm: srun or sbatch --checkpoint-ib "
+                   "(spank-ibcr(8))");
         return CLI_DENIED;
     }
     if (access (libibcr_path (), R_OK) < 0) {

@@ -109,9 +109,9 @@ test_expect_success 'user B cannot checkpoint job sa or resume it: for B there i
 
 test_expect_success 'ibcr run and restart as a user are refused: they need root' '
 	test_expect_code 6 as $UA "$IBCR" --socket "$(ibcrd_sock a)" run -- true 2>err &&
-	grep "ibcr run needs root" err &&
+	grep "ibcr run is root.s (it makes the task.s namespaces); as an ordinary user, protect your program under Slurm: srun or sbatch --checkpoint-ib" err &&
 	test_expect_code 6 as $UA "$IBCR" --socket "$(ibcrd_sock a)" restart jobA 2>err &&
-	grep "ibcr restart needs root" err
+	grep "ibcr restart is root.s (it makes the task.s namespaces); as an ordinary user, requeue your Slurm job" err
 '
 
 test_expect_success 'user B cannot join job sa (its "sa" is its own), claim a process of A, or register for uid A' '

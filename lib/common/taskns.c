@@ -139,14 +139,18 @@ int taskns_own_mnt (pid_t pid)
     return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
 }
 
-/* Become uid with cred_pid's gid and groups and CRIU's capabilities. */
-static int take_creds (const struct taskns_as *as, char *err, size_t len)
+struct creds {
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[256];
+    size_t ng;
+};
+
+/* as->uid with cred_pid's gid and groups, read from /proc (before any
+ * setns: the task's namespace has a /proc of its own). */
+static int read_creds (const struct taskns_as *as, struct creds *c, char *err, size_t len)
 {
     char buf[4096], *p, *end;
-    gid_t groups[256], gid;
-    size_t ng = 0;
-    cap_value_t caps[] = { CAP_CHECKPOINT_RESTORE, CAP_SETPCAP };
-    cap_t c;
 
     if (status_field (as->cred_pid, "Uid", buf, sizeof (buf)) < 0
         || ids_are (buf, as->uid) < 0) {
@@ -158,45 +162,57 @@ static int take_creds (const struct taskns_as *as, char *err, size_t len)
         snprintf (err, len, "cannot read the groups of process %ld", (long)as->cred_pid);
         return -1;
     }
-    gid = (gid_t)strtoul (buf, NULL, 10);
+    c->uid = as->uid;
+    c->gid = (gid_t)strtoul (buf, NULL, 10);
+    c->ng = 0;
     if (status_field (as->cred_pid, "Groups", buf, sizeof (buf)) < 0)
         buf[0] = '\0';
-    for (p = buf; *p && ng < sizeof (groups) / sizeof (groups[0]); p = end) {
+    for (p = buf; *p && c->ng < sizeof (c->groups) / sizeof (c->groups[0]); p = end) {
         unsigned long g = strtoul (p, &end, 10);
         if (end == p)
             break;
-        groups[ng++] = (gid_t)g;
+        c->groups[c->ng++] = (gid_t)g;
     }
-    if (setgroups (ng, groups) < 0 || prctl (PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0
-        || setresgid (gid, gid, gid) < 0 || setresuid (as->uid, as->uid, as->uid) < 0) {
-        snprintf (err, len, "cannot become uid %lu gid %lu: %s", (unsigned long)as->uid,
-                  (unsigned long)gid, strerror (errno));
+    return 0;
+}
+
+/* Become c's ids, keeping CRIU's capabilities. */
+static int take_creds (const struct creds *c, char *err, size_t len)
+{
+    cap_value_t caps[] = { CAP_CHECKPOINT_RESTORE, CAP_SETPCAP };
+    cap_t cp;
+
+    if (setgroups (c->ng, c->groups) < 0 || prctl (PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0
+        || setresgid (c->gid, c->gid, c->gid) < 0 || setresuid (c->uid, c->uid, c->uid) < 0) {
+        snprintf (err, len, "cannot become uid %lu gid %lu: %s", (unsigned long)c->uid,
+                  (unsigned long)c->gid, strerror (errno));
         return -1;
     }
-    if (!(c = cap_init ())
-        || cap_set_flag (c, CAP_PERMITTED, 2, caps, CAP_SET) < 0
-        || cap_set_flag (c, CAP_EFFECTIVE, 2, caps, CAP_SET) < 0
-        || cap_set_flag (c, CAP_INHERITABLE, 2, caps, CAP_SET) < 0 || cap_set_proc (c) < 0
+    if (!(cp = cap_init ())
+        || cap_set_flag (cp, CAP_PERMITTED, 2, caps, CAP_SET) < 0
+        || cap_set_flag (cp, CAP_EFFECTIVE, 2, caps, CAP_SET) < 0
+        || cap_set_flag (cp, CAP_INHERITABLE, 2, caps, CAP_SET) < 0 || cap_set_proc (cp) < 0
         || cap_set_ambient (CAP_CHECKPOINT_RESTORE, CAP_SET) < 0
         || cap_set_ambient (CAP_SETPCAP, CAP_SET) < 0) {
         snprintf (err, len, "cannot give criu CAP_CHECKPOINT_RESTORE (kernel >= 5.9 "
                   "needed): %s", strerror (errno));
-        if (c)
-            cap_free (c);
+        if (cp)
+            cap_free (cp);
         return -1;
     }
-    cap_free (c);
+    cap_free (cp);
     return 0;
 }
 
 int taskns_drop (pid_t cred_pid, uid_t uid, char *err, size_t len)
 {
     struct taskns_as as = { .cred_pid = cred_pid, .uid = uid };
+    struct creds cr;
     cap_t c;
 
     if (uid == 0)
         return 0;
-    if (take_creds (&as, err, len) < 0)
+    if (read_creds (&as, &cr, err, len) < 0 || take_creds (&cr, err, len) < 0)
         return -1;
     /* Nothing kept: an empty set, ambient cleared with it. */
     if (!(c = cap_init ()) || cap_set_proc (c) < 0 || cap_reset_ambient () < 0) {
@@ -213,11 +229,14 @@ int taskns_drop (pid_t cred_pid, uid_t uid, char *err, size_t len)
 int taskns_become (const struct taskns_as *as, char *err, size_t len)
 {
     int own = as->ns_pid > 0 ? taskns_own_mnt (as->ns_pid) : 0;
+    struct creds cr;
 
     if (own < 0) {
         snprintf (err, len, "process %ld is gone", (long)as->ns_pid);
         return -1;
     }
+    if (as->uid != 0 && read_creds (as, &cr, err, len) < 0)
+        return -1;
     if (own) {
         char path[64];
         int pfd, mfd, status;
@@ -248,7 +267,7 @@ int taskns_become (const struct taskns_as *as, char *err, size_t len)
             _exit (WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status));
         }
     }
-    if (as->uid != 0 && take_creds (as, err, len) < 0)
+    if (as->uid != 0 && take_creds (&cr, err, len) < 0)
         return -1;
     /* After the credentials: changing them clears it. */
     (void)prctl (PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
