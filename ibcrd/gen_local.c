@@ -200,8 +200,10 @@ static int task_dir (struct gen *g, const struct gen_task *t, char *err, size_t 
     char name[32], why[1024];
     int gfd, fd, saved;
 
-    /* <staging>/<job>/gen-N: root's on every component (safedir.h). */
-    if (safedir_ensure (g->staging, 0700, why, sizeof (why)) < 0
+    /* <staging>/<job>/gen-N: root's on every component (safedir.h);
+     * 0711, so the user's criu reaches its own task folder in it, and
+     * nothing else. */
+    if (safedir_ensure (g->staging, 0711, why, sizeof (why)) < 0
         || (gfd = safedir_open (g->staging, why, sizeof (why))) < 0) {
         snprintf (err, len, "cannot create staging folder: %s", why);
         return -1;

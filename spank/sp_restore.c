@@ -291,6 +291,13 @@ static int sp_restore_workdir (const struct sp_restore_plan *plan, uid_t uid, gi
     }
     if ((dfd = safedir_open (plan->workdir, err, errlen)) < 0)
         return -1;
+    /* Root's, and only traversable by others: each user's criu reaches
+     * its own work folder in it. */
+    if (fchmod (dfd, 0711) < 0) {
+        snprintf (err, errlen, "cannot set the mode of %.1500s: %s", plan->workdir, strerror (errno));
+        close (dfd);
+        return -1;
+    }
     (void)safedir_rmtreeat (dfd, name);
     if ((fd = safedir_mkdirat (dfd, name, 0700, NULL)) < 0 || fchown (fd, uid, gid) < 0) {
         snprintf (err, errlen, "cannot make criu's work folder %.1500s: %s", path, strerror (errno));
@@ -319,11 +326,11 @@ sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, uid_t uid, gi
 
     (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
     as.uid = uid;
-    /* The task's /proc: read through it from here on (it covers the
-     * host's only in this mount namespace). */
-    if (uid == (uid_t)-1 || taskns_setup_proc (0, err, sizeof (err)) < 0) {
+    /* The task's ids first: once the namespace's /proc is mounted, this
+     * process no longer sees the task process in it. */
+    if (taskns_load_ids (&as, err, sizeof (err)) < 0 || taskns_setup_proc (0, err, sizeof (err)) < 0) {
         dprintf (res, "Ecannot set up the restored task's namespace: %s",
-                 uid == (uid_t)-1 ? "the task is gone" : err);
+                 err);
         _exit (SP_RESTORE_EXIT);
     }
     for (int i = 0; i < 4; i++)
@@ -360,7 +367,7 @@ sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, uid_t uid, gi
                  "(%s); nothing of it ran", err, plan->imgdir);
         _exit (SP_RESTORE_EXIT);
     }
-    if (taskns_drop (task, uid, err, sizeof (err)) < 0) {
+    if (taskns_drop (&as, err, sizeof (err)) < 0) {
         taskns_signal_tree (init, SIGKILL);
         dprintf (res, "E%s", err);
         _exit (SP_RESTORE_EXIT);

@@ -103,7 +103,7 @@ test_expect_success IBCRD 'above the init is the task process Slurm knows, a chi
 
 test_expect_success IBCRD 'task, init and application stay in the step cgroup' '
 	get cgroup_self p.out >cg.app &&
-	grep ":freezer:$IBCR_CGROUP_PREFIX/slurm_n1/uid_0/job_[0-9]*/step_0" cg.app &&
+	grep ":freezer:$IBCR_CGROUP_PREFIX/slurm_n1/uid_$IBCR_JOB_UID/job_[0-9]*/step_0" cg.app &&
 	test "$(get "cgroup_$(get parent p.out)" p.out)" = "$(cat cg.app)" &&
 	test "$(get "cgroup_$(get grandparent p.out)" p.out)" = "$(cat cg.app)"
 '

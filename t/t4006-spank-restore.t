@@ -75,7 +75,7 @@ test_expect_success 'the next run restores it: the count goes on, not from 1' '
 '
 
 test_expect_success 'the restored processes are in the new step'"'"'s cgroups' '
-	step=/sys/fs/cgroup/freezer$IBCR_CGROUP_PREFIX/slurm_n1/uid_0/job_$jobid/step_0 &&
+	step=/sys/fs/cgroup/freezer$IBCR_CGROUP_PREFIX/slurm_n1/uid_$IBCR_JOB_UID/job_$jobid/step_0 &&
 	pids=$(find "$step" -name cgroup.procs -exec cat {} +) &&
 	found_init= && found_app= && found_task= &&
 	for p in $pids; do

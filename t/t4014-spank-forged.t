@@ -32,7 +32,7 @@ checkpoint() {
 # run_job: a counting job of ibcr-user1, checkpointed once; prints its id.
 run_job() {
 	rm -f app.out app.err &&
-	rj=$(sbatch --parsable --uid="$IBCR_USER1" --gid="$IBCR_USER1" -N1 -o job.out job.sh) &&
+	rj=$(sbatch --parsable -N1 -o job.out job.sh) &&
 	spank_wait_lines app.out 10 &&
 	checkpoint $rj >/dev/null &&
 	echo $rj

@@ -139,19 +139,12 @@ int taskns_own_mnt (pid_t pid)
     return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
 }
 
-struct creds {
-    uid_t uid;
-    gid_t gid;
-    gid_t groups[256];
-    size_t ng;
-};
-
-/* as->uid with cred_pid's gid and groups, read from /proc (before any
- * setns: the task's namespace has a /proc of its own). */
-static int read_creds (const struct taskns_as *as, struct creds *c, char *err, size_t len)
+int taskns_load_ids (struct taskns_as *as, char *err, size_t len)
 {
     char buf[4096], *p, *end;
 
+    if (as->have_ids)
+        return 0;
     if (status_field (as->cred_pid, "Uid", buf, sizeof (buf)) < 0
         || ids_are (buf, as->uid) < 0) {
         snprintf (err, len, "process %ld is not (or no longer) wholly uid %lu",
@@ -162,27 +155,27 @@ static int read_creds (const struct taskns_as *as, struct creds *c, char *err, s
         snprintf (err, len, "cannot read the groups of process %ld", (long)as->cred_pid);
         return -1;
     }
-    c->uid = as->uid;
-    c->gid = (gid_t)strtoul (buf, NULL, 10);
-    c->ng = 0;
+    as->gid = (gid_t)strtoul (buf, NULL, 10);
+    as->ngroups = 0;
     if (status_field (as->cred_pid, "Groups", buf, sizeof (buf)) < 0)
         buf[0] = '\0';
-    for (p = buf; *p && c->ng < sizeof (c->groups) / sizeof (c->groups[0]); p = end) {
+    for (p = buf; *p && as->ngroups < sizeof (as->groups) / sizeof (as->groups[0]); p = end) {
         unsigned long g = strtoul (p, &end, 10);
         if (end == p)
             break;
-        c->groups[c->ng++] = (gid_t)g;
+        as->groups[as->ngroups++] = (gid_t)g;
     }
+    as->have_ids = 1;
     return 0;
 }
 
 /* Become c's ids, keeping CRIU's capabilities. */
-static int take_creds (const struct creds *c, char *err, size_t len)
+static int take_creds (const struct taskns_as *c, char *err, size_t len)
 {
     cap_value_t caps[] = { CAP_CHECKPOINT_RESTORE, CAP_SETPCAP };
     cap_t cp;
 
-    if (setgroups (c->ng, c->groups) < 0 || prctl (PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0
+    if (setgroups (c->ngroups, c->groups) < 0 || prctl (PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0
         || setresgid (c->gid, c->gid, c->gid) < 0 || setresuid (c->uid, c->uid, c->uid) < 0) {
         snprintf (err, len, "cannot become uid %lu gid %lu: %s", (unsigned long)c->uid,
                   (unsigned long)c->gid, strerror (errno));
@@ -204,15 +197,14 @@ static int take_creds (const struct creds *c, char *err, size_t len)
     return 0;
 }
 
-int taskns_drop (pid_t cred_pid, uid_t uid, char *err, size_t len)
+int taskns_drop (const struct taskns_as *ids, char *err, size_t len)
 {
-    struct taskns_as as = { .cred_pid = cred_pid, .uid = uid };
-    struct creds cr;
+    struct taskns_as as = *ids;
     cap_t c;
 
-    if (uid == 0)
+    if (as.uid == 0)
         return 0;
-    if (read_creds (&as, &cr, err, len) < 0 || take_creds (&cr, err, len) < 0)
+    if (taskns_load_ids (&as, err, len) < 0 || take_creds (&as, err, len) < 0)
         return -1;
     /* Nothing kept: an empty set, ambient cleared with it. */
     if (!(c = cap_init ()) || cap_set_proc (c) < 0 || cap_reset_ambient () < 0) {
@@ -229,13 +221,13 @@ int taskns_drop (pid_t cred_pid, uid_t uid, char *err, size_t len)
 int taskns_become (const struct taskns_as *as, char *err, size_t len)
 {
     int own = as->ns_pid > 0 ? taskns_own_mnt (as->ns_pid) : 0;
-    struct creds cr;
+    struct taskns_as cr = *as;
 
     if (own < 0) {
         snprintf (err, len, "process %ld is gone", (long)as->ns_pid);
         return -1;
     }
-    if (as->uid != 0 && read_creds (as, &cr, err, len) < 0)
+    if (as->uid != 0 && taskns_load_ids (&cr, err, len) < 0)
         return -1;
     if (own) {
         char path[64];

@@ -39,7 +39,16 @@ struct taskns_as {
     uid_t uid;      /* 0: full root; else that user, unprivileged, and
                      * cred_pid's real, effective, saved and fs uids must
                      * all be this one */
+    /* Filled by taskns_load_ids (else read from cred_pid when needed). */
+    int have_ids;
+    gid_t gid;
+    gid_t groups[256];
+    size_t ngroups;
 };
+
+/* Read cred_pid's gid and groups (and check its uids) into as, for a
+ * caller whose /proc will stop showing cred_pid.  0, or -1 with err. */
+int taskns_load_ids (struct taskns_as *as, char *err, size_t len);
 
 /* As root: give the calling process a mount namespace of its own (mounts
  * from the host still propagate in, none out).  0, or -1 with err. */
@@ -48,9 +57,10 @@ int taskns_unshare_mnt (char *err, size_t len);
 /* As root: make the caller's next child PID 1 of a new PID namespace. */
 int taskns_unshare_pid (char *err, size_t len);
 
-/* Become, for good, uid with cred_pid's gid and groups and no
- * capability (uid 0: do nothing).  0, or -1 with err. */
-int taskns_drop (pid_t cred_pid, uid_t uid, char *err, size_t len);
+/* Become, for good, ids->uid with its gid and groups (taskns_load_ids)
+ * and no capability (uid 0: do nothing).  0, or -1 with err. */
+struct taskns_as;
+int taskns_drop (const struct taskns_as *ids, char *err, size_t len);
 
 /* In the new namespace (PID 1 or a process forked into it), as root:
  * mount its /proc and, with reserve (a fresh task), keep pids below

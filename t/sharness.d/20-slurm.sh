@@ -44,6 +44,13 @@
 #                         in another state, or after TIMEOUT s (default 60)
 #   slurm_node_addr I     the address of node nI
 #
+# Jobs run as an ordinary user, as on a real cluster: IBCR_JOB_USER
+# (default $IBCR_USER1 of 00-prereqs.sh when it exists; a test about
+# root's own jobs sets it empty after sourcing sharness) is given the
+# trash directory by slurm_start, and the sbatch and srun the test calls
+# itself take --uid/--gid of that user.  IBCR_JOB_UID is its uid (0 when
+# empty), as in Slurm's cgroup folders uid_U.
+#
 # Why the cgroup detour: Slurm's cgroup/v1 plugin names its folder
 # slurm_<node> at each controller's root and job folders uid_U/job_J, and
 # `slurmctld -c` restarts job ids at 1, so two concurrent test clusters
@@ -273,7 +280,34 @@ ibcr_slurm_wait_idle_() {
 	return 1
 }
 
+sbatch() {
+	if test -n "$IBCR_JOB_USER"; then
+		command sbatch --uid="$IBCR_JOB_USER" --gid="$IBCR_JOB_USER" "$@"
+	else
+		command sbatch "$@"
+	fi
+}
+
+srun() {
+	if test -n "$IBCR_JOB_USER"; then
+		command srun --uid="$IBCR_JOB_USER" --gid="$IBCR_JOB_USER" "$@"
+	else
+		command srun "$@"
+	fi
+}
+
+if test -z "${IBCR_JOB_USER+set}" && ibcr_prereq_ok USERS; then
+	IBCR_JOB_USER=$IBCR_USER1
+fi
+
 slurm_start() {
+	if test -n "$IBCR_JOB_USER"; then
+		IBCR_JOB_UID=$(id -u "$IBCR_JOB_USER") || return 1
+		chown "$IBCR_JOB_USER" "$SHARNESS_TRASH_DIRECTORY" || return 1
+	else
+		IBCR_JOB_UID=0
+	fi
+	export IBCR_JOB_UID
 	ibcr_slurm_start_once_ "$@"
 	ibcr_ss_rc=$?
 	if test $ibcr_ss_rc -eq 2; then
@@ -341,8 +375,7 @@ ibcr_slurm_start_once_() {
 	export IBCR_SLURM_DIR IBCR_MUNGE_SOCKET MUNGE_SOCKET SLURM_CONF IBCR_CGROUP_PREFIX
 	(
 		cd "$IBCR_SLURM_DIR" &&
-		mkdir -p etc log run ctld spool munge-key &&
-		chmod 0700 munge-key
+		mkdir -p etc log run ctld spool
 	) || return 1
 
 	ibcr_slurm_cg_setup_ || {
@@ -351,16 +384,23 @@ ibcr_slurm_start_once_() {
 	}
 	ibcr_slurm_write_conf_ || return 1
 
-	mungekey --create --force --keyfile="$IBCR_SLURM_DIR/munge-key/munge.key" || {
+	# munged checks the owner of every folder above its key, seed, pid
+	# and log: keep them out of the trash directory, which jobs of
+	# IBCR_JOB_USER own.
+	ibcr_munge_dir=$ibcr_slurm_run/munge
+	mkdir -p "$ibcr_munge_dir/key" "$ibcr_munge_dir/log" "$ibcr_munge_dir/run" &&
+	chmod 0700 "$ibcr_munge_dir/key" &&
+	ln -sfn "$ibcr_munge_dir/log/munged.log" "$IBCR_SLURM_DIR/log/munged.log" || return 1
+	mungekey --create --force --keyfile="$ibcr_munge_dir/key/munge.key" || {
 		echo "slurm_start: mungekey failed" >&2
 		return 1
 	}
 	ibcr_slurm_bg_ munged munged --foreground \
-		--key-file="$IBCR_SLURM_DIR/munge-key/munge.key" \
+		--key-file="$ibcr_munge_dir/key/munge.key" \
 		--socket="$IBCR_MUNGE_SOCKET" \
-		--pid-file="$IBCR_SLURM_DIR/run/munged.pid" \
-		--log-file="$IBCR_SLURM_DIR/log/munged.log" \
-		--seed-file="$IBCR_SLURM_DIR/munge-key/munged.seed"
+		--pid-file="$ibcr_munge_dir/run/munged.pid" \
+		--log-file="$ibcr_munge_dir/log/munged.log" \
+		--seed-file="$ibcr_munge_dir/key/munged.seed"
 	ibcr_t=100
 	while ! test -S "$IBCR_MUNGE_SOCKET"; do
 		ibcr_t=$((ibcr_t - 1))
