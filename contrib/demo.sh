@@ -6,7 +6,8 @@
 # inside the node's namespaces, one checkpoint storage for both, and the
 # SPANK plugin, libibcr and softib from this build tree.  A two-rank verbs
 # job (Debian's ibv_rc_pingpong with buffer validation, one rank per node)
-# is submitted with --checkpoint-ib=5s; it is checkpointed while it runs,
+# is submitted by an ordinary user (ibcr-user1, made by contrib/deps.sh)
+# with --checkpoint-ib=5s; it is checkpointed while it runs,
 # requeued with `scontrol requeue`, restored on its next run (both ranks,
 # verbs objects rebuilt with new ids) and completes with every buffer
 # validated.  Each step is printed; it exits 0 only on success, leaves
@@ -33,7 +34,7 @@ for f in "$top"/t/sharness.d/*.sh; do
 	. "$f" || { echo "demo.sh: cannot load $f" >&2; exit 1; }
 done
 
-for p in ROOT SLURM NETNS CRIU IBVUTILS; do
+for p in ROOT SLURM NETNS CRIU IBVUTILS USERS; do
 	if ! ibcr_prereq_ok "$p"; then
 		echo "demo.sh: cannot run: $p: $(ibcr_prereq_why "$p") (contrib/deps.sh installs it)" >&2
 		exit 1
@@ -129,7 +130,7 @@ chmod +x pp.sh
 iters=400000
 port=$(( 30000 + $$ % 20000 ))
 
-say "sbatch --checkpoint-ib=5s: ibv_rc_pingpong -c ($iters validated round trips), one rank per node, libibcr on softib"
+say "sbatch --checkpoint-ib=5s as the ordinary user $IBCR_JOB_USER: ibv_rc_pingpong -c ($iters validated round trips), one rank per node, libibcr on softib"
 job=$(sbatch --parsable -N2 --checkpoint-ib=5s -o job.out \
 	--export=ALL,LD_LIBRARY_PATH=$softib \
 	--wrap "srun -N2 -n2 -o pp.%t.out -e pp.%t.err ./pp.sh $iters $port") || fail "sbatch"

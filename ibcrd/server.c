@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/ident.h"
 #include "common/proto.h"
+#include "common/store.h"
 #include "common/usock.h"
 #include "server.h"
 #include "server_int.h"
@@ -184,12 +186,50 @@ static json_object *h_ping (struct server *s, struct client *c, json_object *req
     return o;
 }
 
+/* A requeued job whose plugin found no checkpoint (it sends where it
+ * looked): ibcrd is the authority on where a job's generations live.  If
+ * its own storage holds committed ones, the two configurations differ,
+ * and a fresh start would lose the work (and its retention delete it):
+ * refused with EEXIST, which the plugin never runs unprotected past.
+ * NULL when the registration may go on. */
+static json_object *requeue_check (struct server *s, json_object *req)
+{
+    const char *looked = proto_get_str (req, "requeued_fresh", NULL);
+    const char *job = proto_get_str (req, "job", "");
+    struct store st = { .root = s->conf->storage, .cluster = s->conf->cluster };
+    json_object *gens = NULL, *last;
+    char err[512];
+    int n, newest;
+
+    if (!looked || !ident_ok (job) || store_list (&st, job, 0, &gens, err, sizeof (err)) < 0)
+        return NULL;
+    n = (int)json_object_array_length (gens);
+    last = n ? json_object_array_get_idx (gens, n - 1) : NULL;
+    newest = last ? (int)proto_get_int (last, "generation", 0) : 0;
+    json_object_put (gens);
+    if (n == 0)
+        return NULL;
+    log_msg (LOG_ERR, "job %s: requeued, and the SPANK plugin found no checkpoint in %s, "
+             "but %d committed generation%s (newest %d) are in %s/%s: refused", job, looked,
+             n, n == 1 ? "" : "s", newest, s->conf->storage, s->conf->cluster);
+    return proto_error ("register", EEXIST, "job %s was requeued and has %d committed "
+                        "generation%s (newest %d) in %s/%s, but the SPANK plugin looked in "
+                        "%s and found none: its configuration (plugstack.conf conf=, or the "
+                        "default) and this ibcrd's differ; the job is not started afresh, "
+                        "so that no checkpointed work is lost; make conf= name ibcrd's "
+                        "configuration, or remove the job's generations with 'ibcr prune'",
+                        job, n, n == 1 ? "" : "s", newest, s->conf->storage,
+                        s->conf->cluster, looked);
+}
+
 static json_object *h_register (struct server *s, struct client *c, json_object *req)
 {
     char err[256];
     struct job *job;
     json_object *o;
 
+    if ((o = requeue_check (s, req)))
+        return o;
     job = jobs_register (s->jobs, c->uid, c->pid, c->id, req, s->conf, err, sizeof (err));
     if (!job) {
         log_msg (LOG_WARNING, "register from pid %ld uid %u refused: %s", (long)c->pid,

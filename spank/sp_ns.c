@@ -92,19 +92,30 @@ static int sp_ns_keep (int fd, const int *keep, int nkeep)
 /* Close every fd above 2 that is not kept; with only_cloexec, just those
  * that an exec would have closed.  Errors are ignored: what cannot be
  * listed cannot be closed, and is harmless. */
+static int sp_ns_hostproc = -1;
+
 static void sp_ns_close_fds (int only_cloexec, const int *keep, int nkeep)
 {
-    DIR *d = opendir ("/proc/self/fd");
+    /* The task process shares the task's mount namespace, whose /proc
+     * does not know it ("self" resolves to nothing there): it reads its
+     * fds through the host's /proc, opened before that was mounted. */
+    int dfd = sp_ns_hostproc >= 0 ? openat (sp_ns_hostproc, "self/fd",
+                                            O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                  : open ("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir (dfd) : NULL;
     struct dirent *e;
     int fd, flags;
 
-    if (!d)
+    if (!d) {
+        if (dfd >= 0)
+            (void)close (dfd);
         return;
+    }
     while ((e = readdir (d))) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
         fd = atoi (e->d_name);
-        if (fd <= 2 || fd == dirfd (d) || sp_ns_keep (fd, keep, nkeep))
+        if (fd <= 2 || fd == dirfd (d) || fd == sp_ns_hostproc || sp_ns_keep (fd, keep, nkeep))
             continue;
         if (only_cloexec && ((flags = fcntl (fd, F_GETFD)) < 0 || !(flags & FD_CLOEXEC)))
             continue;
@@ -116,9 +127,8 @@ static void sp_ns_close_fds (int only_cloexec, const int *keep, int nkeep)
 /* In the task process, between sp_ns_prepare and sp_ns_start: the pipes
  * to the mounter (ask / its answer). */
 static int sp_ns_mreq = -1, sp_ns_mdone = -1;
-/* The host's /proc, opened before the task's covered it in the task's
- * mount namespace, which this process shares. */
-static int sp_ns_hostproc = -1;
+/* sp_ns_hostproc (above): the host's /proc, opened before the task's
+ * covered it in the task's mount namespace, which this process shares. */
 static char sp_ns_init_path[4096];
 
 void sp_ns_set_init (const char *path)
@@ -421,6 +431,11 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
 
         (void)close (report[0]);
         (void)close (go[1]);
+        /* Inside, the namespace's own /proc serves; the host's stays out. */
+        if (sp_ns_hostproc >= 0) {
+            (void)close (sp_ns_hostproc);
+            sp_ns_hostproc = -1;
+        }
         (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
         if (sp_ns_mreq < 0 || write (sp_ns_mreq, "m", 1) != 1
             || (n = read (sp_ns_mdone, merr, sizeof (merr) - 1)) <= 0) {

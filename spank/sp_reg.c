@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/proto.h"
+#include "common/taskns.h"
 #include "sp_reg.h"
 
 static long now_ms (void)
@@ -99,7 +100,7 @@ static int exchange (int fd, json_object *req, long deadline, const char *what,
 {
     json_object *reply = NULL;
     const char *type;
-    int rc = -1;
+    int rc = -1, refused = 0;
 
     if (!req) {
         snprintf (err, errlen, "out of memory");
@@ -124,12 +125,19 @@ static int exchange (int fd, json_object *req, long deadline, const char *what,
     if (!type || strcmp (type, "ok") != 0) {
         snprintf (err, errlen, "ibcrd refused the %s request: %s", what,
                   proto_get_str (reply, "message", "(no message)"));
+        refused = 1;
         goto out;
     }
     rc = 0;
 out:
-    json_object_put (reply);
-    json_object_put (req);
+    {
+        /* ibcrd's reason, for callers that act on it (EEXIST: the job
+         * has checkpoints this plugin did not find). */
+        int e = refused ? (int)proto_get_int (reply, "errno", EPROTO) : ECOMM;
+        json_object_put (reply);
+        json_object_put (req);
+        errno = rc ? e : 0;
+    }
     return rc;
 }
 
@@ -182,15 +190,18 @@ int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t 
                 || proto_set_int (req, "ntasks", id->ntasks) < 0
                 || proto_set_str (req, "node", id->node) < 0
                 || proto_set_int (req, "uid", id->uid) < 0
-                /* The pid ibcrd checkpoints is the namespace's init; inside
-                 * its namespace it is 1, and the application is its child. */
+                /* The pid ibcrd checkpoints is the task's init; inside its
+                 * namespace it is TASKNS_FIRST_PID, under the holder, and
+                 * the application is its child. */
                 || proto_set_int (req, "pid", init_pid) < 0
-                || proto_set_int (req, "ns_pid", 1) < 0
+                || proto_set_int (req, "ns_pid", TASKNS_FIRST_PID) < 0
                 || proto_set_int (req, "app_pid", app_pid) < 0
                 || proto_set_int (req, "interval_ms", (int64_t)id->interval_ms) < 0
                 || proto_set_str (req, "source", "spank") < 0
                 || (id->leader[0] && proto_set_str (req, "leader", id->leader) < 0)
-                || (id->restored && proto_set_bool (req, "restored", 1) < 0)))
+                || (id->restored && proto_set_bool (req, "restored", 1) < 0)
+                || (id->fresh_after[0]
+                    && proto_set_str (req, "requeued_fresh", id->fresh_after) < 0)))
         req = req_drop (req);
     return exchange (fd, req, deadline, "register", err, errlen);
 }

@@ -36,6 +36,7 @@
 #include "common/safedir.h"
 #include "common/store.h"
 #include "common/taskns.h"
+#include "common/zimg.h"
 #include "common/criu.h"
 #include "sp_cgroup.h"
 #include "sp_ns.h"
@@ -143,6 +144,7 @@ int sp_restore_pick (const struct sp_restore_in *in, struct sp_restore_plan *pla
         return -1;
     }
     struct store st = { .root = c->storage, .cluster = c->cluster };
+    snprintf (plan->looked, sizeof (plan->looked), "%.2000s/%.1000s", c->storage, c->cluster);
     if (store_list (&st, in->job, 0, &gens, cerr, sizeof (cerr)) < 0) {
         if (errno == ENOENT) {
             rc = 0;
@@ -311,13 +313,65 @@ static int sp_restore_workdir (const struct sp_restore_plan *plan, uid_t uid, gi
     return 0;
 }
 
+/* A compressed generation (compression = yes): CRIU reads only its own
+ * file names, so the task's images are decompressed by root into
+ * <workdir>/<log name>.img, given to the user (files first, the folder
+ * last: nothing is theirs before root's last write), and read from there.
+ * path gets that folder.  0, or -1 with err. */
+static int sp_restore_unpack (const struct sp_restore_plan *plan, uid_t uid, gid_t gid,
+                              char *path, size_t len, char *err, size_t errlen)
+{
+    const char *base = strrchr (plan->log, '/');
+    char name[256];
+    struct dirent *e;
+    int dfd, fd = -1;
+    DIR *d;
+
+    base = base ? base + 1 : plan->log;
+    snprintf (name, sizeof (name), "%.200s.img", base);
+    if ((size_t)snprintf (path, len, "%s/%s", plan->workdir, name) >= len) {
+        snprintf (err, errlen, "the decompressed images' path is too long");
+        return -1;
+    }
+    if ((dfd = safedir_open (plan->workdir, err, errlen)) < 0)
+        return -1;
+    (void)safedir_rmtreeat (dfd, name);
+    if (zimg_decompress_dir (plan->imgdir, path, err, errlen) < 0)
+        goto error;
+    if ((fd = safedir_openat (dfd, name)) < 0 || !(d = fdopendir (fd))) {
+        snprintf (err, errlen, "cannot open %.1500s: %s", path, strerror (errno));
+        goto error;
+    }
+    while ((e = readdir (d)))
+        if (e->d_name[0] != '.'
+            && fchownat (dirfd (d), e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+            snprintf (err, errlen, "cannot give %.1500s to the job's user: %s", path,
+                      strerror (errno));
+            closedir (d);
+            goto error;
+        }
+    if (fchown (dirfd (d), uid, gid) < 0) {
+        snprintf (err, errlen, "cannot give %.1500s to the job's user: %s", path,
+                  strerror (errno));
+        closedir (d);
+        goto error;
+    }
+    closedir (d);
+    close (dfd);
+    return 0;
+error:
+    (void)safedir_rmtreeat (dfd, name);
+    close (dfd);
+    return -1;
+}
+
 /* PID 1 of the restored task's new namespaces (taskns.h), root until
  * the tree is checked: mount /proc, run CRIU as the task's user (PID 2),
  * check what it restored, let it run, then hold it as sp_ns's holder
  * does.  Writes "O" or "E<why>" on res; never returns. */
 static void __attribute__ ((noreturn))
 sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, uid_t uid, gid_t gid,
-                   int res, char *const argv[], const int fds[4])
+                   int res, char *const argv[], const int fds[4], const char *unpacked)
 {
     struct taskns_as as = { .cred_pid = task };
     char err[2048], errs[1500];
@@ -345,6 +399,9 @@ sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, uid_t uid, gi
             (void)close (fds[i]);
     while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
         ;
+    /* The images CRIU read are in the restored memory now. */
+    if (unpacked[0])
+        (void)safedir_rmtree (unpacked, errs, sizeof (errs));
     if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
         criu_log_errors (plan->log, 3, errs, sizeof (errs));
         if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
@@ -382,7 +439,7 @@ sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, uid_t uid, gi
 static void __attribute__ ((noreturn))
 sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
 {
-    char inherit[4][PATH_MAX + 32], err[2048] = "", work[PATH_MAX];
+    char inherit[4][PATH_MAX + 32], err[2048] = "", work[PATH_MAX], unpacked[PATH_MAX] = "";
     const char *argv[32];
     int fds[4], res[2], ninh = 0, ac = 0, nul, fd;
     pid_t task, holder;
@@ -436,11 +493,18 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
         sp_restore_reply (sock, 'E', "%s", err);
         _exit (SP_RESTORE_EXIT);
     }
+    if (zimg_dir_compressed (plan->imgdir)) {
+        if (sp_restore_unpack (plan, uid, gid, unpacked, sizeof (unpacked), err,
+                               sizeof (err)) < 0) {
+            sp_restore_reply (sock, 'E', "cannot decompress %s: %s", plan->imgdir, err);
+            _exit (SP_RESTORE_EXIT);
+        }
+    }
     (void)unlink (plan->log);
     argv[ac++] = plan->criu;
     argv[ac++] = "restore";
     argv[ac++] = "-D";
-    argv[ac++] = plan->imgdir;
+    argv[ac++] = unpacked[0] ? unpacked : plan->imgdir;
     argv[ac++] = "-o";
     argv[ac++] = plan->log;
     argv[ac++] = "-W";
@@ -494,7 +558,7 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
     if (holder == 0) {
         (void)close (sock);
         (void)close (res[0]);
-        sp_restore_holder (plan, task, uid, gid, res[1], (char *const *)argv, fds);
+        sp_restore_holder (plan, task, uid, gid, res[1], (char *const *)argv, fds, unpacked);
     }
     for (fd = 0; fd <= 3; fd++)
         if (fds[fd] >= 0)

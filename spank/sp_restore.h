@@ -58,6 +58,7 @@ struct sp_restore_plan {
     char stdio[3][PATH_MAX];        /* what fds 0..2 were at the dump ("" unknown):
                                        "pipe:[INO]", "socket:[INO]", a path */
     long long ctl_ino;              /* libibcr's control socket at the dump, 0 none */
+    char looked[PATH_MAX];          /* <storage>/<cluster> the pick looked in */
 };
 
 /* Find what task 'in->rank' restores.  Returns 1 with *plan filled, 0 when

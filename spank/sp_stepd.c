@@ -244,6 +244,10 @@ static int sp_stepd_pick (void)
     } else if (rc == 0) {
         snprintf (sp_st.note, sizeof (sp_st.note), "the job was requeued before its first "
                   "checkpoint: starting afresh");
+        /* ibcrd, the authority on storage, checks that at registration:
+         * if it holds generations of this job, this looked elsewhere. */
+        snprintf (sp_st.id.fresh_after, sizeof (sp_st.id.fresh_after), "%s",
+                  sp_st.plan.looked);
     }
     return rc;
 }
@@ -356,6 +360,13 @@ static int sp_stepd_started (pid_t init, pid_t app, void *arg)
     if (sp_reg_register (sp_st.fd, &sp_st.id, init, app, sp_st.timeout_ms, err,
                          sizeof (err)) == 0)
         return 0;
+    /* Never a matter of policy: starting afresh would lose the job's
+     * checkpointed work, and its retention could delete it. */
+    if (errno == EEXIST && sp_st.id.fresh_after[0]) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not started",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
+        return -1;
+    }
     if (sp_st.on_down == SP_DOWN_FAIL) {
         sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; on_daemon_down=fail: "
                       "the task is not started", sp_st.id.job, sp_st.id.step,

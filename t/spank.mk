@@ -15,7 +15,9 @@ TESTS += \
 	t4011-spank-stream-triggers.t \
 	t4012-spank-late-conf.t \
 	t4013-spank-users.t \
-	t4014-spank-forged.t
+	t4014-spank-forged.t \
+	t4015-spank-compressed.t \
+	t4016-spank-storage-truth.t
 
 # Helpers the t40NN-spank tests source.
 EXTRA_DIST += spank/lib.sh

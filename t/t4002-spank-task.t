@@ -2,15 +2,16 @@
 test_description='spank: a protected task runs under its own PID-namespace init
 
 srun --checkpoint-ib on a real 2-node Slurm cluster (proctrack/cgroup,
-task/cgroup) with a real ibcrd per node.  The application sees itself as
-PID 2 of its own PID namespace, under a setsid init that is PID 1 there,
-below the task process Slurm knows; all three stay in the step cgroups;
+task/cgroup) with a real ibcrd per node, jobs of an ordinary user.  The
+application sees itself as PID 102 of its own PID namespace and /proc,
+under a setsid ibcr-init (PID 101) under the holder (PID 1), below the
+task process Slurm knows; all four stay in the step cgroups;
 scancel and its signals reach the application exactly once; exit codes and
 deaths by signal are what Slurm reports without ibcr; a job without the
 option is not touched at all.'
 
 . $(dirname $0)/sharness.sh
-ibcr_require ROOT SLURM OTHERS
+ibcr_require ROOT SLURM OTHERS USERS
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -18,8 +19,10 @@ preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 run=$IBCRD_RUN
 
 # The probe is the application: it describes itself, its parent and its
-# grandparent with shell builtins (so /proc/self is the shell itself).
-# /proc is the host's, so the pids it reads there are host pids.
+# grandparent with shell builtins (so /proc/self is the shell itself).  A
+# protected task sees its own namespace's /proc, so these are the pids
+# inside; the tests read the host's side (the task process, cgroups) from
+# outside while the probe waits for ./go (when given "wait").
 cat >probe.sh <<\EOF
 #!/bin/sh
 # No command substitution before the facts are read: a subshell would
@@ -43,7 +46,6 @@ load_sid /proc/self/stat app
 load /proc/$app_ppid/status parent
 load_sid /proc/$app_ppid/stat parent
 load /proc/$parent_ppid/status gp
-load /proc/$gp_ppid/status ggp
 echo "app_nspid=$app_nspid"
 echo "app_sid=$app_sid"
 echo "parent=$app_ppid"
@@ -52,21 +54,27 @@ echo "parent_nspid=$parent_nspid"
 echo "parent_sid=$parent_sid"
 echo "grandparent=$parent_ppid"
 echo "grandparent_name=$gp_name"
+echo "grandparent_ppid=$gp_ppid"
 echo "uids=$app_uid $parent_uid $gp_uid"
-echo "greatgrandparent_name=$ggp_name"
 echo "task_pid=$SLURM_TASK_PID"
 echo "pidns=$(readlink /proc/self/ns/pid)"
 echo "parent_pidns=$(readlink /proc/$app_ppid/ns/pid)"
 echo "preload=${LD_PRELOAD-none} socket=${IBCR_SOCKET-none}"
-for p in self $app_ppid $parent_ppid; do
-	echo "cgroup_$p=$(grep :freezer: /proc/$p/cgroup)"
-done
+echo "end=1"
+if test "$1" = wait; then
+	while ! test -e go; do sleep 0.1; done
+fi
 EOF
 chmod +x probe.sh
 
 # get KEY FILE: the value of KEY=value in a probe output
 get() {
 	sed -n "s/^$1=//p" "$2"
+}
+
+# host_field PID FIELD: a field of the host's /proc/PID/status
+host_field() {
+	sed -n "s/^$2:[[:space:]]*//p" /proc/$1/status
 }
 
 test_expect_success IBCRD 'start a 2-node cluster and one ibcrd per node' '
@@ -78,38 +86,57 @@ test_expect_success IBCRD 'start a 2-node cluster and one ibcrd per node' '
 	ibcrd_start_node n2
 '
 
-test_expect_success IBCRD 'the application is PID 2 of its own PID namespace' '
-	srun -N1 --checkpoint-ib=30m ./probe.sh >p.out &&
+test_expect_success IBCRD 'the application is PID 102 of its own PID namespace, with a /proc of its own' '
+	rm -f go &&
+	srun -N1 --checkpoint-ib=30m ./probe.sh wait >p.out &
+	probe=$! &&
+	ibcr_wait_for 30 grep -q "^end=1" p.out &&
 	cat p.out &&
-	set -- $(get app_nspid p.out) &&
-	test $# -eq 2 && test "$2" = 2 &&
+	test "$(get app_nspid p.out)" = 102 &&
 	test "$(get pidns p.out)" != "$(readlink /proc/self/ns/pid)"
 '
 
-test_expect_success IBCRD 'its parent is PID 1 there, a session leader named ibcr-init' '
+test_expect_success IBCRD 'its parent is PID 101 there, a session leader named ibcr-init, under PID 1 ibcr-holder' '
 	test "$(get parent_name p.out)" = ibcr-init &&
-	set -- $(get parent_nspid p.out) &&
-	test $# -eq 2 && test "$2" = 1 &&
-	test "$(get parent_sid p.out)" = "$(get parent p.out)" &&
-	test "$(get app_sid p.out)" = "$(get parent p.out)" &&
-	test "$(get parent_pidns p.out)" = "$(get pidns p.out)"
+	test "$(get parent_nspid p.out)" = 101 &&
+	test "$(get parent_sid p.out)" = 101 &&
+	test "$(get app_sid p.out)" = 101 &&
+	test "$(get parent_pidns p.out)" = "$(get pidns p.out)" &&
+	test "$(get grandparent p.out)" = 1 &&
+	test "$(get grandparent_name p.out)" = ibcr-holder &&
+	# Its parent is outside the namespace.
+	test "$(get grandparent_ppid p.out)" = 0
 '
 
-test_expect_success IBCRD 'above the init is the task process Slurm knows, a child of slurmstepd' '
-	test "$(get grandparent p.out)" = "$(get task_pid p.out)" &&
-	test "$(get grandparent_name p.out)" = ibcr-task &&
-	test "$(get greatgrandparent_name p.out)" = slurmstepd
+test_expect_success IBCRD 'from the host: init, holder, then the task process Slurm knows, a child of slurmstepd' '
+	init=$(sed -n "s/.*registered rank 0 pid \([0-9]*\) .*/\1/p" "$run/ibcrd/n1/ibcrd.log" | tail -n 1) &&
+	test "$(host_field $init Name)" = ibcr-init &&
+	test "$(host_field $init NSpid | awk "{print \$NF}")" = 101 &&
+	holder=$(host_field $init PPid) &&
+	test "$(host_field $holder Name)" = ibcr-holder &&
+	task=$(host_field $holder PPid) &&
+	test "$task" = "$(get task_pid p.out)" &&
+	test "$(host_field $task Name)" = ibcr-task &&
+	test "$(host_field $(host_field $task PPid) Name)" = slurmstepd
 '
 
-test_expect_success IBCRD 'task, init and application stay in the step cgroup' '
-	get cgroup_self p.out >cg.app &&
-	grep ":freezer:$IBCR_CGROUP_PREFIX/slurm_n1/uid_$IBCR_JOB_UID/job_[0-9]*/step_0" cg.app &&
-	test "$(get "cgroup_$(get parent p.out)" p.out)" = "$(cat cg.app)" &&
-	test "$(get "cgroup_$(get grandparent p.out)" p.out)" = "$(cat cg.app)"
+test_expect_success IBCRD 'task, holder, init and application stay in the step cgroup, as the job'"'"'s user' '
+	app=$(cut -d" " -f1 /proc/$init/task/$init/children) &&
+	grep ":freezer:$IBCR_CGROUP_PREFIX/slurm_n1/uid_$IBCR_JOB_UID/job_[0-9]*/step_0" /proc/$app/cgroup &&
+	for p in $init $holder $task; do
+		test_cmp /proc/$app/cgroup /proc/$p/cgroup || return 1
+		test "$(host_field $p Uid)" = "$(host_field $app Uid)" || return 1
+	done &&
+	test "$(host_field $app Uid | cut -f1)" = $IBCR_JOB_UID
 '
 
-test_expect_success IBCRD 'ibcrd registered the init pid of the task' '
-	grep "registered rank 0 pid $(get parent p.out) " "$run/ibcrd/n1/ibcrd.log"
+test_expect_success IBCRD 'ibcrd registered the init pid of the task, for the job'"'"'s user' '
+	grep "registered rank 0 pid $init uid $IBCR_JOB_UID " "$run/ibcrd/n1/ibcrd.log"
+'
+
+test_expect_success IBCRD 'the probe ends when told' '
+	touch go &&
+	wait $probe
 '
 
 test_expect_success IBCRD 'a job without the option is not touched: no namespace, no preload' '
@@ -158,17 +185,17 @@ test_expect_success IBCRD 'a death by signal reaches srun as without ibcr' '
 	done
 '
 
-test_expect_success IBCRD 'for an ordinary user the task, init and application are that user' '
+test_expect_success IBCRD 'another ordinary user (nobody): holder, init and application are that user' '
 	mkdir -m 0777 u && cp probe.sh u/ &&
 	jobid=$(sbatch --parsable --uid=nobody --gid=nogroup -N1 -D "$(pwd)/u" \
 		-o "$(pwd)/u/job.out" --wrap "srun -N1 --checkpoint-ib=2h ./probe.sh") &&
 	slurm_wait_job "$jobid" COMPLETED 30 &&
 	cat u/job.out &&
-	set -- $(get app_nspid u/job.out) && test "$2" = 2 &&
+	test "$(get app_nspid u/job.out)" = 102 &&
 	test "$(get parent_name u/job.out)" = ibcr-init &&
-	test "$(get grandparent_name u/job.out)" = ibcr-task &&
+	test "$(get grandparent_name u/job.out)" = ibcr-holder &&
 	test "$(get uids u/job.out)" = "65534 65534 65534" &&
-	grep "job $jobid step 0: registered rank 0 pid $(get parent u/job.out) uid 65534" \
+	grep "job $jobid step 0: registered rank 0 pid [0-9]* uid 65534" \
 		"$run/ibcrd/n1/ibcrd.log"
 '
 
@@ -176,8 +203,8 @@ test_expect_success IBCRD 'two tasks on one node: one namespace each, both compl
 	srun -N1 -n2 --checkpoint-ib ./probe.sh >two.out &&
 	test $(grep -c "^parent_name=ibcr-init$" two.out) -eq 2 &&
 	test $(get pidns two.out | sort -u | wc -l) -eq 2 &&
-	for v in $(get app_nspid two.out | awk "{ print \$2 }"); do
-		test "$v" = 2 || return 1
+	for v in $(get app_nspid two.out); do
+		test "$v" = 102 || return 1
 	done
 '
 

@@ -85,7 +85,9 @@ pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int n
     int lfd = log ? open (log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
     if (nul >= 0) {
         dup2 (nul, 0);
-        dup2 (nul, 1);
+        /* A user's criu cannot open root's log: "-o -" (below) makes it
+         * write to its stdout, which is that log. */
+        dup2 (as && as->uid != 0 && lfd >= 0 ? lfd : nul, 1);
         dup2 (lfd >= 0 ? lfd : nul, 2);
     }
     close_others (keep, nkeep);
@@ -97,8 +99,6 @@ pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int n
         }
     }
     if (as && as->uid != 0) {
-        /* The user's criu cannot open root's log: it writes to stderr,
-         * which is that log already. */
         int n = 0;
         while (argv[n])
             n++;

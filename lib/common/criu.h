@@ -25,7 +25,7 @@ pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkee
 
 /* criu_run and criu_start, with criu inside as->ns_pid's namespaces and
  * as as->uid (taskns.h); a user's criu gets --unprivileged and writes
- * its log to stderr ("-o -"), which is 'log', opened by the caller. */
+ * its log to stdout ("-o -"), which is 'log', opened by the caller. */
 struct taskns_as;
 int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep,
                  const struct taskns_as *as, int timeout_ms, char *err, size_t len);

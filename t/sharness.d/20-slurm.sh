@@ -303,7 +303,7 @@ fi
 slurm_start() {
 	if test -n "$IBCR_JOB_USER"; then
 		IBCR_JOB_UID=$(id -u "$IBCR_JOB_USER") || return 1
-		chown "$IBCR_JOB_USER" "$SHARNESS_TRASH_DIRECTORY" || return 1
+		chown "$IBCR_JOB_USER" "${SHARNESS_TRASH_DIRECTORY:-$PWD}" || return 1
 	else
 		IBCR_JOB_UID=0
 	fi

@@ -1,0 +1,56 @@
+#!/bin/sh
+test_description='spank: a compressed generation restores after a requeue
+
+With compression = yes in ibcrd.conf every image file is stored as
+NAME.zst.  The requeue path (the SPANK restorer) decompresses them for
+CRIU, as `ibcr restart` does: the job of an ordinary user is checkpointed
+compressed, requeued, and goes on counting from the checkpoint, not from
+1; the decompressed copy is gone once the task runs.'
+
+. $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
+ibcr_require ROOT SLURM CRIU USERS
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+preload=$plugin
+IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
+conf=$IBCRD_RUN/ibcrd/n1/ibcrd.conf
+
+spank_write_counter
+
+test_expect_success 'start a 1-node cluster and its ibcrd, compressing' '
+	ibcr_atexit ibcrd_stop_all &&
+	IBCRD_CONF_EXTRA="compression = yes" ibcrd_start_node n1 &&
+	spank_plugstack "$plugin" "$preload" &&
+	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
+'
+
+test_expect_success 'a job of ibcr-user1 is checkpointed with every image file compressed' '
+	jobid=$(sbatch --parsable -N1 -o job.out \
+		--wrap "srun --checkpoint-ib -o app.out -e app.err ./counter.sh 100") &&
+	spank_wait_lines app.out 10 &&
+	"$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint $jobid --wait &&
+	g=$IBCRD_RUN/ibcrd/n1/storage/local/$jobid/gen-1/task-0 &&
+	ls "$g" >files &&
+	grep "^core-.*\.img\.zst$" files &&
+	! grep "\.img$" files
+'
+
+test_expect_success 'requeued, it restores from the compressed generation' '
+	scontrol requeue $jobid &&
+	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
+	mv app.out app.out.1 && mv app.err app.err.1 &&
+	scontrol update jobid=$jobid StartTime=now &&
+	spank_wait_lines app.out 5 &&
+	test "$(head -n 1 app.out)" -gt 10 &&
+	grep "ibcr: job $jobid step 0 task 0 on n1: restored from generation 1" app.err &&
+	! ls "$IBCRD_RUN/ibcrd/n1/staging/restore/" | grep "\.img$" &&
+	slurm_wait_job $jobid COMPLETED 60 &&
+	test "$(tail -n 1 app.out)" = 100
+'
+
+test_expect_success 'slurm_stop' '
+	slurm_stop
+'
+
+test_done

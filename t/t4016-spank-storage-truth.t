@@ -1,0 +1,81 @@
+#!/bin/sh
+test_description='spank: a requeued job never starts afresh past its checkpoints
+
+ibcrd is the one authority on where a job'"'"'s generations live.  When the
+plugin'"'"'s view of storage (its plugstack.conf conf=) differs from ibcrd'"'"'s,
+a requeued job whose plugin finds no checkpoint would start from zero and
+its retention would then delete the generations it missed.  Instead the
+plugin tells ibcrd where it looked, ibcrd finds the generations in its own
+storage and refuses: the task fails with a message naming both places,
+and every generation stays.  With the configurations agreeing, the same
+job restores.'
+
+. $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
+ibcr_require ROOT SLURM CRIU USERS
+
+plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
+preload=$plugin
+IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
+conf=$IBCRD_RUN/ibcrd/n1/ibcrd.conf
+
+spank_write_counter
+
+checkpoint() {
+	"$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint "$1" --wait
+}
+
+gens() {
+	ls -d "$IBCRD_RUN/ibcrd/n1/storage/local/$1"/gen-* 2>/dev/null | wc -l
+}
+
+test_expect_success 'start a 1-node cluster; the plugin reads another ibcrd.conf' '
+	ibcr_atexit ibcrd_stop_all &&
+	ibcrd_start_node n1 &&
+	# The slip: a conf= that names storage somewhere else.
+	mkdir -p "$IBCRD_RUN/other" &&
+	{
+		echo "storage = $IBCRD_RUN/other/storage"
+		echo "staging = $IBCRD_RUN/ibcrd/n1/staging"
+	} >"$IBCRD_RUN/other/ibcrd.conf" &&
+	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/ibcrd/ibcr-init conf=$IBCRD_RUN/other/ibcrd.conf" >plugstack.conf &&
+	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
+'
+
+test_expect_success 'a job with two committed generations, requeued: refused, not started afresh' '
+	jobid=$(sbatch --parsable -N1 -o job.out \
+		--wrap "srun --checkpoint-ib -o app.out -e app.err ./counter.sh 200") &&
+	spank_wait_lines app.out 10 &&
+	checkpoint $jobid &&
+	checkpoint $jobid &&
+	test $(gens $jobid) = 2 &&
+	scontrol requeue $jobid &&
+	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
+	mv app.out app.out.1 && mv app.err app.err.1 &&
+	scontrol update jobid=$jobid StartTime=now &&
+	slurm_wait_job $jobid FAILED 60 &&
+	cat app.err | ibcr_diag &&
+	grep "ibcr: job $jobid step 0 task 0 on n1: ibcrd refused the register request: job $jobid was requeued and has 2 committed generations (newest 2) in $IBCRD_RUN/ibcrd/n1/storage/local, but the SPANK plugin looked in $IBCRD_RUN/other/storage/local and found none" app.err &&
+	grep "the task is not started" app.err &&
+	! test -s app.out &&
+	test $(gens $jobid) = 2
+'
+
+test_expect_success 'the configurations agreeing again, the same job restores its newest generation' '
+	spank_plugstack "$plugin" "$preload" &&
+	scontrol requeue $jobid &&
+	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
+	rm -f app.out app.err &&
+	scontrol update jobid=$jobid StartTime=now &&
+	spank_wait_lines app.out 5 &&
+	test "$(head -n 1 app.out)" -gt 10 &&
+	grep "restored from generation 2" app.err &&
+	scancel $jobid &&
+	slurm_wait_job $jobid CANCELLED 60
+'
+
+test_expect_success 'slurm_stop' '
+	slurm_stop
+'
+
+test_done
