@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "common/manifest.h"
@@ -188,6 +189,28 @@ int cli_verify (struct cli *c, int argc, char **argv)
     return CLI_OK;
 }
 
+/* ibcr prune for a user: the "prune" request; prints what was removed. */
+static int prune_by_daemon (struct cli *c, const char *job, int keep)
+{
+    json_object *req = proto_new ("prune"), *rep, *removed = NULL;
+    int rc = CLI_OK, n;
+
+    proto_set_str (req, "job", job);
+    proto_set_int (req, "keep", keep);
+    rep = cli_request (c, req, &rc);
+    json_object_put (req);
+    if (!rep)
+        return rc;
+    json_object_object_get_ex (rep, "removed", &removed);
+    n = removed ? (int)json_object_array_length (removed) : 0;
+    for (int i = 0; i < n; i++)
+        printf ("removed gen-%d\n", json_object_get_int (json_object_array_get_idx (removed, i)));
+    if (n == 0)
+        printf ("nothing to remove: job %s keeps its generations\n", job);
+    json_object_put (rep);
+    return CLI_OK;
+}
+
 int cli_prune (struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -214,6 +237,10 @@ int cli_prune (struct cli *c, int argc, char **argv)
         cli_error ("usage: ibcr prune JOB --keep K: give one job and --keep");
         return CLI_USAGE;
     }
+    /* Storage is root's: anyone else asks ibcrd, which checks that the
+     * job is theirs. */
+    if (geteuid () != 0)
+        return prune_by_daemon (c, argv[optind], keep);
     if ((rc = cli_store (c)))
         return rc;
     removed = json_object_new_array ();

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -295,29 +296,21 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
     return 0;
 }
 
-/* 5. Dump: every task of this node at once (each CRIU stops only its
- * own tree); the phase ends with the slowest. */
-int genl_dump (struct gen *g)
+/* Wait for the dumps started in run[] (only run[only] when only >= 0)
+ * until they end or the deadline passes (then they are killed).  The
+ * first failure is described in msg and its index left in *failed. */
+static void dump_wait (struct gen *g, struct dump_run *run, int only, double deadline,
+                       char *msg, size_t msglen, int *failed)
 {
-    struct dump_run run[g->ntasks + 1];
-    double t0 = gen_now_ms (), deadline = t0 + (double)g->conf->timeout_dump;
-    char err[1536], errs[1024], msg[2048];
-    int left = 0, failed = -1;
+    char errs[1024];
+    int left = 0;
 
-    for (int i = 0; i < g->ntasks; i++) {
-        run[i].criu = -1;
-        if (dump_start (g, &g->tasks[i], &run[i], err, sizeof (err)) < 0) {
-            snprintf (msg, sizeof (msg), "rank %d (pid %ld): %s", g->tasks[i].rank,
-                      (long)g->tasks[i].pid, err);
-            failed = i;
-            break;
-        }
-        left++;
-    }
+    for (int i = 0; i < g->ntasks; i++)
+        left += run[i].criu > 0 && (only < 0 || only == i);
     for (long sleep_us = 1000; left > 0;) {
         int expired = gen_now_ms () > deadline;
         for (int i = 0; i < g->ntasks; i++) {
-            if (run[i].criu <= 0)
+            if (run[i].criu <= 0 || (only >= 0 && only != i))
                 continue;
             if (expired)
                 kill (run[i].criu, SIGKILL);
@@ -328,24 +321,23 @@ int genl_dump (struct gen *g)
                      && WEXITSTATUS (run[i].status) == 0;
             run[i].criu = 0;
             left--;
-            if (ok || failed >= 0)
+            if (ok || *failed >= 0)
                 continue;
             criu_log_errors (run[i].log, 3, errs, sizeof (errs));
             if (expired)
-                snprintf (msg, sizeof (msg), "rank %d (pid %ld): criu dump did not finish "
+                snprintf (msg, msglen, "rank %d (pid %ld): criu dump did not finish "
                           "within %d ms and was killed%s%s; log: %s (raise timeout_dump in "
                           "ibcrd.conf if the job is large)", g->tasks[i].rank,
                           (long)g->tasks[i].pid, (int)g->conf->timeout_dump,
                           errs[0] ? ": " : "", errs, run[i].log);
             else
-                snprintf (msg, sizeof (msg), "rank %d (pid %ld): criu dump failed (%s %d): "
+                snprintf (msg, msglen, "rank %d (pid %ld): criu dump failed (%s %d): "
                           "%s; log: %s", g->tasks[i].rank, (long)g->tasks[i].pid,
                           WIFEXITED (run[i].status) ? "exit code" : "signal",
                           WIFEXITED (run[i].status) ? WEXITSTATUS (run[i].status)
                           : WTERMSIG (run[i].status),
                           errs[0] ? errs : "no error line in its log", run[i].log);
-            if (failed < 0)
-                failed = i;
+            *failed = i;
         }
         if (left > 0) {
             usleep (sleep_us);
@@ -353,6 +345,63 @@ int genl_dump (struct gen *g)
                 sleep_us *= 2;
         }
     }
+}
+
+/* A task without a mount namespace of its own (ibcr run's) shares the
+ * host's /proc: CRIU's parasite then mounts a /proc of its own in one
+ * fixed folder, and two such dumps at once on a node fail ("Can't create
+ * a directory (-17)").  Those are dumped one at a time, under an flock
+ * in staging that every worker of this daemon shares; -1 when it cannot
+ * be had (then they run unserialised, and the log says why). */
+static int legacy_lock (struct gen *g)
+{
+    char why[1024];
+    int dfd, fd;
+
+    if ((dfd = safedir_open (g->conf->staging, why, sizeof (why))) < 0) {
+        log_msg (LOG_ERR, "job %s gen %d: %s; dumps of this node's jobs may overlap", g->job,
+                 g->gen, why);
+        return -1;
+    }
+    fd = openat (dfd, ".criu-dump.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    close (dfd);
+    while (fd >= 0 && flock (fd, LOCK_EX) < 0 && errno == EINTR)
+        ;
+    if (fd < 0)
+        log_err (errno, "job %s gen %d: cannot lock %s/.criu-dump.lock; dumps of this node's "
+                 "jobs may overlap", g->job, g->gen, g->conf->staging);
+    return fd;
+}
+
+/* 5. Dump.  Tasks in namespaces of their own (taskns.h): every one at
+ * once, each CRIU stopping only its own tree, so the phase lasts as long
+ * as the slowest.  Others: one at a time (legacy_lock). */
+int genl_dump (struct gen *g)
+{
+    struct dump_run run[g->ntasks + 1];
+    double t0 = gen_now_ms (), deadline = t0 + (double)g->conf->timeout_dump;
+    char err[1536], msg[2048];
+    int failed = -1, lock = -1;
+
+    for (int i = 0; i < g->ntasks; i++)
+        run[i].criu = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < g->ntasks && failed < 0; i++) {
+            int in_ns = task_in_ns (&g->tasks[i]);
+            if (in_ns != (pass == 0))
+                continue;
+            if (!in_ns && lock < 0)
+                lock = legacy_lock (g);
+            if (dump_start (g, &g->tasks[i], &run[i], err, sizeof (err)) < 0) {
+                snprintf (msg, sizeof (msg), "rank %d (pid %ld): %s", g->tasks[i].rank,
+                          (long)g->tasks[i].pid, err);
+                failed = i;
+            } else if (!in_ns)
+                dump_wait (g, run, i, deadline, msg, sizeof (msg), &failed);
+        }
+    dump_wait (g, run, -1, deadline, msg, sizeof (msg), &failed);
+    if (lock >= 0)
+        close (lock);
     if (failed >= 0)
         return gen_fail (g, "dump", msg);
     g->dumped = 1;

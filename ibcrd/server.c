@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +391,55 @@ static json_object *h_status (struct server *s, struct client *c, json_object *r
     return o;
 }
 
+/* "prune": {job, keep} - remove a job's older generations for its owner
+ * (storage is root's: a user removes their images through ibcrd).  The
+ * owner is the "uid" that root wrote into each committed manifest.
+ * Replies {"removed":[N...]}. */
+static json_object *h_prune (struct server *s, struct client *c, json_object *req)
+{
+    const char *id = proto_get_str (req, "job", "");
+    int64_t keep = proto_get_int (req, "keep", -1);
+    struct store st = { .root = s->conf->storage, .cluster = s->conf->cluster };
+    json_object *gens = NULL, *removed, *o;
+    char err[1024];
+    int n;
+
+    if (!ident_ok (id) || keep < 0 || keep > INT32_MAX)
+        return proto_error ("prune", EINVAL, "give \"job\" (a job id) and \"keep\" (0 or "
+                            "more generations)");
+    if (store_list (&st, id, 0, &gens, err, sizeof (err)) < 0)
+        return proto_error ("prune", errno, "%s", err);
+    n = (int)json_object_array_length (gens);
+    for (int i = 0; c->uid != 0 && i < n; i++) {
+        json_object *m = NULL;
+        json_object_object_get_ex (json_object_array_get_idx (gens, i), "manifest", &m);
+        if (proto_get_int (m, "uid", -1) != (int64_t)c->uid) {
+            json_object_put (gens);
+            log_msg (LOG_NOTICE, "job %s: prune refused to uid %u: not the job's owner", id,
+                     (unsigned)c->uid);
+            return proto_error ("prune", EPERM, "job %s belongs to another user", id);
+        }
+    }
+    json_object_put (gens);
+    if (n == 0 && c->uid != 0)
+        return proto_error ("prune", ENOENT, "job %s has no committed generation in %s/%s",
+                            id, s->conf->storage, s->conf->cluster);
+    removed = json_object_new_array ();
+    if (store_prune (&st, id, (int)keep, removed, err, sizeof (err)) < 0) {
+        int e = errno;
+        json_object_put (removed);
+        return proto_error ("prune", e, "%s", err);
+    }
+    log_msg (LOG_INFO, "job %s: pruned to %lld generation(s) for uid %u (%zu removed)", id,
+             (long long)keep, (unsigned)c->uid, json_object_array_length (removed));
+    if (!(o = ok_reply ("prune"))) {
+        json_object_put (removed);
+        return NULL;
+    }
+    json_object_object_add (o, "removed", removed);
+    return o;
+}
+
 static const struct {
     const char *type;
     handler_f fn;
@@ -398,6 +448,7 @@ static const struct {
     { "ctl-attach", h_ctl_attach },
     { "ibcr-hello", h_hello },
     { "ping", h_ping },
+    { "prune", h_prune },
     { "register", h_register },
     { "resume-restored", h_resume_restored },
     { "status", h_status },
@@ -407,7 +458,8 @@ static const struct {
 
 static const char *known_types (void)
 {
-    return "checkpoint, ctl-attach, ibcr-hello, ping, register, resume-restored, status, term";
+    return "checkpoint, ctl-attach, ibcr-hello, ping, prune, register, resume-restored, status, "
+           "term";
 }
 
 static void handle (struct server *s, struct client *c, json_object *req)

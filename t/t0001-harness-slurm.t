@@ -32,7 +32,7 @@ test_expect_success 'srun -N3 runs one task on each of three nodes' '
 test_expect_success 'tasks live in this cluster own cgroups, not the shared slurm_nX' '
 	srun -N3 sh -c "grep :freezer: /proc/self/cgroup" | sort >cg &&
 	cat cg &&
-	test $(grep -c ":freezer:$IBCR_CGROUP_PREFIX/slurm_n[123]/uid_0/job_[0-9]*/step_0\$" cg) -eq 3
+	test $(grep -c ":freezer:$IBCR_CGROUP_PREFIX/slurm_n[123]/uid_$IBCR_JOB_UID/job_[0-9]*/step_0\$" cg) -eq 3
 '
 
 test_expect_success 'an sbatch job completes and its output is all there' '

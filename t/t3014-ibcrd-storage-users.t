@@ -189,4 +189,20 @@ test_expect_success 'the root-owned copy is intact after every attempt' '
 	victim_intact
 '
 
+test_expect_success 'removal through ibcrd: another user is refused, the job'"'"'s user prunes their own' '
+	ibcrd_setup pr &&
+	sed -i "s|^storage = .*|storage = $ST|" pr/ibcrd.conf &&
+	ibcrd_start pr &&
+	before=$(gens_of race) &&
+	test_expect_code 6 as $U2 "$IBCR" --socket "$(ibcrd_sock pr)" prune race --keep 1 2>err &&
+	cat err &&
+	grep "job race belongs to another user" err &&
+	test "$(gens_of race)" = "$before" &&
+	as $U1 "$IBCR" --socket "$(ibcrd_sock pr)" prune race --keep 2 >out &&
+	cat out &&
+	grep "^removed gen-1$" out &&
+	test "$(gens_of race)" = "13 14 " &&
+	ibcrd_stop pr
+'
+
 test_done

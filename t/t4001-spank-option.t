@@ -63,8 +63,9 @@ test_expect_success IBCRD 'malformed intervals are refused at submission, showin
 test_expect_success IBCRD 'srun --checkpoint-ib=INTERVAL reaches every task' '
 	for good in 90s 30m 2h 1h30m 45; do
 		srun -N2 --checkpoint-ib=$good sh -c \
-			"echo \$SLURMD_NODENAME \${IBCR_CHECKPOINT_INTERVAL-unset}" |
+			"echo \$SLURMD_NODENAME \${IBCR_CHECKPOINT_INTERVAL-unset}" 2>err.$good |
 			sort >got.$good || return 1
+		cat err.$good
 	done &&
 	printf "n1 1m30s\nn2 1m30s\n" >expect && test_cmp expect got.90s &&
 	printf "n1 30m\nn2 30m\n" >expect && test_cmp expect got.30m &&
