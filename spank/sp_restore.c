@@ -420,8 +420,9 @@ sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, uid_t uid, gi
      * carry exactly the job's ids and no capability before it runs. */
     if (taskns_check_tree (init, uid, gid, err, sizeof (err)) < 0) {
         taskns_signal_tree (init, SIGKILL);
-        dprintf (res, "Egeneration refused: %s; the image was altered after the dump "
-                 "(%s); nothing of it ran", err, plan->imgdir);
+        dprintf (res, "Egeneration refused: %s: the image (%s) asks for more than its "
+                 "user has, so it was altered during or after the dump; nothing of it ran",
+                 err, plan->imgdir);
         _exit (SP_RESTORE_EXIT);
     }
     if (taskns_drop (&as, err, sizeof (err)) < 0) {

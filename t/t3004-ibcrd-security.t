@@ -50,7 +50,7 @@ test_expect_success 'user B cannot list, verify or prune it (exit 6, says why)' 
 	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" verify jobA 2>err &&
 	grep "permission denied" err &&
 	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" prune jobA --keep 0 2>err &&
-	grep "permission denied" err &&
+	grep "job jobA belongs to another user" err &&
 	test -d "$ST/local/jobA/gen-1" && test -d "$ST/local/jobA/gen-2"
 '
 

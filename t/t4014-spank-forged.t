@@ -87,7 +87,7 @@ test_expect_success 'credentials forged to uid 0: CRIU, running as the user, can
 	job=$(run_job) &&
 	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 creds &&
 	requeue_now $job &&
-	refused $job "criu restore of .* failed" &&
+	refused $job "criu restore of .* failed: Unable to set real, effective and saved user ID" &&
 	! pgrep -u 0 -f counter.sh
 '
 
@@ -103,7 +103,7 @@ test_expect_success 'an fd forged onto a root-only file: CRIU, as the user, cann
 	job=$(run_job) &&
 	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 file counter.sh "$PWD/secret" &&
 	requeue_now $job &&
-	refused $job "criu restore of .* failed" &&
+	refused $job "criu restore of .* failed: Can.t open file .*/secret on restore: Permission denied" &&
 	! pgrep -f counter.sh
 '
 
