@@ -182,7 +182,7 @@ int cli_restart (struct cli *c, int argc, char **argv)
     int ch, want = 0, rank = 0, stopped = 0, gen = 0, rc, ctlfd = -1;
     json_object *m = NULL, *task, *stdio, *f;
     char dir[4096], imgdir[4400], pidfile[256], log[256], inherit[3][512], *end;
-    char ztmp[4096] = "", zerr[1100] = "", adopted[256];
+    char ztmp[4096] = "", zerr[1100] = "", adopted[256], tdir[] = "/tmp/ibcr-restart.XXXXXX";
     const char *job, *criu = getenv ("IBCR_CRIU"), *leader = NULL;
     int keep[4], nkeep = 0, ninh = 0;
     uint64_t out_ino = 0, err_ino = 0, imgbytes = 0;
@@ -238,6 +238,16 @@ int cli_restart (struct cli *c, int argc, char **argv)
         json_object_put (m);
         return CLI_NOTFOUND;
     }
+    /* A Slurm step's task is dumped inside its own namespaces, as its
+     * user (taskns.h); this command still restores only trees dumped
+     * from outside (ibcr run's). */
+    if (proto_get_bool (task, "in_ns", 0)) {
+        cli_error ("job %s generation %d rank %d was dumped inside its task's namespaces by "
+                   "a Slurm step: 'ibcr restart' cannot restore it yet; requeue the job "
+                   "(scontrol requeue %s) and it restores itself", job, gen, rank, job);
+        json_object_put (m);
+        return CLI_ERR;
+    }
     if (!before && (vpid = verify_start (dir, m, &vfd)) < 0) {
         json_object_put (m);
         if ((rc = pick_gen (c, job, want, 0, 1, &m, &gen)))
@@ -248,13 +258,19 @@ int cli_restart (struct cli *c, int argc, char **argv)
             return CLI_NOTFOUND;
         }
     }
-    snprintf (pidfile, sizeof (pidfile), "/tmp/ibcr-restart.%ld.pid", (long)getpid ());
+    /* Root's own files in a folder of its own: a name in /tmp that any
+     * user could have made first (a link) would choose what root writes. */
+    if (!mkdtemp (tdir)) {
+        cli_error ("cannot make a private folder in /tmp: %s", strerror (errno));
+        json_object_put (m);
+        return CLI_ERR;
+    }
+    snprintf (pidfile, sizeof (pidfile), "%s/pid", tdir);
     /* ibcr-init writes adopted only once criu has exited: criu writes
      * pidfile before it has let go of the tree, and a SIGCONT sent before
      * that would be undone by its --leave-stopped. */
-    snprintf (adopted, sizeof (adopted), "/tmp/ibcr-restart.%ld.adopted", (long)getpid ());
-    unlink (adopted);
-    snprintf (log, sizeof (log), "/tmp/ibcr-restart.%ld.%s.log", (long)getpid (), job);
+    snprintf (adopted, sizeof (adopted), "%s/adopted", tdir);
+    snprintf (log, sizeof (log), "%s/%s.log", tdir, job);
     /* Compressed images (compression = yes): CRIU reads a private,
      * decompressed copy, removed once it has restored from it. */
     if (zimg_dir_compressed (imgdir)) {
@@ -495,5 +511,7 @@ verdict:
     unlink (log);
     rc = cli_task_wait (&t);
     unlink (pidfile);
+    unlink (adopted);
+    rmdir (tdir);
     return rc;
 }

@@ -36,6 +36,12 @@ test_expect_success 'a job of ibcr-user1 is checkpointed with every image file c
 	! grep "\.img$" files
 '
 
+test_expect_success 'ibcr restart of a Slurm step'"'"'s generation says it cannot yet, and what to do' '
+	test_must_fail "$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" restart $jobid --rank 0 2>err &&
+	cat err &&
+	grep "job $jobid generation 1 rank 0 was dumped inside its task.s namespaces by a Slurm step: .ibcr restart. cannot restore it yet; requeue the job (scontrol requeue $jobid)" err
+'
+
 test_expect_success 'requeued, it restores from the compressed generation' '
 	scontrol requeue $jobid &&
 	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
