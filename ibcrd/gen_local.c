@@ -250,6 +250,14 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
      * outlive the abort that removes the images, for the user. */
     snprintf (r->log, sizeof (r->log), "%s/%s/dump-gen-%d-rank-%d.log", g->conf->staging,
               g->job, g->gen, t->rank);
+    /* Outside the task's namespaces criu runs as root: only for root's
+     * own tasks (ibcr run's), never on an image of a user's process. */
+    if (!in_ns && g->uid != 0) {
+        snprintf (err, errlen, "it belongs to uid %lu and has no namespaces of "
+                  "its own: ibcr checkpoints an ordinary user's task only when the SPANK "
+                  "plugin started it (srun/sbatch --checkpoint-ib)", (unsigned long)g->uid);
+        return -1;
+    }
     snprintf (pid, sizeof (pid), "%ld", (long)(in_ns ? taskns_nspid (t->pid) : t->pid));
     if (task_dir (g, t, err, errlen) < 0)
         return -1;
@@ -501,9 +509,10 @@ json_object *genl_tasks_json (struct gen *g)
         proto_set_int (t, "pid", g->tasks[i].pid);
         if (g->tasks[i].ctl_fd >= 0 && sockdiag_unix_peer (g->tasks[i].ctl_fd, &ino) == 0)
             proto_set_int (t, "ctl_ino", (int64_t)ino);
-        json_object_object_add (t, "stdio", task_stdio (g->tasks[i].pid, task_in_ns (&g->tasks[i])));
+        int in_ns = task_in_ns (&g->tasks[i]);
+        json_object_object_add (t, "stdio", task_stdio (g->tasks[i].pid, in_ns));
         /* How a restore must bring it back (taskns.h). */
-        json_object_object_add (t, "in_ns", json_object_new_boolean (task_in_ns (&g->tasks[i])));
+        json_object_object_add (t, "in_ns", json_object_new_boolean (in_ns));
         json_object_array_add (tasks, t);
     }
     return tasks;

@@ -193,7 +193,7 @@ static json_object *h_ping (struct server *s, struct client *c, json_object *req
  * and a fresh start would lose the work (and its retention delete it):
  * refused with EEXIST, which the plugin never runs unprotected past.
  * NULL when the registration may go on. */
-static json_object *requeue_check (struct server *s, json_object *req)
+static json_object *requeue_check (struct server *s, struct client *c, json_object *req)
 {
     const char *looked = proto_get_str (req, "requeued_fresh", NULL);
     const char *job = proto_get_str (req, "job", "");
@@ -202,7 +202,10 @@ static json_object *requeue_check (struct server *s, json_object *req)
     char err[512];
     int n, newest;
 
-    if (!looked || !ident_ok (job) || store_list (&st, job, 0, &gens, err, sizeof (err)) < 0)
+    /* Only the plugin (root, in slurmstepd) sends it: a user's answer
+     * would tell them of jobs that are not theirs. */
+    if (!looked || c->uid != 0 || !ident_ok (job)
+        || store_list (&st, job, 0, &gens, err, sizeof (err)) < 0)
         return NULL;
     n = (int)json_object_array_length (gens);
     last = n ? json_object_array_get_idx (gens, n - 1) : NULL;
@@ -229,7 +232,7 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
     struct job *job;
     json_object *o;
 
-    if ((o = requeue_check (s, req)))
+    if ((o = requeue_check (s, c, req)))
         return o;
     job = jobs_register (s->jobs, c->uid, c->pid, c->id, req, s->conf, err, sizeof (err));
     if (!job) {

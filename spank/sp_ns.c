@@ -153,6 +153,10 @@ static void __attribute__ ((noreturn)) sp_ns_mounter (pid_t task, int req, int d
     sp_ns_close_fds (0, keep, 2);
     if (read (req, &c, 1) != 1)
         _exit (0);      /* the task never asked */
+    /* Its pid names the namespace: only while it is our parent is it the
+     * task process and not a later one with the same pid. */
+    if (getppid () != task)
+        _exit (0);
     snprintf (path, sizeof (path), "/proc/%ld/ns/pid_for_children", (long)task);
     if ((fd = open (path, O_RDONLY | O_CLOEXEC)) < 0 || setns (fd, CLONE_NEWPID) < 0) {
         snprintf (err, sizeof (err), "cannot enter the task's PID namespace: %s",

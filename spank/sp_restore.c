@@ -275,23 +275,38 @@ static int sp_restore_ids (pid_t task, uid_t *uid, gid_t *gid)
     return *uid == (uid_t)-1 || *gid == (gid_t)-1 ? -1 : 0;
 }
 
+/* A fresh slot beside criu's log, <workdir>/<log name><suffix>: its name
+ * and path, whatever was there removed (by fd, never following a link).
+ * The workdir's fd (root's, through trusted folders), or -1 with err. */
+static int sp_restore_slot (const struct sp_restore_plan *plan, const char *suffix, char *name,
+                            size_t namelen, char *path, size_t len, char *err, size_t errlen)
+{
+    const char *base = strrchr (plan->log, '/');
+    int dfd;
+
+    base = base ? base + 1 : plan->log;
+    snprintf (name, namelen, "%.200s%s", base, suffix);
+    if ((size_t)snprintf (path, len, "%s/%s", plan->workdir, name) >= len) {
+        snprintf (err, errlen, "%.1500s/%s: path too long", plan->workdir, name);
+        return -1;
+    }
+    if ((dfd = safedir_open (plan->workdir, err, errlen)) < 0)
+        return -1;
+    (void)safedir_rmtreeat (dfd, name);
+    return dfd;
+}
+
 /* CRIU's work folder for this restore (its stats file; the images are
  * root's and read-only to the job): <workdir>/<log name>.work, made by
  * root through trusted folders and given to the user.  0 or -1. */
 static int sp_restore_workdir (const struct sp_restore_plan *plan, uid_t uid, gid_t gid,
                                char *path, size_t len, char *err, size_t errlen)
 {
-    const char *base = strrchr (plan->log, '/');
     char name[256];
     int dfd, fd;
 
-    base = base ? base + 1 : plan->log;
-    snprintf (name, sizeof (name), "%.200s.work", base);
-    if ((size_t)snprintf (path, len, "%s/%s", plan->workdir, name) >= len) {
-        snprintf (err, errlen, "criu's work folder path is too long");
-        return -1;
-    }
-    if ((dfd = safedir_open (plan->workdir, err, errlen)) < 0)
+    if ((dfd = sp_restore_slot (plan, ".work", name, sizeof (name), path, len, err,
+                                errlen)) < 0)
         return -1;
     /* Root's, and only traversable by others: each user's criu reaches
      * its own work folder in it. */
@@ -300,7 +315,6 @@ static int sp_restore_workdir (const struct sp_restore_plan *plan, uid_t uid, gi
         close (dfd);
         return -1;
     }
-    (void)safedir_rmtreeat (dfd, name);
     if ((fd = safedir_mkdirat (dfd, name, 0700, NULL)) < 0 || fchown (fd, uid, gid) < 0) {
         snprintf (err, errlen, "cannot make criu's work folder %.1500s: %s", path, strerror (errno));
         if (fd >= 0)
@@ -321,21 +335,14 @@ static int sp_restore_workdir (const struct sp_restore_plan *plan, uid_t uid, gi
 static int sp_restore_unpack (const struct sp_restore_plan *plan, uid_t uid, gid_t gid,
                               char *path, size_t len, char *err, size_t errlen)
 {
-    const char *base = strrchr (plan->log, '/');
     char name[256];
     struct dirent *e;
     int dfd, fd = -1;
     DIR *d;
 
-    base = base ? base + 1 : plan->log;
-    snprintf (name, sizeof (name), "%.200s.img", base);
-    if ((size_t)snprintf (path, len, "%s/%s", plan->workdir, name) >= len) {
-        snprintf (err, errlen, "the decompressed images' path is too long");
+    if ((dfd = sp_restore_slot (plan, ".img", name, sizeof (name), path, len, err,
+                                errlen)) < 0)
         return -1;
-    }
-    if ((dfd = safedir_open (plan->workdir, err, errlen)) < 0)
-        return -1;
-    (void)safedir_rmtreeat (dfd, name);
     if (zimg_decompress_dir (plan->imgdir, path, err, errlen) < 0)
         goto error;
     if ((fd = safedir_openat (dfd, name)) < 0 || !(d = fdopendir (fd))) {

@@ -368,6 +368,40 @@ test_expect_success 'h: out of file descriptors, the listener rests instead of s
 	grep "accept on .*: Too many open files; not accepting for 1000 ms" z/ibcrd.log
 '
 
+# --- CRIU is never run where the user arranges what it finds --------------------
+
+test_expect_success 'a user task with no namespaces of its own is not dumped by root'"'"'s criu' '
+	hold leg $AS1 "$RAWMSG" "$S" "$(msg register "\"job\":\"legacy\",\"rank\":0,\"pid\":$P1")" \
+		@sleep:600000 &&
+	ibcrd_wait_for job_uid_is as1 legacy $U1 &&
+	test_must_fail as1 "$IBCR" --socket "$S" checkpoint legacy --wait 2>err &&
+	cat err &&
+	grep "it belongs to uid $U1 and has no namespaces of its own: ibcr checkpoints an ordinary user.s task only when the SPANK plugin started it" err &&
+	kill $(cat leg.pid)
+'
+
+test_expect_success 'a task inside a user namespace: criu is not run there (the user decides what its path is)' '
+	cat >u/fakecriu <<-EOF &&
+	#!/bin/sh
+	grep "^Cap" /proc/self/status >"$PWD/u/criu-ran"
+	exit 1
+	EOF
+	chmod 0755 u/fakecriu &&
+	criu=$(sed -n "s/^criu = //p" a/ibcrd.conf) && criu=${criu:-$IBCR_CRIU} &&
+	test -x "$criu" &&
+	hold userns $AS1 unshare -Urm sh -c "mount --bind \"$PWD/u/fakecriu\" \"$criu\" && exec sleep 600" &&
+	PU=$(cat userns.pid) &&
+	ibcrd_wait_for sh -c "test \"\$(cat /proc/$PU/comm)\" = sleep" &&
+	hold esc $AS1 "$RAWMSG" "$S" "$(msg register "\"job\":\"esc\",\"rank\":0,\"pid\":$PU")" \
+		@sleep:600000 &&
+	ibcrd_wait_for job_uid_is as1 esc $U1 &&
+	test_must_fail as1 "$IBCR" --socket "$S" checkpoint esc --wait 2>err &&
+	cat err &&
+	grep "process $PU is in a user namespace (made by its user, or it left the task.s namespaces): refusing to run criu inside it" err &&
+	! test -e u/criu-ran &&
+	kill $(cat esc.pid) $PU
+'
+
 test_expect_success 'the daemon served through it all' '
 	ibcr_alive $(ibcrd_pid a) &&
 	as1 "$IBCR" --socket "$S" status sim --json | grep "\"uid\":$U1" &&

@@ -19,28 +19,12 @@ plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 # Not libibcr: this program uses no verbs, and a preload that does nothing
 # keeps the test about the restore alone (as t4004 does).
 preload=$plugin
-IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
-conf=$IBCRD_RUN/ibcrd/n1/ibcrd.conf
 
 spank_write_counter
 
-# checkpoint JOB: one committed generation, now.
-checkpoint() {
-	"$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint "$1" --wait
-}
-
-# requeue_now JOB: requeue it and start it again without the 120 s wait.
+# requeue_now JOB: requeue it and have it running again at once.
 requeue_now() {
-	scontrol requeue "$1" &&
-	rq_t=300 &&
-	while ! scontrol -o show job "$1" | grep -q "JobState=PENDING"; do
-		rq_t=$((rq_t - 1)) && test $rq_t -gt 0 && sleep 0.1 || return 1
-	done &&
-	# The first run's files, out of the way of the next run's (a process
-	# still ending writes on into the renamed file).
-	mv app.out app.out.1 && mv app.err app.err.1 &&
-	scontrol update jobid="$1" StartTime=now &&
-	slurm_wait_job "$1" RUNNING 60
+	spank_requeue "$1" && slurm_wait_job "$1" RUNNING 60
 }
 
 test_expect_success 'start a 1-node cluster and its ibcrd' '
@@ -59,7 +43,7 @@ test_expect_success 'a first run is checkpointed, then requeued' '
 	EOF
 	jobid=$(sbatch --parsable -N1 -o job.out job.sh) &&
 	spank_wait_lines app.out 10 &&
-	checkpoint $jobid &&
+	spank_checkpoint $jobid &&
 	k=$(tail -n 1 app.out) &&
 	echo "checkpointed at about $k" | ibcr_diag &&
 	test -d "$IBCRD_RUN/ibcrd/n1/storage/local/$jobid/gen-1/task-0" &&
@@ -113,10 +97,10 @@ test_expect_success 'a damaged newest generation: the previous one is restored, 
 	rm -f app.out app.err rc.out &&
 	jobid=$(sbatch --parsable -N1 -o job.out job.sh) &&
 	spank_wait_lines app.out 10 &&
-	checkpoint $jobid &&
+	spank_checkpoint $jobid &&
 	k1=$(tail -n 1 app.out) &&
 	spank_wait_lines app.out $((k1 + 20)) &&
-	checkpoint $jobid &&
+	spank_checkpoint $jobid &&
 	g2=$IBCRD_RUN/ibcrd/n1/storage/local/$jobid/gen-2 &&
 	img=$(ls $g2/task-0/pages-*.img | head -n 1) &&
 	printf "XXXXXXXX" | dd of="$img" bs=1 seek=100 conv=notrunc 2>/dev/null &&
@@ -136,7 +120,7 @@ test_expect_success 'another number of tasks: refused with the reason, not start
 	rm -f app.out app.err rc.out &&
 	jobid=$(sbatch --parsable -N1 -n2 -o job.out job.sh) &&
 	spank_wait_lines app.out 10 &&
-	checkpoint $jobid &&
+	spank_checkpoint $jobid &&
 	echo 2 >ntasks &&
 	requeue_now $jobid &&
 	slurm_wait_job $jobid COMPLETED 60 &&

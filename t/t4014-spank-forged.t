@@ -19,32 +19,20 @@ ibcr_require ROOT SLURM CRIU USERS PYCRIU
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 preload=$plugin
-IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
-conf=$IBCRD_RUN/ibcrd/n1/ibcrd.conf
 FORGE=$SHARNESS_TEST_SRCDIR/criu/forge.py
 
 spank_write_counter
 
-checkpoint() {
-	"$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint "$1" --wait
-}
 
 # run_job: a counting job of ibcr-user1, checkpointed once; prints its id.
 run_job() {
 	rm -f app.out app.err &&
 	rj=$(sbatch --parsable -N1 -o job.out job.sh) &&
 	spank_wait_lines app.out 10 &&
-	checkpoint $rj >/dev/null &&
+	spank_checkpoint $rj >/dev/null &&
 	echo $rj
 }
 
-# requeue_now JOB: requeue it and start it again without the 120 s wait.
-requeue_now() {
-	scontrol requeue "$1" &&
-	ibcr_wait_for 30 sh -c "scontrol -o show job $1 | grep -q JobState=PENDING" &&
-	mv app.out app.out.1 && mv app.err app.err.1 &&
-	scontrol update jobid="$1" StartTime=now
-}
 
 # refused JOB WHAT: the requeued JOB failed, its task saying WHAT, and no
 # line was counted after the requeue.
@@ -63,9 +51,11 @@ test_expect_success 'start a 1-node cluster and its ibcrd' '
 	chown "$IBCR_USER1" . &&
 	cat >job.sh <<-\EOF &&
 	#!/bin/sh
-	srun -n 1 --checkpoint-ib -o app.out -e app.err ./counter.sh 100
+	srun -n 1 --checkpoint-ib -o app.out -e app.err ./fcounter.sh 100
 	EOF
 	chmod +x job.sh &&
+	# A name of its own: other tests may run counter.sh at the same time.
+	cp counter.sh fcounter.sh &&
 	# A file only root may read, for the forged fd.
 	echo "root only" >secret && chmod 0600 secret
 '
@@ -86,33 +76,33 @@ test_expect_success 'the job'"'"'s user cannot alter a committed generation' '
 test_expect_success 'credentials forged to uid 0: CRIU, running as the user, cannot take them' '
 	job=$(run_job) &&
 	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 creds &&
-	requeue_now $job &&
+	spank_requeue $job &&
 	refused $job "criu restore of .* failed: Unable to set real, effective and saved user ID" &&
-	! pgrep -u 0 -f counter.sh
+	! pgrep -u 0 -f fcounter.sh
 '
 
 test_expect_success 'a forged capability: the restored tree is refused before it runs' '
 	job=$(run_job) &&
 	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 caps &&
-	requeue_now $job &&
-	refused $job "generation refused: restored process [0-9]* has capabilities" &&
-	! pgrep -f counter.sh
+	spank_requeue $job &&
+	refused $job "generation refused: restored process [0-9]* (thread [0-9]*) has capabilities" &&
+	! pgrep -f fcounter.sh
 '
 
 test_expect_success 'an fd forged onto a root-only file: CRIU, as the user, cannot open it' '
 	job=$(run_job) &&
-	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 file counter.sh "$PWD/secret" &&
-	requeue_now $job &&
+	/usr/bin/python3 "$FORGE" "$(gen1 $job)" task-0 file fcounter.sh "$PWD/secret" &&
+	spank_requeue $job &&
 	refused $job "criu restore of .* failed: Can.t open file .*/secret on restore: Permission denied" &&
-	! pgrep -f counter.sh
+	! pgrep -f fcounter.sh
 '
 
 test_expect_success 'the same job, not forged: restored as its user, with no capability' '
 	job=$(run_job) &&
-	requeue_now $job &&
+	spank_requeue $job &&
 	spank_wait_lines app.out 5 &&
 	test "$(head -n 1 app.out)" -gt 10 &&
-	app=$(pgrep -u "$IBCR_UID1" -f counter.sh | head -n 1) &&
+	app=$(pgrep -u "$IBCR_UID1" -f fcounter.sh | head -n 1) &&
 	test -n "$app" &&
 	grep "^Uid:[[:space:]]*$IBCR_UID1[[:space:]]*$IBCR_UID1[[:space:]]*$IBCR_UID1[[:space:]]*$IBCR_UID1$" /proc/$app/status &&
 	grep "^CapEff:[[:space:]]*0000000000000000$" /proc/$app/status &&

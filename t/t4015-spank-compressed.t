@@ -29,7 +29,7 @@ test_expect_success 'a job of ibcr-user1 is checkpointed with every image file c
 	jobid=$(sbatch --parsable -N1 -o job.out \
 		--wrap "srun --checkpoint-ib -o app.out -e app.err ./counter.sh 100") &&
 	spank_wait_lines app.out 10 &&
-	"$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint $jobid --wait &&
+	spank_checkpoint $jobid &&
 	g=$IBCRD_RUN/ibcrd/n1/storage/local/$jobid/gen-1/task-0 &&
 	ls "$g" >files &&
 	grep "^core-.*\.img\.zst$" files &&
@@ -43,10 +43,7 @@ test_expect_success 'ibcr restart of a Slurm step'"'"'s generation says it canno
 '
 
 test_expect_success 'requeued, it restores from the compressed generation' '
-	scontrol requeue $jobid &&
-	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
-	mv app.out app.out.1 && mv app.err app.err.1 &&
-	scontrol update jobid=$jobid StartTime=now &&
+	spank_requeue $jobid &&
 	spank_wait_lines app.out 5 &&
 	test "$(head -n 1 app.out)" -gt 10 &&
 	grep "ibcr: job $jobid step 0 task 0 on n1: restored from generation 1" app.err &&

@@ -16,14 +16,9 @@ ibcr_require ROOT SLURM CRIU USERS
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 preload=$plugin
-IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
-conf=$IBCRD_RUN/ibcrd/n1/ibcrd.conf
 
 spank_write_counter
 
-checkpoint() {
-	"$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint "$1" --wait
-}
 
 gens() {
 	ls -d "$IBCRD_RUN/ibcrd/n1/storage/local/$1"/gen-* 2>/dev/null | wc -l
@@ -46,13 +41,10 @@ test_expect_success 'a job with two committed generations, requeued: refused, no
 	jobid=$(sbatch --parsable -N1 -o job.out \
 		--wrap "srun --checkpoint-ib -o app.out -e app.err ./counter.sh 200") &&
 	spank_wait_lines app.out 10 &&
-	checkpoint $jobid &&
-	checkpoint $jobid &&
+	spank_checkpoint $jobid &&
+	spank_checkpoint $jobid &&
 	test $(gens $jobid) = 2 &&
-	scontrol requeue $jobid &&
-	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
-	mv app.out app.out.1 && mv app.err app.err.1 &&
-	scontrol update jobid=$jobid StartTime=now &&
+	spank_requeue $jobid &&
 	slurm_wait_job $jobid FAILED 60 &&
 	cat app.err | ibcr_diag &&
 	grep "ibcr: job $jobid step 0 task 0 on n1: ibcrd refused the register request: job $jobid was requeued and has 2 committed generations (newest 2) in $IBCRD_RUN/ibcrd/n1/storage/local, but the SPANK plugin looked in $IBCRD_RUN/other/storage/local and found none" app.err &&

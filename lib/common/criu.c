@@ -91,6 +91,13 @@ pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int n
         dup2 (lfd >= 0 ? lfd : nul, 2);
     }
     close_others (keep, nkeep);
+    /* The binary is found here, before any namespace is entered: inside
+     * one, the path could name something else. */
+    int xfd = open (argv[0], O_PATH | O_CLOEXEC);
+    if (xfd < 0) {
+        fprintf (stderr, "cannot run %s: %s\n", argv[0], strerror (errno));
+        _exit (127);
+    }
     if (as) {
         char err[512];
         if (taskns_become (as, err, sizeof (err)) < 0) {
@@ -113,9 +120,9 @@ pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int n
         }
         av[ac++] = "--unprivileged";
         av[ac] = NULL;
-        execv (av[0], av);
+        execveat (xfd, "", av, environ, AT_EMPTY_PATH);
     } else
-        execv (argv[0], argv);
+        execveat (xfd, "", argv, environ, AT_EMPTY_PATH);
     fprintf (stderr, "cannot run %s: %s\n", argv[0], strerror (errno));
     _exit (127);
 }

@@ -128,15 +128,24 @@ pid_t taskns_nspid (pid_t pid)
     return (pid_t)atol (last);
 }
 
-int taskns_own_mnt (pid_t pid)
+/* Is pid's namespace of kind ns ("mnt", "user", ...) ours?  1, 0, or -1. */
+static int same_ns (pid_t pid, const char *ns)
 {
-    char path[64];
+    char path[64], self[64];
     struct stat a, b;
 
-    snprintf (path, sizeof (path), "/proc/%ld/ns/mnt", (long)pid);
-    if (stat (path, &a) < 0 || stat ("/proc/self/ns/mnt", &b) < 0)
+    snprintf (path, sizeof (path), "/proc/%ld/ns/%s", (long)pid, ns);
+    snprintf (self, sizeof (self), "/proc/self/ns/%s", ns);
+    if (stat (path, &a) < 0 || stat (self, &b) < 0)
         return -1;
-    return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
+    return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+int taskns_own_mnt (pid_t pid)
+{
+    int same = same_ns (pid, "mnt");
+
+    return same < 0 ? -1 : !same;
 }
 
 int taskns_load_ids (struct taskns_as *as, char *err, size_t len)
@@ -229,6 +238,16 @@ int taskns_become (const struct taskns_as *as, char *err, size_t len)
     }
     if (as->uid != 0 && taskns_load_ids (&cr, err, len) < 0)
         return -1;
+    /* Only namespaces root made (the plugin's) are entered: one under a
+     * user namespace is the user's to arrange (mounts, the criu path),
+     * and root must not act inside it. */
+    if (own && same_ns (as->ns_pid, "user") != 1) {
+        snprintf (err, len, "process %ld is in a user namespace (made by its user, or it "
+                  "left the task's namespaces): refusing to run criu inside it",
+                  (long)as->ns_pid);
+        errno = EPERM;
+        return -1;
+    }
     if (own) {
         char path[64];
         int pfd, mfd, status;
@@ -305,32 +324,57 @@ struct check_arg {
     size_t len;
 };
 
-static int check_one (pid_t pid, void *arg)
+/* One thread's ids and capabilities (credentials are per thread). */
+static int check_thread (pid_t pid, const char *tid, struct check_arg *a)
 {
     static const char *const caps[] = { "CapInh", "CapPrm", "CapEff", "CapAmb" };
-    struct check_arg *a = arg;
-    char buf[256];
+    char path[320], line[256];
+    FILE *f;
+    int rc = 0;
 
-    if (status_field (pid, "Uid", buf, sizeof (buf)) < 0)
+    snprintf (path, sizeof (path), "/proc/%ld/task/%s/status", (long)pid, tid);
+    if (!(f = fopen (path, "re")))
         return 0;       /* gone: nothing it can do */
-    if (ids_are (buf, a->uid) < 0) {
-        snprintf (a->err, a->len, "restored process %ld has uids %.64s, not the job's %lu",
-                  (long)pid, buf, (unsigned long)a->uid);
-        return -1;
-    }
-    if (status_field (pid, "Gid", buf, sizeof (buf)) == 0 && ids_are (buf, a->gid) < 0) {
-        snprintf (a->err, a->len, "restored process %ld has gids %.64s, not the job's %lu",
-                  (long)pid, buf, (unsigned long)a->gid);
-        return -1;
-    }
-    for (size_t i = 0; a->uid != 0 && i < sizeof (caps) / sizeof (caps[0]); i++)
-        if (status_field (pid, caps[i], buf, sizeof (buf)) == 0
-            && strtoull (buf, NULL, 16) != 0) {
-            snprintf (a->err, a->len, "restored process %ld has capabilities (%s %.32s) "
-                      "that the job's user does not", (long)pid, caps[i], buf);
-            return -1;
+    while (rc == 0 && fgets (line, sizeof (line), f)) {
+        char *v = strchr (line, ':');
+        if (!v)
+            continue;
+        *v++ = '\0';
+        v += strspn (v, " \t");
+        v[strcspn (v, "\n")] = '\0';
+        if ((!strcmp (line, "Uid") && ids_are (v, a->uid) < 0)
+            || (!strcmp (line, "Gid") && ids_are (v, a->gid) < 0)) {
+            snprintf (a->err, a->len, "restored process %ld (thread %s) has %s %.64s, not the "
+                      "job's %lu", (long)pid, tid, !strcmp (line, "Uid") ? "uids" : "gids", v,
+                      (unsigned long)(!strcmp (line, "Uid") ? a->uid : a->gid));
+            rc = -1;
         }
-    return 0;
+        for (size_t i = 0; rc == 0 && a->uid != 0 && i < sizeof (caps) / sizeof (caps[0]); i++)
+            if (!strcmp (line, caps[i]) && strtoull (v, NULL, 16) != 0) {
+                snprintf (a->err, a->len, "restored process %ld (thread %s) has capabilities "
+                          "(%s %.32s) that the job's user does not", (long)pid, tid, caps[i], v);
+                rc = -1;
+            }
+    }
+    fclose (f);
+    return rc;
+}
+
+static int check_one (pid_t pid, void *arg)
+{
+    char path[64];
+    struct dirent *e;
+    DIR *d;
+    int rc = 0;
+
+    snprintf (path, sizeof (path), "/proc/%ld/task", (long)pid);
+    if (!(d = opendir (path)))
+        return 0;
+    while (rc == 0 && (e = readdir (d)))
+        if (e->d_name[0] != '.')
+            rc = check_thread (pid, e->d_name, arg);
+    closedir (d);
+    return rc;
 }
 
 int taskns_check_tree (pid_t root, uid_t uid, gid_t gid, char *err, size_t len)

@@ -22,6 +22,11 @@
 #   spank_write_vs TIMEOUT SERVER-OPTS CLIENT-OPTS
 #                               write ./vs.sh PORT [MSGS], the two-rank
 #                               verbs stream ($VS) as a Slurm task
+#   spank_checkpoint JOB        one committed generation of JOB, now, by
+#                               n1's ibcrd ("ibcr checkpoint --wait")
+#   spank_requeue JOB           scontrol requeue JOB, wait until it is
+#                               pending, move app.out and app.err to .1,
+#                               and let it start at once (not 120 s later)
 #   spank_lines FILE            its number of lines (0 when missing)
 #   spank_wait_lines FILE N     until FILE has N lines or more (30 s)
 #   spank_gens JOB              JOB's committed generations in $store
@@ -194,4 +199,18 @@ spank_hurry_stop() {
 	test -z "$spank_hurry_pid" || { kill $spank_hurry_pid; wait $spank_hurry_pid; } 2>/dev/null
 	spank_hurry_pid=
 	return 0
+}
+
+spank_checkpoint() {
+	"$IBCR_BUILDDIR/ibcrd/ibcr" -c "$IBCRD_RUN/ibcrd/n1/ibcrd.conf" \
+		--socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint "$1" --wait
+}
+
+spank_requeue() {
+	scontrol requeue "$1" &&
+	ibcr_wait_for 30 sh -c "scontrol -o show job $1 | grep -q JobState=PENDING" &&
+	# The first run's files, out of the way of the next run's (a process
+	# still ending writes on into the renamed file).
+	mv app.out app.out.1 && mv app.err app.err.1 &&
+	scontrol update jobid="$1" StartTime=now
 }
