@@ -47,9 +47,9 @@
 # Jobs run as an ordinary user, as on a real cluster: IBCR_JOB_USER
 # (default $IBCR_USER1 of 00-prereqs.sh when it exists; a test about
 # root's own jobs sets it empty after sourcing sharness) is given the
-# trash directory by slurm_start, and the sbatch and srun the test calls
-# itself take --uid/--gid of that user.  IBCR_JOB_UID is its uid (0 when
-# empty), as in Slurm's cgroup folders uid_U.
+# trash directory by slurm_start; the sbatch the test calls itself takes
+# --uid/--gid of that user, and its srun runs as that user.  IBCR_JOB_UID
+# is its uid (0 when empty), as in Slurm's cgroup folders uid_U.
 #
 # Why the cgroup detour: Slurm's cgroup/v1 plugin names its folder
 # slurm_<node> at each controller's root and job folders uid_U/job_J, and
@@ -288,9 +288,13 @@ sbatch() {
 	fi
 }
 
+# srun runs as the user from the start: with --uid, root's srun drops to
+# the user while it waits for an allocation, and a queued allocation's
+# answer (a MUNGE credential for root) then fails to decode.
 srun() {
 	if test -n "$IBCR_JOB_USER"; then
-		command srun --uid="$IBCR_JOB_USER" --gid="$IBCR_JOB_USER" "$@"
+		setpriv --reuid="$IBCR_JOB_USER" --regid="$IBCR_JOB_USER" --init-groups \
+			-- srun "$@"
 	else
 		command srun "$@"
 	fi
