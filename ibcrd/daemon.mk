@@ -14,6 +14,7 @@ ibcrd_SOURCES = \
 	imgcopy.c imgcopy.h \
 	sockdiag.c sockdiag.h \
 	worker.c worker.h \
+	tasks.c tasks.h \
 	$(top_srcdir)/lib/ibcr/drain.c
 ibcrd_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS) $(MUNGE_CFLAGS)
 ibcrd_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(INIH_LIBS) \

@@ -27,6 +27,7 @@
 #include "server.h"
 #include "server_int.h"
 #include "slurm_hook.h"
+#include "tasks.h"
 
 char server_no_reply_marker;
 
@@ -453,7 +454,9 @@ static const struct {
     { "ping", h_ping },
     { "prune", h_prune },
     { "register", h_register },
+    { "restore", h_restore },
     { "resume-restored", h_resume_restored },
+    { "spawn", h_spawn },
     { "status", h_status },
     { "term", slurm_hook_term },
 };
@@ -461,8 +464,8 @@ static const struct {
 
 static const char *known_types (void)
 {
-    return "checkpoint, ctl-attach, ibcr-hello, ping, prune, register, resume-restored, status, "
-           "term";
+    return "checkpoint, ctl-attach, ibcr-hello, ping, prune, register, restore, "
+           "resume-restored, spawn, status, term";
 }
 
 static void handle (struct server *s, struct client *c, json_object *req)

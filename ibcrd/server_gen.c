@@ -25,6 +25,7 @@
 #include "server.h"
 #include "server_int.h"
 #include "slurm_hook.h"
+#include "tasks.h"
 #include "worker.h"
 
 /* A member node tells the job's leader (rank 0's ibcrd) that it holds a
@@ -355,6 +356,8 @@ void server_worker_done (struct server *s, pid_t pid, int status)
 {
     struct job *job;
 
+    if (tasks_relay_done (pid))
+        return;
     for (struct client *c = s->clients; c; c = c->next)
         if (c->lent == pid)
             c->lent = 0;

@@ -86,3 +86,12 @@ pid_t worker_start_member (struct gen *g, const int *keep, int nkeep)
     child_setup (g->member_lfd, keep, nkeep);
     _exit (gen_member_serve (g) == 0 ? 0 : 1);
 }
+
+pid_t worker_fork (int asker_fd)
+{
+    pid_t pid = fork ();
+
+    if (pid == 0)
+        child_setup (asker_fd, NULL, 0);
+    return pid;
+}

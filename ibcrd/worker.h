@@ -28,4 +28,9 @@ pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep);
  * which it keeps).  The pid, or -1 with errno. */
 pid_t worker_start_member (struct gen *g, const int *keep, int nkeep);
 
+/* Fork a plain helper of the daemon (tasks.h's relays): in the child
+ * (0 returned) only asker_fd and 0..2 stay open, signals are plain and
+ * the log is the daemon's.  The pid in the parent, or -1 with errno. */
+pid_t worker_fork (int asker_fd);
+
 #endif

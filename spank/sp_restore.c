@@ -38,55 +38,21 @@
 #include "common/taskns.h"
 #include "common/zimg.h"
 #include "common/criu.h"
-#include "sp_cgroup.h"
-#include "sp_ns.h"
+#include "common/cgjoin.h"
+#include "common/tasktree.h"
 #include "sp_restore.h"
 
 /* Exit code of a restorer that failed (as env(1) for "cannot run"). */
 #define SP_RESTORE_EXIT 125
 
-static json_object *sp_restore_task_of (json_object *m, uint32_t rank)
-{
-    json_object *tasks;
-
-    if (!json_object_object_get_ex (m, "tasks", &tasks)
-        || !json_object_is_type (tasks, json_type_array))
-        return NULL;
-    for (size_t i = 0; i < json_object_array_length (tasks); i++) {
-        json_object *t = json_object_array_get_idx (tasks, i);
-        if (proto_get_int (t, "rank", -1) == (int64_t)rank)
-            return t;
-    }
-    return NULL;
-}
-
-/* Append to note, separated by "; ". */
-static void sp_restore_note (char *note, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-static void sp_restore_note (char *note, size_t len, const char *fmt, ...)
-{
-    size_t off = strlen (note);
-    va_list ap;
-
-    if (off && off + 2 < len) {
-        strcpy (note + off, "; ");
-        off += 2;
-    }
-    va_start (ap, fmt);
-    (void)vsnprintf (note + off, len - off, fmt, ap);
-    va_end (ap);
-}
-
-/* Check generation g's layout against this step; fill plan.  0, or -1
- * with err. */
+/* Check the chosen generation's layout against this step: a checkpoint
+ * restores only into the step it was taken of, with as many tasks.  0,
+ * or -1 with err. */
 static int sp_restore_layout (const struct sp_restore_in *in, int g, json_object *m,
-                              const char *dir, struct sp_restore_plan *plan, char *err,
-                              size_t errlen)
+                              char *err, size_t errlen)
 {
     const char *step = proto_get_str (m, "step", NULL);
     int64_t size = proto_get_int (m, "size", -1);
-    json_object *task, *stdio;
-    struct stat sb;
 
     if (step && strcmp (step, in->step)) {
         snprintf (err, errlen, "job %s generation %d is a checkpoint of step %s, and this "
@@ -102,35 +68,16 @@ static int sp_restore_layout (const struct sp_restore_in *in, int g, json_object
                   in->job, g, (long long)size, in->step, in->ntasks, (long long)size);
         return -1;
     }
-    if ((size_t)snprintf (plan->imgdir, sizeof (plan->imgdir), "%s/task-%u", dir, in->rank)
-        >= sizeof (plan->imgdir) || stat (plan->imgdir, &sb) < 0 || !S_ISDIR (sb.st_mode)) {
-        snprintf (err, errlen, "job %s generation %d has no image for task %u (%s): the "
-                  "step's layout differs from the checkpoint's", in->job, g, in->rank,
-                  plan->imgdir);
-        return -1;
-    }
-    memset (plan->stdio, 0, sizeof (plan->stdio));
-    if ((task = sp_restore_task_of (m, in->rank))
-        && json_object_object_get_ex (task, "stdio", &stdio)) {
-        for (int fd = 0; fd <= 2; fd++) {
-            char key[4];
-            snprintf (key, sizeof (key), "%d", fd);
-            snprintf (plan->stdio[fd], sizeof (plan->stdio[fd]), "%s",
-                      proto_get_str (stdio, key, ""));
-        }
-    }
-    plan->ctl_ino = task ? (long long)proto_get_int (task, "ctl_ino", 0) : 0;
-    plan->gen = g;
     return 0;
 }
 
-int sp_restore_pick (const struct sp_restore_in *in, struct sp_restore_plan *plan,
+int sp_restore_pick (const struct sp_restore_in *in, struct restore_plan *plan,
                      char *note, size_t notelen, char *err, size_t errlen)
 {
+    json_object *m = NULL;
     struct conf *c;
-    json_object *gens = NULL;
     char cerr[1024];
-    int rc = -1, damaged = 0;
+    int rc;
 
     note[0] = '\0';
     memset (plan, 0, sizeof (*plan));
@@ -144,64 +91,23 @@ int sp_restore_pick (const struct sp_restore_in *in, struct sp_restore_plan *pla
         return -1;
     }
     struct store st = { .root = c->storage, .cluster = c->cluster };
-    snprintf (plan->looked, sizeof (plan->looked), "%.2000s/%.1000s", c->storage, c->cluster);
-    if (store_list (&st, in->job, 0, &gens, cerr, sizeof (cerr)) < 0) {
-        if (errno == ENOENT) {
-            rc = 0;
-            goto out;
-        }
-        snprintf (err, errlen, "cannot list the checkpoints of job %s: %s", in->job, cerr);
-        goto out;
-    }
-    if (json_object_array_length (gens) == 0) {
-        rc = 0;
-        goto out;
-    }
-    for (int i = (int)json_object_array_length (gens) - 1; i >= 0; i--) {
-        json_object *e = json_object_array_get_idx (gens, i), *m, *problems;
-        int g = (int)proto_get_int (e, "generation", 0), n;
-        char dir[PATH_MAX];
-
-        if (!json_object_object_get_ex (e, "manifest", &m)
-            || store_gen_path (&st, in->job, g, dir, sizeof (dir)) < 0)
-            continue;
-        problems = json_object_new_array ();
-        n = manifest_verify (dir, m, problems, NULL);
-        if (n != 0) {
-            json_object *p = json_object_array_get_idx (problems, 0);
-            sp_restore_note (note, notelen, "generation %d is damaged (%s: %s), falling "
-                             "back to the previous one", g,
-                             p ? proto_get_str (p, "path", "?") : "?",
-                             p ? proto_get_str (p, "problem", "?") : strerror (errno));
-            json_object_put (problems);
-            damaged++;
-            continue;
-        }
-        json_object_put (problems);
-        if (sp_restore_layout (in, g, m, dir, plan, err, errlen) < 0)
-            goto out;
+    rc = restore_pick (&st, in->job, 0, in->rank, plan, &m, note, notelen, err, errlen);
+    if (rc == 1 && sp_restore_layout (in, plan->gen, m, err, errlen) < 0)
+        rc = -1;
+    if (rc == 1) {
         snprintf (plan->criu, sizeof (plan->criu), "%s", c->criu);
         snprintf (plan->workdir, sizeof (plan->workdir), "%s/restore", c->staging);
         if ((size_t)snprintf (plan->log, sizeof (plan->log), "%.3900s/%.40s.%.40s.%u.log",
                               plan->workdir, in->job, in->step, in->rank)
             >= sizeof (plan->log)) {
             snprintf (err, errlen, "ibcrd.conf staging= is too long a path");
-            goto out;
+            rc = -1;
         }
-        rc = 1;
-        goto out;
     }
-    snprintf (err, errlen, "job %s has %d committed generation%s and every one is damaged "
-              "(%s): nothing to restore, and a fresh start would lose the work silently; "
-              "see 'ibcr verify %s'", in->job, damaged, damaged == 1 ? "" : "s", note,
-              in->job);
-out:
-    json_object_put (gens);
+    json_object_put (m);
     conf_destroy (c);
     return rc;
 }
-
-/* The first lines of criu's log that say "Error", joined. */
 
 static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
@@ -275,181 +181,12 @@ static int sp_restore_ids (pid_t task, uid_t *uid, gid_t *gid)
     return *uid == (uid_t)-1 || *gid == (gid_t)-1 ? -1 : 0;
 }
 
-/* A fresh slot beside criu's log, <workdir>/<log name><suffix>: its name
- * and path, whatever was there removed (by fd, never following a link).
- * The workdir's fd (root's, through trusted folders), or -1 with err. */
-static int sp_restore_slot (const struct sp_restore_plan *plan, const char *suffix, char *name,
-                            size_t namelen, char *path, size_t len, char *err, size_t errlen)
-{
-    const char *base = strrchr (plan->log, '/');
-    int dfd;
-
-    base = base ? base + 1 : plan->log;
-    snprintf (name, namelen, "%.200s%s", base, suffix);
-    if ((size_t)snprintf (path, len, "%s/%s", plan->workdir, name) >= len) {
-        snprintf (err, errlen, "%.1500s/%s: path too long", plan->workdir, name);
-        return -1;
-    }
-    if ((dfd = safedir_open (plan->workdir, err, errlen)) < 0)
-        return -1;
-    (void)safedir_rmtreeat (dfd, name);
-    return dfd;
-}
-
-/* CRIU's work folder for this restore (its stats file; the images are
- * root's and read-only to the job): <workdir>/<log name>.work, made by
- * root through trusted folders and given to the user.  0 or -1. */
-static int sp_restore_workdir (const struct sp_restore_plan *plan, uid_t uid, gid_t gid,
-                               char *path, size_t len, char *err, size_t errlen)
-{
-    char name[256];
-    int dfd, fd;
-
-    if ((dfd = sp_restore_slot (plan, ".work", name, sizeof (name), path, len, err,
-                                errlen)) < 0)
-        return -1;
-    /* Root's, and only traversable by others: each user's criu reaches
-     * its own work folder in it. */
-    if (fchmod (dfd, 0711) < 0) {
-        snprintf (err, errlen, "cannot set the mode of %.1500s: %s", plan->workdir, strerror (errno));
-        close (dfd);
-        return -1;
-    }
-    if ((fd = safedir_mkdirat (dfd, name, 0700, NULL)) < 0 || fchown (fd, uid, gid) < 0) {
-        snprintf (err, errlen, "cannot make criu's work folder %.1500s: %s", path, strerror (errno));
-        if (fd >= 0)
-            close (fd);
-        close (dfd);
-        return -1;
-    }
-    close (fd);
-    close (dfd);
-    return 0;
-}
-
-/* A compressed generation (compression = yes): CRIU reads only its own
- * file names, so the task's images are decompressed by root into
- * <workdir>/<log name>.img, given to the user (files first, the folder
- * last: nothing is theirs before root's last write), and read from there.
- * path gets that folder.  0, or -1 with err. */
-static int sp_restore_unpack (const struct sp_restore_plan *plan, uid_t uid, gid_t gid,
-                              char *path, size_t len, char *err, size_t errlen)
-{
-    char name[256];
-    struct dirent *e;
-    int dfd, fd = -1;
-    DIR *d;
-
-    if ((dfd = sp_restore_slot (plan, ".img", name, sizeof (name), path, len, err,
-                                errlen)) < 0)
-        return -1;
-    if (zimg_decompress_dir (plan->imgdir, path, err, errlen) < 0)
-        goto error;
-    if ((fd = safedir_openat (dfd, name)) < 0 || !(d = fdopendir (fd))) {
-        snprintf (err, errlen, "cannot open %.1500s: %s", path, strerror (errno));
-        goto error;
-    }
-    while ((e = readdir (d)))
-        if (e->d_name[0] != '.'
-            && fchownat (dirfd (d), e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
-            snprintf (err, errlen, "cannot give %.1500s to the job's user: %s", path,
-                      strerror (errno));
-            closedir (d);
-            goto error;
-        }
-    if (fchown (dirfd (d), uid, gid) < 0) {
-        snprintf (err, errlen, "cannot give %.1500s to the job's user: %s", path,
-                  strerror (errno));
-        closedir (d);
-        goto error;
-    }
-    closedir (d);
-    close (dfd);
-    return 0;
-error:
-    (void)safedir_rmtreeat (dfd, name);
-    close (dfd);
-    return -1;
-}
-
-/* PID 1 of the restored task's new namespaces (taskns.h), root until
- * the tree is checked: mount /proc, run CRIU as the task's user (PID 2),
- * check what it restored, let it run, then hold it as sp_ns's holder
- * does.  Writes "O" or "E<why>" on res; never returns. */
-static void __attribute__ ((noreturn))
-sp_restore_holder (const struct sp_restore_plan *plan, pid_t task, uid_t uid, gid_t gid,
-                   int res, char *const argv[], const int fds[4], const char *unpacked)
-{
-    struct taskns_as as = { .cred_pid = task };
-    char err[2048], errs[1500];
-    int keep[4], nkeep = 0, status;
-    pid_t criu, init = 0;
-
-    (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
-    as.uid = uid;
-    /* The task's ids first: once the namespace's /proc is mounted, this
-     * process no longer sees the task process in it. */
-    if (taskns_load_ids (&as, err, sizeof (err)) < 0 || taskns_setup_proc (0, err, sizeof (err)) < 0) {
-        dprintf (res, "Ecannot set up the restored task's namespace: %s",
-                 err);
-        _exit (SP_RESTORE_EXIT);
-    }
-    for (int i = 0; i < 4; i++)
-        if (fds[i] >= 0)
-            keep[nkeep++] = fds[i];
-    if ((criu = criu_start_as (argv, plan->log, keep, nkeep, &as)) < 0) {
-        dprintf (res, "Ecannot fork criu: %s", strerror (errno));
-        _exit (SP_RESTORE_EXIT);
-    }
-    for (int i = 0; i < 4; i++)
-        if (fds[i] >= 0)
-            (void)close (fds[i]);
-    while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
-        ;
-    /* The images CRIU read are in the restored memory now. */
-    if (unpacked[0])
-        (void)safedir_rmtree (unpacked, errs, sizeof (errs));
-    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-        criu_log_errors (plan->log, 3, errs, sizeof (errs));
-        if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
-            dprintf (res, "Ecannot run %s (ibcrd.conf criu=)", plan->criu);
-        else
-            dprintf (res, "Ecriu restore of %s failed: %s; log: %s", plan->imgdir,
-                     errs[0] ? errs : "no error line in its log", plan->log);
-        _exit (SP_RESTORE_EXIT);
-    }
-    init = proc_first_child (1);
-    if (init <= 0) {
-        dprintf (res, "Ecriu restored %s but no process came back", plan->imgdir);
-        _exit (SP_RESTORE_EXIT);
-    }
-    /* An image is the user's data: whatever it asked for, the tree must
-     * carry exactly the job's ids and no capability before it runs. */
-    if (taskns_check_tree (init, uid, gid, err, sizeof (err)) < 0) {
-        taskns_signal_tree (init, SIGKILL);
-        dprintf (res, "Egeneration refused: %s: the image (%s) asks for more than its "
-                 "user has, so it was altered during or after the dump; nothing of it ran",
-                 err, plan->imgdir);
-        _exit (SP_RESTORE_EXIT);
-    }
-    if (taskns_drop (&as, err, sizeof (err)) < 0) {
-        taskns_signal_tree (init, SIGKILL);
-        dprintf (res, "E%s", err);
-        _exit (SP_RESTORE_EXIT);
-    }
-    taskns_signal_tree (init, SIGCONT);
-    (void)write (res, "O", 1);
-    (void)close (res);
-    sp_ns_hold (init);
-}
-
 /* The restorer, as root: never returns. */
 static void __attribute__ ((noreturn))
-sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
+sp_restore_restorer (const struct restore_plan *plan, int sock)
 {
-    char inherit[4][PATH_MAX + 32], err[2048] = "", work[PATH_MAX], unpacked[PATH_MAX] = "";
-    const char *argv[32];
-    int fds[4], res[2], ninh = 0, ac = 0, nul, fd;
+    char err[2048] = "";
+    int fds[4], nul, fd;
     pid_t task, holder;
     uid_t uid;
     gid_t gid;
@@ -486,7 +223,7 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
     }
     if (sp_restore_recv_go (sock, &task, fds) < 0)
         _exit (0);      /* the task did not ask: nothing to do */
-    if (sp_cgroup_join (task, err, sizeof (err)) < 0) {
+    if (cgjoin_join (task, err, sizeof (err)) < 0) {
         sp_restore_reply (sock, 'E', "cannot put the restore into the step's cgroups: %s",
                           err);
         _exit (SP_RESTORE_EXIT);
@@ -495,104 +232,25 @@ sp_restore_restorer (const struct sp_restore_plan *plan, int sock)
         sp_restore_reply (sock, 'E', "the task process %ld is gone", (long)task);
         _exit (SP_RESTORE_EXIT);
     }
-    /* Root's folder for criu's log, made or checked like staging. */
-    if (safedir_ensure (plan->workdir, 0700, err, sizeof (err)) < 0
-        || sp_restore_workdir (plan, uid, gid, work, sizeof (work), err, sizeof (err)) < 0) {
-        sp_restore_reply (sock, 'E', "%s", err);
-        _exit (SP_RESTORE_EXIT);
-    }
-    if (zimg_dir_compressed (plan->imgdir)) {
-        if (sp_restore_unpack (plan, uid, gid, unpacked, sizeof (unpacked), err,
-                               sizeof (err)) < 0) {
-            sp_restore_reply (sock, 'E', "cannot decompress %s: %s", plan->imgdir, err);
-            _exit (SP_RESTORE_EXIT);
-        }
-    }
-    (void)unlink (plan->log);
-    argv[ac++] = plan->criu;
-    argv[ac++] = "restore";
-    argv[ac++] = "-D";
-    argv[ac++] = unpacked[0] ? unpacked : plan->imgdir;
-    argv[ac++] = "-o";
-    argv[ac++] = plan->log;
-    argv[ac++] = "-W";
-    argv[ac++] = work;
-    /* CRIU runs as PID 2 of the new namespace (taskns.h): the restored
-     * init becomes the holder's child, stopped until it was checked. */
-    argv[ac++] = "--restore-detached";
-    argv[ac++] = "--restore-sibling";
-    argv[ac++] = "--leave-stopped";
-    /* Stay in the cgroups just joined, the new step's, instead of going
-     * back to the dumped step's. */
-    argv[ac++] = "--manage-cgroups=ignore";
-    for (fd = 0; fd <= 2; fd++) {
-        const char *k = plan->stdio[fd];
-        int dup = 0;
-        /* Devices (/dev/null, a terminal) are reopened by path unless
-         * they were dumped as external files; a pipe, a socket or a
-         * regular file that grew must be handed in. */
-        if (!*k || (!strncmp (k, "/dev/", 5)))
-            continue;
-        for (int j = 0; j < fd; j++)
-            dup |= !strcmp (k, plan->stdio[j]);
-        if (dup)
-            continue;
-        if (fcntl (fds[fd], F_SETFD, 0) < 0)
-            continue;
-        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:%s", fds[fd],
-                  k[0] == '/' ? k + 1 : k);
-        argv[ac++] = "--inherit-fd";
-        argv[ac++] = inherit[ninh++];
-    }
-    /* libibcr's control socket led out of the tree at the dump (external);
-     * a fresh one ibcrd knows as this rank's takes its place. */
-    if (fds[3] >= 0 && plan->ctl_ino > 0 && fcntl (fds[3], F_SETFD, 0) == 0) {
-        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", fds[3],
-                  plan->ctl_ino);
-        argv[ac++] = "--inherit-fd";
-        argv[ac++] = inherit[ninh++];
-    }
-    argv[ac] = NULL;
-
-    if (taskns_unshare_mnt (err, sizeof (err)) < 0 || taskns_unshare_pid (err, sizeof (err)) < 0
-        || pipe2 (res, O_CLOEXEC) < 0) {
-        sp_restore_reply (sock, 'E', "%s", err[0] ? err : strerror (errno));
-        _exit (SP_RESTORE_EXIT);
-    }
-    if ((holder = fork ()) < 0) {
-        sp_restore_reply (sock, 'E', "cannot fork the task's holder: %s", strerror (errno));
-        _exit (SP_RESTORE_EXIT);
-    }
-    if (holder == 0) {
-        (void)close (sock);
-        (void)close (res[0]);
-        sp_restore_holder (plan, task, uid, gid, res[1], (char *const *)argv, fds, unpacked);
+    {
+        /* The task's gid and groups are taken from it, as CRIU's restore
+         * needs the image's groups, which are the task's. */
+        struct taskns_as as = { .cred_pid = task, .uid = uid };
+        (void)gid;
+        holder = restore_tree (plan, &as, fds, 0, err, sizeof (err));
     }
     for (fd = 0; fd <= 3; fd++)
         if (fds[fd] >= 0)
             (void)close (fds[fd]);
-    (void)close (res[1]);
-    {
-        char msg[2048];
-        ssize_t n;
-        do
-            n = read (res[0], msg, sizeof (msg) - 1);
-        while (n < 0 && errno == EINTR);
-        if (n <= 0) {
-            sp_restore_reply (sock, 'E', "the restore's holder ended without a word");
-            _exit (SP_RESTORE_EXIT);
-        }
-        msg[n] = '\0';
-        if (msg[0] != 'O') {
-            sp_restore_reply (sock, 'E', "%s", msg + 1);
-            _exit (SP_RESTORE_EXIT);
-        }
+    if (holder < 0) {
+        sp_restore_reply (sock, 'E', "%s", err);
+        _exit (SP_RESTORE_EXIT);
     }
     sp_restore_reply (sock, 'O', "%ld", (long)holder);
     _exit (0);
 }
 
-int sp_restore_prepare (const struct sp_restore_plan *plan, char *err, size_t errlen)
+int sp_restore_prepare (const struct restore_plan *plan, char *err, size_t errlen)
 {
     int sv[2];
     pid_t pid;
@@ -615,7 +273,7 @@ int sp_restore_prepare (const struct sp_restore_plan *plan, char *err, size_t er
     return sv[0];
 }
 
-pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, int ctl_fd, char *err,
+pid_t sp_restore_run (int fd, const struct restore_plan *plan, int ctl_fd, char *err,
                       size_t errlen)
 {
     char cbuf[CMSG_SPACE (4 * sizeof (int))], buf[4096];

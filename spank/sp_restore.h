@@ -21,7 +21,7 @@
  *     restored process is born in the new step's cgroups; when criu exits,
  *     the restored init is re-parented to the task process (the nearest
  *     subreaper), which then forwards signals to it and exits with its
- *     status, exactly as a freshly started task does (sp_ns_adopt()).
+ *     status, exactly as a freshly started task does (tasktree_adopt()).
  *
  * Measured with CRIU 4.2.1 and Slurm 22.05 (t/t4006-spank-restore.t).
  *
@@ -38,6 +38,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/restore.h"
+
 struct sp_restore_in {
     const char *conf;       /* ibcrd.conf, expanded for this node */
     int conf_given;         /* named in plugstack.conf: it must exist;
@@ -49,17 +51,6 @@ struct sp_restore_in {
     uint32_t ntasks;        /* tasks in the step now */
 };
 
-struct sp_restore_plan {
-    int gen;                        /* generation restored */
-    char imgdir[PATH_MAX];          /* gen-N/task-<rank> */
-    char criu[PATH_MAX];            /* the criu binary (ibcrd.conf criu=) */
-    char workdir[PATH_MAX];         /* root-only folder for criu's log, pid file */
-    char log[PATH_MAX];             /* criu's log */
-    char stdio[3][PATH_MAX];        /* what fds 0..2 were at the dump ("" unknown):
-                                       "pipe:[INO]", "socket:[INO]", a path */
-    long long ctl_ino;              /* libibcr's control socket at the dump, 0 none */
-    char looked[PATH_MAX];          /* <storage>/<cluster> the pick looked in */
-};
 
 /* Find what task 'in->rank' restores.  Returns 1 with *plan filled, 0 when
  * the job has no committed generation (a fresh start is right: the job
@@ -67,18 +58,18 @@ struct sp_restore_plan {
  * (layout differs, every generation damaged, configuration unreadable).
  * Notes for the job's stderr (a damaged generation skipped) go into note,
  * "" when none. */
-int sp_restore_pick (const struct sp_restore_in *in, struct sp_restore_plan *plan,
+int sp_restore_pick (const struct sp_restore_in *in, struct restore_plan *plan,
                      char *note, size_t notelen, char *err, size_t errlen);
 
 /* As root, in task_init_privileged: fork the restorer for plan.  The fd
  * the task talks to it over, or -1 with err. */
-int sp_restore_prepare (const struct sp_restore_plan *plan, char *err, size_t errlen);
+int sp_restore_prepare (const struct restore_plan *plan, char *err, size_t errlen);
 
 /* As the user, in task_init: have the restorer restore the image into
  * this task's slot.  Returns the restored init's pid (now our child) and
  * closes fd, or -1 with err (criu's first errors and its log's path);
  * then nothing of the image runs. */
-pid_t sp_restore_run (int fd, const struct sp_restore_plan *plan, int ctl_fd, char *err,
+pid_t sp_restore_run (int fd, const struct restore_plan *plan, int ctl_fd, char *err,
                       size_t errlen);
 
 #endif

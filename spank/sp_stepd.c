@@ -29,7 +29,7 @@
 #include "common/conf.h"
 #include "common/expand.h"
 #include "common/proc.h"
-#include "sp_ns.h"
+#include "common/tasktree.h"
 #include "sp_opt.h"
 #include "sp_reg.h"
 #include "sp_restore.h"
@@ -52,7 +52,7 @@ static struct {
     char conf[PATH_MAX];        /* ibcrd.conf, expanded for this node */
     int conf_given;             /* plugstack.conf conf= named it */
     char note[4096];            /* for the job's stderr in task_init, "" none */
-    struct sp_restore_plan plan;
+    struct restore_plan plan;
     int restore_fd;             /* to the restorer (SP_RESTORE) */
     int ctl_fd;                 /* libibcr's control socket to hand in, or -1 */
     int fd;                     /* connection to ibcrd, held by the waiter */
@@ -315,7 +315,7 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
                   "(plugstack.conf init=)", a->init, strerror (errno));
         return sp_stepd_cannot ();
     }
-    sp_ns_set_init (a->init);
+    tasktree_set_init (a->init);
     if (stat (sp_st.libibcr, &sb) < 0 || !S_ISREG (sb.st_mode)) {
         snprintf (sp_st.why, sizeof (sp_st.why), "the checkpoint library %s %s "
                   "(plugstack.conf libibcr=)", sp_st.libibcr,
@@ -342,7 +342,7 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
         snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
         return sp_stepd_cannot ();
     }
-    if (sp_ns_prepare (err, sizeof (err)) < 0) {
+    if (tasktree_prepare (err, sizeof (err)) < 0) {
         /* Not a matter of policy: the node cannot do what ibcr needs. */
         snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
         sp_st.on_down = SP_DOWN_FAIL;
@@ -445,8 +445,8 @@ static int sp_stepd_restore (void)
     }
     /* The connection to ibcrd stays open in the waiter: the registration
      * lives as long as it. */
-    sp_ns_on_term (sp_stepd_term, NULL);
-    sp_ns_adopt (init, &sp_st.fd, sp_st.fd >= 0 ? 1 : 0);
+    tasktree_on_term (sp_stepd_term, NULL);
+    tasktree_adopt (init, &sp_st.fd, sp_st.fd >= 0 ? 1 : 0);
 }
 
 /* Prepend 'lib' to the task's LD_PRELOAD, keeping what the user set. */
@@ -502,8 +502,8 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
         return -1;
     }
     keep[0] = sp_st.fd;
-    sp_ns_on_term (sp_stepd_term, NULL);
-    if (sp_ns_start (sp_stepd_started, NULL, keep, 1, err, sizeof (err)) < 0) {
+    tasktree_on_term (sp_stepd_term, NULL);
+    if (tasktree_start (sp_stepd_started, NULL, keep, 1, err, sizeof (err)) < 0) {
         sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not started",
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
         return -1;

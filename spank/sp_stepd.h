@@ -4,7 +4,7 @@
  * decide whether this task is protected, reach ibcrd, make the PID
  * namespace.  task_init (the user, just before slurmstepd execs the
  * command): report what was decided on the job's stderr, set the task's
- * environment, split the task (sp_ns.h) and register it.
+ * environment, split the task (tasktree.c) and register it.
  */
 #ifndef IBCR_SPANK_STEPD_H
 #define IBCR_SPANK_STEPD_H

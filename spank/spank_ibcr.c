@@ -7,13 +7,13 @@
  *                          batch script unless batch_step=yes) runs under
  *                          its own PID-namespace init, with libibcr
  *                          preloaded and IBCR_SOCKET set, registered with
- *                          the node's ibcrd (sp_stepd.c, sp_ns.c,
+ *                          the node's ibcrd (sp_stepd.c, tasktree.c,
  *                          sp_reg.c).  Steps without the option are not
  *                          touched at all.  When the job was requeued
  *                          (SLURM_RESTART_COUNT > 0) and has a committed
  *                          generation, each task restores its image in
  *                          its slot of the new step instead of executing
- *                          the program (sp_restore.c, sp_cgroup.c).
+ *                          the program (sp_restore.c, cgjoin.c).
  * plugstack.conf arguments: sp_args.h.
  *
  * How a task gets its PID namespace.  slurmstepd forks the task, runs

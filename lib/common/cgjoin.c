@@ -1,4 +1,4 @@
-/* sp_cgroup.c - see sp_cgroup.h. */
+/* cgjoin.c - see cgjoin.c. */
 #include "config.h"
 
 #include <errno.h>
@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sp_cgroup.h"
+#include "cgjoin.h"
 
 /* Does the comma-separated list 'opts' hold every item of 'want'? */
-static int sp_cgroup_has_all (const char *opts, const char *want)
+static int cgjoin_has_all (const char *opts, const char *want)
 {
     char w[256], *save = NULL, *item;
     char o[1040];
@@ -38,7 +38,7 @@ static int sp_cgroup_has_all (const char *opts, const char *want)
 
 /* The folder of hierarchy 'ctrls' ("" for v2) holding 'path', through a
  * mount of it, into dir.  0, or -1 when no mount reaches it. */
-static int sp_cgroup_dir (const char *ctrls, const char *path, char *dir, size_t len)
+static int cgjoin_dir (const char *ctrls, const char *path, char *dir, size_t len)
 {
     FILE *f = fopen ("/proc/self/mountinfo", "r");
     char line[4096];
@@ -54,7 +54,7 @@ static int sp_cgroup_dir (const char *ctrls, const char *path, char *dir, size_t
         if (!sep || sscanf (line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2
             || sscanf (sep + 3, "%63s %*s %1023s", fstype, opts) != 2)
             continue;
-        if (*ctrls ? strcmp (fstype, "cgroup") || !sp_cgroup_has_all (opts, ctrls)
+        if (*ctrls ? strcmp (fstype, "cgroup") || !cgjoin_has_all (opts, ctrls)
             : strcmp (fstype, "cgroup2"))
             continue;
         rl = strlen (root);
@@ -69,7 +69,7 @@ static int sp_cgroup_dir (const char *ctrls, const char *path, char *dir, size_t
     return rc;
 }
 
-static int sp_cgroup_write_pid (const char *dir, pid_t pid)
+static int cgjoin_write_pid (const char *dir, pid_t pid)
 {
     char file[PATH_MAX + 16], buf[32];
     int fd, n, rc = 0;
@@ -85,7 +85,7 @@ static int sp_cgroup_write_pid (const char *dir, pid_t pid)
     return rc;
 }
 
-int sp_cgroup_join (pid_t pid, char *err, size_t errlen)
+int cgjoin_join (pid_t pid, char *err, size_t errlen)
 {
     char file[64], line[4096], dir[PATH_MAX];
     FILE *f;
@@ -109,7 +109,7 @@ int sp_cgroup_join (pid_t pid, char *err, size_t errlen)
          * track the process; name=systemd and v2 are Slurm's business
          * only with other plugins, so trying is enough. */
         must = *ctrls && strncmp (ctrls, "name=", 5);
-        if (sp_cgroup_dir (ctrls, c2 + 1, dir, sizeof (dir)) < 0) {
+        if (cgjoin_dir (ctrls, c2 + 1, dir, sizeof (dir)) < 0) {
             if (must) {
                 snprintf (err, errlen, "no mount of cgroup hierarchy %s reaches %s "
                           "(/proc/self/mountinfo)", ctrls, c2 + 1);
@@ -117,7 +117,7 @@ int sp_cgroup_join (pid_t pid, char *err, size_t errlen)
             }
             continue;
         }
-        if (sp_cgroup_write_pid (dir, getpid ()) < 0 && must) {
+        if (cgjoin_write_pid (dir, getpid ()) < 0 && must) {
             snprintf (err, errlen, "cannot join cgroup %s/cgroup.procs: %s", dir,
                       strerror (errno));
             rc = -1;
@@ -127,7 +127,7 @@ int sp_cgroup_join (pid_t pid, char *err, size_t errlen)
     return rc;
 }
 
-static char *sp_cgroup_read (pid_t pid)
+static char *cgjoin_read (pid_t pid)
 {
     char file[64];
     FILE *f;
@@ -153,9 +153,9 @@ static char *sp_cgroup_read (pid_t pid)
     return buf;
 }
 
-int sp_cgroup_same (pid_t a, pid_t b)
+int cgjoin_same (pid_t a, pid_t b)
 {
-    char *x = sp_cgroup_read (a), *y = sp_cgroup_read (b);
+    char *x = cgjoin_read (a), *y = cgjoin_read (b);
     int rc = x && y ? !strcmp (x, y) : -1;
 
     free (x);

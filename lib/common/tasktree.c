@@ -1,4 +1,4 @@
-/* sp_ns.c - see sp_ns.h.
+/* tasktree.c - see tasktree.c.
  *
  * Invariants kept here:
  * - The application starts only after the waiter said so (go pipe), so a
@@ -29,40 +29,40 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/proc.h"
-#include "common/taskns.h"
-#include "sp_ns.h"
+#include "proc.h"
+#include "taskns.h"
+#include "tasktree.h"
 
 /* Exit code of the waiter or init when ibcr itself failed (as env(1)). */
-#define SP_NS_EXIT_FAILURE 125
+#define TASKTREE_EXIT_FAILURE 125
 
 /* Signals passed on to the application.  Not the synchronous ones
  * (SEGV, BUS, FPE, ILL, TRAP, SYS: a blocked one raised by a fault kills
  * anyway) nor KILL/STOP (cannot be caught; Slurm's SIGKILL reaches every
  * process of the cgroup, its SIGSTOP is the cgroup freezer). */
-static const int sp_ns_fwd[] = {
+static const int tasktree_fwd[] = {
     SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
     SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGXCPU, SIGXFSZ, SIGVTALRM,
     SIGPROF, SIGWINCH, SIGIO, SIGPWR,
 };
-#define SP_NS_NFWD (sizeof (sp_ns_fwd) / sizeof (sp_ns_fwd[0]))
+#define TASKTREE_NFWD (sizeof (tasktree_fwd) / sizeof (tasktree_fwd[0]))
 
-static sp_ns_term_f sp_ns_term_cb;
-static void *sp_ns_term_arg;
+static tasktree_term_f tasktree_term_cb;
+static void *tasktree_term_arg;
 
-void sp_ns_on_term (sp_ns_term_f f, void *arg)
+void tasktree_on_term (tasktree_term_f f, void *arg)
 {
-    sp_ns_term_cb = f;
-    sp_ns_term_arg = arg;
+    tasktree_term_cb = f;
+    tasktree_term_arg = arg;
 }
 
-static void sp_ns_sigset (sigset_t *set)
+static void tasktree_sigset (sigset_t *set)
 {
     size_t i;
 
     sigemptyset (set);
-    for (i = 0; i < SP_NS_NFWD; i++)
-        sigaddset (set, sp_ns_fwd[i]);
+    for (i = 0; i < TASKTREE_NFWD; i++)
+        sigaddset (set, tasktree_fwd[i]);
     sigaddset (set, SIGCHLD);
 }
 
@@ -70,16 +70,16 @@ static void sp_ns_sigset (sigset_t *set)
  * SIGCHLD set to SIG_IGN makes children vanish unwaited: the waiter and
  * the init must see all of them.  Only after the application forked, so
  * that it keeps the dispositions slurmstepd gave it. */
-static void sp_ns_default_dispositions (void)
+static void tasktree_default_dispositions (void)
 {
     size_t i;
 
-    for (i = 0; i < SP_NS_NFWD; i++)
-        (void)signal (sp_ns_fwd[i], SIG_DFL);
+    for (i = 0; i < TASKTREE_NFWD; i++)
+        (void)signal (tasktree_fwd[i], SIG_DFL);
     (void)signal (SIGCHLD, SIG_DFL);
 }
 
-static int sp_ns_keep (int fd, const int *keep, int nkeep)
+static int tasktree_keep (int fd, const int *keep, int nkeep)
 {
     int i;
 
@@ -92,14 +92,14 @@ static int sp_ns_keep (int fd, const int *keep, int nkeep)
 /* Close every fd above 2 that is not kept; with only_cloexec, just those
  * that an exec would have closed.  Errors are ignored: what cannot be
  * listed cannot be closed, and is harmless. */
-static int sp_ns_hostproc = -1;
+static int tasktree_hostproc = -1;
 
-static void sp_ns_close_fds (int only_cloexec, const int *keep, int nkeep)
+static void tasktree_close_fds (int only_cloexec, const int *keep, int nkeep)
 {
     /* The task process shares the task's mount namespace, whose /proc
      * does not know it ("self" resolves to nothing there): it reads its
      * fds through the host's /proc, opened before that was mounted. */
-    int dfd = sp_ns_hostproc >= 0 ? openat (sp_ns_hostproc, "self/fd",
+    int dfd = tasktree_hostproc >= 0 ? openat (tasktree_hostproc, "self/fd",
                                             O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                                   : open ("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dfd >= 0 ? fdopendir (dfd) : NULL;
@@ -115,7 +115,7 @@ static void sp_ns_close_fds (int only_cloexec, const int *keep, int nkeep)
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
         fd = atoi (e->d_name);
-        if (fd <= 2 || fd == dirfd (d) || fd == sp_ns_hostproc || sp_ns_keep (fd, keep, nkeep))
+        if (fd <= 2 || fd == dirfd (d) || fd == tasktree_hostproc || tasktree_keep (fd, keep, nkeep))
             continue;
         if (only_cloexec && ((flags = fcntl (fd, F_GETFD)) < 0 || !(flags & FD_CLOEXEC)))
             continue;
@@ -124,33 +124,33 @@ static void sp_ns_close_fds (int only_cloexec, const int *keep, int nkeep)
     (void)closedir (d);
 }
 
-/* In the task process, between sp_ns_prepare and sp_ns_start: the pipes
+/* In the task process, between tasktree_prepare and tasktree_start: the pipes
  * to the mounter (ask / its answer). */
-static int sp_ns_mreq = -1, sp_ns_mdone = -1;
-/* sp_ns_hostproc (above): the host's /proc, opened before the task's
+static int tasktree_mreq = -1, tasktree_mdone = -1;
+/* tasktree_hostproc (above): the host's /proc, opened before the task's
  * covered it in the task's mount namespace, which this process shares. */
-static char sp_ns_init_path[4096];
+static char tasktree_init_path[4096];
 
-void sp_ns_set_init (const char *path)
+void tasktree_set_init (const char *path)
 {
-    snprintf (sp_ns_init_path, sizeof (sp_ns_init_path), "%s", path);
+    snprintf (tasktree_init_path, sizeof (tasktree_init_path), "%s", path);
 }
 
-/* The mounter: forked as root by sp_ns_prepare, in the task's new mount
+/* The mounter: forked as root by tasktree_prepare, in the task's new mount
  * namespace but outside its PID namespace (which has no process yet).
  * When the task's holder exists and asks, it forks once into that PID
  * namespace, where the child, still root, mounts the namespace's /proc
  * (what CRIU's parasite needs to dump a task of an ordinary user) and
  * answers: an empty string, or why it failed.  Takes nothing from the
  * user: the namespace is named by the task process it was forked from. */
-static void __attribute__ ((noreturn)) sp_ns_mounter (pid_t task, int req, int done)
+static void __attribute__ ((noreturn)) tasktree_mounter (pid_t task, int req, int done)
 {
     int keep[2] = { req, done }, fd, status;
     char path[64], err[256] = "", c;
     pid_t child;
 
     (void)prctl (PR_SET_NAME, "ibcr-mounter", 0, 0, 0);
-    sp_ns_close_fds (0, keep, 2);
+    tasktree_close_fds (0, keep, 2);
     if (read (req, &c, 1) != 1)
         _exit (0);      /* the task never asked */
     /* Its pid names the namespace: only while it is our parent is it the
@@ -182,15 +182,15 @@ static void __attribute__ ((noreturn)) sp_ns_mounter (pid_t task, int req, int d
     _exit (0);
 }
 
-int sp_ns_prepare (char *err, size_t errlen)
+int tasktree_prepare (char *err, size_t errlen)
 {
     int req[2], done[2];
     pid_t task = getpid (), h;
 
     if (taskns_unshare_mnt (err, errlen) < 0)
         return -1;
-    if (sp_ns_hostproc < 0
-        && (sp_ns_hostproc = open ("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    if (tasktree_hostproc < 0
+        && (tasktree_hostproc = open ("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         snprintf (err, errlen, "cannot open /proc: %s", strerror (errno));
         return -1;
     }
@@ -207,7 +207,7 @@ int sp_ns_prepare (char *err, size_t errlen)
     /* Before the PID namespace: a child forked after it would be its
      * PID 1. */
     if ((h = fork ()) == 0)
-        sp_ns_mounter (task, req[0], done[1]);
+        tasktree_mounter (task, req[0], done[1]);
     (void)close (req[0]);
     (void)close (done[1]);
     if (h < 0 || taskns_unshare_pid (err, errlen) < 0) {
@@ -218,12 +218,12 @@ int sp_ns_prepare (char *err, size_t errlen)
         (void)close (done[0]);
         return -1;
     }
-    sp_ns_mreq = req[1];
-    sp_ns_mdone = done[0];
+    tasktree_mreq = req[1];
+    tasktree_mdone = done[0];
     return 0;
 }
 
-static int sp_ns_write_all (int fd, const void *buf, size_t len)
+static int tasktree_write_all (int fd, const void *buf, size_t len)
 {
     const char *p = buf;
     ssize_t n;
@@ -241,7 +241,7 @@ static int sp_ns_write_all (int fd, const void *buf, size_t len)
 }
 
 /* 1: read len bytes; 0: end of file first; -1: error. */
-static int sp_ns_read_all (int fd, void *buf, size_t len)
+static int tasktree_read_all (int fd, void *buf, size_t len)
 {
     char *p = buf;
     ssize_t n;
@@ -260,8 +260,8 @@ static int sp_ns_read_all (int fd, void *buf, size_t len)
     return 1;
 }
 
-static void sp_ns_say (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
-static void sp_ns_say (const char *fmt, ...)
+static void tasktree_say (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+static void tasktree_say (const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
@@ -275,12 +275,12 @@ static void sp_ns_say (const char *fmt, ...)
     if (n > (int)sizeof (buf) - 2)
         n = (int)sizeof (buf) - 2;
     buf[n++] = '\n';
-    (void)sp_ns_write_all (2, buf, (size_t)n);
+    (void)tasktree_write_all (2, buf, (size_t)n);
 }
 
 /* Die the way the application died, so slurmstepd records the same wait
  * status.  A core file of this process would only mislead. */
-static void __attribute__ ((noreturn)) sp_ns_exit_as (int status)
+static void __attribute__ ((noreturn)) tasktree_exit_as (int status)
 {
     struct rlimit no_core = { 0, 0 };
     sigset_t one;
@@ -289,7 +289,7 @@ static void __attribute__ ((noreturn)) sp_ns_exit_as (int status)
     if (WIFEXITED (status))
         _exit (WEXITSTATUS (status));
     if (!WIFSIGNALED (status))
-        _exit (SP_NS_EXIT_FAILURE);
+        _exit (TASKTREE_EXIT_FAILURE);
     sig = WTERMSIG (status);
     (void)setrlimit (RLIMIT_CORE, &no_core);
     (void)signal (sig, SIG_DFL);
@@ -308,16 +308,16 @@ static void __attribute__ ((noreturn)) sp_ns_exit_as (int status)
  * the step).  CRIU dumps this process (about 1.7 MB, 90 ms measured with
  * a shell application): it holds only fds 0-2 and 'report'. */
 static void __attribute__ ((noreturn))
-sp_ns_init (pid_t app, int report, const sigset_t *set)
+tasktree_init (pid_t app, int report, const sigset_t *set)
 {
     int32_t word = (int32_t)app;
     siginfo_t si;
     int status, sig;
     pid_t pid;
 
-    sp_ns_default_dispositions ();
-    if (report >= 0 && sp_ns_write_all (report, &word, sizeof (word)) < 0)
-        _exit (SP_NS_EXIT_FAILURE);
+    tasktree_default_dispositions ();
+    if (report >= 0 && tasktree_write_all (report, &word, sizeof (word)) < 0)
+        _exit (TASKTREE_EXIT_FAILURE);
     for (;;) {
         if ((sig = sigwaitinfo (set, &si)) < 0)
             continue;           /* EINTR: nothing else can fail here */
@@ -330,12 +330,12 @@ sp_ns_init (pid_t app, int report, const sigset_t *set)
             if (pid == app) {
                 word = (int32_t)status;
                 if (report >= 0)
-                    (void)sp_ns_write_all (report, &word, sizeof (word));
+                    (void)tasktree_write_all (report, &word, sizeof (word));
                 /* Also as an exit code, the way ibcr-init reports it: a
                  * restored init has no waiter pipe, only this. */
                 _exit (WIFEXITED (status) ? WEXITSTATUS (status)
                        : WIFSIGNALED (status) ? 128 + WTERMSIG (status)
-                       : SP_NS_EXIT_FAILURE);
+                       : TASKTREE_EXIT_FAILURE);
             }
         }
     }
@@ -344,7 +344,7 @@ sp_ns_init (pid_t app, int report, const sigset_t *set)
 /* The waiter, once the application may run: forward signals to the init
  * until it ends, then exit as the application did. */
 static void __attribute__ ((noreturn))
-sp_ns_wait (pid_t init, int report, const sigset_t *set)
+tasktree_wait (pid_t init, int report, const sigset_t *set)
 {
     int32_t word;
     siginfo_t si;
@@ -354,8 +354,8 @@ sp_ns_wait (pid_t init, int report, const sigset_t *set)
     for (;;) {
         if ((sig = sigwaitinfo (set, &si)) < 0)
             continue;
-        if (sig == SIGTERM && sp_ns_term_cb)
-            sp_ns_term_cb (sp_ns_term_arg);     /* may hold it a while */
+        if (sig == SIGTERM && tasktree_term_cb)
+            tasktree_term_cb (tasktree_term_arg);     /* may hold it a while */
         if (sig != SIGCHLD) {
             (void)kill (init, sig);
             continue;
@@ -366,43 +366,43 @@ sp_ns_wait (pid_t init, int report, const sigset_t *set)
             /* The init writes the application's status before it exits;
              * without it (the init was killed) its own status is all
              * there is. */
-            if (sp_ns_read_all (report, &word, sizeof (word)) == 1)
-                sp_ns_exit_as ((int)word);
-            sp_ns_exit_as (status);
+            if (tasktree_read_all (report, &word, sizeof (word)) == 1)
+                tasktree_exit_as ((int)word);
+            tasktree_exit_as (status);
         }
     }
 }
 
-void sp_ns_hold (pid_t child)
+void tasktree_hold (pid_t child)
 {
     sigset_t set;
 
-    sp_ns_sigset (&set);
+    tasktree_sigset (&set);
     (void)sigprocmask (SIG_BLOCK, &set, NULL);
-    sp_ns_close_fds (0, NULL, 0);
-    sp_ns_init (child, -1, &set);
+    tasktree_close_fds (0, NULL, 0);
+    tasktree_init (child, -1, &set);
 }
 
-void sp_ns_adopt (pid_t init, const int *keep, int nkeep)
+void tasktree_adopt (pid_t init, const int *keep, int nkeep)
 {
     sigset_t set;
     int status;
 
-    sp_ns_sigset (&set);
+    tasktree_sigset (&set);
     (void)sigprocmask (SIG_BLOCK, &set, NULL);
     (void)prctl (PR_SET_NAME, "ibcr-task", 0, 0, 0);
-    sp_ns_default_dispositions ();
-    sp_ns_close_fds (1, keep, nkeep);
+    tasktree_default_dispositions ();
+    tasktree_close_fds (1, keep, nkeep);
     /* It may have ended before the signals were blocked: its SIGCHLD is
      * then gone, but not its zombie. */
     if (waitpid (init, &status, WNOHANG) == init)
-        sp_ns_exit_as (status);
+        tasktree_exit_as (status);
     /* No report pipe: a restored init reports the application's status
      * as its own exit code. */
-    sp_ns_wait (init, -1, &set);
+    tasktree_wait (init, -1, &set);
 }
 
-int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
+int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int nkeep,
                  char *err, size_t errlen)
 {
     int report[2] = { -1, -1 }, go[2] = { -1, -1 };
@@ -412,7 +412,7 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
     int status = 0;
     char c = 'g';
 
-    sp_ns_sigset (&set);
+    tasktree_sigset (&set);
     if (sigprocmask (SIG_BLOCK, &set, &old) < 0) {
         snprintf (err, errlen, "cannot block signals: %s", strerror (errno));
         return -1;
@@ -436,46 +436,46 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
         (void)close (report[0]);
         (void)close (go[1]);
         /* Inside, the namespace's own /proc serves; the host's stays out. */
-        if (sp_ns_hostproc >= 0) {
-            (void)close (sp_ns_hostproc);
-            sp_ns_hostproc = -1;
+        if (tasktree_hostproc >= 0) {
+            (void)close (tasktree_hostproc);
+            tasktree_hostproc = -1;
         }
         (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
-        if (sp_ns_mreq < 0 || write (sp_ns_mreq, "m", 1) != 1
-            || (n = read (sp_ns_mdone, merr, sizeof (merr) - 1)) <= 0) {
-            sp_ns_say ("ibcr: the task's /proc was not mounted (its mounter is gone)");
-            _exit (SP_NS_EXIT_FAILURE);
+        if (tasktree_mreq < 0 || write (tasktree_mreq, "m", 1) != 1
+            || (n = read (tasktree_mdone, merr, sizeof (merr) - 1)) <= 0) {
+            tasktree_say ("ibcr: the task's /proc was not mounted (its mounter is gone)");
+            _exit (TASKTREE_EXIT_FAILURE);
         }
         merr[n] = '\0';
         if (merr[0]) {
-            sp_ns_say ("ibcr: %s", merr);
-            _exit (SP_NS_EXIT_FAILURE);
+            tasktree_say ("ibcr: %s", merr);
+            _exit (TASKTREE_EXIT_FAILURE);
         }
         if ((sub = fork ()) < 0) {
-            sp_ns_say ("ibcr: cannot fork the task's init: %s", strerror (errno));
-            _exit (SP_NS_EXIT_FAILURE);
+            tasktree_say ("ibcr: cannot fork the task's init: %s", strerror (errno));
+            _exit (TASKTREE_EXIT_FAILURE);
         }
         if (sub > 0) {
-            sp_ns_close_fds (0, NULL, 0);
-            sp_ns_init (sub, -1, &set);
+            tasktree_close_fds (0, NULL, 0);
+            tasktree_init (sub, -1, &set);
         }
         /* The init: what CRIU dumps.  A subreaper (it is not PID 1), so
          * the application's orphans stay in the dumped tree. */
         if (setsid () < 0 || prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
-            sp_ns_say ("ibcr: cannot set up the task's init: %s", strerror (errno));
-            _exit (SP_NS_EXIT_FAILURE);
+            tasktree_say ("ibcr: cannot set up the task's init: %s", strerror (errno));
+            _exit (TASKTREE_EXIT_FAILURE);
         }
         if ((app = fork ()) < 0) {
-            sp_ns_say ("ibcr: cannot fork the application in its PID namespace: %s",
+            tasktree_say ("ibcr: cannot fork the application in its PID namespace: %s",
                        strerror (errno));
-            _exit (SP_NS_EXIT_FAILURE);
+            _exit (TASKTREE_EXIT_FAILURE);
         }
         if (app == 0) {
             /* The application: wait for the waiter's word, then go back
              * to slurmstepd, which execs the user's command. */
             (void)close (report[1]);
-            if (sp_ns_read_all (go[0], &c, 1) != 1 || c != 'g')
-                _exit (SP_NS_EXIT_FAILURE);
+            if (tasktree_read_all (go[0], &c, 1) != 1 || c != 'g')
+                _exit (TASKTREE_EXIT_FAILURE);
             (void)close (go[0]);
             (void)sigprocmask (SIG_SETMASK, &old, NULL);
             return 0;
@@ -484,27 +484,27 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
          * own stdin, stdout and stderr, and runs a program started in
          * the task's mount namespace: CRIU cannot dump slurmstepd's
          * mappings, which belong to the host's. */
-        sp_ns_close_fds (0, &report[1], 1);
+        tasktree_close_fds (0, &report[1], 1);
         {
             int32_t word = (int32_t)app;
             char apid[32], rfd[32];
-            if (sp_ns_write_all (report[1], &word, sizeof (word)) < 0)
-                _exit (SP_NS_EXIT_FAILURE);
+            if (tasktree_write_all (report[1], &word, sizeof (word)) < 0)
+                _exit (TASKTREE_EXIT_FAILURE);
             snprintf (apid, sizeof (apid), "%ld", (long)app);
             snprintf (rfd, sizeof (rfd), "%d", report[1]);
             (void)fcntl (report[1], F_SETFD, 0);
-            execl (sp_ns_init_path, "ibcr-init", "--adopt", apid, "--report", rfd,
+            execl (tasktree_init_path, "ibcr-init", "--adopt", apid, "--report", rfd,
                    (char *)NULL);
-            sp_ns_say ("ibcr: cannot run the task init %s: %s", sp_ns_init_path,
+            tasktree_say ("ibcr: cannot run the task init %s: %s", tasktree_init_path,
                        strerror (errno));
             (void)kill (app, SIGKILL);
-            _exit (SP_NS_EXIT_FAILURE);
+            _exit (TASKTREE_EXIT_FAILURE);
         }
     }
-    if (sp_ns_mreq >= 0) {
-        (void)close (sp_ns_mreq);
-        (void)close (sp_ns_mdone);
-        sp_ns_mreq = sp_ns_mdone = -1;
+    if (tasktree_mreq >= 0) {
+        (void)close (tasktree_mreq);
+        (void)close (tasktree_mdone);
+        tasktree_mreq = tasktree_mdone = -1;
     }
 
     /* The waiter. */
@@ -512,27 +512,27 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
     report[1] = -1;
     (void)close (go[0]);
     go[0] = -1;
-    if (sp_ns_read_all (report[0], &word, sizeof (word)) != 1) {
+    if (tasktree_read_all (report[0], &word, sizeof (word)) != 1) {
         (void)waitpid (init, &status, 0);
         snprintf (err, errlen, "the task's PID namespace init failed before starting "
                   "the application (status 0x%x)", (unsigned)status);
         goto error;
     }
     (void)prctl (PR_SET_NAME, "ibcr-task", 0, 0, 0);
-    sp_ns_default_dispositions ();
+    tasktree_default_dispositions ();
     {
         int keep2[nkeep + 3];
         memcpy (keep2, keep, sizeof (int) * (size_t)nkeep);
         keep2[nkeep] = report[0];
         keep2[nkeep + 1] = go[1];
-        keep2[nkeep + 2] = sp_ns_hostproc;
-        sp_ns_close_fds (1, keep2, nkeep + 3);
+        keep2[nkeep + 2] = tasktree_hostproc;
+        tasktree_close_fds (1, keep2, nkeep + 3);
     }
     /* As seen from here: the dumped init is the holder's child, the
      * application the init's (the word is its pid inside). */
     {
-        pid_t sub = proc_first_child_at (sp_ns_hostproc, init);
-        app = sub > 0 ? proc_first_child_at (sp_ns_hostproc, sub) : -1;
+        pid_t sub = proc_first_child_at (tasktree_hostproc, init);
+        app = sub > 0 ? proc_first_child_at (tasktree_hostproc, sub) : -1;
         if (sub <= 0 || app <= 0) {
             (void)kill (init, SIGKILL);
             (void)waitpid (init, &status, 0);
@@ -545,14 +545,14 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
             _exit (1);
         }
     }
-    if (sp_ns_write_all (go[1], &c, 1) < 0) {
-        sp_ns_say ("ibcr: cannot start the application: %s", strerror (errno));
+    if (tasktree_write_all (go[1], &c, 1) < 0) {
+        tasktree_say ("ibcr: cannot start the application: %s", strerror (errno));
         (void)kill (init, SIGKILL);
         (void)waitpid (init, &status, 0);
-        _exit (SP_NS_EXIT_FAILURE);
+        _exit (TASKTREE_EXIT_FAILURE);
     }
     (void)close (go[1]);
-    sp_ns_wait (init, report[0], &set);
+    tasktree_wait (init, report[0], &set);
 
 error:
     {

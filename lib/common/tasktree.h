@@ -1,4 +1,4 @@
-/* sp_ns.h - run a Slurm task under its own PID-namespace init.
+/* tasktree.c - run a Slurm task under its own PID-namespace init.
  *
  * slurmstepd forks each task and, in that child, runs the SPANK task
  * hooks and then execs the user's command itself.  A PID namespace only
@@ -21,29 +21,29 @@
  * All three are forked after slurmstepd put the task in the step's
  * cgroups, so they stay there.
  */
-#ifndef IBCR_SPANK_NS_H
-#define IBCR_SPANK_NS_H
+#ifndef IBCR_COMMON_TASKTREE_H
+#define IBCR_COMMON_TASKTREE_H
 
 #include <stddef.h>
 #include <sys/types.h>
 
 /* As root, in task_init_privileged: the task's next children start in a
  * new PID namespace.  0, or -1 with a message in err. */
-int sp_ns_prepare (char *err, size_t errlen);
+int tasktree_prepare (char *err, size_t errlen);
 
 /* Called in the waiter once both processes exist, before the application
  * may run.  Returns 0 to let it run, -1 to kill the namespace (the
  * callback has said why) and fail the task. */
-typedef int (*sp_ns_started_f) (pid_t init_pid, pid_t app_pid, void *arg);
+typedef int (*tasktree_started_f) (pid_t init_pid, pid_t app_pid, void *arg);
 
-/* As the user, in task_init, after sp_ns_prepare: split the task.
+/* As the user, in task_init, after tasktree_prepare: split the task.
  * Returns 0 only in the application process, once 'started' allowed it.
  * The waiter never returns (it exits with the application's status).
  * -1 with a message in err when nothing could be started (no fork
  * happened, or the init died at once); the caller fails the task.
  * fds in keep[] stay open in the waiter (e.g. its ibcrd connection); every
  * other close-on-exec fd is closed there, as an exec would have done. */
-int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
+int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int nkeep,
                  char *err, size_t errlen);
 
 /* The waiter's half alone, for a restored task (sp_restore.h): 'init' is
@@ -52,18 +52,18 @@ int sp_ns_start (sp_ns_started_f started, void *arg, const int *keep, int nkeep,
  * connection), other close-on-exec ones are closed.  Never returns. */
 /* Called by the waiter when SIGTERM arrives, before passing it on: it
  * may hold the signal (a preempted job is checkpointed first, while its
- * tasks still run).  Set before sp_ns_start() or sp_ns_adopt(). */
-typedef void (*sp_ns_term_f) (void *arg);
-void sp_ns_on_term (sp_ns_term_f f, void *arg);
+ * tasks still run).  Set before tasktree_start() or tasktree_adopt(). */
+typedef void (*tasktree_term_f) (void *arg);
+void tasktree_on_term (tasktree_term_f f, void *arg);
 
-void sp_ns_adopt (pid_t init, const int *keep, int nkeep) __attribute__ ((noreturn));
+void tasktree_adopt (pid_t init, const int *keep, int nkeep) __attribute__ ((noreturn));
 
 /* In a PID namespace's PID 1 (a restore's holder): forward signals to
  * child, reap orphans, exit with child's exit code.  Never returns. */
-void sp_ns_hold (pid_t child) __attribute__ ((noreturn));
+void tasktree_hold (pid_t child) __attribute__ ((noreturn));
 
 /* The program the task's init execs (ibcr-init --adopt): set before
- * sp_ns_start. */
-void sp_ns_set_init (const char *path);
+ * tasktree_start. */
+void tasktree_set_init (const char *path);
 
 #endif

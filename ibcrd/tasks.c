@@ -1,0 +1,509 @@
+/* tasks.c - see tasks.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/close_range.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "common/cgjoin.h"
+#include "common/ident.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "common/proto.h"
+#include "common/restore.h"
+#include "common/taskns.h"
+#include "common/tasktree.h"
+#include "jobs.h"
+#include "server_int.h"
+#include "tasks.h"
+#include "worker.h"
+
+#ifndef PKGLIBEXECDIR
+#define PKGLIBEXECDIR "/usr/local/libexec/ibcr"
+#endif
+
+/* Exit code of a task that could not be started (as env(1)). */
+#define TASKS_EXIT_FAILURE 125
+
+/* How long a relay waits for the client's fds. */
+#define TASKS_FDS_TIMEOUT_MS 10000
+
+/* At most this many argv or env strings in a spawn request. */
+#define TASKS_MAX_STRINGS 4096
+
+/* The relays alive, with their user: a user may hold at most
+ * max_registrations_per_uid of them, as of registered tasks. */
+#define TASKS_MAX_RELAYS 1024
+static struct {
+    pid_t pid;
+    uid_t uid;
+} relays[TASKS_MAX_RELAYS];
+static int nrelays;
+
+int tasks_relay_done (pid_t pid)
+{
+    for (int i = 0; i < nrelays; i++)
+        if (relays[i].pid == pid) {
+            relays[i] = relays[--nrelays];
+            return 1;
+        }
+    return 0;
+}
+
+static int relays_of (uid_t uid)
+{
+    int n = 0;
+
+    for (int i = 0; i < nrelays; i++)
+        n += relays[i].uid == uid;
+    return n;
+}
+
+/* Send msg (taken over) on fd; errors are the client's loss. */
+static void relay_send (int fd, json_object *msg)
+{
+    if (msg && proto_send (fd, msg) < 0)
+        log_msg (LOG_INFO, "relay: the client left: %s", strerror (errno));
+    json_object_put (msg);
+}
+
+/* Receive one byte with between min and max fds attached, within the
+ * relay's timeout.  The number of fds (into fds[], close-on-exec), or -1
+ * with err. */
+static int relay_recv_fds (int fd, int *fds, int min, int max, char *err, size_t len)
+{
+    char cbuf[CMSG_SPACE (8 * sizeof (int))], byte;
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    struct msghdr mh = { 0 };
+    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+    struct cmsghdr *cm;
+    ssize_t n;
+    int nfds;
+
+    if (poll (&pfd, 1, TASKS_FDS_TIMEOUT_MS) <= 0) {
+        snprintf (err, len, "the client sent no file descriptors within %d s",
+                  TASKS_FDS_TIMEOUT_MS / 1000);
+        return -1;
+    }
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof (cbuf);
+    do
+        n = recvmsg (fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    cm = n == 1 ? CMSG_FIRSTHDR (&mh) : NULL;
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS
+        || (mh.msg_flags & MSG_CTRUNC)) {
+        if (cm && cm->cmsg_type == SCM_RIGHTS)
+            for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int); i++)
+                (void)close (((int *)CMSG_DATA (cm))[i]);
+        snprintf (err, len, "expected one byte with %d to %d file descriptors", min, max);
+        return -1;
+    }
+    nfds = (int)((cm->cmsg_len - CMSG_LEN (0)) / sizeof (int));
+    memcpy (fds, CMSG_DATA (cm), (size_t)nfds * sizeof (int));
+    if (nfds < min || nfds > max) {
+        for (int i = 0; i < nfds; i++)
+            (void)close (fds[i]);
+        snprintf (err, len, "%d file descriptors sent, expected %d to %d", nfds, min, max);
+        return -1;
+    }
+    return nfds;
+}
+
+/* The ids a task of uid runs with: gid, and uid's groups from the user
+ * database (as a login gets them).  0, or -1 with err. */
+static int user_ids (uid_t uid, gid_t gid, struct taskns_as *as, char *err, size_t len)
+{
+    struct passwd pw, *pp = NULL;
+    char buf[16384];
+    int n = (int)(sizeof (as->groups) / sizeof (as->groups[0]));
+
+    memset (as, 0, sizeof (*as));
+    as->uid = uid;
+    as->gid = gid;
+    if (getpwuid_r (uid, &pw, buf, sizeof (buf), &pp) != 0 || !pp) {
+        snprintf (err, len, "uid %u has no entry in the user database", (unsigned)uid);
+        return -1;
+    }
+    if (gid == (gid_t)-1)
+        as->gid = pw.pw_gid;
+    if (getgrouplist (pw.pw_name, as->gid, as->groups, &n) < 0) {
+        snprintf (err, len, "user %s is in more than %d groups", pw.pw_name, n);
+        return -1;
+    }
+    as->ngroups = (size_t)n;
+    as->have_ids = 1;
+    return 0;
+}
+
+/* Wait for our child 'child' (the task's waiter or holder) to end, while
+ * the client may hang up: then the task is asked to end (SIGTERM, as a
+ * terminal's hang-up would).  Then "exited" with its wait status. */
+static void __attribute__ ((noreturn)) relay_wait (int fd, pid_t child, pid_t init)
+{
+    int status = 0, told = 0;
+    json_object *o;
+
+    for (;;) {
+        struct pollfd pfd = { .fd = fd, .events = told ? 0 : POLLIN };
+        pid_t w = waitpid (child, &status, WNOHANG);
+
+        if (w == child || (w < 0 && errno != EINTR))
+            break;
+        if (poll (&pfd, 1, 200) > 0 && !told) {
+            char junk[256];
+            ssize_t n = recv (fd, junk, sizeof (junk), MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                log_msg (LOG_INFO, "relay: the client of task init %ld left: ending the "
+                         "task", (long)init);
+                (void)kill (init, SIGTERM);
+                told = 1;
+            }
+        }
+    }
+    o = proto_new ("exited");
+    proto_set_int (o, "status", status);
+    relay_send (fd, o);
+    _exit (0);
+}
+
+/* Pipe from the task's waiter to the relay: 'P' with the init's and the
+ * application's pids, or 'E' with why the task did not start. */
+struct spawn_report {
+    char tag;
+    int32_t init, app;
+};
+
+static int spawn_started (pid_t init, pid_t app, void *arg)
+{
+    struct spawn_report r = { .tag = 'P', .init = (int32_t)init, .app = (int32_t)app };
+    int fd = *(int *)arg;
+
+    return write (fd, &r, sizeof (r)) == (ssize_t)sizeof (r) ? 0 : -1;
+}
+
+static void __attribute__ ((noreturn)) spawn_fail (int fd, const char *fmt, const char *why)
+{
+    char buf[1200];
+    int n = snprintf (buf, sizeof (buf), "E");
+
+    n += snprintf (buf + n, sizeof (buf) - (size_t)n, fmt, why);
+    (void)write (fd, buf, (size_t)(n < (int)sizeof (buf) ? n : (int)sizeof (buf) - 1));
+    _exit (TASKS_EXIT_FAILURE);
+}
+
+/* The task process, forked by the relay as root: into the client's
+ * cgroups, new namespaces, the user's ids, then split into holder, init
+ * and application (tasktree.h); the application execs argv. */
+static void __attribute__ ((noreturn))
+spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **argv,
+            char **envp, const char *init, int rep)
+{
+    char err[1024];
+    int nul;
+
+    if (cgjoin_join (client, err, sizeof (err)) < 0)
+        log_msg (LOG_INFO, "task of client pid %ld stays in ibcrd's cgroups: %s",
+                 (long)client, err);
+    if (tasktree_prepare (err, sizeof (err)) < 0)
+        spawn_fail (rep, "cannot make the task's namespaces: %s", err);
+    if (taskns_drop (as, err, sizeof (err)) < 0)
+        spawn_fail (rep, "%s", err);
+    tasktree_set_init (init);
+    if (tasktree_start (spawn_started, &rep, &rep, 1, err, sizeof (err)) < 0)
+        spawn_fail (rep, "cannot start the task: %s", err);
+    /* The application, as the user: its folder, its stdio, its
+     * environment; nothing else of ours. */
+    if (fchdir (fds[0]) < 0) {
+        dprintf (fds[2], "ibcr: cannot enter the working folder: %s\n", strerror (errno));
+        _exit (TASKS_EXIT_FAILURE);
+    }
+    if ((nul = open ("/dev/null", O_RDONLY)) < 0 || dup2 (nul, 0) < 0
+        || dup2 (fds[1], 1) < 0 || dup2 (fds[2], 2) < 0)
+        _exit (TASKS_EXIT_FAILURE);
+    close_range (3, ~0U, 0);
+    execvpe (argv[0], argv, envp);
+    fprintf (stderr, "ibcr: cannot run %s: %s\n", argv[0], strerror (errno));
+    _exit (errno == ENOENT ? 127 : 126);
+}
+
+/* A JSON array of strings as a NULL-terminated vector (pointing into
+ * the request), or NULL with err. */
+static char **string_vector (json_object *req, const char *key, int need_one, char *err,
+                             size_t len)
+{
+    json_object *a;
+    size_t n;
+    char **v;
+
+    if (!json_object_object_get_ex (req, key, &a) || !json_object_is_type (a, json_type_array)
+        || (n = json_object_array_length (a)) > TASKS_MAX_STRINGS || (need_one && n == 0)) {
+        snprintf (err, len, "\"%s\" must be an array of %d to %d strings", key, need_one,
+                  TASKS_MAX_STRINGS);
+        return NULL;
+    }
+    if (!(v = calloc (n + 1, sizeof (*v)))) {
+        snprintf (err, len, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx (a, i);
+        if (!json_object_is_type (e, json_type_string)) {
+            snprintf (err, len, "\"%s\"[%zu] is not a string", key, i);
+            free (v);
+            return NULL;
+        }
+        v[i] = (char *)json_object_get_string (e);
+    }
+    return v;
+}
+
+static void __attribute__ ((noreturn))
+spawn_relay (int fd, uid_t uid, gid_t gid, pid_t client, json_object *req)
+{
+    char err[1024], **argv, **envp;
+    const char *init = proto_get_str (req, "init", PKGLIBEXECDIR "/ibcr-init");
+    struct spawn_report r;
+    struct taskns_as as;
+    int fds[3], rep[2];
+    struct stat sb;
+    json_object *o;
+    pid_t task;
+    ssize_t n;
+
+    if (!(argv = string_vector (req, "argv", 1, err, sizeof (err)))
+        || !(envp = string_vector (req, "env", 0, err, sizeof (err)))) {
+        relay_send (fd, proto_error ("spawn", EINVAL, "%s", err));
+        _exit (1);
+    }
+    if (user_ids (uid, gid, &as, err, sizeof (err)) < 0) {
+        relay_send (fd, proto_error ("spawn", EPERM, "%s", err));
+        _exit (1);
+    }
+    relay_send (fd, proto_new ("spawn-ready"));
+    if (relay_recv_fds (fd, fds, 3, 3, err, sizeof (err)) < 0) {
+        relay_send (fd, proto_error ("spawn", EINVAL, "%s: send the working folder, "
+                                     "stdout and stderr", err));
+        _exit (1);
+    }
+    if (fstat (fds[0], &sb) < 0 || !S_ISDIR (sb.st_mode)) {
+        relay_send (fd, proto_error ("spawn", ENOTDIR, "the first fd sent is not a folder: "
+                                     "send the working folder, stdout and stderr"));
+        _exit (1);
+    }
+    if (pipe2 (rep, O_CLOEXEC) < 0 || (task = fork ()) < 0) {
+        relay_send (fd, proto_error ("spawn", errno, "cannot fork the task: %s",
+                                     strerror (errno)));
+        _exit (1);
+    }
+    if (task == 0) {
+        (void)close (fd);
+        (void)close (rep[0]);
+        spawn_task (client, &as, fds, argv, envp, init, rep[1]);
+    }
+    (void)close (rep[1]);
+    for (int i = 0; i < 3; i++)
+        (void)close (fds[i]);
+    do
+        n = read (rep[0], &r, sizeof (r));
+    while (n < 0 && errno == EINTR);
+    if (n <= 0 || r.tag != 'P' || n != (ssize_t)sizeof (r)) {
+        char why[1200] = "";
+        if (n > 1 && ((char *)&r)[0] == 'E') {
+            memcpy (why, (char *)&r + 1, (size_t)n - 1);
+            ssize_t m = read (rep[0], why + n - 1, sizeof (why) - (size_t)n);
+            why[n - 1 + (m > 0 ? m : 0)] = '\0';
+        }
+        (void)waitpid (task, NULL, 0);
+        relay_send (fd, proto_error ("spawn", EIO, "job %s: the task did not start: %s",
+                                     proto_get_str (req, "job", "?"),
+                                     why[0] ? why : "its init failed (see ibcrd's log)"));
+        _exit (1);
+    }
+    (void)close (rep[0]);
+    log_msg (LOG_INFO, "job %s rank %lld: started for uid %u (init %ld, application %ld)",
+             proto_get_str (req, "job", "?"), (long long)proto_get_int (req, "rank", 0),
+             (unsigned)uid, (long)r.init, (long)r.app);
+    o = proto_new ("spawned");
+    proto_set_int (o, "init", r.init);
+    proto_set_int (o, "app", r.app);
+    relay_send (fd, o);
+    relay_wait (fd, task, r.init);
+}
+
+/* Answer an error to the asking client of a relay request that is
+ * refused before any fork; NULL when it may go on. */
+static json_object *relay_refused (struct server *s, struct client *c, json_object *req)
+{
+    const char *type = proto_type (req), *job = proto_get_str (req, "job", "");
+    int64_t rank = proto_get_int (req, "rank", -1);
+
+    if (!ident_ok (job))
+        return proto_error (type, EINVAL, "\"job\" is missing or not a job name (1-%d "
+                            "letters, digits, '.', '_', '-')", IDENT_MAX);
+    if (rank < 0 || rank >= s->conf->max_ranks)
+        return proto_error (type, EINVAL, "\"rank\" must be 0 to %d (max_ranks in "
+                            "ibcrd.conf)", s->conf->max_ranks - 1);
+    if (c->uid != 0 && jobs_is_slurm_id (job))
+        return proto_error (type, EPERM, "job %s: a name of digits only is a Slurm job id, "
+                            "and only Slurm starts or restores those (requeue the job); "
+                            "give another name", job);
+    if (nrelays >= TASKS_MAX_RELAYS
+        || (c->uid != 0 && s->conf->max_registrations_per_uid > 0
+            && relays_of (c->uid) >= s->conf->max_registrations_per_uid))
+        return proto_error (type, EUSERS, "limit reached: uid %u runs %d tasks through this "
+                            "ibcrd (max_registrations_per_uid in ibcrd.conf)",
+                            (unsigned)c->uid, relays_of (c->uid));
+    return NULL;
+}
+
+/* Fork the relay for c's request; the daemon forgets the connection. */
+static json_object *relay_start (struct server *s, struct client *c, json_object *req,
+                                 int restore);
+
+json_object *h_spawn (struct server *s, struct client *c, json_object *req)
+{
+    return relay_start (s, c, req, 0);
+}
+
+json_object *h_restore (struct server *s, struct client *c, json_object *req)
+{
+    return relay_start (s, c, req, 1);
+}
+
+/* A restore for the client: the generation must be its user's (root may
+ * restore any, as its owner). */
+static void __attribute__ ((noreturn))
+restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, json_object *req)
+{
+    const char *job = proto_get_str (req, "job", "");
+    uint32_t rank = (uint32_t)proto_get_int (req, "rank", 0);
+    int want = (int)proto_get_int (req, "gen", 0), nfds, fds[4] = { -1, -1, -1, -1 }, rc;
+    struct store st = { .root = s->conf->storage, .cluster = s->conf->cluster };
+    static struct restore_plan plan;
+    char err[4096], note[2048], got[3 * sizeof (int)];
+    json_object *m = NULL, *o;
+    struct taskns_as as;
+    int64_t owner;
+    pid_t holder, init, app;
+
+    (void)got;
+    rc = restore_pick (&st, job, want, rank, &plan, &m, note, sizeof (note), err,
+                       sizeof (err));
+    if (rc == 0) {
+        snprintf (err, sizeof (err), "job %s has no committed generation (looked in %.2000s)",
+                  job, plan.looked);
+        errno = ENOENT;
+    }
+    if (rc <= 0) {
+        relay_send (fd, proto_error ("restore", errno, "%s", err));
+        _exit (1);
+    }
+    owner = proto_get_int (m, "uid", -1);
+    if (uid != 0 && owner != (int64_t)uid) {
+        log_msg (LOG_WARNING, "job %s: uid %u asked to restore generation %d of uid %lld: "
+                 "refused", job, (unsigned)uid, plan.gen, (long long)owner);
+        relay_send (fd, proto_error ("restore", EPERM, "job %s generation %d belongs to "
+                                     "another user: only its owner (or root) restores it",
+                                     job, plan.gen));
+        _exit (1);
+    }
+    if (!plan.in_ns) {
+        relay_send (fd, proto_error ("restore", EMEDIUMTYPE, "job %s generation %d rank %u "
+                                     "was dumped outside a task's namespaces (a task "
+                                     "started without 'ibcr run' of this release): only "
+                                     "root restores it, with 'ibcr restart' as root",
+                                     job, plan.gen, rank));
+        _exit (1);
+    }
+    if (uid == 0 && owner > 0)
+        rc = user_ids ((uid_t)owner, (gid_t)-1, &as, err, sizeof (err));
+    else
+        rc = user_ids (uid, uid == 0 ? 0 : gid, &as, err, sizeof (err));
+    if (rc < 0) {
+        relay_send (fd, proto_error ("restore", EPERM, "%s", err));
+        _exit (1);
+    }
+    snprintf (plan.criu, sizeof (plan.criu), "%s", s->conf->criu);
+    snprintf (plan.workdir, sizeof (plan.workdir), "%.4000s/restore", s->conf->staging);
+    snprintf (plan.log, sizeof (plan.log), "%.4000s/%.40s.restart.%u.log", plan.workdir,
+              job, rank);
+    o = proto_new ("restore-ready");
+    proto_set_int (o, "gen", plan.gen);
+    proto_set_int (o, "ctl_ino", plan.ctl_ino);
+    proto_set_str (o, "note", note);
+    relay_send (fd, o);
+    if ((nfds = relay_recv_fds (fd, fds + 1, 2, 3, err, sizeof (err))) < 0) {
+        relay_send (fd, proto_error ("restore", EINVAL, "%s: send stdout, stderr and, when "
+                                     "ctl_ino > 0, libibcr's control connection", err));
+        _exit (1);
+    }
+    if (plan.ctl_ino > 0 && nfds < 3) {
+        relay_send (fd, proto_error ("restore", EINVAL, "job %s generation %d uses verbs: "
+                                     "send libibcr's control connection (ctl-attach) too",
+                                     job, plan.gen));
+        _exit (1);
+    }
+    if (cgjoin_join (client, err, sizeof (err)) < 0)
+        log_msg (LOG_INFO, "job %s: restore stays in ibcrd's cgroups: %s", job, err);
+    if ((fds[0] = open ("/dev/null", O_RDONLY | O_CLOEXEC)) < 0
+        || (holder = restore_tree (&plan, &as, fds,
+                                   proto_get_bool (req, "stopped", 0) ? RESTORE_STOPPED : 0,
+                                   err, sizeof (err))) < 0) {
+        log_msg (LOG_WARNING, "job %s generation %d rank %u: restore failed: %s", job,
+                 plan.gen, rank, err);
+        relay_send (fd, proto_error ("restore", EIO, "job %s generation %d rank %u was not "
+                                     "restored: %s", job, plan.gen, rank, err));
+        _exit (1);
+    }
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            (void)close (fds[i]);
+    init = proc_first_child (holder);
+    app = init > 0 ? proc_first_child (init) : 0;
+    log_msg (LOG_INFO, "job %s rank %u: restored from generation %d as uid %u (init %ld, "
+             "application %ld)", job, rank, plan.gen, (unsigned)as.uid, (long)init, (long)app);
+    o = proto_new ("restored");
+    proto_set_int (o, "gen", plan.gen);
+    proto_set_int (o, "size", proto_get_int (m, "size", 1));
+    proto_set_int (o, "init", init);
+    proto_set_int (o, "app", app);
+    relay_send (fd, o);
+    json_object_put (m);
+    relay_wait (fd, holder, init);
+}
+
+static json_object *relay_start (struct server *s, struct client *c, json_object *req,
+                                 int restore)
+{
+    json_object *no = relay_refused (s, c, req);
+    pid_t pid;
+
+    if (no)
+        return no;
+    if ((pid = worker_fork (c->fd)) < 0)
+        return proto_error (proto_type (req), errno, "cannot fork: %s", strerror (errno));
+    if (pid == 0) {
+        if (restore)
+            restore_relay (s, c->fd, c->uid, c->gid, c->pid, req);
+        spawn_relay (c->fd, c->uid, c->gid, c->pid, req);
+    }
+    relays[nrelays].pid = pid;
+    relays[nrelays++].uid = c->uid;
+    c->handed = 1;      /* the relay answers it: serve_client closes ours */
+    return NO_REPLY;
+}

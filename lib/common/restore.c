@@ -1,0 +1,444 @@
+/* restore.c - see restore.h. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "criu.h"
+#include "manifest.h"
+#include "proc.h"
+#include "proto.h"
+#include "restore.h"
+#include "safedir.h"
+#include "tasktree.h"
+#include "zimg.h"
+
+/* Exit code of a holder that failed (as env(1) for "cannot run"). */
+#define RESTORE_EXIT 125
+
+static json_object *restore_task_of (json_object *m, uint32_t rank)
+{
+    json_object *tasks;
+
+    if (!json_object_object_get_ex (m, "tasks", &tasks)
+        || !json_object_is_type (tasks, json_type_array))
+        return NULL;
+    for (size_t i = 0; i < json_object_array_length (tasks); i++) {
+        json_object *t = json_object_array_get_idx (tasks, i);
+        if (proto_get_int (t, "rank", -1) == (int64_t)rank)
+            return t;
+    }
+    return NULL;
+}
+
+/* Append to note, separated by "; ". */
+static void restore_note (char *note, size_t len, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+static void restore_note (char *note, size_t len, const char *fmt, ...)
+{
+    size_t off = strlen (note);
+    va_list ap;
+
+    if (off && off + 2 < len) {
+        strcpy (note + off, "; ");
+        off += 2;
+    }
+    va_start (ap, fmt);
+    (void)vsnprintf (note + off, len - off, fmt, ap);
+    va_end (ap);
+}
+
+/* Rank's image folder, stdio and control socket in generation g. */
+static int restore_task_plan (const char *job, int g, json_object *m, const char *dir,
+                              uint32_t rank, struct restore_plan *plan, char *err,
+                              size_t errlen)
+{
+    json_object *task = restore_task_of (m, rank), *stdio;
+    struct stat sb;
+
+    if ((size_t)snprintf (plan->imgdir, sizeof (plan->imgdir), "%s/task-%u", dir, rank)
+        >= sizeof (plan->imgdir) || !task || lstat (plan->imgdir, &sb) < 0
+        || !S_ISDIR (sb.st_mode)) {
+        snprintf (err, errlen, "job %s generation %d has no image of rank %u: the "
+                  "checkpoint's layout differs (see 'ibcr list %s')", job, g, rank, job);
+        errno = ENOENT;
+        return -1;
+    }
+    memset (plan->stdio, 0, sizeof (plan->stdio));
+    if (json_object_object_get_ex (task, "stdio", &stdio)) {
+        for (int fd = 0; fd <= 2; fd++) {
+            char key[4];
+            snprintf (key, sizeof (key), "%d", fd);
+            snprintf (plan->stdio[fd], sizeof (plan->stdio[fd]), "%s",
+                      proto_get_str (stdio, key, ""));
+        }
+    }
+    plan->ctl_ino = (long long)proto_get_int (task, "ctl_ino", 0);
+    plan->in_ns = proto_get_bool (task, "in_ns", 0);
+    plan->gen = g;
+    return 0;
+}
+
+int restore_pick (const struct store *st, const char *job, int want, uint32_t rank,
+                  struct restore_plan *plan, json_object **manifest, char *note,
+                  size_t notelen, char *err, size_t errlen)
+{
+    json_object *gens = NULL;
+    char serr[1024];
+    int rc = -1, damaged = 0, seen = 0;
+
+    note[0] = '\0';
+    *manifest = NULL;
+    snprintf (plan->looked, sizeof (plan->looked), "%.2000s/%.1000s", st->root, st->cluster);
+    if (store_list (st, job, 0, &gens, serr, sizeof (serr)) < 0) {
+        if (errno == ENOENT && !want)
+            return 0;
+        if (errno == ENOENT)
+            snprintf (err, errlen, "job %s has no committed generation (looked in %s)", job,
+                      plan->looked);
+        else
+            snprintf (err, errlen, "cannot list the checkpoints of job %s: %s", job, serr);
+        return -1;
+    }
+    for (int i = (int)json_object_array_length (gens) - 1; i >= 0; i--) {
+        json_object *e = json_object_array_get_idx (gens, i), *m, *problems;
+        int g = (int)proto_get_int (e, "generation", 0), n;
+        char dir[PATH_MAX - 32];
+
+        if ((want && g != want) || !json_object_object_get_ex (e, "manifest", &m)
+            || store_gen_path (st, job, g, dir, sizeof (dir)) < 0)
+            continue;
+        seen++;
+        problems = json_object_new_array ();
+        n = manifest_verify (dir, m, problems, NULL);
+        if (n != 0) {
+            json_object *p = json_object_array_get_idx (problems, 0);
+            restore_note (note, notelen, "generation %d is damaged (%s: %s)%s", g,
+                          p ? proto_get_str (p, "path", "?") : "?",
+                          p ? proto_get_str (p, "problem", "?") : strerror (errno),
+                          want ? "" : ", falling back to the previous one");
+            json_object_put (problems);
+            damaged++;
+            continue;
+        }
+        json_object_put (problems);
+        if (restore_task_plan (job, g, m, dir, rank, plan, err, errlen) < 0)
+            goto out;
+        *manifest = json_object_get (m);
+        rc = 1;
+        goto out;
+    }
+    if (!seen && !want) {
+        rc = 0;
+        goto out;
+    }
+    if (!seen) {
+        snprintf (err, errlen, "job %s has no committed generation %d (see 'ibcr list %s')",
+                  job, want, job);
+        errno = ENOENT;
+    } else if (want) {
+        snprintf (err, errlen, "job %s %s; not restoring it (see 'ibcr verify %s'; leave "
+                  "out the generation to fall back to an older one)", job, note, job);
+        errno = EBADMSG;
+    } else {
+        snprintf (err, errlen, "job %s has %d committed generation%s and every one is "
+                  "damaged (%s): nothing to restore, and a fresh start would lose the work "
+                  "silently; see 'ibcr verify %s'", job, damaged, damaged == 1 ? "" : "s",
+                  note, job);
+        errno = EBADMSG;
+    }
+out:
+    json_object_put (gens);
+    return rc;
+}
+
+/* A fresh slot beside criu's log, <workdir>/<log name><suffix>: its name
+ * and path, whatever was there removed (by fd, never following a link).
+ * The workdir's fd (root's, through trusted folders), or -1 with err. */
+static int restore_slot (const struct restore_plan *plan, const char *suffix, char *name,
+                         size_t namelen, char *path, size_t len, char *err, size_t errlen)
+{
+    const char *base = strrchr (plan->log, '/');
+    int dfd;
+
+    base = base ? base + 1 : plan->log;
+    snprintf (name, namelen, "%.200s%s", base, suffix);
+    if ((size_t)snprintf (path, len, "%s/%s", plan->workdir, name) >= len) {
+        snprintf (err, errlen, "%.1500s/%s: path too long", plan->workdir, name);
+        return -1;
+    }
+    if ((dfd = safedir_open (plan->workdir, err, errlen)) < 0)
+        return -1;
+    (void)safedir_rmtreeat (dfd, name);
+    return dfd;
+}
+
+/* CRIU's work folder for this restore (its stats file; the images are
+ * root's and read-only to the job): <workdir>/<log name>.work, made by
+ * root through trusted folders and given to the user.  0 or -1. */
+static int restore_workdir (const struct restore_plan *plan, uid_t uid, gid_t gid,
+                            char *path, size_t len, char *err, size_t errlen)
+{
+    char name[256];
+    int dfd, fd;
+
+    if ((dfd = restore_slot (plan, ".work", name, sizeof (name), path, len, err,
+                             errlen)) < 0)
+        return -1;
+    /* Root's, and only traversable by others: each user's criu reaches
+     * its own work folder in it. */
+    if (fchmod (dfd, 0711) < 0) {
+        snprintf (err, errlen, "cannot set the mode of %.1500s: %s", plan->workdir,
+                  strerror (errno));
+        close (dfd);
+        return -1;
+    }
+    if ((fd = safedir_mkdirat (dfd, name, 0700, NULL)) < 0 || fchown (fd, uid, gid) < 0) {
+        snprintf (err, errlen, "cannot make criu's work folder %.1500s: %s", path,
+                  strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        close (dfd);
+        return -1;
+    }
+    close (fd);
+    close (dfd);
+    return 0;
+}
+
+/* A compressed generation (compression = yes): CRIU reads only its own
+ * file names, so the task's images are decompressed by root into
+ * <workdir>/<log name>.img, given to the user (files first, the folder
+ * last: nothing is theirs before root's last write), and read from there.
+ * path gets that folder.  0, or -1 with err. */
+static int restore_unpack (const struct restore_plan *plan, uid_t uid, gid_t gid,
+                           char *path, size_t len, char *err, size_t errlen)
+{
+    char name[256];
+    struct dirent *e;
+    int dfd, fd = -1;
+    DIR *d;
+
+    if ((dfd = restore_slot (plan, ".img", name, sizeof (name), path, len, err,
+                             errlen)) < 0)
+        return -1;
+    if (zimg_decompress_dir (plan->imgdir, path, err, errlen) < 0)
+        goto error;
+    if ((fd = safedir_openat (dfd, name)) < 0 || !(d = fdopendir (fd))) {
+        snprintf (err, errlen, "cannot open %.1500s: %s", path, strerror (errno));
+        goto error;
+    }
+    while ((e = readdir (d)))
+        if (e->d_name[0] != '.'
+            && fchownat (dirfd (d), e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+            snprintf (err, errlen, "cannot give %.1500s to the task's user: %s", path,
+                      strerror (errno));
+            closedir (d);
+            goto error;
+        }
+    if (fchown (dirfd (d), uid, gid) < 0) {
+        snprintf (err, errlen, "cannot give %.1500s to the task's user: %s", path,
+                  strerror (errno));
+        closedir (d);
+        goto error;
+    }
+    closedir (d);
+    close (dfd);
+    return 0;
+error:
+    (void)safedir_rmtreeat (dfd, name);
+    close (dfd);
+    return -1;
+}
+
+/* PID 1 of the restored task's new namespaces (taskns.h), root until
+ * the tree is checked: mount /proc, run CRIU as the task's user (PID 2),
+ * check what it restored, let it run, then hold it.  Writes "O" or
+ * "E<why>" on res; never returns. */
+static void __attribute__ ((noreturn))
+restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags, int res,
+                char *const argv[], const int fds[4], const char *unpacked)
+{
+    char err[2048], errs[1500];
+    int keep[4], nkeep = 0, status;
+    pid_t criu, init = 0;
+
+    (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
+    /* The task's ids first: once the namespace's /proc is mounted, this
+     * process no longer sees the process they come from. */
+    if (taskns_load_ids (as, err, sizeof (err)) < 0
+        || taskns_setup_proc (0, err, sizeof (err)) < 0) {
+        dprintf (res, "Ecannot set up the restored task's namespace: %s", err);
+        _exit (RESTORE_EXIT);
+    }
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            keep[nkeep++] = fds[i];
+    if ((criu = criu_start_as (argv, plan->log, keep, nkeep, as)) < 0) {
+        dprintf (res, "Ecannot fork criu: %s", strerror (errno));
+        _exit (RESTORE_EXIT);
+    }
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0)
+            (void)close (fds[i]);
+    while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
+        ;
+    /* The images CRIU read are in the restored memory now. */
+    if (unpacked[0])
+        (void)safedir_rmtree (unpacked, errs, sizeof (errs));
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        criu_log_errors (plan->log, 3, errs, sizeof (errs));
+        if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
+            dprintf (res, "Ecannot run %s (ibcrd.conf criu=)", plan->criu);
+        else
+            dprintf (res, "Ecriu restore of %s failed: %s; log: %s", plan->imgdir,
+                     errs[0] ? errs : "no error line in its log", plan->log);
+        _exit (RESTORE_EXIT);
+    }
+    init = proc_first_child (1);
+    if (init <= 0) {
+        dprintf (res, "Ecriu restored %s but no process came back", plan->imgdir);
+        _exit (RESTORE_EXIT);
+    }
+    /* An image is the user's data: whatever it asked for, the tree must
+     * carry exactly the task's ids and no capability before it runs. */
+    if (taskns_check_tree (init, as->uid, as->gid, err, sizeof (err)) < 0) {
+        taskns_signal_tree (init, SIGKILL);
+        dprintf (res, "Egeneration refused: %s: the image (%s) asks for more than its "
+                 "user has, so it was altered during or after the dump; nothing of it ran",
+                 err, plan->imgdir);
+        _exit (RESTORE_EXIT);
+    }
+    if (taskns_drop (as, err, sizeof (err)) < 0) {
+        taskns_signal_tree (init, SIGKILL);
+        dprintf (res, "E%s", err);
+        _exit (RESTORE_EXIT);
+    }
+    if (!(flags & RESTORE_STOPPED))
+        taskns_signal_tree (init, SIGCONT);
+    (void)write (res, "O", 1);
+    (void)close (res);
+    tasktree_hold (init);
+}
+
+pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[4],
+                    int flags, char *err, size_t errlen)
+{
+    char inherit[4][PATH_MAX + 32], work[PATH_MAX], unpacked[PATH_MAX] = "";
+    const char *argv[32];
+    int res[2], ninh = 0, ac = 0;
+    pid_t holder;
+
+    err[0] = '\0';
+    if (taskns_load_ids (as, err, errlen) < 0)
+        return -1;
+    /* Root's folder for criu's log, made or checked like staging. */
+    if (safedir_ensure (plan->workdir, 0700, err, errlen) < 0
+        || restore_workdir (plan, as->uid, as->gid, work, sizeof (work), err, errlen) < 0)
+        return -1;
+    if (zimg_dir_compressed (plan->imgdir)) {
+        char why[2048];
+        if (restore_unpack (plan, as->uid, as->gid, unpacked, sizeof (unpacked), why,
+                            sizeof (why)) < 0) {
+            snprintf (err, errlen, "cannot decompress %s: %s", plan->imgdir, why);
+            return -1;
+        }
+    }
+    (void)unlink (plan->log);
+    argv[ac++] = plan->criu;
+    argv[ac++] = "restore";
+    argv[ac++] = "-D";
+    argv[ac++] = unpacked[0] ? unpacked : plan->imgdir;
+    argv[ac++] = "-o";
+    argv[ac++] = plan->log;
+    argv[ac++] = "-W";
+    argv[ac++] = work;
+    /* CRIU runs as PID 2 of the new namespace (taskns.h): the restored
+     * init becomes the holder's child, stopped until it was checked. */
+    argv[ac++] = "--restore-detached";
+    argv[ac++] = "--restore-sibling";
+    argv[ac++] = "--leave-stopped";
+    /* Stay in the cgroups the caller is in (a new Slurm step's), instead
+     * of going back to the dumped ones. */
+    argv[ac++] = "--manage-cgroups=ignore";
+    for (int fd = 0; fd <= 2; fd++) {
+        const char *k = plan->stdio[fd];
+        int dup = 0;
+        /* Devices (/dev/null, a terminal) are reopened by path unless
+         * they were dumped as external files; a pipe, a socket or a
+         * regular file that grew must be handed in. */
+        if (!*k || !strncmp (k, "/dev/", 5) || fds[fd] < 0)
+            continue;
+        for (int j = 0; j < fd; j++)
+            dup |= !strcmp (k, plan->stdio[j]);
+        if (dup || fcntl (fds[fd], F_SETFD, 0) < 0)
+            continue;
+        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:%s", fds[fd],
+                  k[0] == '/' ? k + 1 : k);
+        argv[ac++] = "--inherit-fd";
+        argv[ac++] = inherit[ninh++];
+    }
+    /* libibcr's control socket led out of the tree at the dump (external);
+     * a fresh one ibcrd knows as this rank's takes its place. */
+    if (fds[3] >= 0 && plan->ctl_ino > 0 && fcntl (fds[3], F_SETFD, 0) == 0) {
+        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", fds[3],
+                  plan->ctl_ino);
+        argv[ac++] = "--inherit-fd";
+        argv[ac++] = inherit[ninh++];
+    }
+    argv[ac] = NULL;
+
+    if (taskns_unshare_mnt (err, errlen) < 0 || taskns_unshare_pid (err, errlen) < 0)
+        goto error;
+    if (pipe2 (res, O_CLOEXEC) < 0) {
+        snprintf (err, errlen, "cannot make a pipe: %s", strerror (errno));
+        goto error;
+    }
+    if ((holder = fork ()) < 0) {
+        snprintf (err, errlen, "cannot fork the task's holder: %s", strerror (errno));
+        (void)close (res[0]);
+        (void)close (res[1]);
+        goto error;
+    }
+    if (holder == 0) {
+        (void)close (res[0]);
+        restore_holder (plan, as, flags, res[1], (char *const *)argv, fds, unpacked);
+    }
+    (void)close (res[1]);
+    {
+        char msg[2048];
+        ssize_t n;
+        do
+            n = read (res[0], msg, sizeof (msg) - 1);
+        while (n < 0 && errno == EINTR);
+        (void)close (res[0]);
+        if (n <= 0) {
+            snprintf (err, errlen, "the restore's holder ended without a word");
+            (void)waitpid (holder, NULL, 0);
+            return -1;
+        }
+        msg[n] = '\0';
+        if (msg[0] != 'O') {
+            snprintf (err, errlen, "%s", msg + 1);
+            (void)waitpid (holder, NULL, 0);
+            return -1;
+        }
+    }
+    return holder;
+error:
+    if (unpacked[0]) {
+        char why[256];
+        (void)safedir_rmtree (unpacked, why, sizeof (why));
+    }
+    return -1;
+}

@@ -1,0 +1,73 @@
+/* restore.h - bring a task back from a committed generation: the one
+ * restore pipeline of ibcr, shared by a requeued Slurm task (the SPANK
+ * plugin's restorer) and by "ibcr restart" (ibcrd's restorer, on behalf
+ * of the connected user).
+ *
+ *   choose    the newest committed generation (or the one asked for)
+ *   verify    its checksums; a damaged one is skipped for the previous,
+ *             saying so (never when one generation was asked for)
+ *   decompress  a compressed generation, by root, into a private copy
+ *             given to the user and removed once CRIU has read it
+ *   restore   in new mount and PID namespaces (taskns.h): the holder
+ *             (PID 1) mounts /proc, CRIU runs as the task's user (PID 2)
+ *             with only its two capabilities, and leaves the tree stopped
+ *   check     every restored process carries exactly the user's ids and
+ *             no capability, else the tree is killed before it runs
+ *   report    the holder's pid (its child is the restored init), or why
+ *             not, with CRIU's first errors and its log's path
+ *
+ * Images are user data whoever wrote them (the parasite ran inside the
+ * user's process): nothing here grants more than the user has.
+ */
+#ifndef IBCR_COMMON_RESTORE_H
+#define IBCR_COMMON_RESTORE_H
+
+#include <json-c/json.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "store.h"
+#include "taskns.h"
+
+struct restore_plan {
+    int gen;                        /* generation restored */
+    char imgdir[PATH_MAX];          /* gen-N/task-<rank> */
+    char criu[PATH_MAX];            /* the criu binary (ibcrd.conf criu=) */
+    char workdir[PATH_MAX];         /* root's folder for criu's log and work files */
+    char log[PATH_MAX];             /* criu's log, in workdir */
+    char stdio[3][PATH_MAX];        /* what fds 0..2 were at the dump ("" unknown):
+                                       "pipe:[INO]", "socket:[INO]", a path */
+    long long ctl_ino;              /* libibcr's control socket at the dump, 0 none */
+    int in_ns;                      /* dumped inside its task's namespaces (taskns.h) */
+    char looked[PATH_MAX];          /* <storage>/<cluster> the pick looked in */
+};
+
+/* Choose what rank 'rank' of job restores (want: that generation only,
+ * 0: the newest intact one).  Returns 1 with plan's gen, imgdir, stdio
+ * and ctl_ino set and *manifest (a new reference) the generation's; 0
+ * when the job has no committed generation (want 0 only); -1 with the
+ * reason in err (errno: ENOENT none such, EBADMSG every candidate
+ * damaged, else why it could not be read).  Damaged generations skipped
+ * are said in note ("" when none).  The caller sets criu, workdir, log. */
+int restore_pick (const struct store *st, const char *job, int want, uint32_t rank,
+                  struct restore_plan *plan, json_object **manifest, char *note,
+                  size_t notelen, char *err, size_t errlen);
+
+/* Leave the restored tree stopped (for a debugger); else it runs once
+ * checked. */
+#define RESTORE_STOPPED 0x1
+
+/* As root, in a process of its own (its mount namespace and the PID
+ * namespace of its next child change): restore plan's images as the
+ * user in as (uid, and its gid and groups: taskns_load_ids), with
+ * fds[0..2] handed in for the dumped stdio that was a pipe, socket or
+ * file, and fds[3] (-1: none) for libibcr's control socket.  Returns the
+ * holder's pid, our child, whose one child is the restored init, checked
+ * and let run (unless RESTORE_STOPPED); it exits with the init's status.
+ * -1 with err: nothing of the image ran.  fds are left open. */
+pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[4],
+                    int flags, char *err, size_t errlen);
+
+#endif
