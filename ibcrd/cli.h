@@ -77,7 +77,22 @@ struct cli_task {
     int status;             /* its wait status then */
     json_object *regreq;    /* the registration, sent again to a restarted ibcrd */
     char *sock;             /* ibcrd's socket */
+    int relay;              /* ibcrd's relay that runs the task (tasks.h), or -1 */
 };
+
+/* Ask ibcrd (tasks.h) for a relay: send req over a new connection and
+ * wait for a reply of type 'ready'.  The connection, with *reply; or -1
+ * after printing why, with the exit code in *rc (and *reply the error
+ * when ibcrd sent one, else NULL). */
+int cli_relay_open (struct cli *c, json_object *req, const char *ready, json_object **reply,
+                    int *rc);
+
+/* Send n fds to the relay.  0, or -1 after printing why. */
+int cli_relay_send_fds (int fd, const int *fds, int n);
+
+/* The relay's next message, of type 'want'; NULL after printing why
+ * (*rc the exit code). */
+json_object *cli_relay_recv (int fd, const char *want, int *rc);
 
 /* ibcr-init: IBCR_INIT, else the installed one. */
 const char *cli_init_path (void);
@@ -93,7 +108,8 @@ int cli_task_wait_pid (struct cli_task *t, const char *pidfile, const char *what
 int cli_task_register (struct cli *c, struct cli_task *t, json_object *fields);
 
 /* Relay the task's output to ours, forward SIGINT/SIGTERM/SIGHUP to the
- * launcher, and return its exit code (the application's). */
+ * launcher (or, with a relay, to the task's init), and return its exit
+ * code (the application's). */
 int cli_task_wait (struct cli_task *t);
 
 /* True while pid is stopped or traced (restart --stopped). */

@@ -27,6 +27,7 @@
 #include "common/criu.h"
 #include "common/manifest.h"
 #include "common/proto.h"
+#include "common/taskns.h"
 #include "common/usock.h"
 #include "common/zimg.h"
 
@@ -165,6 +166,137 @@ static json_object *gen_task (struct cli *c, const char *job, int gen, json_obje
     return NULL;
 }
 
+/* The restart through ibcrd's restore pipeline (tasks.h, restore.h): it
+ * chooses and verifies the generation, restores it as its user in new
+ * namespaces and checks it; we hand it our pipes and libibcr's control
+ * connection, register the task and wait for it.  An exit code, or -1
+ * when the generation predates that pipeline (dumped outside a task's
+ * namespaces) and root may restore it the old way. */
+static int restart_by_daemon (struct cli *c, const char *job, int want, int rank, int stopped,
+                              const char *leader)
+{
+    struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1, .relay = -1 };
+    json_object *req = proto_new ("restore"), *rep = NULL, *f;
+    int fd, rc, gen, ctlfd = -1, out[2], err[2], fds[3];
+    char what[160];
+    long long ctl_ino;
+
+    proto_set_str (req, "job", job);
+    proto_set_int (req, "rank", rank);
+    proto_set_int (req, "gen", want);
+    proto_set_bool (req, "stopped", stopped);
+    fd = cli_relay_open (c, req, "restore-ready", &rep, &rc);
+    json_object_put (req);
+    if (fd < 0) {
+        if (rep && proto_get_int (rep, "errno", 0) == EMEDIUMTYPE && geteuid () == 0) {
+            json_object_put (rep);
+            return -1;
+        }
+        if (rep)
+            cli_error ("%s", proto_get_str (rep, "message", "?"));
+        json_object_put (rep);
+        return rc;
+    }
+    gen = (int)proto_get_int (rep, "gen", 0);
+    ctl_ino = (long long)proto_get_int (rep, "ctl_ino", 0);
+    if (*proto_get_str (rep, "note", ""))
+        fprintf (stderr, "ibcr: warning: job %s %s\n", job, proto_get_str (rep, "note", ""));
+    json_object_put (rep);
+    snprintf (what, sizeof (what), "job %s gen %d rank %d", job, gen, rank);
+    /* libibcr's control socket: a fresh connection, ours, that ibcrd
+     * binds to this rank when the restored task registers. */
+    if (ctl_ino > 0) {
+        const char *sock = cli_socket_path (c);
+        json_object *a = proto_new ("ctl-attach");
+        proto_set_str (a, "job", job);
+        proto_set_int (a, "rank", rank);
+        rep = NULL;
+        if (!sock || (ctlfd = usock_connect (sock)) < 0
+            || usock_request (ctlfd, a, c->timeout_ms, &rep) < 0
+            || strcmp (proto_type (rep), "ok")) {
+            cli_error ("cannot attach libibcr's control connection at ibcrd %s: %s", sock
+                       ? sock : "?", rep ? proto_get_str (rep, "message", "?")
+                       : strerror (errno));
+            json_object_put (a);
+            json_object_put (rep);
+            close (fd);
+            return CLI_NODAEMON;
+        }
+        json_object_put (a);
+        json_object_put (rep);
+    }
+    if (pipe2 (out, O_CLOEXEC) < 0 || pipe2 (err, O_CLOEXEC) < 0) {
+        cli_error ("cannot make pipes: %s", strerror (errno));
+        close (fd);
+        return CLI_ERR;
+    }
+    fds[0] = out[1];
+    fds[1] = err[1];
+    fds[2] = ctlfd;
+    cli_progress_show (what, "restore", 0, 0);
+    rc = cli_relay_send_fds (fd, fds, ctlfd >= 0 ? 3 : 2);
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close (fds[i]);
+    if (rc < 0 || !(rep = cli_relay_recv (fd, "restored", &rc))) {
+        cli_progress_end ();
+        close (out[0]);
+        close (err[0]);
+        close (fd);
+        return rc ? rc : CLI_ERR;
+    }
+    t.init = (pid_t)proto_get_int (rep, "init", 0);
+    t.app = (pid_t)proto_get_int (rep, "app", 0);
+    t.relay = fd;
+    t.out_r = out[0];
+    t.err_r = err[0];
+    f = json_object_new_object ();
+    json_object_object_add (f, "job", json_object_new_string (job));
+    json_object_object_add (f, "rank", json_object_new_int (rank));
+    json_object_object_add (f, "size", json_object_new_int ((int)proto_get_int (rep, "size", 1)));
+    json_object_object_add (f, "restored", json_object_new_boolean (ctlfd >= 0));
+    json_object_object_add (f, "source", json_object_new_string ("restart"));
+    json_object_object_add (f, "ns_pid", json_object_new_int (TASKNS_FIRST_PID));
+    json_object_put (rep);
+    if (leader)
+        cli_add_leader (f, leader);     /* checked with the options */
+    if ((rc = cli_task_register (c, &t, f)))
+        fprintf (stderr, "ibcr: warning: the restored task runs, but not registered\n");
+    cli_progress_end ();
+    fprintf (stderr, "ibcr: job %s rank %d restored from generation %d (init pid %ld, "
+             "application pid %ld)\n", job, rank, gen, (long)t.init, (long)t.app);
+    if (stopped) {
+        printf ("job %s rank %d stopped: init %ld application %ld\n", job, rank,
+                (long)t.init, (long)t.app);
+        printf ("attach with 'gdb -p %ld'; after detaching, continue it with 'kill -CONT "
+                "%ld'\n", (long)t.app, (long)t.app);
+        fflush (stdout);
+        while (cli_task_stopped (t.app ? t.app : t.init))
+            usleep (50000);
+        continue_tree (t.init, 0);
+    }
+    if (ctlfd >= 0 && !rc) {
+        json_object *r = proto_new ("resume-restored"), *o;
+        int rrc;
+        /* ibcrd waits for every rank, then rebuilds and resumes them. */
+        cli_progress_show (what, "rebuild", 0, 0);
+        proto_set_str (r, "job", job);
+        c->timeout_ms = -1;
+        o = cli_request (c, r, &rrc);
+        json_object_put (r);
+        cli_progress_end ();
+        if (!o) {
+            cli_error ("the restored task cannot go on; ending it");
+            if (t.init > 0)
+                kill (t.init, SIGKILL);
+            cli_task_wait (&t);
+            return rrc ? rrc : CLI_ERR;
+        }
+        json_object_put (o);
+    }
+    return cli_task_wait (&t);
+}
+
 int cli_restart (struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -176,7 +308,7 @@ int cli_restart (struct cli *c, int argc, char **argv)
         { "before-gen", required_argument, NULL, 'b' },
         { NULL, 0, NULL, 0 },
     };
-    struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1 };
+    struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1, .relay = -1 };
     int before = 0, vfd = -1;
     pid_t vpid = -1;
     int ch, want = 0, rank = 0, stopped = 0, gen = 0, rc, ctlfd = -1;
@@ -224,12 +356,8 @@ int cli_restart (struct cli *c, int argc, char **argv)
         return CLI_USAGE;
     }
     job = argv[optind];
-    if (geteuid () != 0) {
-        cli_error ("ibcr restart is root's (it makes the task's namespaces); as an ordinary "
-                   "user, requeue your Slurm job (scontrol requeue): it restores itself "
-                   "from its newest generation (spank-ibcr(8))");
-        return CLI_DENIED;
-    }
+    if (!before && (rc = restart_by_daemon (c, job, want, rank, stopped, leader)) >= 0)
+        return rc;
     /* The newest generation is restored while its checksums are checked;
      * a fallback (before) checks first, as it goes. */
     if ((rc = pick_gen (c, job, want, before, before != 0, &m, &gen)))
@@ -237,16 +365,6 @@ int cli_restart (struct cli *c, int argc, char **argv)
     if (!(task = gen_task (c, job, gen, m, rank, dir, sizeof (dir), imgdir, sizeof (imgdir)))) {
         json_object_put (m);
         return CLI_NOTFOUND;
-    }
-    /* A Slurm step's task is dumped inside its own namespaces, as its
-     * user (taskns.h); this command still restores only trees dumped
-     * from outside (ibcr run's). */
-    if (proto_get_bool (task, "in_ns", 0)) {
-        cli_error ("job %s generation %d rank %d was dumped inside its task's namespaces by "
-                   "a Slurm step: 'ibcr restart' cannot restore it yet; requeue the job "
-                   "(scontrol requeue %s) and it restores itself", job, gen, rank, job);
-        json_object_put (m);
-        return CLI_ERR;
     }
     if (!before && (vpid = verify_start (dir, m, &vfd)) < 0) {
         json_object_put (m);

@@ -4,11 +4,12 @@
  *   ibcr run [--name N | --job ID] [--rank R --size N --leader HOST[:PORT]]
  *            [--interval D] [--detach] -- CMD ARGS...
  *
- * CMD runs under ibcr-init (its own PID namespace and session), with
- * libibcr preloaded and IBCR_SOCKET naming this node's ibcrd, and is
- * registered with that ibcrd, which checkpoints it on request or every
- * interval.  We wait and return CMD's exit status; its output comes out
- * of ours.  Creating a PID namespace and CRIU need root.
+ * ibcrd starts CMD for us (tasks.h): as our user, in mount and PID
+ * namespaces of its own under ibcr-init (taskns.h, as a Slurm task), with
+ * libibcr preloaded and IBCR_SOCKET naming this node's ibcrd.  We
+ * register it with that ibcrd, which checkpoints it on request or every
+ * interval, relay its output and return its exit status.  Any user may:
+ * the privileged steps are ibcrd's.
  */
 #include "config.h"
 
@@ -27,6 +28,7 @@
 #include "common/duration.h"
 #include "common/ident.h"
 #include "common/proto.h"
+#include "common/taskns.h"
 
 #ifndef LIBDIR
 #define LIBDIR "/usr/local/lib"
@@ -68,40 +70,89 @@ static const char run_usage[] =
     "usage: ibcr run [--name N] [--interval D] [--detach] [--job ID --rank R --size N "
     "--leader HOST[:PORT]] -- CMD [ARGS...]";
 
-/* Child: the environment of the task, then exec ibcr-init. */
-static void exec_launcher (const char *sock, const char *job, int rank, const char *pidfile,
-                           int out_w, int err_w, char **cmd)
+/* The task's environment: ours, with libibcr preloaded and the names
+ * it reads (IBCR_SOCKET, IBCR_JOB, IBCR_RANK) set. */
+static json_object *task_env (const char *sock, const char *job, int rank)
 {
+    static const char *const ours[] = { "LD_PRELOAD=", "IBCR_SOCKET=", "IBCR_JOB=",
+                                        "IBCR_RANK=" };
     const char *lib = libibcr_path (), *old = getenv ("LD_PRELOAD");
-    char rankbuf[16], *preload;
-    int nul = open ("/dev/null", O_RDONLY);
-    int n = 0;
+    json_object *env = json_object_new_array ();
+    char buf[8192];
 
-    while (cmd[n])
-        n++;
-    char *argv[n + 5];
-    argv[0] = (char *)cli_init_path ();
-    argv[1] = "--pidfile";
-    argv[2] = (char *)pidfile;
-    argv[3] = "--";
-    memcpy (argv + 4, cmd, (n + 1) * sizeof (char *));
-    if (asprintf (&preload, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "") < 0)
-        _exit (125);
-    snprintf (rankbuf, sizeof (rankbuf), "%d", rank);
-    setenv ("LD_PRELOAD", preload, 1);
-    setenv ("IBCR_SOCKET", sock, 1);
-    setenv ("IBCR_JOB", job, 1);
-    setenv ("IBCR_RANK", rankbuf, 1);
-    /* stdin is /dev/null: a terminal would tie the image to this session. */
-    if (nul < 0 || dup2 (nul, 0) < 0 || dup2 (out_w, 1) < 0 || dup2 (err_w, 2) < 0)
-        _exit (125);
-    /* Nothing else of ours goes into the task: every fd in it is in its
-     * image, and one open on a file that grows fails the restore. */
-    close_range (3, ~0U, 0);
-    execv (argv[0], argv);
-    fprintf (stderr, "ibcr: error: cannot run %s: %s (set IBCR_INIT to ibcr-init's path)\n",
-             argv[0], strerror (errno));
-    _exit (125);
+    for (char **e = environ; *e; e++) {
+        int skip = 0;
+        for (size_t i = 0; i < sizeof (ours) / sizeof (ours[0]); i++)
+            skip |= !strncmp (*e, ours[i], strlen (ours[i]));
+        if (!skip)
+            json_object_array_add (env, json_object_new_string (*e));
+    }
+    snprintf (buf, sizeof (buf), "LD_PRELOAD=%s%s%s", lib, old && *old ? ":" : "",
+              old && *old ? old : "");
+    json_object_array_add (env, json_object_new_string (buf));
+    snprintf (buf, sizeof (buf), "IBCR_SOCKET=%s", sock);
+    json_object_array_add (env, json_object_new_string (buf));
+    snprintf (buf, sizeof (buf), "IBCR_JOB=%s", job);
+    json_object_array_add (env, json_object_new_string (buf));
+    snprintf (buf, sizeof (buf), "IBCR_RANK=%d", rank);
+    json_object_array_add (env, json_object_new_string (buf));
+    return env;
+}
+
+/* Have ibcrd start cmd as us in the task's own namespaces (tasks.h),
+ * with stdout and stderr on pipes we read.  0 with t's init, app, relay
+ * and pipes set; or an exit code after printing why. */
+static int spawn (struct cli *c, struct cli_task *t, const char *sock, const char *job,
+                  int rank, char **cmd)
+{
+    json_object *req = proto_new ("spawn"), *argv = json_object_new_array (), *rep = NULL;
+    int out[2], err[2], fds[3], rc, fd;
+
+    for (char **a = cmd; *a; a++)
+        json_object_array_add (argv, json_object_new_string (*a));
+    proto_set_str (req, "job", job);
+    proto_set_int (req, "rank", rank);
+    proto_set_str (req, "init", cli_init_path ());
+    json_object_object_add (req, "argv", argv);
+    json_object_object_add (req, "env", task_env (sock, job, rank));
+    fd = cli_relay_open (c, req, "spawn-ready", &rep, &rc);
+    json_object_put (req);
+    if (fd < 0) {
+        if (rep)
+            cli_error ("ibcrd does not start the task: %s", proto_get_str (rep, "message", "?"));
+        json_object_put (rep);
+        return rc;
+    }
+    json_object_put (rep);
+    if (pipe2 (out, O_CLOEXEC) < 0 || pipe2 (err, O_CLOEXEC) < 0) {
+        cli_error ("cannot make pipes: %s", strerror (errno));
+        close (fd);
+        return CLI_ERR;
+    }
+    /* The working folder by fd: ibcrd never resolves a path of ours. */
+    if ((fds[0] = open (".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        cli_error ("cannot open the working folder: %s", strerror (errno));
+        close (fd);
+        return CLI_ERR;
+    }
+    fds[1] = out[1];
+    fds[2] = err[1];
+    rc = cli_relay_send_fds (fd, fds, 3);
+    for (int i = 0; i < 3; i++)
+        close (fds[i]);
+    if (rc < 0 || !(rep = cli_relay_recv (fd, "spawned", &rc))) {
+        close (out[0]);
+        close (err[0]);
+        close (fd);
+        return rc ? rc : CLI_ERR;
+    }
+    t->init = (pid_t)proto_get_int (rep, "init", 0);
+    t->app = (pid_t)proto_get_int (rep, "app", 0);
+    json_object_put (rep);
+    t->relay = fd;
+    t->out_r = out[0];
+    t->err_r = err[0];
+    return CLI_OK;
 }
 
 int cli_run (struct cli *c, int argc, char **argv)
@@ -117,10 +168,10 @@ int cli_run (struct cli *c, int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     const char *job = NULL, *leader = NULL, *sock;
-    char jobbuf[IDENT_MAX + 1], pidfile[256];
+    char jobbuf[IDENT_MAX + 1];
     uint64_t interval = 0;
-    int ch, rank = 0, size = 1, detach = 0, out[2], err[2], rc;
-    struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1 };
+    int ch, rank = 0, size = 1, detach = 0, rc;
+    struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1, .relay = -1 };
     json_object *f;
     char *end;
 
@@ -181,12 +232,6 @@ int cli_run (struct cli *c, int argc, char **argv)
                    "starting with '.' or '-'", job, IDENT_MAX);
         return CLI_USAGE;
     }
-    if (geteuid () != 0) {
-        cli_error ("ibcr run is root's (it makes the task's namespaces); as an ordinary "
-                   "user, protect your program under Slurm: srun or sbatch --checkpoint-ib "
-                   "(spank-ibcr(8))");
-        return CLI_DENIED;
-    }
     if (access (libibcr_path (), R_OK) < 0) {
         cli_error ("cannot preload %s: %s (set IBCR_LIBIBCR to libibcr.so's path)",
                    libibcr_path (), strerror (errno));
@@ -211,49 +256,33 @@ int cli_run (struct cli *c, int argc, char **argv)
         }
         setsid ();
     }
-    snprintf (pidfile, sizeof (pidfile), "/tmp/ibcr-run.%ld.%s.pid", (long)getpid (), job);
-    unlink (pidfile);
-    if (pipe (out) < 0 || pipe (err) < 0) {
-        cli_error ("cannot make pipes: %s", strerror (errno));
-        return CLI_ERR;
-    }
-    if ((t.launcher = fork ()) < 0) {
-        cli_error ("cannot fork: %s", strerror (errno));
-        return CLI_ERR;
-    }
-    if (t.launcher == 0) {
-        close (out[0]);
-        close (err[0]);
-        exec_launcher (sock, job, rank, pidfile, out[1], err[1], argv + optind);
-    }
-    close (out[1]);
-    close (err[1]);
-    t.out_r = out[0];
-    t.err_r = err[0];
-    if ((rc = cli_task_wait_pid (&t, pidfile, "ibcr-init"))) {
-        /* Ended before we could register it: nothing to checkpoint, but
-         * its output and exit status are the user's. */
-        int code = cli_task_wait (&t);
-        unlink (pidfile);
-        return rc < 0 ? code : rc;
-    }
+    if ((rc = spawn (c, &t, sock, job, rank, argv + optind)))
+        return rc;
     f = json_object_new_object ();
     json_object_object_add (f, "job", json_object_new_string (job));
     json_object_object_add (f, "rank", json_object_new_int (rank));
     json_object_object_add (f, "size", json_object_new_int (size));
     json_object_object_add (f, "source", json_object_new_string ("run"));
+    json_object_object_add (f, "ns_pid", json_object_new_int (TASKNS_FIRST_PID));
     if (interval)
         json_object_object_add (f, "interval_ms", json_object_new_int64 ((int64_t)interval));
     if (leader && cli_add_leader (f, leader) < 0)
         return CLI_USAGE;
-    if ((rc = cli_task_register (c, &t, f))) {
-        /* A task that cannot be checkpointed is not what was asked for. */
-        kill (t.launcher, SIGTERM);
+    rc = cli_task_register (c, &t, f);
+    {
+        /* The application starts once registered; a task that cannot be
+         * checkpointed is not what was asked for: it never runs. */
+        json_object *go = proto_new (rc ? "abort" : "go");
+        if (proto_send (t.relay, go) < 0 && !rc) {
+            cli_error ("ibcrd's relay went away before the task started: %s",
+                       strerror (errno));
+            rc = CLI_ERR;
+        }
+        json_object_put (go);
+    }
+    if (rc) {
         cli_task_wait (&t);
-        unlink (pidfile);
         return rc;
     }
-    rc = cli_task_wait (&t);
-    unlink (pidfile);
-    return rc;
+    return cli_task_wait (&t);
 }

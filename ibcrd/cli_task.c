@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,7 +89,6 @@ int cli_task_register (struct cli *c, struct cli_task *t, json_object *fields)
         json_object_object_add (req, key, json_object_get (val));
     json_object_put (fields);
     proto_set_int (req, "pid", t->init);
-    proto_set_int (req, "ns_pid", 1);
     if (t->app > 0)
         proto_set_int (req, "app_pid", t->app);
     if ((t->regfd = usock_connect (path)) < 0) {
@@ -155,7 +155,7 @@ int cli_task_wait (struct cli_task *t)
 {
     struct sigaction sa = { .sa_handler = on_sig };
     sigset_t block, waitmask;
-    int status = t->status, reaped = t->launcher <= 0 || t->ended;
+    int status = t->status, reaped = t->relay < 0 && (t->launcher <= 0 || t->ended);
     time_t last_try = time (NULL);
 
     sigemptyset (&sa.sa_mask);
@@ -183,11 +183,24 @@ int cli_task_wait (struct cli_task *t)
             pfd[n++] = (struct pollfd){ .fd = t->err_r, .events = POLLIN };
         if (t->regfd >= 0)
             pfd[n++] = (struct pollfd){ .fd = t->regfd, .events = POLLIN };
+        if (t->relay >= 0)
+            pfd[n++] = (struct pollfd){ .fd = t->relay, .events = POLLIN };
         ppoll (pfd, n, reaped ? NULL : &tmo, &waitmask);
         for (int i = 0; i < n; i++) {
             if (!pfd[i].revents)
                 continue;
-            if (pfd[i].fd == t->regfd) {
+            if (pfd[i].fd == t->relay) {
+                json_object *o = NULL;
+                /* "exited" with the task's wait status, then the end. */
+                if (proto_recv (t->relay, 0, &o) == 0 && !strcmp (proto_type (o), "exited"))
+                    status = (int)proto_get_int (o, "status", 125 << 8);
+                else
+                    status = 125 << 8;
+                json_object_put (o);
+                close (t->relay);
+                t->relay = -1;
+                reaped = 1;
+            } else if (pfd[i].fd == t->regfd) {
                 char junk[256];
                 if (read (t->regfd, junk, sizeof (junk)) <= 0) {
                     fprintf (stderr, "ibcr: warning: ibcrd closed the task's registration "
@@ -210,9 +223,10 @@ int cli_task_wait (struct cli_task *t)
             reregister (t);
         }
         if (got_sig && got_sig != SIGCHLD && !reaped)
-            kill (t->launcher, got_sig);
+            kill (t->launcher > 0 ? t->launcher : t->init, got_sig);
         got_sig = 0;
-        if (!reaped && waitpid (t->launcher, &status, WNOHANG) == t->launcher)
+        if (!reaped && t->launcher > 0
+            && waitpid (t->launcher, &status, WNOHANG) == t->launcher)
             reaped = 1;
     }
     if (t->regfd >= 0)
@@ -222,7 +236,7 @@ int cli_task_wait (struct cli_task *t)
     free (t->sock);
     t->sock = NULL;
     sigprocmask (SIG_SETMASK, &waitmask, NULL);
-    if (t->launcher <= 0 && !t->ended)
+    if (t->launcher <= 0 && !t->ended && !t->init)
         return CLI_ERR;
     return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
 }
@@ -232,4 +246,76 @@ int cli_task_stopped (pid_t pid)
 {
     char st = proc_state (pid);
     return st == 'T' || st == 't';
+}
+
+int cli_relay_open (struct cli *c, json_object *req, const char *ready, json_object **reply,
+                    int *rc)
+{
+    const char *path = cli_socket_path (c);
+    int fd;
+
+    *reply = NULL;
+    *rc = CLI_NODAEMON;
+    if (!path)
+        return -1;
+    if ((fd = usock_connect (path)) < 0) {
+        cli_error ("ibcrd is not running at %s: %s (start it first, or give its socket with "
+                   "--socket or IBCR_SOCKET)", path, strerror (errno));
+        return -1;
+    }
+    if (usock_request (fd, req, c->timeout_ms, reply) < 0) {
+        cli_error ("no answer from ibcrd at %s to '%s': %s", path, proto_type (req),
+                   strerror (errno));
+        close (fd);
+        return -1;
+    }
+    if (strcmp (proto_type (*reply), ready)) {
+        *rc = cli_rc_for_errno ((int)proto_get_int (*reply, "errno", EIO));
+        close (fd);
+        return -1;
+    }
+    return fd;
+}
+
+int cli_relay_send_fds (int fd, const int *fds, int n)
+{
+    char cbuf[CMSG_SPACE (8 * sizeof (int))] = { 0 }, byte = 'f';
+    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+    struct msghdr mh = { 0 };
+    struct cmsghdr *cm;
+
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = CMSG_SPACE ((size_t)n * sizeof (int));
+    cm = CMSG_FIRSTHDR (&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN ((size_t)n * sizeof (int));
+    memcpy (CMSG_DATA (cm), fds, (size_t)n * sizeof (int));
+    if (sendmsg (fd, &mh, MSG_NOSIGNAL) < 0) {
+        cli_error ("cannot hand the task's files to ibcrd: %s", strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+json_object *cli_relay_recv (int fd, const char *want, int *rc)
+{
+    json_object *o = NULL;
+
+    *rc = CLI_OK;
+    if (proto_recv (fd, 0, &o) < 0) {
+        cli_error ("ibcrd's relay went away before '%s': %s (see ibcrd's log)", want,
+                   errno ? strerror (errno) : "closed");
+        *rc = CLI_ERR;
+        return NULL;
+    }
+    if (strcmp (proto_type (o), want)) {
+        cli_error ("%s", proto_get_str (o, "message", "unexpected answer from ibcrd"));
+        *rc = cli_rc_for_errno ((int)proto_get_int (o, "errno", EIO));
+        json_object_put (o);
+        return NULL;
+    }
+    return o;
 }

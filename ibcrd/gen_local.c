@@ -229,6 +229,7 @@ static int task_dir (struct gen *g, const struct gen_task *t, char *err, size_t 
 struct dump_run {
     pid_t criu;
     int status;
+    pid_t end;      /* a task ended by this dump: the init to kill once dumped */
     char log[PATH_MAX + 64];
 };
 
@@ -271,6 +272,14 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
     argv[ac++] = r->log;
     if (g->leave_running)
         argv[ac++] = "--leave-running";
+    else if (in_ns) {
+        /* CRIU runs inside the task's PID namespace: the tree it kills
+         * after the dump takes the namespace, and CRIU with it, before
+         * CRIU is done.  It leaves the tree stopped instead (so nothing
+         * runs after the image), and we kill it once the dump ended. */
+        argv[ac++] = "--leave-stopped";
+        r->end = t->pid;
+    }
     if (t->ctl_fd >= 0) {
         uint64_t ino;
         if (sockdiag_unix_peer (t->ctl_fd, &ino) < 0) {
@@ -329,6 +338,8 @@ static void dump_wait (struct gen *g, struct dump_run *run, int only, double dea
                      && WEXITSTATUS (run[i].status) == 0;
             run[i].criu = 0;
             left--;
+            if (ok && run[i].end > 0)
+                (void)kill (run[i].end, SIGKILL);
             if (ok || *failed >= 0)
                 continue;
             criu_log_errors (run[i].log, 3, errs, sizeof (errs));
@@ -392,7 +403,7 @@ int genl_dump (struct gen *g)
     int failed = -1, lock = -1;
 
     for (int i = 0; i < g->ntasks; i++)
-        run[i].criu = -1;
+        run[i].criu = -1, run[i].end = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < g->ntasks && failed < 0; i++) {
             int in_ns = task_in_ns (&g->tasks[i]);

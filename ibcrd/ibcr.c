@@ -37,6 +37,7 @@ int cli_rc_for_errno (int errnum)
     case ENOENT: case ESRCH: return CLI_NOTFOUND;
     case EPERM: case EACCES: return CLI_DENIED;
     case EINVAL: return CLI_USAGE;
+    case EBADMSG: return CLI_DAMAGED;
     default: return CLI_ERR;
     }
 }

@@ -188,12 +188,26 @@ struct spawn_report {
     int32_t init, app;
 };
 
+/* The pipes between the task's waiter and the relay. */
+struct spawn_pipes {
+    int rep;    /* waiter -> relay: struct spawn_report */
+    int go;     /* relay -> waiter: 'g' once the client registered the task */
+};
+
+/* In the waiter, before the application may run: say its pids, then
+ * wait for the client's registration (so not one instruction of it runs
+ * unprotected, and a short program cannot end before it is known). */
 static int spawn_started (pid_t init, pid_t app, void *arg)
 {
     struct spawn_report r = { .tag = 'P', .init = (int32_t)init, .app = (int32_t)app };
-    int fd = *(int *)arg;
+    const struct spawn_pipes *p = arg;
+    char c = 0;
 
-    return write (fd, &r, sizeof (r)) == (ssize_t)sizeof (r) ? 0 : -1;
+    if (write (p->rep, &r, sizeof (r)) != (ssize_t)sizeof (r))
+        return -1;
+    while (read (p->go, &c, 1) < 0 && errno == EINTR)
+        ;
+    return c == 'g' ? 0 : -1;
 }
 
 static void __attribute__ ((noreturn)) spawn_fail (int fd, const char *fmt, const char *why)
@@ -208,33 +222,46 @@ static void __attribute__ ((noreturn)) spawn_fail (int fd, const char *fmt, cons
 
 /* The task process, forked by the relay as root: into the client's
  * cgroups, new namespaces, the user's ids, then split into holder, init
- * and application (tasktree.h); the application execs argv. */
+ * and application (tasktree.h); the application execs argv in its
+ * working folder, with its environment. */
 static void __attribute__ ((noreturn))
 spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **argv,
-            char **envp, const char *init, int rep)
+            char **envp, const char *init, const struct spawn_pipes *p)
 {
+    int rep = p->rep;
     char err[1024];
     int nul;
 
     if (cgjoin_join (client, err, sizeof (err)) < 0)
         log_msg (LOG_INFO, "task of client pid %ld stays in ibcrd's cgroups: %s",
                  (long)client, err);
+    /* Before the new mount namespace: unshare moves the working folder
+     * into it, while a folder entered later by an fd from outside would
+     * stay on a mount the task's namespace does not have (CRIU cannot
+     * dump that).  fchdir follows nothing: the fd is what the user
+     * opened. */
+    if (fchdir (fds[0]) < 0)
+        spawn_fail (rep, "cannot enter the working folder: %s", strerror (errno));
+    /* The whole tree (holder, init, application) has the user's stdio
+     * and nothing of the daemon's: 0..2 were ibcrd's (its log). */
+    if ((nul = open ("/dev/null", O_RDONLY)) < 0 || dup2 (nul, 0) < 0
+        || dup2 (fds[1], 1) < 0 || dup2 (fds[2], 2) < 0)
+        spawn_fail (rep, "cannot set up the task's stdio: %s", strerror (errno));
+    for (int i = 0; i < 3; i++)
+        if (fds[i] > 2)
+            (void)close (fds[i]);
+    if (nul > 2)
+        (void)close (nul);
     if (tasktree_prepare (err, sizeof (err)) < 0)
         spawn_fail (rep, "cannot make the task's namespaces: %s", err);
     if (taskns_drop (as, err, sizeof (err)) < 0)
         spawn_fail (rep, "%s", err);
     tasktree_set_init (init);
-    if (tasktree_start (spawn_started, &rep, &rep, 1, err, sizeof (err)) < 0)
+    int keep[2] = { p->rep, p->go };
+    if (tasktree_start (spawn_started, (void *)p, keep, 2, err, sizeof (err)) < 0)
         spawn_fail (rep, "cannot start the task: %s", err);
     /* The application, as the user: its folder, its stdio, its
      * environment; nothing else of ours. */
-    if (fchdir (fds[0]) < 0) {
-        dprintf (fds[2], "ibcr: cannot enter the working folder: %s\n", strerror (errno));
-        _exit (TASKS_EXIT_FAILURE);
-    }
-    if ((nul = open ("/dev/null", O_RDONLY)) < 0 || dup2 (nul, 0) < 0
-        || dup2 (fds[1], 1) < 0 || dup2 (fds[2], 2) < 0)
-        _exit (TASKS_EXIT_FAILURE);
     close_range (3, ~0U, 0);
     execvpe (argv[0], argv, envp);
     fprintf (stderr, "ibcr: cannot run %s: %s\n", argv[0], strerror (errno));
@@ -279,7 +306,7 @@ spawn_relay (int fd, uid_t uid, gid_t gid, pid_t client, json_object *req)
     const char *init = proto_get_str (req, "init", PKGLIBEXECDIR "/ibcr-init");
     struct spawn_report r;
     struct taskns_as as;
-    int fds[3], rep[2];
+    int fds[3], rep[2], go[2];
     struct stat sb;
     json_object *o;
     pid_t task;
@@ -305,17 +332,20 @@ spawn_relay (int fd, uid_t uid, gid_t gid, pid_t client, json_object *req)
                                      "send the working folder, stdout and stderr"));
         _exit (1);
     }
-    if (pipe2 (rep, O_CLOEXEC) < 0 || (task = fork ()) < 0) {
+    if (pipe2 (rep, O_CLOEXEC) < 0 || pipe2 (go, O_CLOEXEC) < 0 || (task = fork ()) < 0) {
         relay_send (fd, proto_error ("spawn", errno, "cannot fork the task: %s",
                                      strerror (errno)));
         _exit (1);
     }
     if (task == 0) {
+        struct spawn_pipes p = { .rep = rep[1], .go = go[0] };
         (void)close (fd);
         (void)close (rep[0]);
-        spawn_task (client, &as, fds, argv, envp, init, rep[1]);
+        (void)close (go[1]);
+        spawn_task (client, &as, fds, argv, envp, init, &p);
     }
     (void)close (rep[1]);
+    (void)close (go[0]);
     for (int i = 0; i < 3; i++)
         (void)close (fds[i]);
     do
@@ -342,6 +372,14 @@ spawn_relay (int fd, uid_t uid, gid_t gid, pid_t client, json_object *req)
     proto_set_int (o, "init", r.init);
     proto_set_int (o, "app", r.app);
     relay_send (fd, o);
+    /* The client registers the task, then says "go" (or anything else:
+     * the task ends before it ran). */
+    o = NULL;
+    if (proto_recv_timeout (fd, 0, TASKS_FDS_TIMEOUT_MS * 6, &o) == 0
+        && !strcmp (proto_type (o), "go"))
+        (void)write (go[1], "g", 1);
+    json_object_put (o);
+    (void)close (go[1]);
     relay_wait (fd, task, r.init);
 }
 
@@ -393,6 +431,7 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     const char *job = proto_get_str (req, "job", "");
     uint32_t rank = (uint32_t)proto_get_int (req, "rank", 0);
     int want = (int)proto_get_int (req, "gen", 0), nfds, fds[4] = { -1, -1, -1, -1 }, rc;
+    int hostproc;
     struct store st = { .root = s->conf->storage, .cluster = s->conf->cluster };
     static struct restore_plan plan;
     char err[4096], note[2048], got[3 * sizeof (int)];
@@ -405,7 +444,7 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     rc = restore_pick (&st, job, want, rank, &plan, &m, note, sizeof (note), err,
                        sizeof (err));
     if (rc == 0) {
-        snprintf (err, sizeof (err), "job %s has no committed generation (looked in %.2000s)",
+        snprintf (err, sizeof (err), "no checkpoint of job %s under %.2000s (see 'ibcr list')",
                   job, plan.looked);
         errno = ENOENT;
     }
@@ -460,6 +499,13 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     }
     if (cgjoin_join (client, err, sizeof (err)) < 0)
         log_msg (LOG_INFO, "job %s: restore stays in ibcrd's cgroups: %s", job, err);
+    /* The holder mounts the new namespace's /proc over ours (we share
+     * its mount namespace): the tree is found through the host's. */
+    if ((hostproc = open ("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        relay_send (fd, proto_error ("restore", errno, "cannot open /proc: %s",
+                                     strerror (errno)));
+        _exit (1);
+    }
     if ((fds[0] = open ("/dev/null", O_RDONLY | O_CLOEXEC)) < 0
         || (holder = restore_tree (&plan, &as, fds,
                                    proto_get_bool (req, "stopped", 0) ? RESTORE_STOPPED : 0,
@@ -473,8 +519,8 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     for (int i = 0; i < 4; i++)
         if (fds[i] >= 0)
             (void)close (fds[i]);
-    init = proc_first_child (holder);
-    app = init > 0 ? proc_first_child (init) : 0;
+    init = proc_first_child_at (hostproc, holder);
+    app = init > 0 ? proc_first_child_at (hostproc, init) : 0;
     log_msg (LOG_INFO, "job %s rank %u: restored from generation %d as uid %u (init %ld, "
              "application %ld)", job, rank, plan.gen, (unsigned)as.uid, (long)init, (long)app);
     o = proto_new ("restored");

@@ -49,7 +49,7 @@ test_expect_success 'a program runs under ibcr run, registered with ibcrd' '
 	INIT=$(ibcrd_field pat pid) && APP=$(ibcrd_field pat app_pid) &&
 	ibcr_track $INIT $APP &&
 	echo "$INIT $APP" >pids &&
-	grep "^start run=" pat.out &&
+	ibcrd_wait_for grep -q "^start run=" pat.out &&
 	ibcrd_report pat.out $APP | grep "pattern=ok"
 '
 
@@ -121,7 +121,7 @@ test_expect_success 'a flipped byte: verify says so, restart falls back to the p
 	echo $! >rs2.pid && ibcr_track $! &&
 	ibcrd_wait_for grep -q "restored from" rs2.err &&
 	APP3=$(ibcrd_field pat app_pid) && ibcr_track $APP3 $(ibcrd_field pat pid) &&
-	grep "generation 3 is damaged .*checksum mismatch.*falling back to the previous generation" rs2.err &&
+	grep "generation 3 is damaged .*checksum mismatch.*falling back to the previous one" rs2.err &&
 	grep "restored from generation 2" rs2.err &&
 	ibcrd_report rs2.out $APP3 | grep "pattern=ok" &&
 	kill -TERM $(cat rs2.pid) && wait $(cat rs2.pid)
