@@ -180,6 +180,7 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     int fd, rc, gen, ctlfd = -1, out[2], err[2], fds[3];
     char what[160];
     long long ctl_ino;
+    uint64_t bytes;
 
     proto_set_str (req, "job", job);
     proto_set_int (req, "rank", rank);
@@ -199,6 +200,7 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     }
     gen = (int)proto_get_int (rep, "gen", 0);
     ctl_ino = (long long)proto_get_int (rep, "ctl_ino", 0);
+    bytes = (uint64_t)proto_get_int (rep, "bytes", 0);
     if (*proto_get_str (rep, "note", ""))
         fprintf (stderr, "ibcr: warning: job %s %s\n", job, proto_get_str (rep, "note", ""));
     json_object_put (rep);
@@ -233,7 +235,7 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     fds[0] = out[1];
     fds[1] = err[1];
     fds[2] = ctlfd;
-    cli_progress_show (what, "restore", 0, 0);
+    cli_progress_show (what, "restore", 0, bytes);
     rc = cli_relay_send_fds (fd, fds, ctlfd >= 0 ? 3 : 2);
     for (int i = 0; i < 3; i++)
         if (fds[i] >= 0)
@@ -245,6 +247,7 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
         close (fd);
         return rc ? rc : CLI_ERR;
     }
+    cli_progress_show (what, "restore", bytes, bytes);
     t.init = (pid_t)proto_get_int (rep, "init", 0);
     t.app = (pid_t)proto_get_int (rep, "app", 0);
     t.relay = fd;

@@ -25,6 +25,7 @@
 #include "common/restore.h"
 #include "common/taskns.h"
 #include "common/tasktree.h"
+#include "imgcopy.h"
 #include "jobs.h"
 #include "server_int.h"
 #include "tasks.h"
@@ -484,6 +485,8 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     o = proto_new ("restore-ready");
     proto_set_int (o, "gen", plan.gen);
     proto_set_int (o, "ctl_ino", plan.ctl_ino);
+    /* What CRIU reads back, for the client's progress line. */
+    proto_set_int (o, "bytes", (int64_t)imgcopy_dir_size (plan.imgdir));
     proto_set_str (o, "note", note);
     relay_send (fd, o);
     if ((nfds = relay_recv_fds (fd, fds + 1, 2, 3, err, sizeof (err))) < 0) {

@@ -34,4 +34,5 @@ TESTS += t3012-ibcrd-progress.t
 check_PROGRAMS += ibcrd/swapper
 ibcrd_swapper_SOURCES = ibcrd/swapper.c
 TESTS += t3014-ibcrd-storage-users.t
+TESTS += t3016-ibcrd-user-run.t
 TESTS += t3013-ibcrd-users.t

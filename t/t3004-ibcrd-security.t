@@ -29,6 +29,7 @@ test_expect_success 'setup: two real users, an ibcrd, generations of a job of us
 	useradd -r -M -d /nonexistent -s /usr/sbin/nologin -U $UA &&
 	useradd -r -M -d /nonexistent -s /usr/sbin/nologin -U $UB &&
 	A=$(id -u $UA) && B=$(id -u $UB) && test "$A" != "$B" &&
+	ibcrd_use_build &&
 	ibcrd_setup a &&
 	ibcrd_start a &&
 	ST=$PWD/a/storage &&
@@ -107,11 +108,14 @@ test_expect_success 'user B cannot checkpoint job sa or resume it: for B there i
 	test "$("$IBCR" --socket "$(ibcrd_sock a)" status sa --json | grep -o "\"checkpointing\":[a-z]*")" = "\"checkpointing\":false"
 '
 
-test_expect_success 'ibcr run and restart as a user are refused: they need root' '
-	test_expect_code 6 as $UA "$IBCR" --socket "$(ibcrd_sock a)" run -- true 2>err &&
-	grep "ibcr run is root.s (it makes the task.s namespaces); as an ordinary user, protect your program under Slurm: srun or sbatch --checkpoint-ib" err &&
-	test_expect_code 6 as $UA "$IBCR" --socket "$(ibcrd_sock a)" restart jobA 2>err &&
-	grep "ibcr restart is root.s (it makes the task.s namespaces); as an ordinary user, requeue your Slurm job" err
+test_expect_success 'ibcr run as a user: ibcrd runs the program as that user, not as root' '
+	as $UA "$IBCR" --socket "$(ibcrd_sock a)" run --name ids -- sh -c "id -u; id -g" >out 2>err &&
+	cat out err &&
+	test "$(sed -n 1p out)" = "$A" &&
+	test_expect_code 4 as $UA "$IBCR" --socket "$(ibcrd_sock a)" restart nosuch 2>err &&
+	grep "no checkpoint of job nosuch" err &&
+	test_expect_code 6 as $UB "$IBCR" --socket "$(ibcrd_sock a)" restart jobA 2>err &&
+	grep "job jobA generation 2 belongs to another user: only its owner (or root) restores it" err
 '
 
 test_expect_success 'user B cannot join job sa (its "sa" is its own), claim a process of A, or register for uid A' '

@@ -62,16 +62,16 @@ test_expect_success 'restart --stopped prints pids; the program is stopped' '
 	done &&
 	cat rs.out &&
 	grep "restored from generation $last" rs.err &&
-	sed -n "s/.* stopped: init \([0-9]*\) application \([0-9]*\) launcher \([0-9]*\)$/\1 \2 \3/p" rs.out >pids &&
-	read INIT2 APP2 LAUNCHER <pids &&
-	ibcr_track $INIT2 $APP2 $LAUNCHER &&
+	sed -n "s/.* stopped: init \([0-9]*\) application \([0-9]*\)$/\1 \2/p" rs.out >pids &&
+	read INIT2 APP2 <pids &&
+	ibcr_track $INIT2 $APP2 &&
 	test "$(ibcrd_state $APP2)" = T &&
 	test "$(ibcrd_state $INIT2)" = T &&
 	grep "gdb -p $APP2" rs.out
 '
 
 test_expect_success GDB 'gdb attaches to the stopped program and detaches' '
-	read INIT2 APP2 LAUNCHER <pids &&
+	read INIT2 APP2 <pids &&
 	gdb -p $APP2 -batch -ex "info threads" -ex detach >gdb.out 2>&1 &&
 	cat gdb.out &&
 	grep -c "Thread " gdb.out >nthreads &&
@@ -80,8 +80,8 @@ test_expect_success GDB 'gdb attaches to the stopped program and detaches' '
 '
 
 test_expect_success 'after SIGCONT the program goes on and finishes correctly' '
-	read INIT2 APP2 LAUNCHER <pids &&
-	kill -CONT $LAUNCHER &&
+	read INIT2 APP2 <pids &&
+	kill -CONT $APP2 &&
 	i=0 &&
 	until test "$(ibcrd_state $APP2)" != T && test "$(ibcrd_state $APP2)" != t; do
 		i=$((i + 1)); test $i -lt 100 || false

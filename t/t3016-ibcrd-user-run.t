@@ -1,0 +1,122 @@
+#!/bin/sh
+
+test_description='ibcr run and ibcr restart for ordinary users (issue 10): ibcrd starts
+and restores the task with the privileged steps its own, the task itself as
+its user in namespaces of its own; another user gets nothing of it'
+
+. $(dirname $0)/sharness.sh
+. "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
+
+ibcr_require ROOT USERS CRIU
+
+U1=$IBCR_UID1
+U2=$IBCR_UID2
+# Words, not functions: a backgrounded "$AS1 CMD" is CMD itself ($!).
+AS1="setpriv --reuid=$IBCR_UID1 --regid=$IBCR_GID1 --clear-groups"
+as1() {
+	$AS1 "$@"
+}
+as2() {
+	setpriv --reuid=$IBCR_UID2 --regid=$IBCR_GID2 --clear-groups "$@"
+}
+
+# ids PID: "uid gid" if every real/effective/saved/fs id of PID is the same.
+ids() {
+	u=$(sed -n "s/^Uid:\t\([0-9]*\)\t\1\t\1\t\1$/\1/p" /proc/$1/status) &&
+	g=$(sed -n "s/^Gid:\t\([0-9]*\)\t\1\t\1\t\1$/\1/p" /proc/$1/status) &&
+	echo "$u $g"
+}
+
+# nocaps PID: no capability in any set.
+nocaps() {
+	for k in CapInh CapPrm CapEff CapBnd CapAmb; do
+		test "$k" = CapBnd && continue
+		grep -q "^$k:.0000000000000000$" /proc/$1/status || return 1
+	done
+}
+
+test_expect_success 'setup: an ibcrd with real CRIU and compressed images' '
+	ibcrd_use_build &&
+	ibcrd_setup d "criu = $IBCR_CRIU" "peer_port = 0" "compression = yes" &&
+	ibcrd_start d &&
+	IBCR_SOCKET=$(ibcrd_sock d) && export IBCR_SOCKET &&
+	mkdir -m 1777 u
+'
+
+test_expect_success 'user 1 runs a program: ibcrd starts it as user 1, in its own namespaces, without capabilities or any fd of the daemon' '
+	{ $AS1 "$IBCR" run --name u1 -- "$PATTERN" --mib 16 >u1.out 2>u1.err & } &&
+	echo $! >u1.pid && ibcr_track $! &&
+	ibcrd_wait_for grep -q "^start run=" u1.out &&
+	INIT=$(ibcrd_field u1 pid) && APP=$(ibcrd_field u1 app_pid) && ibcr_track $INIT $APP &&
+	echo "$INIT $APP" >pids &&
+	test "$(ids $APP)" = "$U1 $IBCR_GID1" &&
+	test "$(ids $INIT)" = "$U1 $IBCR_GID1" &&
+	nocaps $APP && nocaps $INIT &&
+	grep "^NSpid:.$APP.102$" /proc/$APP/status &&
+	test "$(readlink /proc/$APP/ns/pid)" != "$(readlink /proc/self/ns/pid)" &&
+	test "$(readlink /proc/$APP/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" &&
+	ls -l /proc/$INIT/fd/ >initfds &&
+	cat initfds &&
+	! grep "ibcrd\|\.log" initfds &&
+	readlink /proc/$INIT/fd/1 | grep "^pipe:" &&
+	"$IBCR" status u1 --json | grep "\"uid\":$U1" &&
+	ibcrd_report u1.out $APP | grep "pattern=ok"
+'
+
+test_expect_success 'user 1 checkpoints it: the generation is root-owned, readable by the job group' '
+	as1 "$IBCR" checkpoint u1 --wait >ck.out &&
+	cat ck.out &&
+	grep "generation 1 committed" ck.out &&
+	test "$(stat -c "%u %g %a" d/storage/local/u1/gen-1)" = "0 $IBCR_GID1 750" &&
+	as1 "$IBCR" list u1 | grep "^ *1 " &&
+	read INIT APP <pids &&
+	ibcrd_report u1.out $APP >before
+'
+
+test_expect_success 'user 2 cannot restore user 1s generation (root would decompress it for them)' '
+	test_expect_code 6 as2 "$IBCR" restart u1 >r2.out 2>r2.err &&
+	cat r2.err &&
+	grep "job u1 generation 1 belongs to another user: only its owner (or root) restores it" r2.err &&
+	! ls d/staging/restore 2>/dev/null | grep "\.img$" &&
+	test_must_fail pgrep -u $U2 -f "$PATTERN"
+'
+
+test_expect_success 'a task ibcrd refuses to register never runs (user 2 names a leader not in peers)' '
+	test_expect_code 6 as2 "$IBCR" run --name lead --leader 192.0.2.1 -- sh -c "touch u/ran-by-2" \
+		2>run2.err &&
+	cat run2.err &&
+	grep "leader 192.0.2.1 refused" run2.err &&
+	test ! -e u/ran-by-2
+'
+
+test_expect_success 'a Slurm job id is not a name a user may run under' '
+	test_expect_code 6 as2 "$IBCR" run --name 4242777 -- true 2>run3.err &&
+	grep "a name of digits only is a Slurm job id" run3.err
+'
+
+test_expect_success 'user 1 restarts it: the same process comes back as user 1, without capabilities, and goes on' '
+	read INIT APP <pids &&
+	kill -9 $(cat u1.pid) $INIT &&
+	ibcrd_wait_gone $APP &&
+	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" u1.out) &&
+	{ $AS1 "$IBCR" restart u1 >rs.out 2>rs.err & } &&
+	echo $! >rs.pid && ibcr_track $! &&
+	ibcrd_wait_for grep -q "restored from generation 1" rs.err &&
+	INIT2=$(ibcrd_field u1 pid) && APP2=$(ibcrd_field u1 app_pid) && ibcr_track $INIT2 $APP2 &&
+	test "$(ids $APP2)" = "$U1 $IBCR_GID1" &&
+	test "$(ids $INIT2)" = "$U1 $IBCR_GID1" &&
+	nocaps $APP2 &&
+	ibcrd_report rs.out $APP2 >after &&
+	cat before after &&
+	grep "run=$run .*pattern=ok bad=0" after &&
+	test "$(sed "s/^report \([0-9]*\).*/\1/" after)" -eq "$(sed "s/^report \([0-9]*\).*/\1/" before)" &&
+	! ls d/staging/restore | grep "\.img$"
+'
+
+test_expect_success 'SIGTERM to the user s ibcr restart ends the program; its exit status comes back' '
+	kill -TERM $(cat rs.pid) &&
+	wait $(cat rs.pid) &&
+	grep "^final .*pattern=ok" rs.out
+'
+
+test_done
