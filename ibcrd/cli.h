@@ -68,16 +68,13 @@ const char *cli_socket_path (struct cli *c);
 
 /* --- a task this command supervises (cli_task.c): ibcr run, restart --- */
 struct cli_task {
-    pid_t launcher;         /* ibcr-init (run) or ibcr-init --restored (restart) */
-    pid_t init;             /* the task's init (the pid CRIU dumps) */
+    pid_t init;             /* the task's init (the pid CRIU dumps), host view */
     pid_t app;              /* the application under it, or 0 */
     int out_r, err_r;       /* read ends of the task's stdout/stderr, or -1 */
     int regfd;              /* registration with ibcrd, open for the task's life */
-    int ended;              /* the launcher ended before the task's pid was seen */
-    int status;             /* its wait status then */
     json_object *regreq;    /* the registration, sent again to a restarted ibcrd */
     char *sock;             /* ibcrd's socket */
-    int relay;              /* ibcrd's relay that runs the task (tasks.h), or -1 */
+    int relay;              /* ibcrd's relay that runs the task (tasks.h) */
 };
 
 /* Ask ibcrd (tasks.h) for a relay: send req over a new connection and
@@ -97,19 +94,13 @@ json_object *cli_relay_recv (int fd, const char *want, int *rc);
 /* ibcr-init: IBCR_INIT, else the installed one. */
 const char *cli_init_path (void);
 
-/* Wait until the launcher wrote the init's pid to pidfile; fills t->init
- * and t->app.  0; or -1 when the launcher ended first (a program that
- * ran and ended at once, or a launcher that failed: t->ended, t->status);
- * or an exit code after printing why. */
-int cli_task_wait_pid (struct cli_task *t, const char *pidfile, const char *what);
-
 /* Register the task (t->init) with ibcrd over a connection kept in
  * t->regfd.  fields: job, rank, size, ... (taken over).  0 or an exit code. */
 int cli_task_register (struct cli *c, struct cli_task *t, json_object *fields);
 
 /* Relay the task's output to ours, forward SIGINT/SIGTERM/SIGHUP to the
- * launcher (or, with a relay, to the task's init), and return its exit
- * code (the application's). */
+ * task's init, and return its exit code (the application's, as the relay
+ * reports it). */
 int cli_task_wait (struct cli_task *t);
 
 /* True while pid is stopped or traced (restart --stopped). */

@@ -43,37 +43,6 @@ const char *cli_init_path (void)
     return e && *e ? e : PKGLIBEXECDIR "/ibcr-init";
 }
 
-int cli_task_wait_pid (struct cli_task *t, const char *pidfile, const char *what)
-{
-    for (int i = 0; i < 6000; i++) {    /* 60 s: a large restore reads for long */
-        FILE *f = fopen (pidfile, "r");
-        long pid = 0;
-        int status;
-
-        if (f) {
-            if (fscanf (f, "%ld", &pid) != 1)
-                pid = 0;
-            fclose (f);
-        }
-        if (pid > 1) {
-            t->init = (pid_t)pid;
-            /* The application is the init's child: give it a moment to
-             * fork (a restored tree has it at once). */
-            for (int k = 0; k < 100 && !(t->app = proc_first_child (t->init)); k++)
-                usleep (10000);
-            return 0;
-        }
-        if (waitpid (t->launcher, &status, WNOHANG) == t->launcher) {
-            t->ended = 1;
-            t->status = status;
-            return -1;
-        }
-        usleep (10000);
-    }
-    cli_error ("%s: no pid in %s after 60 s; giving up", what, pidfile);
-    return CLI_ERR;
-}
-
 int cli_task_register (struct cli *c, struct cli_task *t, json_object *fields)
 {
     const char *path = cli_socket_path (c);
@@ -155,7 +124,7 @@ int cli_task_wait (struct cli_task *t)
 {
     struct sigaction sa = { .sa_handler = on_sig };
     sigset_t block, waitmask;
-    int status = t->status, reaped = t->relay < 0 && (t->launcher <= 0 || t->ended);
+    int status = 125 << 8, reaped = t->relay < 0;
     time_t last_try = time (NULL);
 
     sigemptyset (&sa.sa_mask);
@@ -170,7 +139,7 @@ int cli_task_wait (struct cli_task *t)
     sigaddset (&block, SIGHUP);
     sigaddset (&block, SIGCHLD);
     sigprocmask (SIG_BLOCK, &block, &waitmask);
-    /* Until the launcher ended and both pipes are at end of file: output
+    /* Until the task ended and both pipes are at end of file: output
      * written just before the exit must not be lost. */
     while (!reaped || t->out_r >= 0 || t->err_r >= 0) {
         struct pollfd pfd[3];
@@ -223,11 +192,8 @@ int cli_task_wait (struct cli_task *t)
             reregister (t);
         }
         if (got_sig && got_sig != SIGCHLD && !reaped)
-            kill (t->launcher > 0 ? t->launcher : t->init, got_sig);
+            kill (t->init, got_sig);
         got_sig = 0;
-        if (!reaped && t->launcher > 0
-            && waitpid (t->launcher, &status, WNOHANG) == t->launcher)
-            reaped = 1;
     }
     if (t->regfd >= 0)
         close (t->regfd);
@@ -236,8 +202,6 @@ int cli_task_wait (struct cli_task *t)
     free (t->sock);
     t->sock = NULL;
     sigprocmask (SIG_SETMASK, &waitmask, NULL);
-    if (t->launcher <= 0 && !t->ended && !t->init)
-        return CLI_ERR;
     return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
 }
 

@@ -51,12 +51,7 @@ int jobs_may_act (uid_t peer, uid_t owner)
 
 int jobs_is_slurm_id (const char *id)
 {
-    if (!*id)
-        return 0;
-    for (const char *p = id; *p; p++)
-        if (*p < '0' || *p > '9')
-            return 0;
-    return 1;
+    return ident_is_slurm_id (id);
 }
 
 struct job *jobs_find_owned (struct jobs *j, const char *id, uid_t uid)

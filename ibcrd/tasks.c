@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/fsuid.h>
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -221,6 +222,27 @@ static void __attribute__ ((noreturn)) spawn_fail (int fd, const char *fmt, cons
     _exit (TASKS_EXIT_FAILURE);
 }
 
+/* fchdir to fd with the permission checks of the user in as (an O_PATH
+ * fd needs no right on the folder itself): file-system ids and groups
+ * are the user's meanwhile, which also drops root's file capabilities
+ * from the effective set.  0, or -1 with errno. */
+static int user_chdir (const struct taskns_as *as, int fd)
+{
+    int rc, saved;
+
+    if (setgroups (as->ngroups, as->groups) < 0)
+        return -1;
+    (void)setfsgid (as->gid);
+    (void)setfsuid (as->uid);
+    rc = fchdir (fd);
+    saved = errno;
+    (void)setfsuid (0);
+    (void)setfsgid (0);
+    (void)setgroups (0, NULL);
+    errno = saved;
+    return rc;
+}
+
 /* The task process, forked by the relay as root: into the client's
  * cgroups, new namespaces, the user's ids, then split into holder, init
  * and application (tasktree.h); the application execs argv in its
@@ -241,7 +263,7 @@ spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **a
      * stay on a mount the task's namespace does not have (CRIU cannot
      * dump that).  fchdir follows nothing: the fd is what the user
      * opened. */
-    if (fchdir (fds[0]) < 0)
+    if (user_chdir (as, fds[0]) < 0)
         spawn_fail (rep, "cannot enter the working folder: %s", strerror (errno));
     /* The whole tree (holder, init, application) has the user's stdio
      * and nothing of the daemon's: 0..2 were ibcrd's (its log). */
@@ -264,7 +286,9 @@ spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **a
     /* The application, as the user: its folder, its stdio, its
      * environment; nothing else of ours. */
     close_range (3, ~0U, 0);
-    execvpe (argv[0], argv, envp);
+    /* The command is looked up in the user's PATH, not ibcrd's. */
+    environ = envp;
+    execvp (argv[0], argv);
     fprintf (stderr, "ibcr: cannot run %s: %s\n", argv[0], strerror (errno));
     _exit (errno == ENOENT ? 127 : 126);
 }
@@ -397,7 +421,9 @@ static json_object *relay_refused (struct server *s, struct client *c, json_obje
     if (rank < 0 || rank >= s->conf->max_ranks)
         return proto_error (type, EINVAL, "\"rank\" must be 0 to %d (max_ranks in "
                             "ibcrd.conf)", s->conf->max_ranks - 1);
-    if (c->uid != 0 && jobs_is_slurm_id (job))
+    /* A user may restore their Slurm job's generation (for a debugger:
+     * the manifest names its owner), never start a task under its id. */
+    if (c->uid != 0 && jobs_is_slurm_id (job) && !strcmp (type, "spawn"))
         return proto_error (type, EPERM, "job %s: a name of digits only is a Slurm job id, "
                             "and only Slurm starts or restores those (requeue the job); "
                             "give another name", job);
@@ -464,9 +490,11 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     }
     if (!plan.in_ns) {
         relay_send (fd, proto_error ("restore", EMEDIUMTYPE, "job %s generation %d rank %u "
-                                     "was dumped outside a task's namespaces (a task "
-                                     "started without 'ibcr run' of this release): only "
-                                     "root restores it, with 'ibcr restart' as root",
+                                     "was dumped outside a task's namespaces (by an ibcr "
+                                     "before 'ibcr run' started tasks in their own, or a "
+                                     "task registered by hand): this release restores "
+                                     "only tasks dumped inside them; restore it with the "
+                                     "ibcr that wrote it, or remove it ('ibcr prune')",
                                      job, plan.gen, rank));
         _exit (1);
     }

@@ -5,6 +5,8 @@ test_description='a second real uid cannot see, verify, prune or read the first 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 
+# About root and two users: "$IBCR" stays root's (ibcrd_use_build).
+IBCR_JOB_USER=
 ibcr_require ROOT OTHERS
 
 UA=ibcra$$

@@ -30,7 +30,12 @@ app_known() {
 t12_tty() {
 	t12_o=$1
 	shift
-	script -qfec "$*" /dev/null </dev/null >"$t12_o"
+	# Each word quoted: paths here hold spaces ("trash directory").
+	t12_c=
+	for t12_a in "$@"; do
+		t12_c="$t12_c '$t12_a'"
+	done
+	script -qfec "$t12_c" /dev/null </dev/null >"$t12_o"
 }
 
 test_expect_success 'setup: ibcrd, a 128 MiB pattern under ibcr run' '

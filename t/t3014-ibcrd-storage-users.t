@@ -16,6 +16,8 @@ Two real users: ibcr-user1 owns the jobs, ibcr-user2 is another user.
 . "$(dirname "$0")"/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 
+# About root and two users: "$IBCR" stays root's (ibcrd_use_build).
+IBCR_JOB_USER=
 ibcr_require ROOT USERS
 
 as() {

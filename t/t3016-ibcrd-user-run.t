@@ -7,6 +7,8 @@ its user in namespaces of its own; another user gets nothing of it'
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 
+# About root and two users: "$IBCR" stays root's (ibcrd_use_build).
+IBCR_JOB_USER=
 ibcr_require ROOT USERS CRIU
 
 U1=$IBCR_UID1
@@ -92,6 +94,41 @@ test_expect_success 'a task ibcrd refuses to register never runs (user 2 names a
 test_expect_success 'a Slurm job id is not a name a user may run under' '
 	test_expect_code 6 as2 "$IBCR" run --name 4242777 -- true 2>run3.err &&
 	grep "a name of digits only is a Slurm job id" run3.err
+'
+
+# spawn_raw DIR: as user 2, a spawn request sent by hand (not ibcr) with
+# an O_PATH fd of DIR as the working folder; prints the relay's answers.
+spawn_raw() {
+	as2 /usr/bin/python3 - "$IBCR_SOCKET" "$1" <<-\PY
+	import json, os, socket, struct, sys
+	def send(s, o):
+	    b = json.dumps(o).encode()
+	    s.sendall(struct.pack(">I", len(b)) + b)
+	def recv(s):
+	    n = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+	    return json.loads(s.recv(n, socket.MSG_WAITALL))
+	s = socket.socket(socket.AF_UNIX)
+	s.connect(sys.argv[1])
+	send(s, {"version": 1, "type": "spawn", "job": "raw", "rank": 0,
+	         "argv": ["sh", "-c", "ls >/dev/null && echo listed"], "env": ["PATH=/usr/bin:/bin"],
+	         "init": os.environ["IBCR_INIT"]})
+	print(json.dumps(recv(s)))
+	d = os.open(sys.argv[2], os.O_PATH | os.O_DIRECTORY)
+	r, w = os.pipe()
+	socket.send_fds(s, [b"f"], [d, w, w])
+	print(json.dumps(recv(s)))
+	PY
+}
+
+test_expect_success 'a working folder user 2 may not enter is not entered for them (an O_PATH fd of a 0700 folder of user 1)' '
+	mkdir u/private1 && chown $U1:$IBCR_GID1 u/private1 && chmod 0700 u/private1 &&
+	spawn_raw u/private1 >raw.out &&
+	cat raw.out &&
+	sed -n 1p raw.out | grep "\"type\": \"spawn-ready\"" &&
+	sed -n 2p raw.out | grep "cannot enter the working folder: Permission denied" &&
+	spawn_raw u >raw2.out &&
+	cat raw2.out &&
+	sed -n 2p raw2.out | grep "\"type\": \"spawned\""
 '
 
 test_expect_success 'user 1 restarts it: the same process comes back as user 1, without capabilities, and goes on' '

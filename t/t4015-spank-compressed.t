@@ -36,10 +36,22 @@ test_expect_success 'a job of ibcr-user1 is checkpointed with every image file c
 	! grep "\.img$" files
 '
 
-test_expect_success 'ibcr restart of a Slurm step'"'"'s generation says it cannot yet, and what to do' '
-	test_must_fail "$IBCR" -c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" restart $jobid --rank 0 2>err &&
-	cat err &&
-	grep "job $jobid generation 1 rank 0 was dumped inside its task.s namespaces by a Slurm step: .ibcr restart. cannot restore it yet; requeue the job (scontrol requeue $jobid)" err
+test_expect_success 'the job'"'"'s user restores its Slurm generation outside Slurm, stopped, for a debugger; user 2 may not' '
+	{ setpriv --reuid=$IBCR_UID1 --regid=$IBCR_GID1 --init-groups -- "$IBCR" -c "$conf" \
+		--socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" restart $jobid --rank 0 --stopped \
+		>rs.out 2>rs.err & } &&
+	echo $! >rs.pid && ibcr_track $! &&
+	ibcr_wait_for 30 grep -q "stopped: init" rs.out &&
+	cat rs.out rs.err &&
+	sed -n "s/.* stopped: init \([0-9]*\) application \([0-9]*\)$/\1 \2/p" rs.out >pids &&
+	read INIT APP <pids && ibcr_track $INIT $APP &&
+	grep "^Uid:.$IBCR_UID1.$IBCR_UID1.$IBCR_UID1.$IBCR_UID1$" /proc/$APP/status &&
+	grep "^State:.T" /proc/$APP/status &&
+	grep "job $jobid is a Slurm job: restored outside Slurm, not registered" rs.err &&
+	kill -9 $INIT $APP $(cat rs.pid) &&
+	test_expect_code 6 setpriv --reuid=$IBCR_UID2 --regid=$IBCR_GID2 --init-groups -- "$IBCR" \
+		-c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" restart $jobid 2>err2 &&
+	grep "job $jobid generation 1 belongs to another user" err2
 '
 
 test_expect_success 'requeued, it restores from the compressed generation' '

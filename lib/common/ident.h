@@ -14,4 +14,8 @@
  * with '.' or '-'; else 0. */
 int ident_ok (const char *s);
 
+/* A job name of digits only: a Slurm job id, which only Slurm (through
+ * root) starts or registers. */
+int ident_is_slurm_id (const char *id);
+
 #endif

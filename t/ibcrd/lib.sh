@@ -196,10 +196,24 @@ ibcrd_peer_port() {
 
 # --- programs under "ibcr run" / "ibcr restart" ---------------------------
 
+# Programs run as an ordinary user, as on a real cluster: with
+# IBCR_JOB_USER set (20-slurm.sh; a test about root or about several
+# users sets it empty before calling this), "$IBCR" becomes a wrapper
+# that runs the command as that user (its run, restart, checkpoint,
+# status, ...), and IBCR_ROOT is the command itself, for root's view.
 ibcrd_use_build() {
 	IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
 	IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
 	export IBCR_INIT IBCR_LIBIBCR
+	IBCR_ROOT=$IBCR_BUILDDIR/ibcrd/ibcr
+	if test -n "$IBCR_JOB_USER" && test "$(id -u)" = 0; then
+		mkdir -p "$SHARNESS_TRASH_DIRECTORY/.bin" || return 1
+		IBCR=$SHARNESS_TRASH_DIRECTORY/.bin/ibcr
+		printf '#!/bin/sh\nexec setpriv --reuid=%s --regid=%s --init-groups -- "%s" "$@"\n' \
+			"$IBCR_JOB_USER" "$IBCR_JOB_USER" "$IBCR_ROOT" >"$IBCR" &&
+		chmod 0755 "$IBCR" || return 1
+		export IBCR
+	fi
 }
 
 ibcrd_wait_secs=20
@@ -247,9 +261,19 @@ ibcrd_free_port() {
 
 # --- several hosts ---------------------------------------------------------
 
+# The admin lists the cluster's hosts as peers: ordinary users' jobs
+# outside Slurm may then name any of them as their leader.
+ibcrd_host_peers() {
+	ibcrd_hp_i=1
+	while test $ibcrd_hp_i -le "$(netns_count)"; do
+		printf "%s " "$(netns_ip $ibcrd_hp_i)"
+		ibcrd_hp_i=$((ibcrd_hp_i + 1))
+	done
+}
+
 ibcrd_host_start() {
 	ibcrd_setup h$1 "node = n$1" "peer_port = 7195" "munge_socket = $2" \
-		"criu = $IBCR_CRIU" "storage = $PWD/shared" &&
+		"criu = $IBCR_CRIU" "storage = $PWD/shared" "peers = $(ibcrd_host_peers)" &&
 	sed -i "/^storage = .*h$1\/storage$/d" h$1/ibcrd.conf &&
 	{ netns_exec $1 "$IBCRD" -F -c "$PWD/h$1/ibcrd.conf" -v 2>>h$1/ibcrd.log & } &&
 	echo $! >h$1/launch.pid &&
