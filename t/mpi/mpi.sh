@@ -1,0 +1,147 @@
+# mpi.sh - run UCX and MPI on softib from sharness tests.
+#
+# Sourced by t/t1104-softib-ucx.t and t/t5NNN-mpi-*.t after sharness.sh.
+#
+# API:
+#   mpi_setup           sets SOFTIB_LIBDIR, LIBIBCR, MPI_VERIFY_OPENMPI,
+#                       MPI_VERIFY_MPICH; prerequisite BUILT when softib
+#                       and libibcr are built, VERIFY_OPENMPI and
+#                       VERIFY_MPICH when that MPI's mpi_verify is.
+#   ucx_env_words       print the environment that restricts UCX to
+#                       softib's verbs (rc_verbs, ud_verbs as its helper,
+#                       self), so a run that is not on softib fails rather
+#                       than falling back to TCP or shared memory.
+#   ucx_on HOST CMD...  run CMD in netns host HOST (0: here), under
+#                       softib-devns (UCX sees /dev/infiniband/uverbs0), as
+#                       $IBCR_JOB_USER when set, with softib selected and
+#                       $UCX_ENV_EXTRA (e.g. LD_PRELOAD=...) added.
+#   ucx_tl_devs         from `ucx_info -d` on stdin: "TRANSPORT DEVICE"
+#                       lines.
+#   ucx_perf NAME SRVHOST CLIHOST PERFTEST-OPTIONS...
+#                       ucx_perftest server on SRVHOST, client on CLIHOST
+#                       (to the server's address); both must exit 0 and
+#                       the client print its "Final:" line.  Output in
+#                       NAME.{srv,cli}.{out,err}.
+#   mpi_job_env MPI     print the environment words of a job of MPI
+#                       (openmpi, mpich) on softib: ucx_env_words, Open
+#                       MPI's pml ucx (Debian's openmpi-mca-params.conf
+#                       turns it off), and $MPI_ENV_EXTRA.
+#   mpi_check_out FILE NRANKS ITERS NODES
+#                       FILE holds mpi_verify's output: NRANKS rank lines,
+#                       from NODES distinct hosts, ITERS iterations each,
+#                       and the OK line with the expected message count.
+
+. "$SHARNESS_TEST_SRCDIR"/softib/vw.sh
+
+mpi_setup() {
+	SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
+	LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
+	MPI_VERIFY_OPENMPI=$IBCR_BUILDDIR/t/mpi/mpi_verify.openmpi
+	MPI_VERIFY_MPICH=$IBCR_BUILDDIR/t/mpi/mpi_verify.mpich
+	test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$SOFTIB_LIBDIR/libmlx5.so.1" &&
+		test -e "$LIBIBCR" && test_set_prereq BUILT
+	test -x "$MPI_VERIFY_OPENMPI" && test_set_prereq VERIFY_OPENMPI
+	test -x "$MPI_VERIFY_MPICH" && test_set_prereq VERIFY_MPICH
+	return 0
+}
+
+ucx_env_words() {
+	echo "UCX_TLS=rc_v,self UCX_NET_DEVICES=softib0:1 UCX_WARN_UNUSED_ENV_VARS=n"
+}
+
+ucx_on() {
+	ucx_on_h=$1
+	shift
+	set -- "$IBCR_SOFTIB_DEVNS" \
+		${IBCR_JOB_USER:+setpriv --reuid="$IBCR_JOB_USER" --regid="$IBCR_JOB_USER" --init-groups} \
+		env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ucx_env_words) $UCX_ENV_EXTRA "$@"
+	if test -z "$ucx_on_h" || test "$ucx_on_h" = 0; then
+		"$@"
+	else
+		netns_exec "$ucx_on_h" "$@"
+	fi
+}
+
+ucx_tl_devs() {
+	awk '/# *Transport:/ { tl = $3 } /# *Device:/ && tl != "" { print tl, $3 }'
+}
+
+ucx_perf() {
+	ucx_pf_name=$1 ucx_pf_srv=$2 ucx_pf_cli=$3
+	shift 3
+	# below the ephemeral range and softib's endpoint ports (24576-)
+	ucx_pf_port=$(( 12000 + ($$ * 13 + ${ucx_pf_k:=0}) % 12000 ))
+	ucx_pf_k=$((ucx_pf_k + 1))
+	while ibcr_on_ "$ucx_pf_srv" ss -Htan "( sport = :$ucx_pf_port )" | grep -q .; do
+		ucx_pf_port=$((ucx_pf_port + 1))
+	done
+	ucx_on "$ucx_pf_srv" timeout 120 ucx_perftest -p $ucx_pf_port \
+		>"$ucx_pf_name".srv.out 2>"$ucx_pf_name".srv.err &
+	ucx_pf_spid=$!
+	ucx_pf_i=0
+	until ibcr_on_ "$ucx_pf_srv" ss -Hltn "sport = :$ucx_pf_port" | grep -q LISTEN; do
+		ucx_pf_i=$((ucx_pf_i + 1))
+		if test $ucx_pf_i -gt 500 || ! kill -0 $ucx_pf_spid 2>/dev/null; then
+			kill $ucx_pf_spid 2>/dev/null
+			wait $ucx_pf_spid
+			echo "ucx_perf $ucx_pf_name: the server did not listen" >&2
+			cat "$ucx_pf_name".srv.err >&2
+			return 1
+		fi
+		sleep 0.02
+	done
+	ucx_on "$ucx_pf_cli" timeout 120 ucx_perftest -p $ucx_pf_port "$@" \
+		"$(netns_ip "$ucx_pf_srv")" >"$ucx_pf_name".cli.out 2>"$ucx_pf_name".cli.err
+	ucx_pf_crc=$?
+	wait $ucx_pf_spid
+	ucx_pf_src=$?
+	if test $ucx_pf_crc -ne 0 || test $ucx_pf_src -ne 0 ||
+	   ! grep -q "^Final:" "$ucx_pf_name".cli.out; then
+		echo "ucx_perf $ucx_pf_name: client exit $ucx_pf_crc, server exit $ucx_pf_src" >&2
+		for ucx_pf_f in srv.out srv.err cli.out cli.err; do
+			sed "s|^|$ucx_pf_name.$ucx_pf_f: |" "$ucx_pf_name.$ucx_pf_f" >&2
+			tail -n 15 "$ucx_pf_name.$ucx_pf_f" | sed "s|^|$ucx_pf_name.$ucx_pf_f: |" | ibcr_diag
+		done
+		return 1
+	fi
+	grep "^Final:" "$ucx_pf_name".cli.out
+}
+
+# ibcr_on_ HOST CMD...: CMD here (0) or in netns host HOST, as root.
+ibcr_on_() {
+	ibcr_oh=$1
+	shift
+	if test -z "$ibcr_oh" || test "$ibcr_oh" = 0; then
+		"$@"
+	else
+		netns_exec "$ibcr_oh" "$@"
+	fi
+}
+
+mpi_job_env() {
+	mpi_je=$(ucx_env_words)
+	case "$1" in
+	openmpi) mpi_je="$mpi_je OMPI_MCA_pml=ucx" ;;
+	mpich) ;;
+	*)
+		echo "mpi_job_env: unknown MPI '$1' (openmpi, mpich)" >&2
+		return 1 ;;
+	esac
+	echo "LD_LIBRARY_PATH=$SOFTIB_LIBDIR $mpi_je $MPI_ENV_EXTRA"
+}
+
+mpi_check_out() {
+	mpi_co_f=$1 mpi_co_n=$2 mpi_co_it=$3 mpi_co_nodes=$4
+	mpi_co_lines=$(grep -c "^rank [0-9]* of $mpi_co_n on .*: $mpi_co_it iterations, .* bytes verified$" "$mpi_co_f")
+	mpi_co_hosts=$(sed -n "s/^rank [0-9]* of $mpi_co_n on \(.*\): $mpi_co_it iterations.*/\1/p" "$mpi_co_f" | sort -u | wc -l)
+	# all pairs, one of each of the 6 default sizes, plus the ring
+	mpi_co_msgs=$(( mpi_co_it * mpi_co_n * ((mpi_co_n - 1) * 6 + 1) ))
+	if test "$mpi_co_lines" = "$mpi_co_n" && test "$mpi_co_hosts" = "$mpi_co_nodes" &&
+	   grep "^mpi_verify: OK $mpi_co_n ranks, $mpi_co_it iterations, $mpi_co_msgs messages, " "$mpi_co_f"; then
+		return 0
+	fi
+	echo "mpi_check_out $mpi_co_f: $mpi_co_lines of $mpi_co_n rank lines, from $mpi_co_hosts hosts (want $mpi_co_nodes), no OK line with $mpi_co_msgs messages" |
+		tee /dev/stderr | ibcr_diag
+	sed "s|^|$mpi_co_f: |" "$mpi_co_f" | tail -n 20 | ibcr_diag
+	return 1
+}
