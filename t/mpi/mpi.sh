@@ -26,6 +26,22 @@
 #                       (openmpi, mpich) on softib: ucx_env_words, Open
 #                       MPI's pml ucx (Debian's openmpi-mca-params.conf
 #                       turns it off), and $MPI_ENV_EXTRA.
+#   mpi_with MPI [VAR=VALUE...] CMD...
+#                       run CMD (srun, sbatch: the harness's wrappers that
+#                       run them as $IBCR_JOB_USER) with mpi_job_env MPI
+#                       and the VAR=VALUE words exported, in a subshell.
+#   mpi_srun MPI NAME [VAR=VALUE...]
+#                       mpi_verify of MPI, 4 ranks on 2 nodes (2 each) under
+#                       srun with MPI's Slurm plugin (openmpi: pmix,
+#                       mpich: pmi2), the VAR=VALUE words added; output in
+#                       NAME.{out,err}, checked by mpi_check_out.
+#   mpi_alloc MPI NAME [LAUNCHER-OPTIONS...]
+#                       the same through MPI's own launcher (mpirun.openmpi,
+#                       mpiexec.mpich) inside a 2-node sbatch allocation,
+#                       where it starts its daemons with srun.
+#   mpi_ibcr_loaded FILE N
+#                       libibcr (IBCR_DEBUG=1) said in N processes of FILE
+#                       that it loaded its backend.
 #   mpi_check_out FILE NRANKS ITERS NODES
 #                       FILE holds mpi_verify's output: NRANKS rank lines,
 #                       from NODES distinct hosts, ITERS iterations each,
@@ -130,6 +146,22 @@ mpi_job_env() {
 	echo "LD_LIBRARY_PATH=$SOFTIB_LIBDIR $mpi_je $MPI_ENV_EXTRA"
 }
 
+mpi_with() {
+	(
+		mpi_w_env=$(mpi_job_env "$1") || exit 1
+		shift
+		export $mpi_w_env || exit 1
+		while test $# -gt 0; do
+			case "$1" in
+			*=*) export "$1" || exit 1 ;;
+			*) break ;;
+			esac
+			shift
+		done
+		"$@"
+	)
+}
+
 mpi_check_out() {
 	mpi_co_f=$1 mpi_co_n=$2 mpi_co_it=$3 mpi_co_nodes=$4
 	mpi_co_lines=$(grep -c "^rank [0-9]* of $mpi_co_n on .*: $mpi_co_it iterations, .* bytes verified$" "$mpi_co_f")
@@ -143,5 +175,60 @@ mpi_check_out() {
 	echo "mpi_check_out $mpi_co_f: $mpi_co_lines of $mpi_co_n rank lines, from $mpi_co_hosts hosts (want $mpi_co_nodes), no OK line with $mpi_co_msgs messages" |
 		tee /dev/stderr | ibcr_diag
 	sed "s|^|$mpi_co_f: |" "$mpi_co_f" | tail -n 20 | ibcr_diag
+	return 1
+}
+
+MPI_ITERS=${MPI_ITERS:-4}
+
+mpi_verify_of_() {
+	case "$1" in
+	openmpi) echo "$MPI_VERIFY_OPENMPI" ;;
+	mpich) echo "$MPI_VERIFY_MPICH" ;;
+	esac
+}
+
+mpi_srun() {
+	mpi_sr_mpi=$1 mpi_sr_name=$2
+	shift 2
+	case "$mpi_sr_mpi" in
+	openmpi) mpi_sr_plugin=pmix ;;
+	mpich) mpi_sr_plugin=pmi2 ;;
+	esac
+	mpi_with "$mpi_sr_mpi" "$@" \
+		srun --mpi=$mpi_sr_plugin -N2 -n4 --ntasks-per-node=2 -t 5 \
+		-o "$mpi_sr_name".out -e "$mpi_sr_name".err \
+		"$(mpi_verify_of_ "$mpi_sr_mpi")" -n $MPI_ITERS || {
+		cat "$mpi_sr_name".out "$mpi_sr_name".err | tail -n 40 | ibcr_diag
+		return 1
+	}
+	ibcr_diag <"$mpi_sr_name".err
+	mpi_check_out "$mpi_sr_name".out 4 $MPI_ITERS 2
+}
+
+mpi_alloc() {
+	mpi_al_mpi=$1 mpi_al_name=$2
+	shift 2
+	case "$mpi_al_mpi" in
+	openmpi) mpi_al_run="mpirun.openmpi -n 4 --map-by ppr:2:node" ;;
+	mpich) mpi_al_run="mpiexec.mpich -n 4 -ppn 2" ;;
+	esac
+	# The batch step runs as the job user: the script must be theirs to read.
+	printf '#!/bin/sh\nexec %s "$@"\n' "$mpi_al_run" >"$mpi_al_name".sh &&
+	chmod 755 "$mpi_al_name".sh &&
+	mpi_al_j=$(mpi_with "$mpi_al_mpi" sbatch --parsable -N2 --ntasks-per-node=2 -t 5 \
+		-o "$mpi_al_name".out -e "$mpi_al_name".err ./"$mpi_al_name".sh \
+		"$@" "$(mpi_verify_of_ "$mpi_al_mpi")" -n $MPI_ITERS) &&
+	slurm_wait_job $mpi_al_j COMPLETED 120 || {
+		cat "$mpi_al_name".out "$mpi_al_name".err | tail -n 40 | ibcr_diag
+		return 1
+	}
+	ibcr_diag <"$mpi_al_name".err
+	mpi_check_out "$mpi_al_name".out 4 $MPI_ITERS 2
+}
+
+mpi_ibcr_loaded() {
+	mpi_il_n=$(grep -c "^libibcr\[[0-9]*\]: backend loaded: .*libibverbs.so.1$" "$1")
+	test "$mpi_il_n" = "$2" && return 0
+	echo "$1: libibcr loaded in $mpi_il_n processes, not $2" | tee /dev/stderr | ibcr_diag
 	return 1
 }
