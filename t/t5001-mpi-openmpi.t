@@ -10,7 +10,8 @@ its jobs see /dev/infiniband/uverbs0.  mpi_verify checks every message
 (point-to-point at eager and rendezvous sizes, a ring, broadcast,
 allreduce, alltoall): launched by srun --mpi=pmix, and by mpirun inside
 an allocation (which starts its daemons with srun), each without and
-with libibcr preloaded.'
+with libibcr preloaded; and under srun while t/ibcr/coord drives libibcr
+through 20 release/rebuild cycles (new real QPs and keys each time).'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
@@ -28,6 +29,10 @@ test_expect_success BUILT,VERIFY_OPENMPI 'srun --mpi=pmix: 4 ranks on 2 nodes, e
 test_expect_success BUILT,VERIFY_OPENMPI 'srun --mpi=pmix with libibcr preloaded' '
 	mpi_srun openmpi pmix-ibcr LD_PRELOAD=$LIBIBCR IBCR_DEBUG=1 &&
 	mpi_ibcr_loaded pmix-ibcr.err 4
+'
+
+test_expect_success BUILT,VERIFY_OPENMPI 'srun --mpi=pmix, libibcr: 20 release/rebuild cycles during the job, every message verified' '
+	mpi_cycles openmpi cyc 20
 '
 
 # (the ranks that did not abort are killed, so srun may say so by a signal)

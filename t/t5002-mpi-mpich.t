@@ -7,7 +7,9 @@ two network-namespace nodes of the test'"'"'s own Slurm cluster, as an
 ordinary user; every slurmd runs under softib-devns.  mpi_verify checks
 every message: launched by srun --mpi=pmi2, and by mpiexec (Hydra)
 inside an allocation, which starts its proxies with srun, each without
-and with libibcr preloaded.'
+and with libibcr preloaded; and under srun while t/ibcr/coord drives
+libibcr through 20 release/rebuild cycles (new real QPs and keys each
+time).'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
@@ -25,6 +27,10 @@ test_expect_success BUILT,VERIFY_MPICH 'srun --mpi=pmi2: 4 ranks on 2 nodes, eve
 test_expect_success BUILT,VERIFY_MPICH 'srun --mpi=pmi2 with libibcr preloaded' '
 	mpi_srun mpich pmi2-ibcr LD_PRELOAD=$LIBIBCR IBCR_DEBUG=1 &&
 	mpi_ibcr_loaded pmi2-ibcr.err 4
+'
+
+test_expect_success BUILT,VERIFY_MPICH 'srun --mpi=pmi2, libibcr: 20 release/rebuild cycles during the job, every message verified' '
+	mpi_cycles mpich cyc 20
 '
 
 # (the ranks that did not abort are killed, so srun may say so by a signal)

@@ -42,12 +42,23 @@
 #   mpi_ibcr_loaded FILE N
 #                       libibcr (IBCR_DEBUG=1) said in N processes of FILE
 #                       that it loaded its backend.
+#   mpi_cycles MPI NAME CYCLES
+#                       mpi_srun with libibcr preloaded and t/ibcr/coord
+#                       (run as the job user, socket NAME.sock) driving
+#                       CYCLES quiesce/drain/release/rebuild/resume cycles
+#                       2-20 ms apart while the ranks exchange data;
+#                       mpi_verify goes on until the cycles are done.  Every
+#                       cycle must complete in all 4 ranks, each of which
+#                       must hold a QP rebuilt with a new real number, and
+#                       every message be verified.
 #   mpi_check_out FILE NRANKS ITERS NODES
 #                       FILE holds mpi_verify's output: NRANKS rank lines,
-#                       from NODES distinct hosts, ITERS iterations each,
-#                       and the OK line with the expected message count.
+#                       from NODES distinct hosts, ITERS iterations each
+#                       ("any": the count of the OK line), and the OK line
+#                       with the expected message count.
 
 . "$SHARNESS_TEST_SRCDIR"/softib/vw.sh
+. "$SHARNESS_TEST_SRCDIR"/ibcr/ibcr.sh
 
 mpi_setup() {
 	SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
@@ -55,7 +66,8 @@ mpi_setup() {
 	MPI_VERIFY_OPENMPI=$IBCR_BUILDDIR/t/mpi/mpi_verify.openmpi
 	MPI_VERIFY_MPICH=$IBCR_BUILDDIR/t/mpi/mpi_verify.mpich
 	test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$SOFTIB_LIBDIR/libmlx5.so.1" &&
-		test -e "$LIBIBCR" && test_set_prereq BUILT
+		test -e "$LIBIBCR" && test -x "$IBCR_BUILDDIR/t/ibcr/coord" &&
+		test_set_prereq BUILT
 	test -x "$MPI_VERIFY_OPENMPI" && test_set_prereq VERIFY_OPENMPI
 	test -x "$MPI_VERIFY_MPICH" && test_set_prereq VERIFY_MPICH
 	return 0
@@ -164,6 +176,10 @@ mpi_with() {
 
 mpi_check_out() {
 	mpi_co_f=$1 mpi_co_n=$2 mpi_co_it=$3 mpi_co_nodes=$4
+	if test "$mpi_co_it" = any; then
+		mpi_co_it=$(sed -n "s/^mpi_verify: OK $mpi_co_n ranks, \([0-9]*\) iterations, .*/\1/p" "$mpi_co_f")
+		test -n "$mpi_co_it" || mpi_co_it=none
+	fi
 	mpi_co_lines=$(grep -c "^rank [0-9]* of $mpi_co_n on .*: $mpi_co_it iterations, .* bytes verified$" "$mpi_co_f")
 	mpi_co_hosts=$(sed -n "s/^rank [0-9]* of $mpi_co_n on \(.*\): $mpi_co_it iterations.*/\1/p" "$mpi_co_f" | sort -u | wc -l)
 	# all pairs, one of each of the 6 default sizes, plus the ring
@@ -190,6 +206,7 @@ mpi_verify_of_() {
 mpi_srun() {
 	mpi_sr_mpi=$1 mpi_sr_name=$2
 	shift 2
+	mpi_sr_args=${MPI_VERIFY_ARGS:--n $MPI_ITERS}
 	case "$mpi_sr_mpi" in
 	openmpi) mpi_sr_plugin=pmix ;;
 	mpich) mpi_sr_plugin=pmi2 ;;
@@ -197,12 +214,61 @@ mpi_srun() {
 	mpi_with "$mpi_sr_mpi" "$@" \
 		srun --mpi=$mpi_sr_plugin -N2 -n4 --ntasks-per-node=2 -t 5 \
 		-o "$mpi_sr_name".out -e "$mpi_sr_name".err \
-		"$(mpi_verify_of_ "$mpi_sr_mpi")" -n $MPI_ITERS || {
+		"$(mpi_verify_of_ "$mpi_sr_mpi")" $mpi_sr_args || {
 		cat "$mpi_sr_name".out "$mpi_sr_name".err | tail -n 40 | ibcr_diag
 		return 1
 	}
 	ibcr_diag <"$mpi_sr_name".err
-	mpi_check_out "$mpi_sr_name".out 4 $MPI_ITERS 2
+	mpi_check_out "$mpi_sr_name".out 4 ${MPI_CHECK_ITERS:-$MPI_ITERS} 2
+}
+
+# mpi_rebuilt_ NAME N: each of the 4 ranks' final "stat" line says it went
+# through N cycles and holds a QP whose real number is no longer its
+# first.  (UCX makes QPs and registers memory lazily: those made after
+# the last cycle still have their first real ids.)
+mpi_rebuilt_() {
+	for mpi_rb_r in 0 1 2 3; do
+		mpi_rb_l=$(grep "^stat .*\"rank\": $mpi_rb_r, \"cycles\": $2, " "$1".coord.out) &&
+		echo "$mpi_rb_l" | sed 's/{ "v/\n&/g' |
+			sed -n 's/^{ "vqpn": \([0-9]*\), "rqpn": \([0-9]*\) }.*/\1 \2/p' |
+			awk '$1 != $2 { n++ } END { exit !n }' || {
+			echo "$1: rank $mpi_rb_r reports no $2 cycles with a rebuilt QP" | ibcr_diag
+			return 1
+		}
+	done
+}
+
+mpi_cycles() {
+	mpi_cy_mpi=$1 mpi_cy_name=$2 mpi_cy_n=$3
+	rm -f "$mpi_cy_name".sock "$mpi_cy_name".stop
+	# As the job user: the ranks must be able to connect to its socket.
+	setpriv --reuid="$IBCR_JOB_USER" --regid="$IBCR_JOB_USER" --init-groups \
+		timeout 300 "$IBCR_BUILDDIR"/t/ibcr/coord -s "$mpi_cy_name".sock \
+		-n 4 -c "$mpi_cy_n" -w 2:20 \
+		>"$mpi_cy_name".coord.out 2>"$mpi_cy_name".coord.err &
+	mpi_cy_cpid=$!
+	# ... and mpi_verify ends only once the cycles are done.
+	(
+		ibcr_wait_for 240 grep -q "^cycles done" "$mpi_cy_name".coord.out
+		touch "$mpi_cy_name".stop
+	) &
+	mpi_cy_wpid=$!
+	MPI_VERIFY_ARGS="-n 1 -u $mpi_cy_name.stop" MPI_CHECK_ITERS=any \
+		mpi_srun "$mpi_cy_mpi" "$mpi_cy_name" LD_PRELOAD="$LIBIBCR" \
+		IBCR_SOCKET="$mpi_cy_name".sock
+	mpi_cy_rc=$?
+	touch "$mpi_cy_name".stop
+	wait $mpi_cy_wpid
+	wait $mpi_cy_cpid || {
+		echo "mpi_cycles $mpi_cy_name: the coordinator failed" | ibcr_diag
+		mpi_cy_rc=1
+	}
+	grep "^cycle " "$mpi_cy_name".coord.out | tail -n 1
+	if test $mpi_cy_rc -ne 0 || ! coord_cycles_are "$mpi_cy_name" "$mpi_cy_n" ||
+	   ! mpi_rebuilt_ "$mpi_cy_name" "$mpi_cy_n"; then
+		tail -n 20 "$mpi_cy_name".coord.err "$mpi_cy_name".coord.out | ibcr_diag
+		return 1
+	fi
 }
 
 mpi_alloc() {

@@ -26,7 +26,9 @@
  *
  * Options: -n ITERS (default 10)  -s SIZE,SIZE,...  (bytes, at least
  * the 40-byte header; default 48,1000,8000,65536,1048576,4194304)
- * -q (no per-rank line)  -x (self-test of the checker: rank 1 flips the
+ * -q (no per-rank line)  -u FILE (go on after ITERS iterations until
+ * FILE exists: rank 0 looks and tells the others, so all stop together
+ * and report the same count)  -x (self-test of the checker: rank 1 flips the
  * last byte of its last, largest message to rank 0, which must abort).
  */
 #include <mpi.h>
@@ -198,7 +200,8 @@ int main (int argc, char **argv)
     MPI_Request *req;
     MPI_Status *st;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int opt, len, corrupt = 0;
+    int opt, len, corrupt = 0, it;
+    const char *until = NULL;
 
     check_mpi (MPI_Init (&argc, &argv), "MPI_Init");
     MPI_Comm_set_errhandler (MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -207,7 +210,7 @@ int main (int argc, char **argv)
     gethostname (host, sizeof (host) - 1);
 
     nsizes = parse_sizes ("48,1000,8000,65536,1048576,4194304", sizes);
-    while ((opt = getopt (argc, argv, "n:s:qx")) != -1) {
+    while ((opt = getopt (argc, argv, "n:s:qu:x")) != -1) {
         switch (opt) {
         case 'n':
             iters = atoi (optarg);
@@ -221,11 +224,14 @@ int main (int argc, char **argv)
         case 'q':
             quiet = 1;
             break;
+        case 'u':
+            until = optarg;
+            break;
         case 'x':
             corrupt = 1;
             break;
         default:
-            die ("usage: mpi_verify [-n ITERS] [-s SIZE,...] [-q] [-x]");
+            die ("usage: mpi_verify [-n ITERS] [-s SIZE,...] [-q] [-u FILE] [-x]");
         }
     }
     if (iters < 1)
@@ -260,8 +266,18 @@ int main (int argc, char **argv)
                 die ("out of memory");
         }
 
-    for (int it = 0; it < iters; it++) {
+    for (it = 0;; it++) {
         int nreq = 0;
+
+        if (it >= iters) {
+            int more = until && rank == 0 && access (until, F_OK) != 0;
+
+            if (until)
+                check_mpi (MPI_Bcast (&more, 1, MPI_INT, 0, MPI_COMM_WORLD),
+                           "MPI_Bcast");
+            if (!more)
+                break;
+        }
 
         /* point-to-point, all pairs, every size in flight at once */
         for (int p = 0; p < nranks; p++) {
@@ -375,6 +391,7 @@ int main (int argc, char **argv)
         }
     }
 
+    iters = it;
     check_mpi (MPI_Barrier (MPI_COMM_WORLD), "MPI_Barrier");
     if (!quiet) {
         printf ("rank %d of %d on %s: %d iterations, %llu messages, "
