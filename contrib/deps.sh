@@ -33,6 +33,11 @@ PKGS=(
     ibverbs-utils perftest ibverbs-providers librdmacm1 libibumad3
     # slurm and munge, started by the tests themselves
     munge slurmctld slurmd slurm-client
+    # UCX and both MPIs of Debian, run on softib by the tests (mpicc.openmpi
+    # and mpicc.mpich are named explicitly: "mpicc" is an alternative)
+    ucx-utils openmpi-bin libopenmpi-dev mpich libmpich-dev
+    # Slurm's mpi/pmix plugin dlopens the unversioned libpmix.so
+    libpmix-dev
     # test tooling
     sharness iproute2 util-linux procps psmisc gdb xz-utils python3 nftables
     python3-xxhash

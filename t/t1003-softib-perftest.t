@@ -83,10 +83,15 @@ test_expect_success 'ib_write_bw with 4 QPs and a post list' '
 	pt_run ib_write_bw 4096 -q 4 -l 8 -n 400
 '
 
+# softib's librdmacm answers ENODEV without a word to
+# rdma_create_event_channel, as the real one does on a host without
+# rdma_cm (UCX opens a channel in every worker and must stay quiet).
 test_expect_success 'rdma_cm mode (-R) fails cleanly, naming rdma_cm' '
-	test_must_fail timeout 10 ib_send_bw -R -p 1 127.0.0.1 >out 2>&1;
+	rc=0 &&
+	timeout 10 ib_send_bw -R -p 1 127.0.0.1 >out 2>&1 || rc=$? &&
 	cat out &&
-	grep "rdma_cm is not available on softib" out
+	test $rc = 1 &&
+	grep "rdma_create_event_channel failed" out
 '
 
 test_done

@@ -14,6 +14,14 @@
 #               tests that run jobs or commands as other users need
 #     PYCRIU    Debian's /usr/bin/python3 imports CRIU's pycriu and xxhash
 #               (t/criu/forge.py; contrib/deps.sh installs both)
+#     UCX       Debian's UCX tools (ucx_info, ucx_perftest) and its verbs
+#               transports (libuct_ib.so.0)
+#     OPENMPI   Debian's Open MPI: mpicc.openmpi, mpirun.openmpi
+#     MPICH     Debian's MPICH: mpicc.mpich, mpiexec.mpich
+#     SOFTIBDEV root, and lib/softib/softib-devns can give a command a
+#               private /dev with /dev/infiniband/uverbs0 (unshare,
+#               findmnt, overlayfs); IBCR_SOFTIB_DEVNS is exported with
+#               the script's path
 #     USERS     OTHERS, and the two ordinary test users that contrib/deps.sh
 #               creates: IBCR_USER1/IBCR_UID1/IBCR_GID1 (ibcr-user1, the
 #               job's owner) and IBCR_USER2/IBCR_UID2/IBCR_GID2 (ibcr-user2,
@@ -53,7 +61,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH SOFTIBDEV)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -111,6 +119,26 @@ ibcr_prereq_check_() {
 	ibcr_prereq_cmds_ PERFTEST ib_send_bw
 	ibcr_prereq_cmds_ IBVUTILS ibv_rc_pingpong
 	ibcr_prereq_cmds_ PYTHON3 python3 stdbuf
+	if ls /usr/lib/*/ucx/libuct_ib.so.0 >/dev/null 2>&1; then
+		ibcr_prereq_cmds_ UCX ucx_info ucx_perftest
+	else
+		ibcr_prereq_missing_ UCX "UCX's verbs transports (ucx/libuct_ib.so.0) not found (run contrib/deps.sh)"
+	fi
+	ibcr_prereq_cmds_ OPENMPI mpicc.openmpi mpirun.openmpi
+	ibcr_prereq_cmds_ MPICH mpicc.mpich mpiexec.mpich
+	IBCR_SOFTIB_DEVNS=${IBCR_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}/lib/softib/softib-devns
+	if ! ibcr_prereq_ok ROOT; then
+		ibcr_prereq_missing_ SOFTIBDEV "a private /dev needs root"
+	elif ! test -x "$IBCR_SOFTIB_DEVNS"; then
+		ibcr_prereq_missing_ SOFTIBDEV "no $IBCR_SOFTIB_DEVNS"
+	elif ! command -v unshare >/dev/null 2>&1 || ! command -v findmnt >/dev/null 2>&1; then
+		ibcr_prereq_missing_ SOFTIBDEV "unshare or findmnt (util-linux) not in PATH"
+	elif ! grep -qw overlay /proc/filesystems 2>/dev/null; then
+		ibcr_prereq_missing_ SOFTIBDEV "the kernel has no overlayfs (modprobe overlay)"
+	else
+		export IBCR_SOFTIB_DEVNS
+		ibcr_prereq_set_ SOFTIBDEV
+	fi
 	if /usr/bin/python3 -c 'import pycriu.images, xxhash' >/dev/null 2>&1; then
 		ibcr_prereq_set_ PYCRIU
 	else

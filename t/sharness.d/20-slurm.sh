@@ -6,12 +6,17 @@
 # same time: ports are picked free, names and cgroups carry the test's PID.
 #
 # API:
-#   slurm_start N [--netns]
+#   slurm_start N [--netns] [--devns]
 #       N = 1..6 nodes.  Default: every slurmd on 127.0.0.1 with its own
 #       Port (Debian's slurmd is built with multiple-slurmd).  --netns: node
 #       I's slurmd runs in network namespace I of 10-netns.sh (made if not
 #       yet) with NodeAddr=NodeHostname=netns_ip I, in its own UTS namespace
 #       whose hostname is the node name; slurmctld listens on the bridge.
+#       --devns: every slurmd (and so its jobs) runs under softib-devns, in
+#       a private mount namespace with /dev/infiniband/uverbs0, so UCX
+#       lists softib (needs the SOFTIBDEV prerequisite).  Each node has its
+#       own TmpFS ($IBCR_SLURM_DIR/tmp/nI): Slurm's PMIx plugin makes
+#       per-step folders there whose names would collide in a shared /tmp.
 #       Returns when all nodes are idle; on failure prints the logs.
 #       Exports SLURM_CONF (so srun/sbatch/squeue/scontrol just work),
 #       IBCR_SLURM_DIR (state folder, path without spaces), MUNGE_SOCKET
@@ -207,6 +212,7 @@ ibcr_slurm_write_conf_() {
 	AuthInfo=socket=$IBCR_MUNGE_SOCKET
 	StateSaveLocation=$ibcr_d/ctld
 	SlurmdSpoolDir=$ibcr_d/spool/%n
+	TmpFS=$ibcr_d/tmp/%n
 	SlurmctldPidFile=$ibcr_d/run/slurmctld.pid
 	SlurmdPidFile=$ibcr_d/run/slurmd.%n.pid
 	SlurmctldLogFile=$ibcr_d/log/slurmctld.log
@@ -242,7 +248,8 @@ ibcr_slurm_write_conf_() {
 			ibcr_host=localhost
 		fi
 		echo "NodeName=n$ibcr_i NodeAddr=$ibcr_addr NodeHostname=$ibcr_host Port=$ibcr_port Boards=1 SocketsPerBoard=1 CoresPerSocket=${SLURM_NODE_CORES:-2} ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN" >>"$ibcr_d/etc/slurm.conf"
-		mkdir -p "$ibcr_d/spool/n$ibcr_i"
+		mkdir -p "$ibcr_d/spool/n$ibcr_i" "$ibcr_d/tmp/n$ibcr_i" &&
+		chmod 1777 "$ibcr_d/tmp/n$ibcr_i"
 		ibcr_i=$((ibcr_i + 1))
 	done
 	echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP $SLURM_PARTITION_OPTS" >>"$ibcr_d/etc/slurm.conf"
@@ -338,13 +345,22 @@ ibcr_slurm_start_once_() {
 		return 1 ;;
 	esac
 	ibcr_slurm_netns=0
-	case "$2" in
-	--netns) ibcr_slurm_netns=1 ;;
-	"") ;;
-	*)
-		echo "slurm_start: unknown option '$2' (only --netns)" >&2
-		return 1 ;;
-	esac
+	ibcr_slurm_devns=
+	shift
+	for ibcr_opt in "$@"; do
+		case "$ibcr_opt" in
+		--netns) ibcr_slurm_netns=1 ;;
+		--devns)
+			if ! ibcr_prereq_ok SOFTIBDEV; then
+				echo "slurm_start: --devns: $(ibcr_prereq_why SOFTIBDEV)" >&2
+				return 1
+			fi
+			ibcr_slurm_devns=$IBCR_SOFTIB_DEVNS ;;
+		*)
+			echo "slurm_start: unknown option '$ibcr_opt' (--netns, --devns)" >&2
+			return 1 ;;
+		esac
+	done
 	if test "$ibcr_slurm_netns" = 1; then
 		netns_create "$ibcr_slurm_n" || return 1
 		if test "$(netns_count)" -lt "$ibcr_slurm_n"; then
@@ -438,10 +454,12 @@ ibcr_slurm_start_once_() {
 			# nsenter and unshare exec without forking: $! is slurmd.
 			ibcr_slurm_bg_ "slurmd_n$ibcr_i" \
 				nsenter --net="/run/netns/$(netns_name $ibcr_i)" \
+				$ibcr_slurm_devns \
 				unshare --uts sh -c 'hostname "$1" && exec slurmd -D -f "$SLURM_CONF" -N "$1"' \
 				sh "n$ibcr_i"
 		else
-			ibcr_slurm_bg_ "slurmd_n$ibcr_i" slurmd -D -f "$SLURM_CONF" -N "n$ibcr_i"
+			ibcr_slurm_bg_ "slurmd_n$ibcr_i" $ibcr_slurm_devns \
+				slurmd -D -f "$SLURM_CONF" -N "n$ibcr_i"
 		fi
 		ibcr_i=$((ibcr_i + 1))
 	done

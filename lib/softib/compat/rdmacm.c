@@ -2,8 +2,11 @@
  * compat/rdmacm.c - a stand-in librdmacm.so.1 for softib (see
  * compat/mlx5.c).  Debian's librdmacm needs the kernel's rdma_cm, which
  * these machines lack; softib has no connection manager, so every call
- * fails with ENODEV and a message, and perftest's -R / -z options report
- * a clean error instead of the program failing to start.  Prototypes are
+ * fails with ENODEV, and perftest's -R / -z options report a clean error
+ * instead of the program failing to start.  The calls a library makes to
+ * probe for rdma_cm (UCX opens an event channel in every worker,
+ * libfabric lists devices) fail quietly, as the real librdmacm does on a
+ * machine without rdma_cm; the others also print why.  Prototypes are
  * written here with opaque types: librdmacm-dev is not a build
  * dependency, and only the return types matter to the ABI.
  */
@@ -19,6 +22,8 @@ struct rdma_event_channel;
 struct rdma_cm_id;
 struct rdma_cm_event;
 struct rdma_addrinfo;
+struct ibv_context;
+struct ibv_qp_attr;
 
 static int nodev(void)
 {
@@ -32,10 +37,23 @@ static int nodev(void)
 	return -1;
 }
 
+/* Probes: quiet, or every UCX worker would print the message. */
 EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 {
-	nodev();
+	errno = ENODEV;
 	return NULL;
+}
+
+EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+{
+	if (num_devices)
+		*num_devices = 0;
+	errno = ENODEV;
+	return NULL;
+}
+
+EXPORT void rdma_free_devices(struct ibv_context **list)
+{
 }
 
 EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *ch)
@@ -140,4 +158,31 @@ EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname,
 			   void *optval, size_t optlen)
 {
 	return nodev();
+}
+
+EXPORT int rdma_migrate_id(struct rdma_cm_id *id,
+			   struct rdma_event_channel *ch)
+{
+	return nodev();
+}
+
+EXPORT int rdma_establish(struct rdma_cm_id *id)
+{
+	return nodev();
+}
+
+EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *attr,
+			     int *mask)
+{
+	return nodev();
+}
+
+EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
+{
+}
+
+/* No id ever exists, so no port either (0, as for an unbound id). */
+EXPORT unsigned short rdma_get_src_port(struct rdma_cm_id *id)
+{
+	return 0;
 }
