@@ -84,7 +84,7 @@ test_expect_success 'malformed, oversized, unknown-version and unknown-type mess
 	sed -n 2p out | grep "\"errname\":\"EPROTO\"" &&
 	sed -n 3p out | grep "\"errname\":\"EMSGSIZE\".*2000000 bytes is over" &&
 	sed -n 4p out | grep "\"errname\":\"EPROTONOSUPPORT\".*version 2" &&
-	sed -n 5p out | grep "unknown request type .frobnicate.; this ibcrd knows: checkpoint, ctl-attach, ibcr-hello, ping, prune, register, resume-restored, status" &&
+	sed -n 5p out | grep "unknown request type .frobnicate.; this ibcrd knows: checkpoint, ctl-attach, ibcr-hello, ping, prune, register, restore, resume-restored, spawn, status" &&
 	sed -n 6p out | grep "\"type\":\"ok\",\"request\":\"ping\"" &&
 	grep "malformed message refused" a/ibcrd.log &&
 	grep "over the 1048576-byte cap refused" a/ibcrd.log &&
