@@ -318,12 +318,19 @@ tasktree_init (pid_t app, int report, const sigset_t *set)
     tasktree_default_dispositions ();
     if (report >= 0 && tasktree_write_all (report, &word, sizeof (word)) < 0)
         _exit (TASKTREE_EXIT_FAILURE);
-    for (;;) {
-        if ((sig = sigwaitinfo (set, &si)) < 0)
-            continue;           /* EINTR: nothing else can fail here */
-        if (sig != SIGCHLD) {
-            (void)kill (app, sig);
-            continue;
+    /* Reap first, then wait: setting SIGCHLD to SIG_DFL above discarded
+     * a pending one (POSIX, blocked or not), and a short application
+     * (true) may have ended before that. */
+    for (sig = SIGCHLD;; sig = 0) {
+        if (!sig) {
+            if ((sig = sigwaitinfo (set, &si)) < 0) {
+                sig = 0;
+                continue;       /* EINTR: nothing else can fail here */
+            }
+            if (sig != SIGCHLD) {
+                (void)kill (app, sig);
+                continue;
+            }
         }
         /* Orphans of the application are ours to reap as well. */
         while ((pid = waitpid (-1, &status, WNOHANG)) > 0) {
@@ -351,14 +358,20 @@ tasktree_wait (pid_t init, int report, const sigset_t *set)
     int status, sig;
     pid_t pid;
 
-    for (;;) {
-        if ((sig = sigwaitinfo (set, &si)) < 0)
-            continue;
-        if (sig == SIGTERM && tasktree_term_cb)
-            tasktree_term_cb (tasktree_term_arg);     /* may hold it a while */
-        if (sig != SIGCHLD) {
-            (void)kill (init, sig);
-            continue;
+    /* Reap first (a SIGCHLD pending when its action was reset to SIG_DFL
+     * was discarded), then wait. */
+    for (sig = SIGCHLD;; sig = 0) {
+        if (!sig) {
+            if ((sig = sigwaitinfo (set, &si)) < 0) {
+                sig = 0;
+                continue;
+            }
+            if (sig == SIGTERM && tasktree_term_cb)
+                tasktree_term_cb (tasktree_term_arg);     /* may hold it a while */
+            if (sig != SIGCHLD) {
+                (void)kill (init, sig);
+                continue;
+            }
         }
         while ((pid = waitpid (-1, &status, WNOHANG)) > 0) {
             if (pid != init)
