@@ -119,6 +119,7 @@ ibcr_slurm_bg_() {
 		3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	ibcr_slurm_pids="$ibcr_slurm_pids $!"
 	eval "ibcr_slurm_pid_$ibcr_bg_name=$!"
+	ibcr_record_proc $! "$ibcr_bg_name"
 }
 
 # ibcr_pid_alive_ PID: true while PID exists and is not a zombie
@@ -380,6 +381,7 @@ ibcr_slurm_start_once_() {
 	# Slurm's config parser and plugstack.conf split on spaces and the
 	# trash directory's name has one: reach our state by a link instead.
 	ibcr_slurm_run=/run/ibcr.$ibcr_slurm_tag
+	ibcr_record_path "$ibcr_slurm_run"
 	# munged's socket must be reachable by every user a job runs as, and
 	# munged checks every folder above it: keep it out of the trash
 	# directory, whose parents may be private (a clone under /root).
