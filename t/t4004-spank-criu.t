@@ -10,13 +10,11 @@ application, and the application goes on without a gap or a repeat.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
-ibcr_require ROOT SLURM CRIU USERS
+ibcr_require ROOT SLURM CRIU USERS IBCRD
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
 preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
-
-test -x "$IBCRD" && test_set_prereq IBCRD
 
 run=/run/ibcr-sp.$$
 ibcrd_pid=
