@@ -9,14 +9,28 @@ connection under the QP lock while the progress thread freed it
 peer already gone.  Each round here runs two pairs at once between two
 network-namespace hosts (16 QPs on one SRQ, polling; 4 QPs with
 completion events) and checks both sides of both: exit 0, every
-iteration done, every buffer validated (-c), no error.'
+iteration done, every buffer validated (-c), no error.
+
+SRQ_ROUNDS=N runs N rounds instead of 20; SOFTIB_ASAN=1 runs on softib
+built with AddressSanitizer (make -C lib/softib asan), whose reports
+fail the round.'
 
 . "$(dirname "$0")"/sharness.sh
 ibcr_require ROOT NETNS IBVUTILS
 
 LD_LIBRARY_PATH=$IBCR_BUILDDIR/lib/softib/.libs
-export LD_LIBRARY_PATH
 ROUNDS=${SRQ_ROUNDS:-20}
+# SRQ_ENV: what env(1) adds for ibv_srq_pingpong (ASan's runtime).
+SRQ_ENV=
+if test -n "$SOFTIB_ASAN"; then
+	LD_LIBRARY_PATH=$IBCR_BUILDDIR/lib/softib/asan
+	SRQ_ENV="LD_PRELOAD=$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0"
+	if ! test -e "$LD_LIBRARY_PATH/libibverbs.so.1"; then
+		echo "Bail out! SOFTIB_ASAN=1: no $LD_LIBRARY_PATH/libibverbs.so.1 (make -C lib/softib asan)"
+		exit 1
+	fi
+fi
+export LD_LIBRARY_PATH
 
 # srq_listening PORT: host 1 listens on TCP PORT (the pingpong exchange).
 srq_listening() {
@@ -29,10 +43,10 @@ srq_start() {
 	sq_name=$1 sq_port=$2
 	shift 2
 	rm -f $sq_name.*
-	{ netns_exec 1 timeout 60 ibv_srq_pingpong -p $sq_port "$@" \
+	{ netns_exec 1 env $SRQ_ENV timeout 60 ibv_srq_pingpong -p $sq_port "$@" \
 		>$sq_name.srv.out 2>$sq_name.srv.err; echo $? >$sq_name.srv.rc; } &
 	ibcr_wait_for 10 srq_listening $sq_port || return 1
-	{ netns_exec 2 timeout 60 ibv_srq_pingpong -p $sq_port "$@" "$(netns_ip 1)" \
+	{ netns_exec 2 env $SRQ_ENV timeout 60 ibv_srq_pingpong -p $sq_port "$@" "$(netns_ip 1)" \
 		>$sq_name.cli.out 2>$sq_name.cli.err; echo $? >$sq_name.cli.rc; } &
 }
 

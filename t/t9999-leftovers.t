@@ -7,7 +7,9 @@ started carries IBCR_SUITE_TAG in its environment, and the helpers write
 down the daemons and folders they make (t/sharness.d/03-leftovers.sh).
 Anything of that still alive or present now outlived its test: it is
 named here, with the test that made it, then ended or removed, so the
-next run finds a clean machine.'
+next run finds a clean machine.  Run by hand (make check
+TESTS=t9999-leftovers.t) only when no other test of this build tree
+runs: a daemon a running test has detached is no child of that test.'
 
 . "$(dirname "$0")"/sharness.sh
 
