@@ -195,6 +195,7 @@ spank_hurry_start() {
 		done
 	) </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	spank_hurry_pid=$!
+	ibcr_record_proc $spank_hurry_pid "spank_hurry_start loop"
 }
 spank_hurry_stop() {
 	test -z "$spank_hurry_pid" || { kill $spank_hurry_pid; wait $spank_hurry_pid; } 2>/dev/null
