@@ -36,9 +36,20 @@ t7_running() {
 	test "$(ibcrd_state "$1")" != T && test "$(ibcrd_state "$1")" != t
 }
 
+# t7_end_job: teardown.  A restored tree runs detached from "ibcr restart"
+# (tracked): when a test fails before its pids are known, only ibcrd
+# knows them, so ask it before it stops (ibcr_atexit runs this first).
+t7_end_job() {
+	for t7_p in $(ibcrd_task_fields per pid 2>/dev/null) $(ibcrd_task_fields per app_pid 2>/dev/null); do
+		kill -KILL "$t7_p" 2>/dev/null
+	done
+	return 0
+}
+
 test_expect_success 'setup: ibcrd, retention 2' '
 	ibcrd_setup d "criu = $IBCR_CRIU" "peer_port = 0" "retention = 2" &&
 	ibcrd_start d &&
+	ibcr_atexit t7_end_job &&
 	IBCR_SOCKET=$(ibcrd_sock d) && export IBCR_SOCKET
 '
 
