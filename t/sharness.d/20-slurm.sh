@@ -48,6 +48,8 @@
 #                         RUNNING, COMPLETED); fails at once if the job ends
 #                         in another state, or after TIMEOUT s (default 60)
 #   slurm_node_addr I     the address of node nI
+#   srun ...              as the job user (below), and bounded: stopped
+#                         after IBCR_SRUN_TIMEOUT s (600), saying so
 #
 # Jobs run as an ordinary user, as on a real cluster: IBCR_JOB_USER
 # (default $IBCR_USER1 of 00-prereqs.sh when it exists; a test about
@@ -299,13 +301,22 @@ sbatch() {
 # srun runs as the user from the start: with --uid, root's srun drops to
 # the user while it waits for an allocation, and a queued allocation's
 # answer (a MUNGE credential for root) then fails to decode.
+# A test's srun ends: after IBCR_SRUN_TIMEOUT seconds (600) it is
+# stopped, saying so, and fails (a hung step would hold the test, and CI,
+# until its own time limit).
 srun() {
+	ibcr_sr_t=${IBCR_SRUN_TIMEOUT:-600}
 	if test -n "$IBCR_JOB_USER"; then
-		setpriv --reuid="$IBCR_JOB_USER" --regid="$IBCR_JOB_USER" --init-groups \
-			-- srun "$@"
+		timeout -k 10 "$ibcr_sr_t" setpriv --reuid="$IBCR_JOB_USER" \
+			--regid="$IBCR_JOB_USER" --init-groups -- srun "$@"
 	else
-		command srun "$@"
+		timeout -k 10 "$ibcr_sr_t" srun "$@"
 	fi
+	ibcr_sr_rc=$?
+	if test $ibcr_sr_rc = 124; then
+		echo "srun $*: no end after $ibcr_sr_t s (IBCR_SRUN_TIMEOUT); stopped" >&2
+	fi
+	return $ibcr_sr_rc
 }
 
 if test -z "${IBCR_JOB_USER+set}" && ibcr_prereq_ok USERS; then
