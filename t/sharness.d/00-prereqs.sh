@@ -36,6 +36,11 @@
 #     LIBIBCR   lib/ibcr/.libs/libibcr.so and the test coordinator t/ibcr/coord
 #     BUILT     what a verbs job under the SPANK plugin needs: SOFTIB,
 #               libibcr, the plugin and t/softib/verbs_stream
+#     MPIBUILT  what the UCX and MPI tests need: SOFTIB with its stand-in
+#               libmlx5, LIBIBCR
+#     VERIFY_OPENMPI, VERIFY_MPICH
+#               t/mpi/mpi_verify.openmpi, .mpich (built when that MPI's
+#               compiler wrapper was found)
 #   ibcr_prereq_ok NAME      true when NAME is present (works outside sharness)
 #   ibcr_prereq_why NAME     prints why NAME is missing
 #   ibcr_require NAME...     call right after sourcing sharness.sh.  If one
@@ -80,7 +85,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH SOFTIBDEV GDB SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH SOFTIBDEV GDB SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT MPIBUILT VERIFY_OPENMPI VERIFY_MPICH)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -185,6 +190,10 @@ ibcr_prereq_check_() {
 	ibcr_prereq_built_ LIBIBCR lib/ibcr/.libs/libibcr.so t/ibcr/coord
 	ibcr_prereq_built_ BUILT lib/softib/.libs/libibverbs.so.1 \
 		lib/ibcr/.libs/libibcr.so spank/.libs/spank_ibcr.so t/softib/verbs_stream
+	ibcr_prereq_built_ MPIBUILT lib/softib/.libs/libibverbs.so.1 \
+		lib/softib/.libs/libmlx5.so.1 lib/ibcr/.libs/libibcr.so t/ibcr/coord
+	ibcr_prereq_built_ VERIFY_OPENMPI t/mpi/mpi_verify.openmpi
+	ibcr_prereq_built_ VERIFY_MPICH t/mpi/mpi_verify.mpich
 	if /usr/bin/python3 -c 'import pycriu.images, xxhash' >/dev/null 2>&1; then
 		ibcr_prereq_set_ PYCRIU
 	else
