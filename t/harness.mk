@@ -13,3 +13,12 @@ check_LTLIBRARIES += spank/harness_spank.la
 spank_harness_spank_la_SOURCES = spank/harness_spank.c
 spank_harness_spank_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere \
 	-export-symbols-regex '^(slurm_spank_|plugin_|spank_plugin_)'
+
+# What the tests leave behind (t/sharness.d/03-leftovers.sh): t0005 checks
+# the check, t9999 runs it over the whole suite.  TESTS' order is no
+# barrier under make -j: t9999's log depends on every other test's log, so
+# it starts only when they have all finished (make check TESTS=... runs
+# just the named ones, and t9999 after them when it is named).
+TESTS += t0005-harness-leftovers.t
+TESTS += t9999-leftovers.t
+t9999-leftovers.log: $(filter-out t9999-leftovers.log,$(TEST_LOGS))

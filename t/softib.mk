@@ -31,3 +31,4 @@ check_PROGRAMS += softib-verbs/ud_ah
 softib_verbs_ud_ah_SOURCES = softib-verbs/ud_ah.c
 softib_verbs_ud_ah_LDADD = $(SV_LDADD)
 TESTS += t1007-softib-log.t
+TESTS += t1008-softib-srq-repeat.t

@@ -7,6 +7,11 @@ state in the trash directory; jobs run, and teardown leaves nothing behind.'
 . $(dirname $0)/sharness.sh
 ibcr_require ROOT SLURM
 
+# test_file_not_empty_both A B: both files exist and are not empty.
+test_file_not_empty_both() {
+	test -s "$1" && test -s "$2"
+}
+
 test_expect_success 'slurm_start 3 brings up three idle nodes' '
 	SLURM_CONF_EXTRA="PartitionName=high Nodes=n2,n3 PriorityTier=2" \
 	SLURM_PARTITION_OPTS="PriorityTier=1" \
@@ -66,11 +71,7 @@ test_expect_success 'a job still running when the test ends' '
 	jobid=$(sbatch --parsable -N2 -o /dev/null \
 		--wrap "srun -N2 sh -c \"echo \\\$\\\$ >task.\\\$SLURMD_NODENAME; exec sleep 600\"") &&
 	slurm_wait_job "$jobid" RUNNING 30 &&
-	n=0 &&
-	while ! test -s task.n1 || ! test -s task.n2; do
-		test $n -lt 100 || return 1
-		n=$((n + 1)) && sleep 0.1
-	done &&
+	ibcr_wait_for 10 test_file_not_empty_both task.n1 task.n2 &&
 	kill -0 $(cat task.n1) $(cat task.n2)
 '
 

@@ -162,6 +162,13 @@ test_expect_success 'ibcr-init rejects bad input with a clear error' '
 
 # --- dump, kill, restore ----------------------------------------------
 
+# t3_let_count: the pattern counts on for a moment, so the next report
+# shows progress since the last one.  Time is the point here: no
+# condition marks "counted a while".
+t3_let_count() {
+	sleep 0.3
+}
+
 test_expect_success 'pattern runs under ibcr-init and answers through the init' '
 	"$DETACH" "$INIT" --pidfile "$TRASH/init.pid" -- "$PATTERN" --mib 64 --threads 3 \
 		>out 2>err </dev/null &
@@ -169,7 +176,7 @@ test_expect_success 'pattern runs under ibcr-init and answers through the init' 
 	ibcr_wait_for 20 test -s init.pid &&
 	init=$(cat init.pid) && ibcr_track $init &&
 	ibcr_wait_for 20 grep -q "^start " out &&
-	sleep 0.3 &&
+	t3_let_count &&
 	kill -USR1 $init &&
 	ibcr_wait_for 20 t3_has_lines out report 1 &&
 	grep "^report 1 .*pattern=ok bad=0" out &&
@@ -188,7 +195,7 @@ test_expect_success 'criu dump --leave-running of the namespace init' '
 '
 
 test_expect_success 'the original keeps running and counting after the dump' '
-	sleep 0.3 &&
+	t3_let_count &&
 	kill -USR1 $(cat init.pid) &&
 	ibcr_wait_for 20 t3_has_lines out report 2 &&
 	grep "^report 2 .*pattern=ok bad=0" out
@@ -247,7 +254,7 @@ test_expect_success 'the restored program is the dumped one, its pattern intact'
 
 test_expect_success 'the restored program keeps counting' '
 	restored=$(grep "^report " out | sed -n 3p) &&
-	sleep 0.3 &&
+	t3_let_count &&
 	kill -USR1 $(cat launcher.pid) &&
 	ibcr_wait_for 20 t3_has_lines out report 4 &&
 	later=$(grep "^report " out | sed -n 4p) &&
@@ -298,7 +305,7 @@ test_expect_success 'a dump without --leave-running ends the task' '
 	ibcr_wait_for 20 test -s init3.pid &&
 	init=$(cat init3.pid) && ibcr_track $init &&
 	ibcr_wait_for 20 grep -q "^start " out3 &&
-	sleep 0.2 &&
+	t3_let_count &&
 	kill -USR1 $init &&
 	ibcr_wait_for 20 t3_has_lines out3 report 1 &&
 	mkdir images3 &&
@@ -315,6 +322,7 @@ test_expect_success 'restore --leave-stopped; SIGCONT to ibcr-init --restored re
 	app=$(t3_child $rinit) &&
 	test "$(t3_state $rinit)" = T && test "$(t3_state $app)" = T &&
 	kill -USR1 $(cat launcher3.pid) &&
+	# (a stopped tree must not answer: only waiting a while shows that)
 	sleep 0.3 &&
 	test $(t3_lines out3 report) = 1 &&
 	kill -CONT $(cat launcher3.pid) &&

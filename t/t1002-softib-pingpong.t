@@ -13,6 +13,13 @@ ibcr_require ROOT NETNS IBVUTILS
 LD_LIBRARY_PATH=$IBCR_BUILDDIR/lib/softib/.libs
 export LD_LIBRARY_PATH
 
+on() { h=$1; shift; if test "$h" = 0; then "$@"; else netns_exec "$h" "$@"; fi; }
+
+# pp_listening HOST PORT: the server on HOST listens on TCP PORT.
+pp_listening() {
+	on "$1" ss -Hltn "sport = :$2" | grep -q LISTEN
+}
+
 # pp_run SRVHOST CLIHOST TOOL ARGS...: server on SRVHOST, client on CLIHOST
 # (0 = this namespace, otherwise a netns host).  Both must succeed and
 # report their iterations.
@@ -21,16 +28,10 @@ pp_run() {
 	shift 3
 	port=$(( 30000 + ($$ + ${pp_n:=0}) % 2000 ))
 	pp_n=$((pp_n + 1))
-	on() { h=$1; shift; if test "$h" = 0; then "$@"; else netns_exec "$h" "$@"; fi; }
 	if test "$srv" = 0; then addr=127.0.0.1; else addr=$(netns_ip "$srv"); fi
 	on "$srv" timeout 30 "$tool" -p $port "$@" >srv.out 2>srv.err &
 	spid=$!
-	i=0
-	until on "$srv" ss -Hltn "sport = :$port" | grep -q LISTEN; do
-		i=$((i + 1))
-		test $i -lt 100 || { kill $spid; return 1; }
-		sleep 0.05
-	done
+	ibcr_wait_for 10 pp_listening "$srv" $port || { kill $spid; return 1; }
 	on "$cli" timeout 30 "$tool" -p $port "$@" "$addr" >cli.out 2>cli.err
 	crc=$?
 	wait $spid

@@ -27,6 +27,11 @@ test_expect_success 'set up two network-namespace hosts' '
 
 # pt_run TOOL SIZE ARGS...: server on host 1, client on host 2; both must
 # succeed and print a result line "SIZE ITERS ..." with a non-zero value.
+# pt_listening PORT: the server on host 1 listens on TCP PORT.
+pt_listening() {
+	netns_exec 1 ss -Hltn "sport = :$1" | grep -q LISTEN
+}
+
 pt_run() {
 	tool=$1 size=$2
 	shift 2
@@ -34,12 +39,7 @@ pt_run() {
 	pt_n=$((pt_n + 1))
 	netns_exec 1 timeout 60 "$tool" -p $port -s $size "$@" >srv.out 2>&1 &
 	spid=$!
-	i=0
-	until netns_exec 1 ss -Hltn "sport = :$port" | grep -q LISTEN; do
-		i=$((i + 1))
-		test $i -lt 100 || { kill $spid; return 1; }
-		sleep 0.05
-	done
+	ibcr_wait_for 10 pt_listening $port || { kill $spid; return 1; }
 	netns_exec 2 timeout 60 "$tool" -p $port -s $size "$@" "$(netns_ip 1)" >cli.out 2>&1
 	crc=$?
 	wait $spid

@@ -12,30 +12,7 @@ every check.  Their output is shown with -v.'
 
 SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
 SV_BIN=$IBCR_BUILDDIR/t/softib-verbs
-if ! test -e "$SOFTIB_LIBDIR/libibverbs.so.1"; then
-	if test "$CI" = true; then
-		test_expect_success 'softib is built' 'false'
-	else
-		skip_all="softib is not built ($SOFTIB_LIBDIR/libibverbs.so.1 missing)"
-	fi
-	test_expect_success 'RNR timing, vanished responder, sq_sig_all, inline limits, local access' '
-	sv_tap rc_semantics
-'
-
-test_expect_success 'completion channels with several CQs, resize_cq, async events' '
-	sv_tap cq_events
-'
-
-test_expect_success 'UD: address handles from completions answer the sender' '
-	sv_tap ud_ah
-'
-
-test_expect_success 'several threads posting at once: exactly once, in order, intact' '
-	sv_tap mt_post
-'
-
-test_done
-fi
+ibcr_require SOFTIB
 
 # sv_tap PROG: PROG passes all its TAP checks on softib.
 sv_tap() {

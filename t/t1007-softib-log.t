@@ -48,7 +48,7 @@ test_expect_success ROOT 'syslog: the line goes to /dev/log, not stderr' '
 	EOF
 	python3 syslogd.py dev/log ready >syslog.out &
 	pid=$! &&
-	i=0 && while ! test -e ready; do i=$((i + 1)); test $i -lt 100 || break; sleep 0.05; done &&
+	ibcr_wait_for 5 test -e ready &&
 	SOFTIB_LOG=syslog test_must_fail unshare -m sh -c "mount --bind dev /dev && exec env SOFTIB_PORT_BASE=1 ibv_devinfo" 2>err &&
 	wait $pid &&
 	cat syslog.out err &&

@@ -13,7 +13,7 @@ ordinary user, with and without libibcr preloaded.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
-ibcr_require ROOT NETNS UCX SOFTIBDEV USERS
+ibcr_require ROOT NETNS UCX SOFTIBDEV USERS MPIBUILT
 mpi_setup
 IBCR_JOB_USER=$IBCR_USER1
 
@@ -36,7 +36,7 @@ ldd_clean() {
 	done
 }
 
-test_expect_success BUILT 'UCX, Open MPI and libfabric load on softib, every symbol version resolved' '
+test_expect_success 'UCX, Open MPI and libfabric load on softib, every symbol version resolved' '
 	n=0 &&
 	for f in /usr/lib/*/ucx/libuct_ib.so.0 /usr/lib/*/ucx/libuct_rdmacm.so.0 \
 		/usr/lib/*/libfabric.so.1 /usr/lib/*/libmca_common_verbs.so.40 \
@@ -48,12 +48,12 @@ test_expect_success BUILT 'UCX, Open MPI and libfabric load on softib, every sym
 	test $n -ge 2
 '
 
-test_expect_success BUILT 'without a device node, UCX lists no softib' '
+test_expect_success 'without a device node, UCX lists no softib' '
 	env LD_LIBRARY_PATH=$SOFTIB_LIBDIR ucx_info -d >nodev.out 2>&1 &&
 	! grep softib0 nodev.out
 '
 
-test_expect_success BUILT 'under softib-devns, ucx_info -d shows softib0 with rc_verbs and ud_verbs' '
+test_expect_success 'under softib-devns, ucx_info -d shows softib0 with rc_verbs and ud_verbs' '
 	ucx_on 0 ucx_info -d >info.out 2>info.err &&
 	ucx_tl_devs <info.out | tee tl.out &&
 	grep -x "rc_verbs softib0:1" tl.out &&
@@ -61,30 +61,30 @@ test_expect_success BUILT 'under softib-devns, ucx_info -d shows softib0 with rc
 	! grep -E "^(rc_mlx5|ud_mlx5|dc_mlx5) " tl.out
 '
 
-test_expect_success BUILT 'the device node is private to the namespace: the host has none' '
+test_expect_success 'the device node is private to the namespace: the host has none' '
 	test ! -e /dev/infiniband
 '
 
-test_expect_success BUILT 'two network-namespace hosts' '
+test_expect_success 'two network-namespace hosts' '
 	netns_create 2 &&
 	chown "$IBCR_JOB_USER" .
 '
 
-test_expect_success BUILT 'ucx_perftest tag latency over ud_verbs between the hosts' '
+test_expect_success 'ucx_perftest tag latency over ud_verbs between the hosts' '
 	UCX_ENV_EXTRA="UCX_TLS=ud_v,self" ucx_perf ud-lat 1 2 -t tag_lat -n 2000
 '
 
-test_expect_success BUILT 'ucx_perftest tag bandwidth, eager and rendezvous, over rc_verbs' '
+test_expect_success 'ucx_perftest tag bandwidth, eager and rendezvous, over rc_verbs' '
 	ucx_perf rc-eager 1 2 -t tag_bw -s 4096 -n 2000 &&
 	ucx_perf rc-rndv 1 2 -t tag_bw -s 4194304 -n 50
 '
 
-test_expect_success BUILT 'ucx_perftest RDMA put and get over rc_verbs' '
+test_expect_success 'ucx_perftest RDMA put and get over rc_verbs' '
 	ucx_perf rc-put 1 2 -t ucp_put_bw -s 1048576 -n 100 &&
 	ucx_perf rc-get 1 2 -t ucp_get -s 1048576 -n 100
 '
 
-test_expect_success BUILT 'the same with libibcr preloaded on both hosts' '
+test_expect_success 'the same with libibcr preloaded on both hosts' '
 	UCX_ENV_EXTRA="LD_PRELOAD=$LIBIBCR" ucx_perf ibcr-lat 1 2 -t tag_lat -n 2000 &&
 	UCX_ENV_EXTRA="LD_PRELOAD=$LIBIBCR" ucx_perf ibcr-rndv 1 2 -t tag_bw -s 4194304 -n 50 &&
 	UCX_ENV_EXTRA="LD_PRELOAD=$LIBIBCR" ucx_perf ibcr-get 1 2 -t ucp_get -s 1048576 -n 100

@@ -68,9 +68,9 @@ test_expect_success 'an unloadable IBCR_BACKEND is named in one clear line' '
 '
 
 test_expect_success 'an unreachable IBCR_SOCKET is named with what to do' '
-	{ IBCR_SOCKET=$PWD/nosock LD_PRELOAD="$LIBIBCR" ibv_devices >out 2>err;
+	{ IBCR_SOCKET=$(ibcr_shortdir)/nosock LD_PRELOAD="$LIBIBCR" ibv_devices >out 2>err;
 	  test $? -ne 0; } &&
-	grep "cannot connect to the checkpoint coordinator at IBCR_SOCKET=$PWD/nosock" err
+	grep "cannot connect to the checkpoint coordinator at IBCR_SOCKET=$(ibcr_shortdir)/nosock" err
 '
 
 test_expect_success 'unit tests of maps, WR logs and the drain condition' '

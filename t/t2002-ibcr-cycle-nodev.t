@@ -14,16 +14,20 @@ COORD="$IBCR_BUILDDIR/t/ibcr/coord"
 IDLE="$IBCR_BUILDDIR/t/ibcr/idle"
 SYSVERBS=$(ldconfig -p | sed -n "s/.*libibverbs.so.1 (libc6,x86-64) => //p" | head -1)
 
+# The coordinator's socket: in the short folder, not the trash directory
+# (a unix socket path has at most 107 bytes, the trash directory's grows
+# with the clone's location).
+SOCK=$(ibcr_shortdir)/coord.sock
+
 # run_cycles N BACKENDS: N cycles on one idle process; output in coord.out
 run_cycles() {
-	rm -f sock coord.out idle.out || return 1
-	timeout 300 "$COORD" -s "$PWD/sock" -n 1 -c "$1" -w 0:2 -b "$2" >coord.out 2>&1 &
+	rm -f "$SOCK" coord.out idle.out || return 1
+	timeout 300 "$COORD" -s "$SOCK" -n 1 -c "$1" -w 0:2 -b "$2" >coord.out 2>&1 &
 	coord_pid=$!
-	i=0
-	while ! test -S sock && test $i -lt 100; do sleep 0.05; i=$((i + 1)); done
-	# stdin stays open until the coordinator is done
+	ibcr_wait_for 5 test -S "$SOCK" || { cat coord.out; kill $coord_pid; return 1; }
+	# stdin stays open until the coordinator is done (at most its 300 s)
 	{ while kill -0 $coord_pid 2>/dev/null; do sleep 0.1; done; } |
-		IBCR_RANK=0 IBCR_SOCKET="$PWD/sock" LD_PRELOAD="$LIBIBCR" "$IDLE" >idle.out
+		IBCR_RANK=0 IBCR_SOCKET="$SOCK" LD_PRELOAD="$LIBIBCR" "$IDLE" >idle.out
 	wait $coord_pid
 }
 

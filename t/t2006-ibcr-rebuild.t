@@ -66,6 +66,9 @@ test_expect_success 'a message reaching a rebuilt CQ before its process resumes 
 	ibcr_wait_for 30 test -e ew/armed -a -e ew/send-ready &&
 	touch go-cycle &&
 	ibcr_wait_for 30 grep -q "^released 1 " ew.coord.out &&
+	# The sender must be blocked inside ibv_post_send (libibcr holds it
+	# during the cycle) when the rebuild goes on; nothing outside the
+	# process shows that, so it gets 0.3 s to get there.
 	touch ew/go-send && sleep 0.3 && touch go-rebuild
 	touch ew/go-send go-rebuild
 	wait $ew_send

@@ -33,13 +33,13 @@ test_expect_success 'ibcrd -F -c FILE with only socket/storage/staging starts' '
 	ibcrd_start a &&
 	test -S a/run/ibcrd.sock &&
 	test "$(cat a/run/ibcrd.pid)" = "$(ibcrd_pid a)" &&
-	grep "serving $PWD/a/run/ibcrd.sock" a/ibcrd.log
+	grep "serving $(ibcrd_sock a)" a/ibcrd.log
 '
 
 test_expect_success 'socket is 0666 in a 0755 folder owned by the daemon' '
 	test "$(stat -c %a a/run/ibcrd.sock)" = 666 &&
-	test "$(stat -c %a a/run)" = 755 &&
-	test "$(stat -c %u a/run)" = "$(id -u)"
+	test "$(stat -L -c %a a/run)" = 755 &&
+	test "$(stat -L -c %u a/run)" = "$(id -u)"
 '
 
 test_expect_success 'status answers with the daemon configuration' '
@@ -197,7 +197,7 @@ test_expect_success 'a stale socket left by a killed ibcrd is removed at start' 
 
 test_expect_success 'a group-writable socket folder is refused' '
 	ibcrd_setup c &&
-	mkdir -p c/run && chmod 0775 c/run &&
+	mkdir -p "$(ibcrd_rundir c)" && chmod 0775 c/run &&
 	test_expect_code 1 "$IBCRD" -F -c c/ibcrd.conf 2>err &&
 	grep "socket folder .*c/run is writable by group or others (mode 0775)" err &&
 	! test -e c/run/ibcrd.sock
@@ -205,7 +205,7 @@ test_expect_success 'a group-writable socket folder is refused' '
 
 test_expect_success ROOT 'a socket folder owned by another user is refused' '
 	ibcrd_setup d &&
-	mkdir -p d/run && chown 65534 d/run &&
+	mkdir -p "$(ibcrd_rundir d)" && chown 65534 d/run &&
 	test_expect_code 1 "$IBCRD" -F -c d/ibcrd.conf 2>err &&
 	grep "is owned by uid 65534, not by us" err
 '
@@ -227,7 +227,7 @@ test_expect_success 'service mode detaches, writes the pid file, stops on SIGTER
 
 test_expect_success 'service mode reports a start-up error on the terminal' '
 	ibcrd_setup f &&
-	mkdir -p f/run && chmod 0777 f/run &&
+	mkdir -p "$(ibcrd_rundir f)" && chmod 0777 f/run &&
 	test_expect_code 1 "$IBCRD" -c f/ibcrd.conf 2>err &&
 	grep "ibcrd: error: socket folder .* is writable by group or others" err
 '

@@ -178,8 +178,8 @@ test_expect_success 'status lists registered jobs; status JOB --json shows its t
 '
 
 test_expect_success 'an unreachable ibcrd exits 3 naming the socket' '
-	test_expect_code 3 "$IBCR" --socket "$PWD/none.sock" status 2>err &&
-	grep "cannot reach ibcrd at $PWD/none.sock" err
+	test_expect_code 3 "$IBCR" --socket "$(ibcr_shortdir)/none.sock" status 2>err &&
+	grep "cannot reach ibcrd at $(ibcr_shortdir)/none.sock" err
 '
 
 test_expect_success 'unknown command exits 2; run/checkpoint/restart check their usage' '

@@ -5,12 +5,11 @@ test_description='ibcrd peer protocol: every message carries a MUNGE credential;
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 
-command -v munged >/dev/null && command -v mungekey >/dev/null ||
-	test "$CI" = true || { skip_all="munged/mungekey not installed (Debian: munge)"; test_done; }
+ibcr_require MUNGE
 
 test_expect_success 'setup: a private munged and two ibcrd nodes nA, nB' '
 	ibcrd_munged_start m1 &&
-	M1=$PWD/m1/sock/munge.socket &&
+	M1=$(ibcrd_munge_sock m1) &&
 	ibcrd_setup a "node = nA" "peer_port = any" "peer_address = 127.0.0.1" "munge_socket = $M1" &&
 	ibcrd_setup b "node = nB" "peer_port = any" "peer_address = 127.0.0.1" "munge_socket = $M1" &&
 	ibcrd_start a && ibcrd_start b &&
@@ -47,7 +46,7 @@ test_expect_success 'no credential, no envelope, a corrupted credential: refused
 
 test_expect_success 'a credential made with another key (another cluster) is refused' '
 	ibcrd_munged_start m2 &&
-	M2=$PWD/m2/sock/munge.socket &&
+	M2=$(ibcrd_munge_sock m2) &&
 	"$PEERMSG" --munge-socket "$M2" $PA ping:nA >out &&
 	cat out &&
 	grep "^plain .*\"type\":\"peer\",\"cred\":\"MUNGE:" out &&

@@ -37,7 +37,7 @@ test_expect_success 'ibcr run refuses bad input with a clear error' '
 	grep "at least 1s" err &&
 	test_expect_code 2 "$IBCR" run 2>err &&
 	grep "no command to run" err &&
-	test_expect_code 3 env IBCR_SOCKET="$PWD/nowhere.sock" "$IBCR" run -- true 2>err &&
+	test_expect_code 3 env IBCR_SOCKET="$(ibcr_shortdir)/nowhere.sock" "$IBCR" run -- true 2>err &&
 	cat err &&
 	grep "ibcrd is not running at .*/nowhere.sock: start it first" err
 '

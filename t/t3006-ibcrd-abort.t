@@ -59,7 +59,7 @@ test_expect_success 'storage fills up during the copy: ENOSPC aborts, the older 
 	mkdir small && mount -t tmpfs -o size=24m,mode=0755 ibcrtest small &&
 	ibcr_atexit t6_umount &&
 	ibcrd_setup f "criu = $IBCR_CRIU" "peer_port = 0" "storage = $PWD/small" \
-		"socket = $PWD/f/run/ibcrd.sock" &&
+		"socket = $(ibcrd_sock f)" &&
 	sed -i "1,3{/^socket\|^storage/d}" f/ibcrd.conf &&
 	ibcrd_start f &&
 	IBCR_SOCKET=$(ibcrd_sock f) &&

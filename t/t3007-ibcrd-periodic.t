@@ -11,12 +11,9 @@ it and detaches; after SIGCONT the program goes on and finishes correctly.'
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 
 ibcr_require ROOT CRIU
+ibcr_want GDB
 
 ibcrd_use_build
-
-if command -v gdb >/dev/null 2>&1; then
-	test_set_prereq GDB
-fi
 
 # Highest committed generation (0 when none).
 t7_last() {
@@ -24,20 +21,42 @@ t7_last() {
 	eval "echo \${$#:-0}"
 }
 
+# t7_committed_at_least JOB N: JOB's newest committed generation is N or more.
+t7_committed_at_least() {
+	test "$(t7_last "$1")" -ge "$2"
+}
+
+# t7_restart_stopped: "ibcr restart --stopped" printed the stopped pids.
+t7_restart_stopped() {
+	grep -q "stopped: init" rs.out
+}
+
+# t7_running PID: PID is neither stopped (T) nor traced (t).
+t7_running() {
+	test "$(ibcrd_state "$1")" != T && test "$(ibcrd_state "$1")" != t
+}
+
+# t7_end_job: teardown.  A restored tree runs detached from "ibcr restart"
+# (tracked): when a test fails before its pids are known, only ibcrd
+# knows them, so ask it before it stops (ibcr_atexit runs this first).
+t7_end_job() {
+	for t7_p in $(ibcrd_task_fields per pid 2>/dev/null) $(ibcrd_task_fields per app_pid 2>/dev/null); do
+		kill -KILL "$t7_p" 2>/dev/null
+	done
+	return 0
+}
+
 test_expect_success 'setup: ibcrd, retention 2' '
 	ibcrd_setup d "criu = $IBCR_CRIU" "peer_port = 0" "retention = 2" &&
 	ibcrd_start d &&
+	ibcr_atexit t7_end_job &&
 	IBCR_SOCKET=$(ibcrd_sock d) && export IBCR_SOCKET
 '
 
 test_expect_success '--interval 1s: generations come by themselves; retention keeps 2' '
 	{ "$IBCR" run --name per --interval 1s -- "$PATTERN" --mib 8 >per.out 2>per.err & } &&
 	echo $! >per.run && ibcr_track $! &&
-	i=0 &&
-	until test "$(t7_last per)" -ge 4; do
-		i=$((i + 1)); test $i -lt 300 || { ibcrd_gens per; false; }
-		sleep 0.1
-	done &&
+	{ ibcr_wait_for 60 t7_committed_at_least per 4 || { ibcrd_gens per; false; }; } &&
 	gens=$(ibcrd_gens per) && echo "$gens" &&
 	test $(echo $gens | wc -w) -eq 2 &&
 	"$IBCR" list per | grep -c periodic >n && test "$(cat n)" -eq 2 &&
@@ -55,11 +74,7 @@ test_expect_success 'restart --stopped prints pids; the program is stopped' '
 	last=$(t7_last per) &&
 	{ "$IBCR" restart per --stopped >rs.out 2>rs.err & } &&
 	echo $! >rs.pid && ibcr_track $! &&
-	i=0 &&
-	until grep -q "stopped: init" rs.out; do
-		i=$((i + 1)); test $i -lt 300 || { cat rs.out rs.err; false; }
-		sleep 0.05
-	done &&
+	{ ibcr_wait_for 60 t7_restart_stopped || { cat rs.out rs.err; false; }; } &&
 	cat rs.out &&
 	grep "restored from generation $last" rs.err &&
 	sed -n "s/.* stopped: init \([0-9]*\) application \([0-9]*\)$/\1 \2/p" rs.out >pids &&
@@ -82,11 +97,7 @@ test_expect_success GDB 'gdb attaches to the stopped program and detaches' '
 test_expect_success 'after SIGCONT the program goes on and finishes correctly' '
 	read INIT2 APP2 <pids &&
 	kill -CONT $APP2 &&
-	i=0 &&
-	until test "$(ibcrd_state $APP2)" != T && test "$(ibcrd_state $APP2)" != t; do
-		i=$((i + 1)); test $i -lt 100 || false
-		sleep 0.05
-	done &&
+	ibcr_wait_for 10 t7_running $APP2 &&
 	ibcrd_report rs.out $APP2 | grep "pattern=ok bad=0" &&
 	kill -TERM $(cat rs.pid) &&
 	wait $(cat rs.pid) &&

@@ -49,7 +49,7 @@ t8_rank() {
 test_expect_success 'setup: three hosts, munged, one ibcrd per host, shared storage' '
 	netns_create 3 &&
 	ibcrd_munged_start m &&
-	MSOCK=$PWD/m/sock/munge.socket &&
+	MSOCK=$(ibcrd_munge_sock m) &&
 	mkdir shared &&
 	ibcrd_host_start 1 "$MSOCK" && ibcrd_host_start 2 "$MSOCK" && ibcrd_host_start 3 "$MSOCK"
 '

@@ -41,13 +41,16 @@ t9_pp_ok() {
 	grep "^$ITERS iters in" $1.0.out && grep "^$ITERS iters in" $1.1.out
 }
 
+# t9_let_run: the pingpong goes on for half a second before (and between)
+# checkpoints.  A fixed time on purpose: the point is to checkpoint in the
+# middle of the traffic, and nothing outside the ranks marks that middle.
+t9_let_run() {
+	sleep 0.5
+}
+
 # Until both ranks of NAME ended, at most 120 s (the pingpong runs ~20 s).
 t9_wait_done() {
-	i=0
-	until t9_done $1; do
-		i=$((i + 1)); test $i -lt 1200 || return 1
-		sleep 0.1
-	done
+	ibcr_wait_for 120 t9_done "$1"
 }
 
 test_expect_success 'setup: ibcrd' '
@@ -58,9 +61,9 @@ test_expect_success 'setup: ibcrd' '
 
 test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 	ibcrd_pingpong pp pp $PORT $ITERS &&
-	sleep 0.5 &&
+	t9_let_run &&
 	"$IBCR" checkpoint pp --wait &&
-	sleep 0.5 &&
+	t9_let_run &&
 	"$IBCR" checkpoint pp --wait &&
 	! t9_done pp &&
 	grep -c "ctl_ino" d/storage/local/pp/gen-2/manifest.json >n && test "$(cat n)" -eq 2 &&
@@ -74,9 +77,9 @@ test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 test_expect_success 'one host: checkpoint twice, kill both ranks, restart both from generation 2' '
 	P=$(ibcrd_free_port 1) &&
 	ibcrd_pingpong rs rs $P $ITERS &&
-	sleep 0.5 &&
+	t9_let_run &&
 	"$IBCR" checkpoint rs --wait &&
-	sleep 0.5 &&
+	t9_let_run &&
 	"$IBCR" checkpoint rs --wait &&
 	pids=$(ibcrd_task_fields rs pid) && apps=$(ibcrd_task_fields rs app_pid) &&
 	ibcr_track $pids $apps &&
@@ -98,7 +101,7 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 test_expect_success 'setup: four hosts, munged, one ibcrd each' '
 	netns_create 4 &&
 	ibcrd_munged_start m &&
-	MSOCK=$PWD/m/sock/munge.socket &&
+	MSOCK=$(ibcrd_munge_sock m) &&
 	mkdir shared &&
 	ibcrd_host_start 1 "$MSOCK" && ibcrd_host_start 2 "$MSOCK" &&
 	ibcrd_host_start 3 "$MSOCK" && ibcrd_host_start 4 "$MSOCK"
@@ -109,16 +112,16 @@ test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while 
 	IBCRD_ON=$(ibcrd_on 1) IBCR_SOCKET=$(ibcrd_sock h1) \
 		ibcrd_bg mh 0 run --job mh --rank 0 --size 2 --leader $L -- \
 		ibv_rc_pingpong -c -n $ITERS -p $PORT &&
-	sleep 0.3 &&
+	ibcrd_wait_for ibcrd_listening $PORT 1 &&
 	IBCRD_ON=$(ibcrd_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
 		ibcrd_bg mh 1 run --job mh --rank 1 --size 2 --leader $L -- \
 		ibv_rc_pingpong -c -n $ITERS -p $PORT $(netns_ip 1) &&
 	ibcrd_wait_for grep -q "job mh: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
 	ibcrd_wait_for ibcrd_ctl 1 mh h1/ibcrd.log &&
 	ibcrd_wait_for ibcrd_ctl 1 mh h2/ibcrd.log &&
-	sleep 0.5 &&
+	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mh --wait &&
-	sleep 0.5 &&
+	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mh --wait &&
 	! t9_done mh &&
 	grep "job mh gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" h1/ibcrd.log &&
@@ -132,15 +135,15 @@ test_expect_success 'two hosts: checkpoint twice, kill both ranks, restart both 
 	L="n1@$(netns_ip 1)" && P=$(ibcrd_free_port 2) &&
 	IBCRD_ON=$(ibcrd_on 1) IBCR_SOCKET=$(ibcrd_sock h1) \
 		ibcrd_bg mr 0 run --job mr --rank 0 --size 2 --leader $L -- ibv_rc_pingpong -c -n $ITERS -p $P &&
-	sleep 0.3 &&
+	ibcrd_wait_for ibcrd_listening $P 1 &&
 	IBCRD_ON=$(ibcrd_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
 		ibcrd_bg mr 1 run --job mr --rank 1 --size 2 --leader $L -- \
 		ibv_rc_pingpong -c -n $ITERS -p $P $(netns_ip 1) &&
 	ibcrd_wait_for grep -q "job mr: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
 	ibcrd_wait_for ibcrd_ctl 1 mr h1/ibcrd.log && ibcrd_wait_for ibcrd_ctl 1 mr h2/ibcrd.log &&
-	sleep 0.5 &&
+	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mr --wait &&
-	sleep 0.5 &&
+	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mr --wait &&
 	k0=$(IBCR_SOCKET=$(ibcrd_sock h1) ibcrd_task_fields mr pid) &&
 	k1=$(IBCR_SOCKET=$(ibcrd_sock h2) ibcrd_task_fields mr pid) &&
@@ -226,7 +229,7 @@ t9_vs_case() {
 	IBCRD_ON=$(ibcrd_on 1) IBCR_SOCKET=$(ibcrd_sock h1) \
 		ibcrd_bg $j 0 run --job $j --rank 0 --size 2 --leader $L -- \
 		"$VS" -C -T 900 "$@" -p $P &&
-	sleep 0.3 &&
+	ibcrd_wait_for ibcrd_listening $P 1 &&
 	IBCRD_ON=$(ibcrd_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
 		ibcrd_bg $j 1 run --job $j --rank 1 --size 2 --leader $L -- \
 		"$VS" -C -T 900 "$@" -o $op -n $VS_N -q $VS_QPS -r $VS_RATE -p $P $(netns_ip 1) &&
@@ -234,9 +237,9 @@ t9_vs_case() {
 	ibcrd_wait_for ibcrd_ctl 1 $j h1/ibcrd.log && ibcrd_wait_for ibcrd_ctl 1 $j h2/ibcrd.log &&
 	ibcrd_wait_for grep -q "server: checkpointable" $j.0.err &&
 	ibcrd_wait_for grep -q "client: checkpointable" $j.1.err &&
-	sleep 0.5 &&
+	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint $j --wait &&
-	sleep 0.5 &&
+	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint $j --wait &&
 	! t9_done $j &&
 	grep "job $j gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" h1/ibcrd.log &&

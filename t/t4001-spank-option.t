@@ -8,6 +8,7 @@ srun, strict plugstack.conf arguments and per-node %n expansion.'
 
 . $(dirname $0)/sharness.sh
 ibcr_require ROOT SLURM
+ibcr_want IBCRD
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 # Any existing library serves as the preloaded one here: these tests look

@@ -11,7 +11,7 @@ deaths by signal are what Slurm reports without ibcr; a job without the
 option is not touched at all.'
 
 . $(dirname $0)/sharness.sh
-ibcr_require ROOT SLURM OTHERS USERS
+ibcr_require ROOT SLURM OTHERS USERS IBCRD
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -62,7 +62,11 @@ echo "parent_pidns=$(readlink /proc/$app_ppid/ns/pid)"
 echo "preload=${LD_PRELOAD-none} socket=${IBCR_SOCKET-none}"
 echo "end=1"
 if test "$1" = wait; then
-	while ! test -e go; do sleep 0.1; done
+	n=0
+	while ! test -e go; do
+		n=$((n + 1)); test $n -lt 1200 || { echo "probe: no ./go after 120 s" >&2; exit 3; }
+		sleep 0.1
+	done
 fi
 EOF
 chmod +x probe.sh
@@ -240,7 +244,9 @@ n=0
 trap 'n=$((n + 1)); echo "usr1 $n" >>"$1.log"' USR1
 trap 'echo term >>"$1.log"; exit 3' TERM
 touch "$1.ready"
+i=0
 while ! test -e "$1.stop"; do
+	i=$((i + 1)); test $i -lt 1200 || { echo "sigapp: no $1.stop after 120 s" >>"$1.log"; exit 4; }
 	sleep 0.1 &
 	wait $!
 done
@@ -248,13 +254,18 @@ echo "done $n" >>"$1.log"
 EOF
 chmod +x sigapp.sh
 
+# t2_cluster_empty: no process is left in this cluster's cgroups.
+t2_cluster_empty() {
+	! grep -l -e ":$IBCR_CGROUP_PREFIX/" /proc/[0-9]*/cgroup 2>/dev/null
+}
+
 test_expect_success IBCRD 'scancel -s USR1 reaches the application exactly once' '
 	jobid=$(sbatch --parsable -N1 -o s1.out --wrap "srun -N1 --checkpoint-ib ./sigapp.sh s1") &&
 	ibcr_wait_for 30 test -e s1.ready &&
 	scancel -s USR1 "$jobid" &&
-	sleep 1 &&
+	ibcr_wait_for 10 grep -qx "usr1 1" s1.log &&
 	scancel -s USR1 "$jobid" &&
-	sleep 1 &&
+	ibcr_wait_for 10 grep -qx "usr1 2" s1.log &&
 	touch s1.stop &&
 	slurm_wait_job "$jobid" COMPLETED 30 &&
 	cat s1.log &&
@@ -278,9 +289,8 @@ test_expect_success IBCRD 'scancel ends the job: the application gets SIGTERM, n
 	grep "job $jobid rank 0: SIGTERM goes to the task" "$log" &&
 	! grep "job $jobid: cancel: final checkpoint" "$log" &&
 	! grep "job $jobid gen [0-9]*: committed" "$log" &&
-	sleep 1 &&
 	# Only processes of this cluster: other tests may run at the same time.
-	! grep -l -e ":$IBCR_CGROUP_PREFIX/" /proc/[0-9]*/cgroup 2>/dev/null
+	ibcr_wait_for 10 t2_cluster_empty
 '
 
 test_expect_success IBCRD 'slurm_stop' '

@@ -10,6 +10,7 @@ plugstack timeout.'
 
 . $(dirname $0)/sharness.sh
 ibcr_require ROOT SLURM
+ibcr_want IBCRD
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
@@ -114,7 +115,7 @@ test_expect_success 'a daemon that accepts but never answers costs the timeout, 
 		"$run/ibcrd/n1/ibcrd.sock" hung.ready </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	hung_pid=$! &&
 	ibcr_track $hung_pid &&
-	while ! test -e hung.ready; do sleep 0.1; done &&
+	ibcr_wait_for 10 test -e hung.ready &&
 	plugstack timeout=1s &&
 	elapsed srun -N1 --checkpoint-ib ./app.sh >out 2>err 3>secs &&
 	cat err &&
@@ -135,11 +136,11 @@ test_expect_success 'a daemon that accepts but never answers costs the timeout, 
 '
 
 test_expect_success 'a daemon that hangs up without answering is named as such' '
-	perl -MSocket -e "socket(S, PF_UNIX, SOCK_STREAM, 0) or die; bind(S, pack_sockaddr_un(\$ARGV[0])) or die; listen(S, 16) or die; open(F, \">\", \$ARGV[1]); close(F); while (accept(C, S)) { close(C) }" \
+	perl -MSocket -e "socket(S, PF_UNIX, SOCK_STREAM, 0) or die; bind(S, pack_sockaddr_un(\$ARGV[0])) or die; listen(S, 16) or die; open(F, \">\", \$ARGV[1]); close(F); alarm 120; while (accept(C, S)) { close(C) }" \
 		"$run/ibcrd/n1/ibcrd.sock" hup.ready </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	hung_pid=$! &&
 	ibcr_track $hung_pid &&
-	while ! test -e hup.ready; do sleep 0.1; done &&
+	ibcr_wait_for 10 test -e hup.ready &&
 	plugstack &&
 	srun -N1 --checkpoint-ib ./app.sh >out 2>err &&
 	cat err &&

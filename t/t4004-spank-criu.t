@@ -10,13 +10,11 @@ application, and the application goes on without a gap or a repeat.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
-ibcr_require ROOT SLURM CRIU USERS
+ibcr_require ROOT SLURM CRIU USERS IBCRD
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
 preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
-
-test -x "$IBCRD" && test_set_prereq IBCRD
 
 run=/run/ibcr-sp.$$
 ibcrd_pid=
@@ -51,7 +49,7 @@ test_expect_success IBCRD 'start a 1-node cluster and its ibcrd' '
 	# &&-list (whose ibcr_atexit would then be lost with its subshell).
 	{ "$IBCRD" -F -c "$run/ibcrd.conf" -N n1 \
 		</dev/null >"$run/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- & } &&
-	ibcrd_pid=$! &&
+	ibcrd_pid=$! && ibcr_record_proc $ibcrd_pid "ibcrd n1" &&
 	ibcr_wait_for 5 test -S "$run/n1/ibcrd.sock" &&
 	echo "required $plugin socket=$run/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/ibcrd/ibcr-init" >plugstack.conf &&
 	SLURM_PLUGSTACK=plugstack.conf slurm_start 1

@@ -11,10 +11,9 @@ says what to fix.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
-ibcr_require ROOT SLURM
+ibcr_require ROOT SLURM WATCH
 
 watch=$IBCR_BUILDDIR/ibcrd/ibcr-slurm-watch
-test -x "$watch" && test_set_prereq WATCH
 watch_pid=
 
 stop_watch() {
@@ -91,9 +90,12 @@ test_expect_success WATCH 'drain: reported once per drain, with the reason; othe
 	scontrol update nodename=n2 state=drain reason=ibcr-test-1 &&
 	wait_line dr.out " drain job=$j2 action=checkpoint .*DRAIN (ibcr-test-1)" 50 &&
 	echo "drain seen after $(( ($(date +%s%N) - t0) / 1000000 )) ms" | ibcr_diag &&
+	# (one report per drain: only a while without a second shows that)
 	sleep 1 &&
 	test $(grep -c " drain job=" dr.out) = 1 &&
 	scontrol update nodename=n2 state=resume &&
+	# (the watcher polls every 200 ms and reports nothing on a resume: it
+	# must have looked at least once between resume and the next drain)
 	sleep 0.5 &&
 	scontrol update nodename=n2 state=drain reason=ibcr-test-2 &&
 	wait_line dr.out " drain job=$j2 .*(ibcr-test-2)" 50 &&
@@ -106,6 +108,7 @@ test_expect_success WATCH 'drain: reported once per drain, with the reason; othe
 	start_watch dr1.out -N n1 -p 200 -T 60 $j1 &&
 	wait_line dr1.out "state job=$j1 .*first look" &&
 	scontrol update nodename=n2 state=drain reason=ibcr-test-3 &&
+	# (a watcher of n1 must stay quiet about n2: a while of silence)
 	sleep 1 &&
 	stop_watch &&
 	! grep " drain " dr1.out &&

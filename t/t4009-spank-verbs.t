@@ -16,7 +16,7 @@ across the nodes, and the pingpong finishes with every buffer validated.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
-ibcr_require ROOT SLURM CRIU NETNS IBVUTILS
+ibcr_require ROOT SLURM CRIU NETNS IBVUTILS BUILT
 
 spank_verbs_setup
 # Below the ephemeral range and softib's endpoint ports (24576-).
@@ -38,6 +38,8 @@ while ! test -s $a; do
 	t=$((t + 1)); test $t -lt 300 || exit 3
 	sleep 0.1
 done
+# Rank 0 listens right after it wrote its address, on another node, where
+# this one cannot look: give it half a second.
 sleep 0.5
 exec ibv_rc_pingpong -c -n "$2" -p "$1" "$(cat $a)"
 EOF
@@ -132,6 +134,7 @@ test_expect_success BUILT 'preempted (bare --checkpoint-ib): SIGTERM held on bot
 		--wrap "srun -N2 -n2 -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 3)) $ITERS") &&
 	slurm_wait_job $P RUNNING 30 &&
 	ibcr_wait_for 30 grep -q "job $P: node n2 .* joined" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
+	# (preempted in the middle of the pingpong, not at its start)
 	sleep 2 &&
 	t0=$(date +%s) &&
 	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&

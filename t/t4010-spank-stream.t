@@ -12,7 +12,7 @@ and in order.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
-ibcr_require ROOT SLURM CRIU NETNS
+ibcr_require ROOT SLURM CRIU NETNS BUILT
 
 spank_verbs_setup
 # Below the ephemeral range and softib's endpoint ports (24576-).

@@ -15,28 +15,28 @@ through 20 release/rebuild cycles (new real QPs and keys each time).'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
-ibcr_require ROOT SLURM NETNS UCX OPENMPI SOFTIBDEV USERS
+ibcr_require ROOT SLURM NETNS UCX OPENMPI SOFTIBDEV USERS MPIBUILT VERIFY_OPENMPI
 mpi_setup
 
-test_expect_success BUILT,VERIFY_OPENMPI 'a 2-node netns cluster whose slurmds see softib as a device' '
+test_expect_success 'a 2-node netns cluster whose slurmds see softib as a device' '
 	slurm_start 2 --netns --devns
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'srun --mpi=pmix: 4 ranks on 2 nodes, every message verified' '
+test_expect_success 'srun --mpi=pmix: 4 ranks on 2 nodes, every message verified' '
 	mpi_srun openmpi pmix
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'srun --mpi=pmix with libibcr preloaded' '
+test_expect_success 'srun --mpi=pmix with libibcr preloaded' '
 	mpi_srun openmpi pmix-ibcr LD_PRELOAD=$LIBIBCR IBCR_DEBUG=1 &&
 	mpi_ibcr_loaded pmix-ibcr.err 4
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'srun --mpi=pmix, libibcr: 20 release/rebuild cycles during the job, every message verified' '
+test_expect_success 'srun --mpi=pmix, libibcr: 20 release/rebuild cycles during the job, every message verified' '
 	mpi_cycles openmpi cyc 20
 '
 
 # (the ranks that did not abort are killed, so srun may say so by a signal)
-test_expect_success BUILT,VERIFY_OPENMPI 'a corrupted message makes the job fail, naming it' '
+test_expect_success 'a corrupted message makes the job fail, naming it' '
 	! mpi_with openmpi \
 		srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 -t 5 -o bad.out -e bad.err \
 		"$MPI_VERIFY_OPENMPI" -n 2 -x &&
@@ -44,11 +44,11 @@ test_expect_success BUILT,VERIFY_OPENMPI 'a corrupted message makes the job fail
 	! grep "mpi_verify: OK" bad.out
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'mpirun inside an sbatch allocation: 4 ranks on 2 nodes' '
+test_expect_success 'mpirun inside an sbatch allocation: 4 ranks on 2 nodes' '
 	mpi_alloc openmpi mpirun
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'mpirun inside an allocation with libibcr preloaded' '
+test_expect_success 'mpirun inside an allocation with libibcr preloaded' '
 	mpi_alloc openmpi mpirun-ibcr -x LD_PRELOAD=$LIBIBCR -x IBCR_DEBUG=1 &&
 	mpi_ibcr_loaded mpirun-ibcr.err 4
 '

@@ -13,28 +13,28 @@ time).'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
-ibcr_require ROOT SLURM NETNS UCX MPICH SOFTIBDEV USERS
+ibcr_require ROOT SLURM NETNS UCX MPICH SOFTIBDEV USERS MPIBUILT VERIFY_MPICH
 mpi_setup
 
-test_expect_success BUILT,VERIFY_MPICH 'a 2-node netns cluster whose slurmds see softib as a device' '
+test_expect_success 'a 2-node netns cluster whose slurmds see softib as a device' '
 	slurm_start 2 --netns --devns
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'srun --mpi=pmi2: 4 ranks on 2 nodes, every message verified' '
+test_expect_success 'srun --mpi=pmi2: 4 ranks on 2 nodes, every message verified' '
 	mpi_srun mpich pmi2
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'srun --mpi=pmi2 with libibcr preloaded' '
+test_expect_success 'srun --mpi=pmi2 with libibcr preloaded' '
 	mpi_srun mpich pmi2-ibcr LD_PRELOAD=$LIBIBCR IBCR_DEBUG=1 &&
 	mpi_ibcr_loaded pmi2-ibcr.err 4
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'srun --mpi=pmi2, libibcr: 20 release/rebuild cycles during the job, every message verified' '
+test_expect_success 'srun --mpi=pmi2, libibcr: 20 release/rebuild cycles during the job, every message verified' '
 	mpi_cycles mpich cyc 20
 '
 
 # (the ranks that did not abort are killed, so srun may say so by a signal)
-test_expect_success BUILT,VERIFY_MPICH 'a corrupted message makes the job fail, naming it' '
+test_expect_success 'a corrupted message makes the job fail, naming it' '
 	! mpi_with mpich \
 		srun --mpi=pmi2 -N2 -n4 --ntasks-per-node=2 -t 5 -o bad.out -e bad.err \
 		"$MPI_VERIFY_MPICH" -n 2 -x &&
@@ -42,11 +42,11 @@ test_expect_success BUILT,VERIFY_MPICH 'a corrupted message makes the job fail, 
 	! grep "mpi_verify: OK" bad.out
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'mpiexec inside an sbatch allocation: 4 ranks on 2 nodes' '
+test_expect_success 'mpiexec inside an sbatch allocation: 4 ranks on 2 nodes' '
 	mpi_alloc mpich mpiexec -iface eth0
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'mpiexec inside an allocation with libibcr preloaded' '
+test_expect_success 'mpiexec inside an allocation with libibcr preloaded' '
 	mpi_alloc mpich mpiexec-ibcr -iface eth0 -genv LD_PRELOAD $LIBIBCR -genv IBCR_DEBUG 1 &&
 	mpi_ibcr_loaded mpiexec-ibcr.err 4
 '

@@ -99,6 +99,21 @@ static void drop_qp_conns(struct sib_qp *qp)
 	pthread_mutex_unlock(&qp->lock);
 }
 
+/* The QP is freed once its command is done: no connection may point to
+ * it any more (reap locks c->qp).  Its RC connections are dead by now
+ * (drop_qp_conns, or killed when replaced); a UD receiver lets go of it in
+ * divert_rx. */
+static void forget_qp(struct sib_ctx *ctx, struct sib_qp *qp)
+{
+	struct sib_conn *c;
+
+	pthread_mutex_lock(&ctx->lock);
+	for (c = ctx->conns; c; c = c->next)
+		if (c->qp == qp)
+			c->qp = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 static void run_cmd(struct sib_ctx *ctx, struct sib_cmd *cmd)
 {
 	struct sib_qp *qp;
@@ -110,7 +125,10 @@ static void run_cmd(struct sib_ctx *ctx, struct sib_cmd *cmd)
 		if (ctx->qps[qp->idx] == qp)
 			ctx->qps[qp->idx] = NULL;
 		pthread_mutex_unlock(&ctx->lock);
-		/* fall through */
+		divert_rx(ctx, qp, 0);
+		drop_qp_conns(qp);
+		forget_qp(ctx, qp);
+		break;
 	case SIB_CMD_RESET_QP:
 		qp = cmd->arg;
 		divert_rx(ctx, qp, 0);
@@ -206,9 +224,21 @@ static int run_timers(struct sib_ctx *ctx)
 	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
 }
 
+/*
+ * Frees dead connections.  An application thread may have killed one
+ * itself (polling a CQ, posting, modifying a QP: always under the owner
+ * QP's lock) and still be using it in that same critical section: kill
+ * marks it dead first, then unlinks it, and the caller goes on reading
+ * its state.  So an RC connection is freed only after taking its QP's
+ * lock once, which waits out whoever holds it.  c->qp is valid here: a
+ * destroyed QP clears it in its connections (SIB_CMD_DESTROY_QP) before
+ * the application may free the QP.  The QP lock is never taken under
+ * ctx->lock: a thread holding a QP lock may want ctx->lock (a new
+ * connection at RTS).
+ */
 static void reap(struct sib_ctx *ctx, bool all)
 {
-	struct sib_conn **pp, *c;
+	struct sib_conn **pp, *c, *dead = NULL;
 
 	pthread_mutex_lock(&ctx->lock);
 	for (pp = &ctx->conns; (c = *pp);) {
@@ -217,12 +247,22 @@ static void reap(struct sib_ctx *ctx, bool all)
 			continue;
 		}
 		*pp = c->next;
+		c->next = dead;
+		dead = c;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	while ((c = dead)) {
+		dead = c->next;
+		if (c->qp && (c->kind == SIB_CONN_RC_REQ
+			      || c->kind == SIB_CONN_RC_RESP)) {
+			pthread_mutex_lock(&c->qp->lock);
+			pthread_mutex_unlock(&c->qp->lock);
+		}
 		/* wait out a UD sender that found it before it died */
 		pthread_mutex_lock(&c->lock);
 		pthread_mutex_unlock(&c->lock);
 		sib_conn_free(c);
 	}
-	pthread_mutex_unlock(&ctx->lock);
 }
 
 static void accept_all(struct sib_ctx *ctx)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/uio.h>
+#include <sys/socket.h>
 
 #include "softib.h"
 
@@ -169,6 +170,7 @@ void sib_tx_progress(struct sib_qp *qp)
 		size_t skip = qp->tx_off, built = 0;
 		int n = 0;
 		ssize_t wr;
+		struct msghdr msg = { 0 };
 
 		if (qp->tx_off == 0 && qp->rnr_rewind) {
 			qp->rnr_rewind = false;
@@ -209,7 +211,11 @@ void sib_tx_progress(struct sib_qp *qp)
 			}
 			iov[k].iov_base = (char *)iov[k].iov_base + skip;
 			iov[k].iov_len -= skip;
-			wr = writev(c->fd, iov + k, n - k);
+			/* sendmsg, not writev: a peer gone raises EPIPE, never
+			 * a SIGPIPE that would kill the application */
+			msg.msg_iov = iov + k;
+			msg.msg_iovlen = (size_t)(n - k);
+			wr = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		}
 		if (wr < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {

@@ -43,15 +43,7 @@ IBCR_COORD=$IBCR_BUILDDIR/t/ibcr/coord
 . "$SHARNESS_TEST_SRCDIR"/softib/vw.sh
 
 ibcr_softib_require() {
-	if ! test -f "$IBCR_LIB" || ! test -x "$IBCR_COORD"; then
-		if test "$CI" = true; then
-			test_expect_success "prerequisite LIBIBCR missing: build lib/ibcr and t/ibcr/coord" 'false'
-		else
-			skip_all="libibcr or t/ibcr/coord is not built"
-		fi
-		test_done
-	fi
-	softib_require
+	ibcr_require LIBIBCR SOFTIB
 	# softib may be rebuilt while a test runs (other work in this tree):
 	# use a private copy, checked to load, so every rebuild of the run
 	# sees the same backend file.

@@ -1,8 +1,13 @@
 # ibcrd/lib.sh - helpers for the ibcrd and ibcr tests (t30NN-ibcrd-*.t).
 #
 #   ibcrd_setup NAME [LINE...]  make folder NAME/ with NAME/ibcrd.conf:
-#                               socket, storage and staging inside NAME/,
-#                               plus each extra "key = value" LINE
+#                               storage and staging inside NAME/, the
+#                               socket (and pid file) in folder run/ of a
+#                               short private folder (ibcr_shortdir; a
+#                               socket path in the trash directory would
+#                               grow with the clone's location), reached
+#                               from NAME/run by a link; plus each extra
+#                               "key = value" LINE
 #   ibcrd_start NAME [ARG...]   run "ibcrd -F -c NAME/ibcrd.conf ARG..." in
 #                               the background (log NAME/ibcrd.log), wait
 #                               for its socket; teardown is registered
@@ -10,6 +15,7 @@
 #                               test has failed; idempotent
 #   ibcrd_pid NAME              pid of the running daemon
 #   ibcrd_sock NAME             its socket path
+#   ibcrd_rundir NAME           the folder of its socket and pid file
 #   ibcrd_state PID             the state letter of PID (R, S, T, Z...),
 #                               empty once it is gone
 #   ibcrd_wait_gone PID [SECONDS]
@@ -55,6 +61,9 @@
 #                               ranks 0 (server) and 1 of JOB on this host
 #                               (ibcrd_bg NAME), against ibcrd d; returns
 #                               once both hold their control connection
+#   ibcrd_listening PORT [I]    something listens on TCP PORT here (or
+#                               inside host I): a server rank is ready for
+#                               its client
 #
 # Everything lives in the test's trash directory; only the pids started
 # here are ever signalled.
@@ -72,8 +81,12 @@ ibcrd_setup() {
 	shift
 	mkdir -p "$PWD/$ibcrd_s_name" || return 1
 	chmod 0755 "$PWD/$ibcrd_s_name"
+	# ibcrd makes run/ itself (and checks it): only its parent here.
+	mkdir -p "$(ibcr_shortdir)/$ibcrd_s_name" &&
+	chmod 0755 "$(ibcr_shortdir)/$ibcrd_s_name" &&
+	ln -sfn "$(ibcrd_rundir "$ibcrd_s_name")" "$PWD/$ibcrd_s_name/run" || return 1
 	{
-		echo "socket = $PWD/$ibcrd_s_name/run/ibcrd.sock"
+		echo "socket = $(ibcrd_sock "$ibcrd_s_name")"
 		echo "storage = $PWD/$ibcrd_s_name/storage"
 		echo "staging = $PWD/$ibcrd_s_name/staging"
 		for ibcrd_s_line in "$@"; do
@@ -82,8 +95,12 @@ ibcrd_setup() {
 	} >"$PWD/$ibcrd_s_name/ibcrd.conf"
 }
 
+ibcrd_rundir() {
+	echo "$(ibcr_shortdir)/$1/run"
+}
+
 ibcrd_sock() {
-	echo "$PWD/$1/run/ibcrd.sock"
+	echo "$(ibcrd_rundir "$1")/ibcrd.sock"
 }
 
 # The state field of /proc/PID/stat, not kill -0: a zombie still
@@ -108,6 +125,7 @@ ibcrd_start() {
 	ibcrd_st_dir=$PWD/$ibcrd_st_name
 	"$IBCRD" -F -c "$ibcrd_st_dir/ibcrd.conf" -v "$@" 2>>"$ibcrd_st_dir/ibcrd.log" &
 	echo $! >"$ibcrd_st_dir/launch.pid"
+	ibcr_record_proc $! "ibcrd $ibcrd_st_name"
 	ibcr_atexit ibcrd_stop "$ibcrd_st_name"
 	ibcrd_st_t=100
 	# The pid file is written last and names this daemon: stale files left
@@ -157,23 +175,30 @@ ibcrd_stop_service() {
 }
 
 # ibcrd_munged_start NAME: a private munged (own key) in folder NAME/;
-# its socket is NAME/sock/munge.socket.  Teardown is registered.
+# its socket is "$(ibcrd_munge_sock NAME)", in the test's short folder.
+# Teardown is registered.
+ibcrd_munge_sock() {
+	echo "$(ibcr_shortdir)/$1.munge/munge.socket"
+}
+
 ibcrd_munged_start() {
 	ibcrd_m_dir=$PWD/$1
-	mkdir -p "$ibcrd_m_dir/key" "$ibcrd_m_dir/sock" "$ibcrd_m_dir/log" || return 1
-	chmod 0755 "$ibcrd_m_dir" "$ibcrd_m_dir/sock" && chmod 0700 "$ibcrd_m_dir/key" &&
+	ibcrd_m_sock=$(ibcrd_munge_sock "$1")
+	mkdir -p "$ibcrd_m_dir/key" "${ibcrd_m_sock%/*}" "$ibcrd_m_dir/log" || return 1
+	chmod 0755 "$ibcrd_m_dir" "${ibcrd_m_sock%/*}" && chmod 0700 "$ibcrd_m_dir/key" &&
 	mungekey --create --keyfile="$ibcrd_m_dir/key/munge.key" || return 1
 	# --force: a checkout made with umask 002 has group-writable folders
 	# above the trash directory, which munged would refuse for its files.
 	munged --foreground --force --key-file="$ibcrd_m_dir/key/munge.key" \
-		--socket="$ibcrd_m_dir/sock/munge.socket" \
+		--socket="$ibcrd_m_sock" \
 		--pid-file="$ibcrd_m_dir/munged.pid" \
 		--log-file="$ibcrd_m_dir/log/munged.log" \
 		--seed-file="$ibcrd_m_dir/key/munged.seed" 2>>"$ibcrd_m_dir/log/stderr" &
 	echo $! >"$ibcrd_m_dir/launch.pid"
+	ibcr_record_proc $! "munged $1"
 	ibcr_atexit ibcrd_munged_stop "$1"
 	ibcrd_m_t=100
-	while ! test -S "$ibcrd_m_dir/sock/munge.socket"; do
+	while ! test -S "$ibcrd_m_sock"; do
 		ibcrd_m_t=$((ibcrd_m_t - 1))
 		if test $ibcrd_m_t -le 0 || ! ibcr_alive "$(cat "$ibcrd_m_dir/launch.pid")"; then
 			echo "munged $1 did not start:" >&2
@@ -236,15 +261,15 @@ ibcrd_gens() {
 	"$IBCR" list "$1" --json | grep -o "\"generation\":[0-9]*" | sed "s/.*://" | tr "\n" " "
 }
 
+# ibcrd_reports_more FILE N: FILE has more than N "report" lines.
+ibcrd_reports_more() {
+	test "$(grep -c "^report " "$1")" -gt "$2"
+}
+
 ibcrd_report() {
 	ibcrd_rp_n=$(grep -c "^report " "$1")
 	kill -USR1 "$2" || return 1
-	ibcrd_rp_i=0
-	until test "$(grep -c "^report " "$1")" -gt "$ibcrd_rp_n"; do
-		ibcrd_rp_i=$((ibcrd_rp_i + 1))
-		test $ibcrd_rp_i -lt 400 || return 1
-		sleep 0.05
-	done
+	ibcr_wait_for 20 ibcrd_reports_more "$1" "$ibcrd_rp_n" || return 1
 	tail -n 1 "$1"
 }
 
@@ -277,6 +302,7 @@ ibcrd_host_start() {
 	sed -i "/^storage = .*h$1\/storage$/d" h$1/ibcrd.conf &&
 	{ netns_exec $1 "$IBCRD" -F -c "$PWD/h$1/ibcrd.conf" -v 2>>h$1/ibcrd.log & } &&
 	echo $! >h$1/launch.pid &&
+	ibcr_record_proc $! "ibcrd h$1" &&
 	ibcr_atexit ibcrd_stop h$1 &&
 	ibcrd_wait_for test -S h$1/run/ibcrd.sock
 }
@@ -303,9 +329,17 @@ ibcrd_ctl() {
 	test "$(grep -c "job $2 step 0: rank [0-9]* pid [0-9]*: libibcr control connection$" "$3")" -ge "$1"
 }
 
+ibcrd_listening() {
+	if test -n "$2"; then
+		netns_exec "$2" ss -Hltn "sport = :$1" | grep -q LISTEN
+	else
+		ss -Hltn "sport = :$1" | grep -q LISTEN
+	fi
+}
+
 ibcrd_pingpong() {
 	ibcrd_bg $1 0 run --job $2 --rank 0 --size 2 -- ibv_rc_pingpong -c -n $4 -p $3 &&
-	sleep 0.3 &&
+	ibcrd_wait_for ibcrd_listening $3 &&
 	ibcrd_bg $1 1 run --job $2 --rank 1 --size 2 -- ibv_rc_pingpong -c -n $4 -p $3 127.0.0.1 &&
 	ibcrd_wait_for ibcrd_ctl 2 $2 d/ibcrd.log
 }

@@ -4,9 +4,9 @@
 #
 # API:
 #   mpi_setup           sets SOFTIB_LIBDIR, LIBIBCR, MPI_VERIFY_OPENMPI,
-#                       MPI_VERIFY_MPICH; prerequisite BUILT when softib
-#                       and libibcr are built, VERIFY_OPENMPI and
-#                       VERIFY_MPICH when that MPI's mpi_verify is.
+#                       MPI_VERIFY_MPICH (prerequisites MPIBUILT,
+#                       VERIFY_OPENMPI and VERIFY_MPICH of 00-prereqs.sh
+#                       say they are built).
 #   ucx_env_words       print the environment that restricts UCX to
 #                       softib's verbs (rc_verbs, ud_verbs as its helper,
 #                       self), so a run that is not on softib fails rather
@@ -65,11 +65,6 @@ mpi_setup() {
 	LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
 	MPI_VERIFY_OPENMPI=$IBCR_BUILDDIR/t/mpi/mpi_verify.openmpi
 	MPI_VERIFY_MPICH=$IBCR_BUILDDIR/t/mpi/mpi_verify.mpich
-	test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$SOFTIB_LIBDIR/libmlx5.so.1" &&
-		test -e "$LIBIBCR" && test -x "$IBCR_BUILDDIR/t/ibcr/coord" &&
-		test_set_prereq BUILT
-	test -x "$MPI_VERIFY_OPENMPI" && test_set_prereq VERIFY_OPENMPI
-	test -x "$MPI_VERIFY_MPICH" && test_set_prereq VERIFY_MPICH
 	return 0
 }
 

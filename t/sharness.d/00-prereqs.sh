@@ -26,6 +26,21 @@
 #               creates: IBCR_USER1/IBCR_UID1/IBCR_GID1 (ibcr-user1, the
 #               job's owner) and IBCR_USER2/IBCR_UID2/IBCR_GID2 (ibcr-user2,
 #               another user, hostile in security tests) are exported
+#     GDB       gdb
+#     SCRIPT    script (util-linux: a program on a terminal)
+#     MUNGE     munged, mungekey, unmunge
+#   and what the build tree has built (make; make check builds the rest):
+#     IBCRD     the daemon, ibcrd/ibcrd
+#     WATCH     the Slurm watcher's test driver, ibcrd/ibcr-slurm-watch
+#     SOFTIB    softib's drop-in lib/softib/.libs/libibverbs.so.1
+#     LIBIBCR   lib/ibcr/.libs/libibcr.so and the test coordinator t/ibcr/coord
+#     BUILT     what a verbs job under the SPANK plugin needs: SOFTIB,
+#               libibcr, the plugin and t/softib/verbs_stream
+#     MPIBUILT  what the UCX and MPI tests need: SOFTIB with its stand-in
+#               libmlx5, LIBIBCR
+#     VERIFY_OPENMPI, VERIFY_MPICH
+#               t/mpi/mpi_verify.openmpi, .mpich (built when that MPI's
+#               compiler wrapper was found)
 #   ibcr_prereq_ok NAME      true when NAME is present (works outside sharness)
 #   ibcr_prereq_why NAME     prints why NAME is missing
 #   ibcr_require NAME...     call right after sourcing sharness.sh.  If one
@@ -34,6 +49,15 @@
 #                            (CI installs everything, so a skip there would
 #                            hide a broken machine); otherwise skip_all with
 #                            the reason, then test_done.
+#   ibcr_want NAME...        for prerequisites only some tests of a script
+#                            need (test_expect_success NAME '...'): with
+#                            CI=true, one failing test per missing NAME and
+#                            the script goes on; otherwise nothing (those
+#                            tests say "skipped" with the NAME).
+#
+# Every prerequisite a test uses is checked here, never with a
+# test_set_prereq or skip_all of the test's own: only this file knows
+# that CI must not skip.
 #
 # Checks run once, when this file is sourced; each costs milliseconds
 # (`criu check` about 70 ms).  This file must never change the machine.
@@ -61,7 +85,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH SOFTIBDEV)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH SOFTIBDEV GDB SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT MPIBUILT VERIFY_OPENMPI VERIFY_MPICH)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -78,6 +102,24 @@ ibcr_prereq_cmds_() {
 	else
 		ibcr_prereq_missing_ "$ibcr_pc_name" \
 			"not in PATH:$ibcr_pc_lack (run contrib/deps.sh as root)"
+	fi
+}
+
+# ibcr_prereq_built_ NAME FILE...: NAME is present when every FILE
+# (relative to the build tree) exists.
+ibcr_prereq_built_() {
+	ibcr_pb_name=$1
+	shift
+	ibcr_pb_lack=
+	for ibcr_pb_f in "$@"; do
+		test -e "${IBCR_BUILDDIR:-.}/$ibcr_pb_f" ||
+			ibcr_pb_lack="$ibcr_pb_lack $ibcr_pb_f"
+	done
+	if test -z "$ibcr_pb_lack"; then
+		ibcr_prereq_set_ "$ibcr_pb_name"
+	else
+		ibcr_prereq_missing_ "$ibcr_pb_name" \
+			"not built in ${IBCR_BUILDDIR:-.}:$ibcr_pb_lack (run make, or make check)"
 	fi
 }
 
@@ -139,6 +181,19 @@ ibcr_prereq_check_() {
 		export IBCR_SOFTIB_DEVNS
 		ibcr_prereq_set_ SOFTIBDEV
 	fi
+	ibcr_prereq_cmds_ GDB gdb
+	ibcr_prereq_cmds_ SCRIPT script
+	ibcr_prereq_cmds_ MUNGE munged mungekey unmunge
+	ibcr_prereq_built_ IBCRD ibcrd/ibcrd
+	ibcr_prereq_built_ WATCH ibcrd/ibcr-slurm-watch
+	ibcr_prereq_built_ SOFTIB lib/softib/.libs/libibverbs.so.1
+	ibcr_prereq_built_ LIBIBCR lib/ibcr/.libs/libibcr.so t/ibcr/coord
+	ibcr_prereq_built_ BUILT lib/softib/.libs/libibverbs.so.1 \
+		lib/ibcr/.libs/libibcr.so spank/.libs/spank_ibcr.so t/softib/verbs_stream
+	ibcr_prereq_built_ MPIBUILT lib/softib/.libs/libibverbs.so.1 \
+		lib/softib/.libs/libmlx5.so.1 lib/ibcr/.libs/libibcr.so t/ibcr/coord
+	ibcr_prereq_built_ VERIFY_OPENMPI t/mpi/mpi_verify.openmpi
+	ibcr_prereq_built_ VERIFY_MPICH t/mpi/mpi_verify.mpich
 	if /usr/bin/python3 -c 'import pycriu.images, xxhash' >/dev/null 2>&1; then
 		ibcr_prereq_set_ PYCRIU
 	else
@@ -203,4 +258,15 @@ ibcr_require() {
 		skip_all="missing $ibcr_rq_msg"
 	fi
 	test_done
+}
+
+ibcr_want() {
+	for ibcr_wt in "$@"; do
+		ibcr_prereq_ok "$ibcr_wt" && continue
+		test "$CI" = true || continue
+		test_expect_success "prerequisite $ibcr_wt missing: $(ibcr_prereq_why "$ibcr_wt")" '
+			false
+		'
+	done
+	return 0
 }

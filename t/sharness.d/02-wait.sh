@@ -3,16 +3,30 @@
 # processes a test started.
 #
 #   ibcr_wait_for SECONDS CMD...
-#       run CMD every 0.05 s until it succeeds; after SECONDS, false, with
-#       one stderr line naming what it waited for.
+#       run CMD every 0.05 s until it succeeds; after SECONDS of wall-clock
+#       time (however long CMD itself takes), false, with one stderr line
+#       naming what it waited for: CMD, so make CMD say it (a function
+#       named after the condition, e.g. "t7_gens_at_least per 4").  A
+#       wait that must end is written with it, never as a loop of its own:
+#       a bound kept by hand is easily lost (a "{ ...; false; }" in an
+#       until body does not leave the loop).
+#   ibcr_now_cs
+#       prints the time since boot in hundredths of a second (no fork).
+
+ibcr_now_cs() {
+	read -r ibcr_nc_up ibcr_nc_idle </proc/uptime
+	ibcr_nc_s=${ibcr_nc_up%.*}
+	ibcr_nc_f=${ibcr_nc_up#*.}
+	echo $((ibcr_nc_s * 100 + ${ibcr_nc_f#0}))
+}
 
 ibcr_wait_for() {
-	ibcr_wf_n=$(($1 * 20))
+	ibcr_wf_secs=$1
 	shift
+	ibcr_wf_end=$(( $(ibcr_now_cs) + ibcr_wf_secs * 100 ))
 	until "$@"; do
-		ibcr_wf_n=$((ibcr_wf_n - 1))
-		if test $ibcr_wf_n -le 0; then
-			echo "timed out waiting for: $*" >&2
+		if test "$(ibcr_now_cs)" -ge $ibcr_wf_end; then
+			echo "timed out after $ibcr_wf_secs s waiting for: $*" >&2
 			return 1
 		fi
 		sleep 0.05
@@ -29,7 +43,8 @@ ibcr_wait_for() {
 #       the contrary.
 #   ibcr_track PID...
 #       at the end of the test, every one of them still running is sent
-#       SIGKILL and waited for (20 s each at most).
+#       SIGKILL and waited for (20 s each at most).  Each is also written
+#       down for the suite's leftovers check (03-leftovers.sh).
 
 ibcr_alive() {
 	ibcr_al_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
@@ -43,6 +58,9 @@ ibcr_dead() {
 ibcr_tracked=
 ibcr_track() {
 	ibcr_tracked="$ibcr_tracked $*"
+	for ibcr_tr_p in "$@"; do
+		ibcr_record_proc "$ibcr_tr_p" tracked
+	done
 }
 
 ibcr_kill_tracked() {

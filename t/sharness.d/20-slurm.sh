@@ -48,6 +48,8 @@
 #                         RUNNING, COMPLETED); fails at once if the job ends
 #                         in another state, or after TIMEOUT s (default 60)
 #   slurm_node_addr I     the address of node nI
+#   srun ...              as the job user (below), and bounded: stopped
+#                         after IBCR_SRUN_TIMEOUT s (600), saying so
 #
 # Jobs run as an ordinary user, as on a real cluster: IBCR_JOB_USER
 # (default $IBCR_USER1 of 00-prereqs.sh when it exists; a test about
@@ -119,6 +121,7 @@ ibcr_slurm_bg_() {
 		3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	ibcr_slurm_pids="$ibcr_slurm_pids $!"
 	eval "ibcr_slurm_pid_$ibcr_bg_name=$!"
+	ibcr_record_proc $! "$ibcr_bg_name"
 }
 
 # ibcr_pid_alive_ PID: true while PID exists and is not a zombie
@@ -298,13 +301,22 @@ sbatch() {
 # srun runs as the user from the start: with --uid, root's srun drops to
 # the user while it waits for an allocation, and a queued allocation's
 # answer (a MUNGE credential for root) then fails to decode.
+# A test's srun ends: after IBCR_SRUN_TIMEOUT seconds (600) it is
+# stopped, saying so, and fails (a hung step would hold the test, and CI,
+# until its own time limit).
 srun() {
+	ibcr_sr_t=${IBCR_SRUN_TIMEOUT:-600}
 	if test -n "$IBCR_JOB_USER"; then
-		setpriv --reuid="$IBCR_JOB_USER" --regid="$IBCR_JOB_USER" --init-groups \
-			-- srun "$@"
+		timeout -k 10 "$ibcr_sr_t" setpriv --reuid="$IBCR_JOB_USER" \
+			--regid="$IBCR_JOB_USER" --init-groups -- srun "$@"
 	else
-		command srun "$@"
+		timeout -k 10 "$ibcr_sr_t" srun "$@"
 	fi
+	ibcr_sr_rc=$?
+	if test $ibcr_sr_rc = 124; then
+		echo "srun $*: no end after $ibcr_sr_t s (IBCR_SRUN_TIMEOUT); stopped" >&2
+	fi
+	return $ibcr_sr_rc
 }
 
 if test -z "${IBCR_JOB_USER+set}" && ibcr_prereq_ok USERS; then
@@ -380,6 +392,7 @@ ibcr_slurm_start_once_() {
 	# Slurm's config parser and plugstack.conf split on spaces and the
 	# trash directory's name has one: reach our state by a link instead.
 	ibcr_slurm_run=/run/ibcr.$ibcr_slurm_tag
+	ibcr_record_path "$ibcr_slurm_run"
 	# munged's socket must be reachable by every user a job runs as, and
 	# munged checks every folder above it: keep it out of the trash
 	# directory, whose parents may be private (a clone under /root).

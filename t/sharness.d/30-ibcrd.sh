@@ -1,8 +1,8 @@
 # 30-ibcrd.sh - real ibcrd daemons for a test, one per (Slurm) node.
 #
 # API:
-#   IBCRD                 the build tree's ibcrd; prereq IBCRD is set when
-#                         it is built
+#   IBCRD                 the build tree's ibcrd (prerequisite IBCRD of
+#                         00-prereqs.sh: it is built)
 #   IBCRD_RUN             folder of their state, /run/ibcr-d.<PID> (a path
 #                         without spaces: Slurm and plugstack.conf split
 #                         arguments on them, and the trash folder has one)
@@ -35,10 +35,6 @@ IBCRD=${IBCR_BUILDDIR:-.}/ibcrd/ibcrd
 IBCRD_RUN=/run/ibcr-d.$$
 ibcrd_pids=
 
-if test -x "$IBCRD" && command -v test_set_prereq >/dev/null 2>&1; then
-	test_set_prereq IBCRD
-fi
-
 ibcrd_start_node() {
 	isn_dir=$IBCRD_RUN/ibcrd/$1
 	mkdir -p "$isn_dir" || return 1
@@ -58,6 +54,8 @@ ibcrd_start_node() {
 	$isn_enter "$IBCRD" -F -c "$isn_dir/ibcrd.conf" -N "$1" \
 		</dev/null >"$isn_dir/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	ibcrd_pids="$ibcrd_pids $!"
+	ibcr_record_proc $! "ibcrd -N $1"
+	ibcr_record_path "$IBCRD_RUN"
 	isn_t=50
 	while ! test -S "$isn_dir/ibcrd.sock"; do
 		isn_t=$((isn_t - 1))

@@ -3,8 +3,8 @@
 # Sourced by t/t11NN-softib-*.t after sharness.sh.
 #
 # API:
-#   softib_require      skip (or, with CI=true, fail) when softib's drop-in
-#                       libibverbs.so.1 is not built; sets SOFTIB_LIBDIR.
+#   softib_require      ibcr_require SOFTIB: skip (or, with CI=true, fail)
+#                       when softib's drop-in libibverbs.so.1 is not built.
 #   vw_env CMD...       run CMD with softib selected (LD_LIBRARY_PATH).
 #   vw_stream NAME [CLIENT-OPTIONS...]
 #                       run a verbs_stream server and client; both must exit
@@ -27,16 +27,7 @@ VW_BIN=$IBCR_BUILDDIR/t/softib
 SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
 
 softib_require() {
-	if test -e "$SOFTIB_LIBDIR/libibverbs.so.1"; then
-		test_set_prereq SOFTIB
-		return 0
-	fi
-	if test "$CI" = true; then
-		test_expect_success "prerequisite SOFTIB missing: no $SOFTIB_LIBDIR/libibverbs.so.1 (build lib/softib)" 'false'
-	else
-		skip_all="softib is not built ($SOFTIB_LIBDIR/libibverbs.so.1 missing)"
-	fi
-	test_done
+	ibcr_require SOFTIB
 }
 
 vw_env() {

@@ -4,8 +4,9 @@
 #
 #   spank_verbs_setup           the build tree's plugin, libibcr, softib
 #                               and verbs_stream ($plugin $libibcr
-#                               $SOFTIB_LIBDIR $VS), one storage ($store),
-#                               and prerequisite BUILT when they are built
+#                               $SOFTIB_LIBDIR $VS), one storage ($store);
+#                               prerequisite BUILT (00-prereqs.sh) says
+#                               they are built
 #   spank_plugstack PLUGIN LIBIBCR
 #                               write plugstack.conf: PLUGIN required, with
 #                               LIBIBCR as the preload and each node's ibcrd
@@ -48,8 +49,6 @@ spank_verbs_setup() {
 	libibcr=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
 	SOFTIB_LIBDIR=$IBCR_BUILDDIR/lib/softib/.libs
 	VS=$IBCR_BUILDDIR/t/softib/verbs_stream
-	test -e "$SOFTIB_LIBDIR/libibverbs.so.1" && test -e "$libibcr" && test -x "$VS" &&
-		test_set_prereq BUILT
 	IBCRD_STORAGE=$IBCRD_RUN/storage
 	store=$IBCRD_STORAGE/local
 }
@@ -117,6 +116,8 @@ while ! test -s \$a; do
 	t=\$((t + 1)); test \$t -lt 300 || exit 3
 	sleep 0.1
 done
+# Rank 0 listens right after it wrote its address, on another node, where
+# this one cannot look: give it half a second.
 sleep 0.5
 exec "$VS" -C -T $1 -p "\$1" -o send -q 2 $3 "\$(cat \$a)"
 VSEOF
@@ -194,6 +195,7 @@ spank_hurry_start() {
 		done
 	) </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	spank_hurry_pid=$!
+	ibcr_record_proc $spank_hurry_pid "spank_hurry_start loop"
 }
 spank_hurry_stop() {
 	test -z "$spank_hurry_pid" || { kill $spank_hurry_pid; wait $spank_hurry_pid; } 2>/dev/null
