@@ -31,6 +31,8 @@ struct gen_task {
     int ctl_fd;             /* libibcr's control connection, or -1 */
     int restored;           /* restart: waits for rebuild, not dumped */
     char node[IDENT_MAX + 1];
+    json_object *entry;     /* its manifest entry (genl_tasks_json), or NULL */
+    double dump_t0, dump_t1;    /* its CRIU dump's start and end (gen_now_ms) */
 };
 
 /* Another node of the job, as the leader knows it. */

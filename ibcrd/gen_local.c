@@ -338,6 +338,7 @@ static void dump_wait (struct gen *g, struct dump_run *run, int only, double dea
                      && WEXITSTATUS (run[i].status) == 0;
             run[i].criu = 0;
             left--;
+            g->tasks[i].dump_t1 = gen_now_ms ();
             if (ok && run[i].end > 0)
                 (void)kill (run[i].end, SIGKILL);
             if (ok || *failed >= 0)
@@ -411,6 +412,7 @@ int genl_dump (struct gen *g)
                 continue;
             if (!in_ns && lock < 0)
                 lock = legacy_lock (g);
+            g->tasks[i].dump_t0 = gen_now_ms ();
             if (dump_start (g, &g->tasks[i], &run[i], err, sizeof (err)) < 0) {
                 snprintf (msg, sizeof (msg), "rank %d (pid %ld): %s", g->tasks[i].rank,
                           (long)g->tasks[i].pid, err);
@@ -423,6 +425,18 @@ int genl_dump (struct gen *g)
         close (lock);
     if (failed >= 0)
         return gen_fail (g, "dump", msg);
+    /* Each task's dump in its manifest entry, in ms from this node's dump
+     * phase: the dumps of tasks in namespaces of their own overlap. */
+    for (int i = 0; i < g->ntasks; i++)
+        if (g->tasks[i].entry && g->tasks[i].dump_t1 >= g->tasks[i].dump_t0
+            && g->tasks[i].dump_t0 >= t0) {
+            json_object *d = json_object_new_object ();
+            json_object_object_add (d, "start_ms", json_object_new_int64 (
+                (int64_t)(g->tasks[i].dump_t0 - t0 + 0.5)));
+            json_object_object_add (d, "end_ms", json_object_new_int64 (
+                (int64_t)(g->tasks[i].dump_t1 - t0 + 0.5)));
+            json_object_object_add (g->tasks[i].entry, "dump", d);
+        }
     g->dumped = 1;
     g->t_dump = gen_now_ms () - t0;
     return 0;
@@ -525,6 +539,9 @@ json_object *genl_tasks_json (struct gen *g)
         /* How a restore must bring it back (taskns.h). */
         json_object_object_add (t, "in_ns", json_object_new_boolean (in_ns));
         json_object_array_add (tasks, t);
+        /* The dump adds its interval to it (genl_dump). */
+        json_object_put (g->tasks[i].entry);
+        g->tasks[i].entry = json_object_get (t);
     }
     return tasks;
 }
@@ -574,6 +591,11 @@ int genl_copy (struct gen *g)
 void genl_cleanup (struct gen *g, int committed)
 {
     char path[PATH_MAX + 64];
+
+    for (int i = 0; i < g->ntasks; i++) {
+        json_object_put (g->tasks[i].entry);
+        g->tasks[i].entry = NULL;
+    }
 
     if (g->staging[0])
         store_rmtree (g->staging);

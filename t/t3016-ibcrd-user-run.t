@@ -156,4 +156,25 @@ test_expect_success 'SIGTERM to the user s ibcr restart ends the program; its ex
 	grep "^final .*pattern=ok" rs.out
 '
 
+test_expect_success 'two ranks of user 1s job on one node are dumped at once: their dump intervals overlap' '
+	{ $AS1 "$IBCR" run --job par --rank 0 --size 2 -- "$PATTERN" --mib 160 >par0.out 2>par0.err & } &&
+	echo $! >par0.pid && ibcr_track $! &&
+	{ $AS1 "$IBCR" run --job par --rank 1 --size 2 -- "$PATTERN" --mib 160 >par1.out 2>par1.err & } &&
+	echo $! >par1.pid && ibcr_track $! &&
+	ibcrd_wait_for grep -q "^start run=" par0.out &&
+	ibcrd_wait_for grep -q "^start run=" par1.out &&
+	as1 "$IBCR" checkpoint par --wait >par.ck &&
+	cat par.ck &&
+	/usr/bin/python3 - d/storage/local/par/gen-1/manifest.json <<-\PY
+	import json, sys
+	t = json.load(open(sys.argv[1]))["tasks"]
+	d = [x["dump"] for x in t]
+	print(d)
+	assert len(d) == 2 and all(x["end_ms"] > x["start_ms"] for x in d)
+	assert max(x["start_ms"] for x in d) < min(x["end_ms"] for x in d), "dumps one after another"
+	PY
+	kill $(ibcrd_task_fields par pid) &&
+	wait $(cat par0.pid) $(cat par1.pid); true
+'
+
 test_done
