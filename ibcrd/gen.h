@@ -24,6 +24,7 @@
 #include "common/conf.h"
 #include "common/ident.h"
 #include "common/peerauth.h"
+#include "common/proto.h"
 
 struct gen_task {
     int rank;
@@ -42,6 +43,13 @@ struct gen_member {
     int port;               /* its ibcrd's peer port */
     int wport;              /* its worker's port for this generation */
     json_object *tasks;     /* manifest entries of its tasks (gen-begin) */
+
+    /* The leader's link to it (fanout.c). */
+    int fd;                 /* connection of the request awaited, or -1 */
+    struct proto_reader rd;
+    unsigned rid;           /* the request awaited, 0 when none */
+    int lost;               /* died, hung or unreachable: asked nothing more */
+    double t_sent;          /* when that request went (gen_now_ms) */
 };
 
 enum gen_kind {
@@ -66,6 +74,7 @@ struct gen {
     struct gen_member *members;
     int member_lfd;         /* member: where the leader reaches this worker */
     int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
+    unsigned rid;           /* leader: the last request id given (fanout.c) */
 
     /* Filled while it runs. */
     int gen;                /* generation number, once begun */

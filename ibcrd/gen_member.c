@@ -31,6 +31,7 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
 {
     const char *phase = proto_get_str (m, "phase", "");
     json_object *o = NULL, *arr;
+    double t0 = gen_now_ms ();
     int rc = 0;
 
     if (strcmp (proto_get_str (m, "job", ""), g->job) || proto_get_int (m, "gen", -1) != g->gen)
@@ -76,6 +77,8 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
         log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
         return proto_error (phase, EIO, "%s", g->err);  /* the leader names the node */
     }
+    /* This node's own time in the phase, for the leader's timeline. */
+    json_object_object_add (o, "ms", json_object_new_double (gen_now_ms () - t0));
     return o;
 }
 
@@ -120,6 +123,9 @@ int gen_member_serve (struct gen *g)
             rep = proto_error ("gen-phase", EACCES, "message for another node refused");
         else
             rep = serve_phase (g, m, &state);
+        /* Which request this answers: the leader drops late answers. */
+        if (rep && m)
+            proto_set_int (rep, "rid", proto_get_int (m, "rid", 0));
         if (rep && (wrapped = peerauth_wrap (g->pa, rep, err, sizeof (err)))) {
             proto_send (fd, wrapped);
             json_object_put (wrapped);

@@ -1,0 +1,292 @@
+/* fanout.c - see fanout.h.  Each request is one MUNGE-authenticated
+ * message on a connection of its own to the member (its daemon's peer
+ * port for "gen-begin", its generation worker's port for the phases);
+ * what the leader waits on is the set of those connections, in one poll.
+ *
+ * Never blocks on one member for longer than the phase's timeout: the
+ * connections are made with timeout_connect, requests sent with a send
+ * timeout, replies read only when poll says so. */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "common/proto.h"
+#include "fanout.h"
+#include "peer.h"
+
+static void link_close (struct gen_member *m)
+{
+    if (m->fd >= 0) {
+        proto_reader_fini (&m->rd);
+        close (m->fd);
+    }
+    m->fd = -1;
+    m->rid = 0;
+}
+
+void fan_init (struct gen *g)
+{
+    for (int i = 0; i < g->nmembers; i++) {
+        g->members[i].fd = -1;
+        g->members[i].rid = 0;
+        g->members[i].lost = 0;
+    }
+}
+
+void fan_fini (struct gen *g)
+{
+    for (int i = 0; i < g->nmembers; i++)
+        link_close (&g->members[i]);
+}
+
+/* m failed in phase (died, hung, unreachable, unauthenticated): named in
+ * g->err, and left out of every later request of this generation. */
+static int member_lost (struct gen *g, struct gen_member *m, const char *phase,
+                        const char *why)
+{
+    char msg[1400];
+
+    m->lost = 1;
+    link_close (m);
+    snprintf (msg, sizeof (msg), "node %s: %s", m->node, why);
+    return gen_fail (g, phase, msg);
+}
+
+/* Send body (its "to" and "rid" set here) to m at port, on a fresh
+ * connection, in a MUNGE envelope; its reply is then awaited. */
+static int post (struct gen *g, struct gen_member *m, int port, const char *phase,
+                 json_object *body)
+{
+    struct timeval tv = { .tv_sec = g->conf->timeout_request / 1000,
+                          .tv_usec = (g->conf->timeout_request % 1000) * 1000 };
+    char err[1024], why[1200];
+    json_object *env;
+
+    link_close (m);
+    if (proto_set_int (body, "rid", ++g->rid) < 0 || proto_set_str (body, "to", m->node) < 0)
+        return gen_fail (g, phase, "out of memory");
+    /* No credential to be had is this node's fault, not the member's. */
+    if (!(env = peerauth_wrap (g->pa, body, err, sizeof (err))))
+        return gen_fail (g, phase, err);
+    if ((m->fd = peer_connect (m->host, port, (int)g->conf->timeout_connect, err,
+                               sizeof (err))) < 0) {
+        json_object_put (env);
+        return member_lost (g, m, phase, err);
+    }
+    proto_reader_init (&m->rd, PROTO_DEFAULT_CAP);
+    /* A member that stopped reading cannot hold us past the timeout. */
+    setsockopt (m->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
+    if (proto_send (m->fd, env) < 0) {
+        snprintf (why, sizeof (why), "cannot send the %s request to %s:%d: %s", phase,
+                  m->host, port, strerror (errno));
+        json_object_put (env);
+        return member_lost (g, m, phase, why);
+    }
+    json_object_put (env);
+    m->rid = g->rid;
+    m->t_sent = gen_now_ms ();
+    return 0;
+}
+
+/* Read what m sent: 1 and *rep when its reply to the request awaited is
+ * complete, 0 when more is to come, -1 (g->err) when it failed. */
+static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
+                       json_object **rep)
+{
+    char err[1024], why[1200];
+
+    for (;;) {
+        json_object *env = NULL, *in = NULL;
+        uid_t uid;
+        int rc = proto_reader_read (&m->rd, m->fd, &env);
+
+        if (rc == 0 || (rc < 0 && errno == EMSGSIZE))
+            return 0;
+        if (rc < 0) {
+            if (errno == 0)
+                return member_lost (g, m, phase, "it closed the connection before answering "
+                                    "(its ibcrd or worker died?)");
+            snprintf (why, sizeof (why), "its connection failed: %s", strerror (errno));
+            return member_lost (g, m, phase, why);
+        }
+        if (peerauth_unwrap (g->pa, env, &in, &uid, err, sizeof (err)) < 0
+            || (uid != 0 && uid != geteuid ())) {
+            if (!in && proto_type (env) && !strcmp (proto_type (env), "error"))
+                snprintf (why, sizeof (why), "refused: %s", proto_get_str (env, "message", "?"));
+            else if (!in)
+                snprintf (why, sizeof (why), "its reply cannot be authenticated (%s): do both "
+                          "nodes use the same MUNGE key?", err);
+            else
+                snprintf (why, sizeof (why), "its reply carries a credential of uid %u, not "
+                          "ibcrd's", (unsigned)uid);
+            json_object_put (env);
+            json_object_put (in);
+            return member_lost (g, m, phase, why);
+        }
+        json_object_put (env);
+        /* A late answer to a request we stopped waiting for. */
+        if (proto_get_int (in, "rid", (int64_t)m->rid) != (int64_t)m->rid) {
+            json_object_put (in);
+            continue;
+        }
+        link_close (m);
+        if (!strcmp (proto_type (in), "error")) {
+            snprintf (why, sizeof (why), "node %s: %s", m->node,
+                      proto_get_str (in, "message", "?"));
+            json_object_put (in);
+            return gen_fail (g, phase, why);
+        }
+        *rep = in;
+        return 1;
+    }
+}
+
+int fan_wait (struct gen *g, const char *phase, json_object **replies, uint64_t timeout_ms)
+{
+    double deadline = gen_now_ms () + (double)timeout_ms;
+    int failed = 0;
+
+    for (int i = 0; replies && i < g->nmembers; i++)
+        replies[i] = NULL;
+    while (!failed) {
+        struct pollfd pfd[g->nmembers + 1];
+        int idx[g->nmembers + 1], n = 0;
+        double left = deadline - gen_now_ms ();
+
+        for (int i = 0; i < g->nmembers; i++)
+            if (g->members[i].rid && g->members[i].fd >= 0) {
+                pfd[n] = (struct pollfd){ .fd = g->members[i].fd, .events = POLLIN };
+                idx[n++] = i;
+            }
+        if (!n)
+            return 0;
+        if (left <= 0) {
+            char why[256];
+            snprintf (why, sizeof (why), "no reply to %s within %llu ms (hung, or its "
+                      "network is down)%s", phase, (unsigned long long)timeout_ms,
+                      n > 1 ? "; other nodes were silent too" : "");
+            member_lost (g, &g->members[idx[0]], phase, why);
+            for (int k = 1; k < n; k++) {
+                g->members[idx[k]].lost = 1;
+                link_close (&g->members[idx[k]]);
+            }
+            break;
+        }
+        if (poll (pfd, (nfds_t)n, (int)left + 1) < 0 && errno != EINTR) {
+            gen_fail (g, phase, strerror (errno));
+            break;
+        }
+        for (int k = 0; k < n && !failed; k++) {
+            json_object *rep = NULL;
+            int rc;
+
+            if (!pfd[k].revents)
+                continue;
+            if ((rc = take_reply (g, &g->members[idx[k]], phase, &rep)) < 0)
+                failed = 1;
+            else if (rc == 1 && replies)
+                replies[idx[k]] = rep;
+            else
+                json_object_put (rep);
+        }
+    }
+    return -1;
+}
+
+void fan_put (struct gen *g, json_object **replies)
+{
+    for (int i = 0; i < g->nmembers; i++) {
+        json_object_put (replies[i]);
+        replies[i] = NULL;
+    }
+}
+
+int fan_send (struct gen *g, const char *phase, json_object *extra)
+{
+    for (int i = 0; i < g->nmembers; i++) {
+        struct gen_member *m = &g->members[i];
+        json_object *body;
+        int rc;
+
+        if (m->lost || !m->wport)
+            continue;
+        if (!(body = proto_new ("gen-phase")))
+            return gen_fail (g, phase, "out of memory");
+        proto_set_str (body, "job", g->job);
+        proto_set_int (body, "gen", g->gen);
+        proto_set_str (body, "phase", phase);
+        if (extra) {
+            json_object_object_foreach (extra, key, val)
+                json_object_object_add (body, key, json_object_get (val));
+        }
+        rc = post (g, m, m->wport, phase, body);
+        json_object_put (body);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+void fan_tell_lost (struct gen *g, const char *phase)
+{
+    char err[sizeof (g->err)];
+
+    memcpy (err, g->err, sizeof (err));
+    for (int i = 0; i < g->nmembers; i++) {
+        struct gen_member *m = &g->members[i];
+        json_object *body;
+
+        if (!m->lost || !m->wport || !(body = proto_new ("gen-phase")))
+            continue;
+        proto_set_str (body, "job", g->job);
+        proto_set_int (body, "gen", g->gen);
+        proto_set_str (body, "phase", phase);
+        /* Sent, not awaited: the request waits in its socket until the
+         * worker (stopped, or still busy) reads it. */
+        if (post (g, m, m->wport, phase, body) == 0)
+            link_close (m);
+        m->lost = 1;
+        json_object_put (body);
+    }
+    memcpy (g->err, err, sizeof (err));
+}
+
+int fan_begin (struct gen *g, uint64_t timeout_ms)
+{
+    json_object *rep[g->nmembers + 1], *t;
+
+    for (int i = 0; i < g->nmembers; i++) {
+        struct gen_member *m = &g->members[i];
+        json_object *body = proto_new ("gen-begin");
+        int rc;
+
+        if (!body)
+            return gen_fail (g, "begin", "out of memory");
+        proto_set_str (body, "job", g->job);
+        proto_set_int (body, "gen", g->gen);
+        proto_set_str (body, "trigger", g->trigger);
+        proto_set_bool (body, "restored", g->kind == GEN_RESTORED);
+        proto_set_bool (body, "leave_running", g->leave_running);
+        rc = post (g, m, m->port, "begin", body);
+        json_object_put (body);
+        if (rc < 0)
+            return -1;
+    }
+    /* Those that answered before one failed have a worker the abort
+     * must reach. */
+    int rc = fan_wait (g, "begin", rep, timeout_ms);
+    for (int i = 0; i < g->nmembers; i++) {
+        g->members[i].wport = (int)proto_get_int (rep[i], "port", 0);
+        if (json_object_object_get_ex (rep[i], "tasks", &t))
+            g->members[i].tasks = json_object_get (t);
+    }
+    fan_put (g, rep);
+    return rc;
+}
