@@ -9,6 +9,7 @@ ibcrd_SOURCES = \
 	peer.c peer.h \
 	gen.c gen.h \
 	fanout.c fanout.h \
+	timeline.c timeline.h \
 	gen_local.c \
 	gen_member.c \
 	libctl.c libctl.h \

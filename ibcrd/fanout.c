@@ -37,7 +37,9 @@ void fan_init (struct gen *g)
         g->members[i].fd = -1;
         g->members[i].rid = 0;
         g->members[i].lost = 0;
+        memset (g->members[i].span, 0, sizeof (g->members[i].span));
     }
+    memset (g->span, 0, sizeof (g->span));
 }
 
 void fan_fini (struct gen *g)
@@ -52,7 +54,10 @@ static int member_lost (struct gen *g, struct gen_member *m, const char *phase,
                         const char *why)
 {
     char msg[1400];
+    double now = gen_now_ms ();
 
+    timeline_open (m->span, phase, now);
+    timeline_close (m->span, phase, now, 0, 1);
     m->lost = 1;
     link_close (m);
     snprintf (msg, sizeof (msg), "node %s: %s", m->node, why);
@@ -92,6 +97,7 @@ static int post (struct gen *g, struct gen_member *m, int port, const char *phas
     json_object_put (env);
     m->rid = g->rid;
     m->t_sent = gen_now_ms ();
+    timeline_open (m->span, phase, m->t_sent);
     return 0;
 }
 
@@ -137,6 +143,10 @@ static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
             continue;
         }
         link_close (m);
+        json_object *ms = NULL;
+        json_object_object_get_ex (in, "ms", &ms);
+        timeline_close (m->span, phase, gen_now_ms (), ms ? json_object_get_double (ms) : 0,
+                        !strcmp (proto_type (in), "error"));
         if (!strcmp (proto_type (in), "error")) {
             snprintf (why, sizeof (why), "node %s: %s", m->node,
                       proto_get_str (in, "message", "?"));
@@ -174,6 +184,7 @@ int fan_wait (struct gen *g, const char *phase, json_object **replies, uint64_t 
                       n > 1 ? "; other nodes were silent too" : "");
             member_lost (g, &g->members[idx[0]], phase, why);
             for (int k = 1; k < n; k++) {
+                timeline_close (g->members[idx[k]].span, phase, gen_now_ms (), 0, 1);
                 g->members[idx[k]].lost = 1;
                 link_close (&g->members[idx[k]]);
             }

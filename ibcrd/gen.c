@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -24,6 +25,18 @@
 
 #define DRAIN_MAX_ROUNDS 100000
 
+/* This node's part of a phase, in its timeline. */
+static int local_part (struct gen *g, const char *phase, int (*fn) (struct gen *))
+{
+    double t = gen_now_ms ();
+    int rc;
+
+    timeline_open (g->span, phase, t);
+    rc = fn (g);
+    timeline_close (g->span, phase, gen_now_ms (), gen_now_ms () - t, rc < 0);
+    return rc;
+}
+
 /* One phase on every node at once: the members' requests go out first,
  * this node's part (local, if any) runs while they work, then their
  * replies are awaited together; replies[i] (if not NULL) gets member i's
@@ -34,7 +47,7 @@ static int phase_all (struct gen *g, const char *phase, int (*local) (struct gen
 {
     for (int i = 0; replies && i < g->nmembers; i++)
         replies[i] = NULL;
-    if (fan_send (g, phase, extra) < 0 || (local && local (g) < 0))
+    if (fan_send (g, phase, extra) < 0 || (local && local_part (g, phase, local) < 0))
         return -1;
     return fan_wait (g, phase, replies, timeout_ms);
 }
@@ -96,8 +109,14 @@ static int gen_drain (struct gen *g)
         json_object_object_add (x, "round", json_object_new_int (round));
         for (int i = 0; i < g->nmembers; i++)
             rep[i] = NULL;
-        if (fan_send (g, "drain", x) < 0 || genl_drain_round (g, round, all) < 0
-            || fan_wait (g, "drain", rep, g->conf->timeout_drain) < 0) {
+        double tl = gen_now_ms ();
+        int lrc = -1;
+        if (fan_send (g, "drain", x) == 0) {
+            timeline_open (g->span, "drain", tl);
+            lrc = genl_drain_round (g, round, all);
+            timeline_close (g->span, "drain", gen_now_ms (), gen_now_ms () - tl, lrc < 0);
+        }
+        if (lrc < 0 || fan_wait (g, "drain", rep, g->conf->timeout_drain) < 0) {
             fan_put (g, rep);
             json_object_put (all);
             json_object_put (x);
@@ -157,8 +176,13 @@ static int gen_rebuild (struct gen *g)
     gen_progress (g, "rebuild", 0, 0, 1);
     for (int i = 0; i < g->nmembers; i++)
         rep[i] = NULL;
-    if (fan_send (g, "rebuild", NULL) < 0 || genl_rebuild_ids (g, procs) < 0
-        || fan_wait (g, "rebuild", rep, g->conf->timeout_rebuild) < 0) {
+    if ((rc = fan_send (g, "rebuild", NULL)) == 0) {
+        double tl = gen_now_ms ();
+        timeline_open (g->span, "rebuild", tl);
+        rc = genl_rebuild_ids (g, procs);
+        timeline_close (g->span, "rebuild", gen_now_ms (), gen_now_ms () - tl, rc < 0);
+    }
+    if (rc < 0 || fan_wait (g, "rebuild", rep, g->conf->timeout_rebuild) < 0) {
         fan_put (g, rep);
         json_object_put (procs);
         return -1;
@@ -168,8 +192,14 @@ static int gen_rebuild (struct gen *g)
     json_object_object_add (x, "procs", json_object_get (procs));
     /* Everyone's ids first, then everyone connects: the connect phase's
      * requests carry the whole table, so they go before our own. */
-    rc = fan_send (g, "connect", x) < 0 || genl_connect (g, procs) < 0
-         || fan_wait (g, "connect", NULL, g->conf->timeout_rebuild) < 0 ? -1 : 0;
+    if ((rc = fan_send (g, "connect", x)) == 0) {
+        double tl = gen_now_ms ();
+        timeline_open (g->span, "connect", tl);
+        rc = genl_connect (g, procs);
+        timeline_close (g->span, "connect", gen_now_ms (), gen_now_ms () - tl, rc < 0);
+    }
+    if (rc == 0)
+        rc = fan_wait (g, "connect", NULL, g->conf->timeout_rebuild);
     json_object_put (x);
     json_object_put (procs);
     g->t_rebuild = gen_now_ms () - t0;
@@ -201,6 +231,7 @@ static json_object *manifest_meta (struct gen *g, json_object *tasks)
     json_object_object_add (times, "resume_ms", json_object_new_double (g->t_resume));
     json_object_object_add (times, "copy_ms", json_object_new_double (g->t_commit));
     json_object_object_add (m, "times", times);
+    json_object_object_add (m, "timeline", timeline_json (g));
     return m;
 }
 
@@ -277,6 +308,16 @@ static void gen_abort (struct gen *g)
                  g->job, g->gen, strerror (errno));
 }
 
+/* The timeline's origin (timeline.h). */
+static void gen_start_clock (struct gen *g)
+{
+    struct timespec ts;
+
+    g->t0 = gen_now_ms ();
+    clock_gettime (CLOCK_REALTIME, &ts);
+    g->t0_wall = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static int gen_restored (struct gen *g)
 {
     /* The restored libibcr waits where the dump left it: released, its
@@ -284,6 +325,7 @@ static int gen_restored (struct gen *g)
     g->released = 1;
     g->quiesced = 1;
     g->gen = 0;
+    gen_start_clock (g);
     fan_init (g);
     if (gen_begin (g) < 0 || gen_rebuild (g) < 0 || gen_resume (g) < 0) {
         log_msg (LOG_ERR, "job %s: restored tasks not resumed: %s", g->job, g->err);
@@ -308,6 +350,7 @@ int gen_run (struct gen *g)
 
     if (g->kind == GEN_RESTORED)
         return gen_restored (g);
+    gen_start_clock (g);
     fan_init (g);
     if (store_gen_begin (&st, g->job, g->uid, g->gid, &g->gen, dir, sizeof (dir), err,
                          sizeof (err)) < 0) {
@@ -348,6 +391,8 @@ abort:
     gen_abort (g);
 out:
     fan_fini (g);
+    if (g->gen > 0)
+        timeline_save (g, rc == 0);
     json_object_put (tasks);
     for (int i = 0; i < g->nmembers; i++) {
         json_object_put (g->members[i].tasks);

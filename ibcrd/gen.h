@@ -25,6 +25,7 @@
 #include "common/ident.h"
 #include "common/peerauth.h"
 #include "common/proto.h"
+#include "timeline.h"
 
 struct gen_task {
     int rank;
@@ -50,6 +51,7 @@ struct gen_member {
     unsigned rid;           /* the request awaited, 0 when none */
     int lost;               /* died, hung or unreachable: asked nothing more */
     double t_sent;          /* when that request went (gen_now_ms) */
+    struct gen_span span[PH_COUNT];     /* its timeline (timeline.h) */
 };
 
 enum gen_kind {
@@ -75,6 +77,8 @@ struct gen {
     int member_lfd;         /* member: where the leader reaches this worker */
     int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
     unsigned rid;           /* leader: the last request id given (fanout.c) */
+    double t0, t0_wall;     /* leader: its start, gen_now_ms () and epoch s */
+    struct gen_span span[PH_COUNT];     /* leader: this node's own timeline */
 
     /* Filled while it runs. */
     int gen;                /* generation number, once begun */

@@ -29,6 +29,7 @@ static void job_free (struct job *job)
         job->tasks = t->next;
         free (t);
     }
+    json_object_put (job->last_generation);
     free (job);
 }
 
@@ -549,6 +550,8 @@ json_object *jobs_job_json (const struct job *job)
         }
         json_object_object_add (o, "members", ms);
     }
+    if (job->last_generation)
+        json_object_object_add (o, "last_generation", json_object_get (job->last_generation));
     for (const struct task *t = job->tasks; t; t = t->next) {
         json_object *to = json_object_new_object ();
         if (!to)

@@ -367,6 +367,14 @@ void server_worker_done (struct server *s, pid_t pid, int status)
     if (!job)
         return;
     job->worker = 0;
+    if (job->worker_kind == GEN_CHECKPOINT && is_leader (job)) {
+        /* What the leader's worker saw of its generation, for status. */
+        json_object *tl = timeline_load (s->conf->staging, job->id);
+        if (tl) {
+            json_object_put (job->last_generation);
+            job->last_generation = tl;
+        }
+    }
     if (job->worker_kind == GEN_RESTORED) {
         if (status == 0)
             for (struct task *t = job->tasks; t; t = t->next)

@@ -5,7 +5,9 @@ test_description='every phase on every node at once, and a member lost in the mi
 Three network-namespace hosts, one real ibcrd each (MUNGE between them),
 one storage shared by all, one three-rank job (a pattern program per
 rank) under "ibcr run --leader".  The leader asks its two members for
-each phase at once and waits for both together.  A member whose
+each phase at once and waits for both together: the timeline it records
+(manifest, "ibcr status --json") shows the members'"'"' dumps, of a few
+hundred MiB each, overlapping instead of following each other.  A member whose
 generation worker stops answering during the dump (SIGSTOP) makes the
 leader abort after its timeout_dump, not hang; one whose worker dies
 makes it abort at once.  Each time the last committed generation stays,
@@ -15,7 +17,7 @@ intact, and the next generation commits on all three nodes.'
 . "$(dirname "$0")"/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 
-ibcr_require ROOT CRIU NETNS
+ibcr_require ROOT CRIU NETNS PYTHON3
 
 ibcrd_use_build
 unset IBCR_SOCKET
@@ -84,14 +86,52 @@ test_expect_success 'setup: three hosts, munged, one ibcrd per host, shared stor
 
 test_expect_success 'a three-rank job: the first generation commits on all three nodes' '
 	t15_rank fj 0 1 8 &&
-	t15_rank fj 1 2 8 &&
-	t15_rank fj 2 3 256 &&
+	t15_rank fj 1 2 192 &&
+	t15_rank fj 2 3 192 &&
 	ibcrd_wait_for t15_joined fj &&
 	t15_ibcr 1 checkpoint fj --wait >ck1.out &&
 	grep "generation 1 committed" ck1.out &&
 	test "$(t15_gens fj)" = "1 " &&
 	for r in 0 1 2; do test -d shared/local/fj/gen-1/task-$r || return 1; done &&
 	t15_ibcr 1 verify fj
+'
+
+# t15_overlap FILE: FILE (a manifest, or status --json) holds generation
+# 1's timeline in which every node did every phase up to the copy, and
+# the two members' dumps, each long enough to see, overlap.
+t15_overlap() {
+	python3 - "$1" <<-\EOF
+	import json, sys
+	d = json.load(open(sys.argv[1]))
+	if "timeline" in d:
+	    tl = d["timeline"]
+	else:
+	    lg = d["job"]["last_generation"]
+	    assert lg["generation"] == 1 and lg["result"] == "committed", lg
+	    tl = lg["timeline"]
+	assert tl["start_wall"].endswith("Z") and tl["start_mono_ms"] > 0, tl
+	nodes = {n["node"]: n for n in tl["nodes"]}
+	assert sorted(nodes) == ["n1", "n2", "n3"] and nodes["n1"]["leader"], nodes.keys()
+	for n in nodes.values():
+	    for ph in ("begin", "quiesce", "release", "dump", "rebuild", "resume", "copy"):
+	        if ph == "begin" and n["leader"]:
+	            continue
+	        e = n["phases"][ph]
+	        assert e["count"] >= 1 and "failed" not in e, (n["node"], ph, e)
+	        assert 0 <= e["start_ms"] <= e["end_ms"] <= tl["total_ms"], (n["node"], ph, e)
+	d2, d3 = nodes["n2"]["phases"]["dump"], nodes["n3"]["phases"]["dump"]
+	print("dump n2 %.1f-%.1f (%.1f on the node), n3 %.1f-%.1f (%.1f on the node)" % (
+	    d2["start_ms"], d2["end_ms"], d2["node_ms"], d3["start_ms"], d3["end_ms"], d3["node_ms"]))
+	assert d2["node_ms"] >= 50 and d3["node_ms"] >= 50, "dumps too short to tell"
+	assert max(d2["start_ms"], d3["start_ms"]) < min(d2["end_ms"], d3["end_ms"]), \
+	    "the members' dumps followed each other"
+	EOF
+}
+
+test_expect_success 'the timeline shows the members dumping at the same time' '
+	t15_overlap shared/local/fj/gen-1/manifest.json &&
+	t15_ibcr 1 status fj --json >status.json &&
+	t15_overlap status.json
 '
 
 test_expect_success 'a member stopped during the dump: the leader aborts after timeout_dump' '
@@ -103,6 +143,11 @@ test_expect_success 'a member stopped during the dump: the leader aborts after t
 	test_expect_code 1 wait $ck &&
 	cat ck2.err &&
 	grep "generation 2 aborted in dump: node n3: no reply to dump within 5000 ms" ck2.err &&
+	t15_ibcr 1 status fj --json >status2.json &&
+	python3 -c "import json,sys; lg = json.load(open(\"status2.json\"))[\"job\"][\"last_generation\"]; \
+		n3 = [n for n in lg[\"timeline\"][\"nodes\"] if n[\"node\"] == \"n3\"][0]; \
+		assert lg[\"generation\"] == 2 and lg[\"result\"] == \"aborted\", lg; \
+		assert n3[\"phases\"][\"dump\"][\"failed\"], n3" &&
 	test "$(t15_gens fj)" = "1 " &&
 	! test -e shared/local/fj/gen-2 &&
 	t15_ibcr 1 verify fj &&
