@@ -1,7 +1,14 @@
-/* fanout.c - see fanout.h.  Each request is one MUNGE-authenticated
- * message on a connection of its own to the member (its daemon's peer
- * port for "gen-begin", its generation worker's port for the phases);
- * what the leader waits on is the set of those connections, in one poll.
+/* fanout.c - see fanout.h.  "gen-begin" is one MUNGE-authenticated
+ * request to each member's daemon (its peer port), carrying a fresh
+ * session key for that member; then the leader opens one connection to
+ * each member's generation worker and every phase of the generation goes
+ * over it, each message under the session's HMAC (peerauth.h): one MUNGE
+ * credential per member and generation, not one per request.  What the
+ * leader waits on is the set of those connections, in one poll.
+ *
+ * Closing a member's session is the abort for it: a member that failed
+ * is never waited for again, and its worker, when it reads the end of
+ * the connection, undoes its part.
  *
  * Never blocks on one member for longer than the phase's timeout: the
  * connections are made with timeout_connect, requests sent with a send
@@ -27,14 +34,27 @@ static void link_close (struct gen_member *m)
         proto_reader_fini (&m->rd);
         close (m->fd);
     }
+    if (m->session)
+        peerauth_session_wipe (&m->ses);
     m->fd = -1;
     m->rid = 0;
+    m->session = 0;
+}
+
+/* The request awaited was answered: a session stays open for the next. */
+static void link_done (struct gen_member *m)
+{
+    if (m->session)
+        m->rid = 0;
+    else
+        link_close (m);
 }
 
 void fan_init (struct gen *g)
 {
     for (int i = 0; i < g->nmembers; i++) {
         g->members[i].fd = -1;
+        g->members[i].session = 0;
         g->members[i].rid = 0;
         g->members[i].lost = 0;
         memset (g->members[i].span, 0, sizeof (g->members[i].span));
@@ -64,8 +84,9 @@ static int member_lost (struct gen *g, struct gen_member *m, const char *phase,
     return gen_fail (g, phase, msg);
 }
 
-/* Send body (its "to" and "rid" set here) to m at port, on a fresh
- * connection, in a MUNGE envelope; its reply is then awaited. */
+/* Send body (its "to" and "rid" set here) to m: on its session when it
+ * has one, else on a fresh connection to port in a MUNGE envelope; its
+ * reply is then awaited. */
 static int post (struct gen *g, struct gen_member *m, int port, const char *phase,
                  json_object *body)
 {
@@ -74,9 +95,24 @@ static int post (struct gen *g, struct gen_member *m, int port, const char *phas
     char err[1024], why[1200];
     json_object *env;
 
-    link_close (m);
     if (proto_set_int (body, "rid", ++g->rid) < 0 || proto_set_str (body, "to", m->node) < 0)
         return gen_fail (g, phase, "out of memory");
+    if (m->session) {
+        if (!(env = peerauth_seal (&m->ses, body, err, sizeof (err))))
+            return gen_fail (g, phase, err);
+        if (proto_send (m->fd, env) < 0) {
+            snprintf (why, sizeof (why), "cannot send the %s request: %s", phase,
+                      strerror (errno));
+            json_object_put (env);
+            return member_lost (g, m, phase, why);
+        }
+        json_object_put (env);
+        m->rid = g->rid;
+        m->t_sent = gen_now_ms ();
+        timeline_open (m->span, phase, m->t_sent);
+        return 0;
+    }
+    link_close (m);
     /* No credential to be had is this node's fault, not the member's. */
     if (!(env = peerauth_wrap (g->pa, body, err, sizeof (err))))
         return gen_fail (g, phase, err);
@@ -122,8 +158,14 @@ static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
             snprintf (why, sizeof (why), "its connection failed: %s", strerror (errno));
             return member_lost (g, m, phase, why);
         }
-        if (peerauth_unwrap (g->pa, env, &in, &uid, err, sizeof (err)) < 0
-            || (uid != 0 && uid != geteuid ())) {
+        if (m->session) {
+            if (peerauth_open (&m->ses, env, &in, err, sizeof (err)) < 0) {
+                snprintf (why, sizeof (why), "its session broke: %s", err);
+                json_object_put (env);
+                return member_lost (g, m, phase, why);
+            }
+        } else if (peerauth_unwrap (g->pa, env, &in, &uid, err, sizeof (err)) < 0
+                   || (uid != 0 && uid != geteuid ())) {
             if (!in && proto_type (env) && !strcmp (proto_type (env), "error"))
                 snprintf (why, sizeof (why), "refused: %s", proto_get_str (env, "message", "?"));
             else if (!in)
@@ -142,7 +184,7 @@ static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
             json_object_put (in);
             continue;
         }
-        link_close (m);
+        link_done (m);
         json_object *ms = NULL;
         json_object_object_get_ex (in, "ms", &ms);
         timeline_close (m->span, phase, gen_now_ms (), ms ? json_object_get_double (ms) : 0,
@@ -245,59 +287,78 @@ int fan_send (struct gen *g, const char *phase, json_object *extra)
     return 0;
 }
 
-void fan_tell_lost (struct gen *g, const char *phase)
+/* The session with m's worker: connected, not yet used (the worker takes
+ * it as the leader's when its first message checks out). */
+static int session_open (struct gen *g, struct gen_member *m, const unsigned char *key)
 {
-    char err[sizeof (g->err)];
+    struct timeval tv = { .tv_sec = g->conf->timeout_request / 1000,
+                          .tv_usec = (g->conf->timeout_request % 1000) * 1000 };
+    char err[1024];
 
-    memcpy (err, g->err, sizeof (err));
-    for (int i = 0; i < g->nmembers; i++) {
-        struct gen_member *m = &g->members[i];
-        json_object *body;
-
-        if (!m->lost || !m->wport || !(body = proto_new ("gen-phase")))
-            continue;
-        proto_set_str (body, "job", g->job);
-        proto_set_int (body, "gen", g->gen);
-        proto_set_str (body, "phase", phase);
-        /* Sent, not awaited: the request waits in its socket until the
-         * worker (stopped, or still busy) reads it. */
-        if (post (g, m, m->wport, phase, body) == 0)
-            link_close (m);
-        m->lost = 1;
-        json_object_put (body);
-    }
-    memcpy (g->err, err, sizeof (err));
+    if ((m->fd = peer_connect (m->host, m->wport, (int)g->conf->timeout_connect, err,
+                               sizeof (err))) < 0)
+        return member_lost (g, m, "begin", err);
+    proto_reader_init (&m->rd, PROTO_DEFAULT_CAP);
+    setsockopt (m->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
+    peerauth_session_init (&m->ses, key, 1);
+    m->session = 1;
+    return 0;
 }
 
 int fan_begin (struct gen *g, uint64_t timeout_ms)
 {
     json_object *rep[g->nmembers + 1], *t;
+    unsigned char (*keys)[PEERAUTH_KEY_LEN] = calloc ((size_t)g->nmembers + 1,
+                                                      PEERAUTH_KEY_LEN);
+    char hex[2 * PEERAUTH_KEY_LEN + 1];
+    int rc = 0;
 
-    for (int i = 0; i < g->nmembers; i++) {
+    for (int i = 0; i < g->nmembers; i++)
+        rep[i] = NULL;
+    if (!keys)
+        return gen_fail (g, "begin", "out of memory");
+    for (int i = 0; i < g->nmembers && rc == 0; i++) {
         struct gen_member *m = &g->members[i];
         json_object *body = proto_new ("gen-begin");
-        int rc;
 
-        if (!body)
-            return gen_fail (g, "begin", "out of memory");
+        if (!body || peerauth_key_new (keys[i]) < 0) {
+            json_object_put (body);
+            rc = gen_fail (g, "begin", "cannot make a session key");
+            break;
+        }
         proto_set_str (body, "job", g->job);
         proto_set_int (body, "gen", g->gen);
         proto_set_str (body, "trigger", g->trigger);
         proto_set_bool (body, "restored", g->kind == GEN_RESTORED);
         proto_set_bool (body, "leave_running", g->leave_running);
+        /* Inside the credential: only root's ibcrd on a node with the
+         * cluster's MUNGE key can read it. */
+        peerauth_key_hex (keys[i], hex);
+        proto_set_str (body, "session_key", hex);
         rc = post (g, m, m->port, "begin", body);
+        explicit_bzero (hex, sizeof (hex));
         json_object_put (body);
-        if (rc < 0)
-            return -1;
     }
     /* Those that answered before one failed have a worker the abort
-     * must reach. */
-    int rc = fan_wait (g, "begin", rep, timeout_ms);
+     * must reach: they get their session too. */
+    if (rc == 0)
+        rc = fan_wait (g, "begin", rep, timeout_ms);
+    else {
+        char first[sizeof (g->err)];
+        memcpy (first, g->err, sizeof (first));
+        fan_wait (g, "begin", rep, timeout_ms);
+        memcpy (g->err, first, sizeof (first));
+    }
     for (int i = 0; i < g->nmembers; i++) {
-        g->members[i].wport = (int)proto_get_int (rep[i], "port", 0);
+        struct gen_member *m = &g->members[i];
+        m->wport = (int)proto_get_int (rep[i], "port", 0);
         if (json_object_object_get_ex (rep[i], "tasks", &t))
-            g->members[i].tasks = json_object_get (t);
+            m->tasks = json_object_get (t);
+        if (m->wport && !m->lost && session_open (g, m, keys[i]) < 0)
+            rc = -1;
     }
     fan_put (g, rep);
+    explicit_bzero (keys, (size_t)(g->nmembers + 1) * PEERAUTH_KEY_LEN);
+    free (keys);
     return rc;
 }

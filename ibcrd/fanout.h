@@ -7,8 +7,9 @@
  * request (one the leader stopped waiting for when the phase failed) is
  * recognised and dropped.  A member that closes its connection, answers
  * an error, or stays silent past the phase's timeout fails the phase,
- * named in g->err; one that died or went silent is marked lost and left
- * out of the abort's requests, so the abort itself takes bounded time.
+ * named in g->err; one that died or went silent is marked lost: its
+ * session is closed, which is its abort, and it is left out of the
+ * abort's requests, so the abort itself takes bounded time.
  */
 #ifndef IBCRD_FANOUT_H
 #define IBCRD_FANOUT_H
@@ -21,20 +22,17 @@
 void fan_init (struct gen *g);
 void fan_fini (struct gen *g);
 
-/* "gen-begin" to every member's ibcrd at once: each starts a worker for
- * this generation and answers its port and its tasks' manifest entries
- * (into m->wport, m->tasks).  -1 with g->err naming the first node that
+/* "gen-begin" to every member's ibcrd at once, each with a new session
+ * key: each starts a worker for this generation and answers its port and
+ * its tasks' manifest entries (into m->wport, m->tasks); then the session
+ * with each worker is opened.  -1 with g->err naming the first node that
  * failed. */
 int fan_begin (struct gen *g, uint64_t timeout_ms);
 
-/* "gen-phase" {phase, extra's keys} to every member's worker that is not
- * lost.  -1 with g->err when one cannot be sent to (it is marked lost;
+/* "gen-phase" {phase, extra's keys} on the session of every member that
+ * is not lost.  -1 with g->err when one cannot be sent to (it is marked lost;
  * those already sent to stay awaited). */
 int fan_send (struct gen *g, const char *phase, json_object *extra);
-
-/* phase ("abort") to every lost member that has a worker, not awaited:
- * a worker that was only stopped or slow finds it when it comes back. */
-void fan_tell_lost (struct gen *g, const char *phase);
 
 /* Wait until every member sent to has answered, or the first failure,
  * or timeout_ms.  replies[i] (if not NULL) gets member i's reply, owned

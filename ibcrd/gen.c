@@ -293,9 +293,8 @@ static void gen_abort (struct gen *g)
             log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);
     }
     /* Every member still reachable, at once; one that fails here is
-     * logged and the others are still awaited.  The lost ones are told
-     * but not awaited, so the abort takes bounded time. */
-    fan_tell_lost (g, "abort");
+     * logged and the others are still awaited.  The lost ones' sessions
+     * are closed already, which is their abort. */
     fan_send (g, "abort", NULL);
     while (fan_wait (g, "abort", NULL, g->conf->timeout_rebuild) < 0)
         log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);

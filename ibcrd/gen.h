@@ -47,6 +47,8 @@ struct gen_member {
 
     /* The leader's link to it (fanout.c). */
     int fd;                 /* connection of the request awaited, or -1 */
+    int session;            /* fd is the generation's session (peerauth.h) */
+    struct peerauth_session ses;
     struct proto_reader rd;
     unsigned rid;           /* the request awaited, 0 when none */
     int lost;               /* died, hung or unreachable: asked nothing more */
@@ -75,6 +77,7 @@ struct gen {
     int nmembers;           /* leader: the other nodes of the job */
     struct gen_member *members;
     int member_lfd;         /* member: where the leader reaches this worker */
+    struct peerauth_session ses;    /* member: its session with the leader */
     int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
     unsigned rid;           /* leader: the last request id given (fanout.c) */
     double t0, t0_wall;     /* leader: its start, gen_now_ms () and epoch s */

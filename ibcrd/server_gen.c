@@ -670,17 +670,31 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     /* Generation 0: the rebuild after a restart, nothing is dumped. */
     if (g.gen < 0 || (g.gen == 0 && !proto_get_bool (m, "restored", 0)))
         return proto_error ("gen-begin", EINVAL, "\"gen\" must be a generation number");
-    if ((g.member_lfd = member_listener (s, &port)) < 0)
+    /* The generation's session key came inside the leader's MUNGE
+     * credential; the worker alone keeps it. */
+    unsigned char key[PEERAUTH_KEY_LEN];
+    if (peerauth_key_parse (proto_get_str (m, "session_key", NULL), key) < 0)
+        return proto_error ("gen-begin", EPROTO, "node %s: gen-begin without a valid "
+                            "\"session_key\" (is the leader's ibcrd older than this one?)",
+                            s->conf->node);
+    peerauth_session_init (&g.ses, key, 0);
+    explicit_bzero (key, sizeof (key));
+    if ((g.member_lfd = member_listener (s, &port)) < 0) {
+        peerauth_session_wipe (&g.ses);
         return proto_error ("gen-begin", errno, "node %s: cannot listen for the leader: %s",
                             s->conf->node, strerror (errno));
+    }
     if (!(o = proto_new ("ok"))) {
+        peerauth_session_wipe (&g.ses);
         close (g.member_lfd);
         return NULL;
     }
     proto_set_str (o, "request", "gen-begin");
     proto_set_int (o, "port", port);
     json_object_object_add (o, "tasks", genl_tasks_json (&g));
-    if ((pid = worker_start_member (&g, keep, nkeep)) < 0) {
+    pid = worker_start_member (&g, keep, nkeep);
+    peerauth_session_wipe (&g.ses);
+    if (pid < 0) {
         json_object_put (o);
         close (g.member_lfd);
         return proto_error ("gen-begin", errno, "node %s: cannot fork: %s", s->conf->node,
