@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +86,20 @@ void join_leader (struct server *s, struct job *job, int rank)
     _exit (1);
 }
 
+/* Whether job's worker still runs.  A worker answers its asker (or the
+ * leader's "end") just before it exits, so the next request can arrive
+ * before SIGCHLD is handled: reap it here then, rather than answer
+ * EBUSY for a generation that has ended. */
+static int worker_busy (struct server *s, struct job *job)
+{
+    int status;
+
+    if (job->worker && waitpid (job->worker, &status, WNOHANG) == job->worker)
+        server_worker_done (s, job->worker, WIFEXITED (status) ? WEXITSTATUS (status) : 128
+                            + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
+    return job->worker != 0;
+}
+
 /* The job named by req's "job" (string or integer) that client c may act
  * on, or NULL with *err set to the error reply. */
 static struct job *job_for (struct server *s, struct client *c, json_object *req,
@@ -115,7 +130,7 @@ static struct job *job_for (struct server *s, struct client *c, json_object *req
         *err = proto_error (what, EPERM, "job %s belongs to another user", id);
         return NULL;
     }
-    if (job->worker) {
+    if (worker_busy (s, job)) {
         *err = proto_error (what, EBUSY, "job %s: a generation is in progress (worker pid "
                             "%ld); try again when it ends", id, (long)job->worker);
         return NULL;
@@ -401,7 +416,7 @@ int server_start_trigger (struct server *s, struct job *job, const char *trigger
         errno = EINVAL;
         return -1;
     }
-    if (job->worker) {
+    if (worker_busy (s, job)) {
         errno = EBUSY;
         return -1;
     }
@@ -635,7 +650,7 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     json_object *o;
     pid_t pid;
 
-    if (job->worker)
+    if (worker_busy (s, job))
         return proto_error ("gen-begin", EBUSY, "job %s: node %s is busy with another "
                             "generation", id, s->conf->node);
     for (struct task *t = job->tasks; t; t = t->next) {
