@@ -81,6 +81,8 @@ struct gen {
     int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
     unsigned rid;           /* leader: the last request id given (fanout.c) */
     double t0, t0_wall;     /* leader: its start, gen_now_ms () and epoch s */
+    double fan_cpu_ms;      /* leader: CPU spent sending and reading requests */
+    double begin_cpu_ms;    /* leader: of which for gen-begin (MUNGE) */
     struct gen_span span[PH_COUNT];     /* leader: this node's own timeline */
 
     /* Filled while it runs. */

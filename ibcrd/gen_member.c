@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -265,6 +267,7 @@ int gen_member_serve (struct gen *g)
         if (sfd < 0 && pfd[0].revents) {
             int fd = accept4 (g->member_lfd, NULL, NULL, SOCK_CLOEXEC);
             if (fd >= 0) {
+                setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof (int));
                 /* Full: the oldest waits longest for nothing. */
                 if (ncand == MEMBER_MAX_CANDIDATES)
                     cand_drop (cand, &ncand, 0);

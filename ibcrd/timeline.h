@@ -38,7 +38,9 @@ void timeline_close (struct gen_span *spans, const char *phase, double now, doub
 
 struct gen;
 
-/* {"start_wall", "start_mono_ms", "total_ms", "nodes":[{"node", "leader",
+/* {"start_wall", "start_mono_ms", "total_ms", "requests" (to members),
+ * "fanout_cpu_ms" (the leader's CPU in sending and reading them, MUNGE
+ * included), "begin_cpu_ms" (of which gen-begin's), "nodes":[{"node", "leader",
  * "phases":{NAME:{"start_ms","end_ms","node_ms","count"[,"failed"]}}}]} */
 json_object *timeline_json (const struct gen *g);
 
