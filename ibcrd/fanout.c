@@ -4,7 +4,7 @@
  * each member's generation worker and every phase of the generation goes
  * over it, each message under the session's HMAC (peerauth.h): one MUNGE
  * credential per member and generation, not one per request.  What the
- * leader waits on is the set of those connections, in one poll.
+ * leader waits on is the set of those connections, in one epoll.
  *
  * Closing a member's session is the abort for it: a member that failed
  * is never waited for again, and its worker, when it reads the end of
@@ -16,7 +16,9 @@
 #include "config.h"
 
 #include <errno.h>
-#include <poll.h>
+#include <limits.h>
+#include <sys/epoll.h>
+#include <syslog.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/proto.h"
 #include "fanout.h"
 #include "peer.h"
@@ -75,12 +78,27 @@ void fan_init (struct gen *g)
     memset (g->span, 0, sizeof (g->span));
     g->fan_cpu_ms = g->begin_cpu_ms = 0;
     g->rid = 0;
+    g->epfd = epoll_create1 (EPOLL_CLOEXEC);
 }
 
 void fan_fini (struct gen *g)
 {
     for (int i = 0; i < g->nmembers; i++)
         link_close (&g->members[i]);
+    if (g->epfd >= 0)
+        close (g->epfd);
+    g->epfd = -1;
+}
+
+/* Wait on m's connection (fan_wait); its index is the event's data.
+ * Closing the fd takes it out again. */
+static void watch (struct gen *g, struct gen_member *m)
+{
+    struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)(m - g->members) };
+
+    if (g->epfd >= 0 && epoll_ctl (g->epfd, EPOLL_CTL_ADD, m->fd, &ev) < 0)
+        log_err (errno, "job %s gen %d: cannot watch node %s's connection", g->job, g->gen,
+                 m->node);
 }
 
 /* m failed in phase (died, hung, unreachable, unauthenticated): named in
@@ -136,6 +154,7 @@ static int post (struct gen *g, struct gen_member *m, int port, const char *phas
         json_object_put (env);
         return member_lost (g, m, phase, err);
     }
+    watch (g, m);
     proto_reader_init (&m->rd, PROTO_DEFAULT_CAP);
     /* A member that stopped reading cannot hold us past the timeout. */
     setsockopt (m->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
@@ -231,54 +250,88 @@ static int fan_wait_ (struct gen *g, const char *phase, json_object **replies,
                       uint64_t timeout_ms)
 {
     double deadline = gen_now_ms () + (double)timeout_ms;
-    int failed = 0;
+    int pending = 0;
 
-    for (int i = 0; replies && i < g->nmembers; i++)
-        replies[i] = NULL;
-    while (!failed) {
-        struct pollfd pfd[g->nmembers + 1];
-        int idx[g->nmembers + 1], n = 0;
+    for (int i = 0; i < g->nmembers; i++) {
+        if (replies)
+            replies[i] = NULL;
+        pending += g->members[i].rid && g->members[i].fd >= 0;
+    }
+    if (pending && g->epfd < 0)
+        return gen_fail (g, phase, "no epoll instance to wait on the members with");
+    /* epoll: a wake-up costs the replies it brings, not the members. */
+    while (pending > 0) {
+        struct epoll_event ev[64];
         double left = deadline - gen_now_ms ();
+        int n;
 
-        for (int i = 0; i < g->nmembers; i++)
-            if (g->members[i].rid && g->members[i].fd >= 0) {
-                pfd[n] = (struct pollfd){ .fd = g->members[i].fd, .events = POLLIN };
-                idx[n++] = i;
-            }
-        if (!n)
-            return 0;
         if (left <= 0) {
             char why[256];
+            int first = 1;
             snprintf (why, sizeof (why), "no reply to %s within %llu ms (hung, or its "
                       "network is down)%s", phase, (unsigned long long)timeout_ms,
-                      n > 1 ? "; other nodes were silent too" : "");
-            member_lost (g, &g->members[idx[0]], phase, why);
-            for (int k = 1; k < n; k++) {
-                timeline_close (g->members[idx[k]].span, phase, gen_now_ms (), 0, 1);
-                g->members[idx[k]].lost = 1;
-                link_close (&g->members[idx[k]]);
+                      pending > 1 ? "; other nodes were silent too" : "");
+            for (int i = 0; i < g->nmembers; i++) {
+                struct gen_member *m = &g->members[i];
+                if (!m->rid || m->fd < 0)
+                    continue;
+                if (first)
+                    member_lost (g, m, phase, why);
+                else {
+                    timeline_close (m->span, phase, gen_now_ms (), 0, 1);
+                    m->lost = 1;
+                    link_close (m);
+                }
+                first = 0;
             }
-            break;
+            return -1;
         }
-        if (poll (pfd, (nfds_t)n, (int)left + 1) < 0 && errno != EINTR) {
-            gen_fail (g, phase, strerror (errno));
-            break;
-        }
-        for (int k = 0; k < n && !failed; k++) {
-            json_object *rep = NULL;
-            int rc;
-
-            if (!pfd[k].revents)
+        if ((n = epoll_wait (g->epfd, ev, 64, (int)left + 1)) < 0) {
+            if (errno == EINTR)
                 continue;
-            if ((rc = take_reply (g, &g->members[idx[k]], phase, &rep)) < 0)
-                failed = 1;
-            else if (rc == 1 && replies)
-                replies[idx[k]] = rep;
-            else
-                json_object_put (rep);
+            return gen_fail (g, phase, strerror (errno));
+        }
+        for (int k = 0; k < n; k++) {
+            struct gen_member *m = &g->members[ev[k].data.u32];
+            json_object *rep = NULL;
+            int awaited = m->rid != 0, rc;
+
+            if (m->fd < 0)
+                continue;
+            /* Not asked anything now: only its end can come, and a member
+             * gone during the generation fails it. */
+            if (!awaited) {
+                char b;
+                ssize_t r = recv (m->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                    continue;
+                if (r == 1) {
+                    /* A late answer: read and dropped (no rid matches). */
+                    m->rid = UINT_MAX;
+                    rc = take_reply (g, m, phase, &rep);
+                    json_object_put (rep);
+                    if (m->fd >= 0)
+                        m->rid = 0;
+                    if (rc >= 0)
+                        continue;
+                    return -1;
+                }
+                member_lost (g, m, phase, "it closed the connection (its ibcrd or worker "
+                             "died?)");
+                return -1;
+            }
+            if ((rc = take_reply (g, m, phase, &rep)) < 0)
+                return -1;
+            if (rc == 1) {
+                pending--;
+                if (replies)
+                    replies[ev[k].data.u32] = rep;
+                else
+                    json_object_put (rep);
+            }
         }
     }
-    return -1;
+    return 0;
 }
 
 void fan_put (struct gen *g, json_object **replies)
@@ -337,6 +390,7 @@ static int session_open (struct gen *g, struct gen_member *m, const unsigned cha
     if ((m->fd = peer_connect (m->host, m->wport, (int)g->conf->timeout_connect, err,
                                sizeof (err))) < 0)
         return member_lost (g, m, "begin", err);
+    watch (g, m);
     proto_reader_init (&m->rd, PROTO_DEFAULT_CAP);
     setsockopt (m->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
     /* Request, reply: nothing to gain from Nagle's delay. */

@@ -80,6 +80,7 @@ struct gen {
     struct peerauth_session ses;    /* member: its session with the leader */
     int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
     unsigned rid;           /* leader: the last request id given (fanout.c) */
+    int epfd;               /* leader: epoll over the members' connections */
     double t0, t0_wall;     /* leader: its start, gen_now_ms () and epoch s */
     double fan_cpu_ms;      /* leader: CPU spent sending and reading requests */
     double begin_cpu_ms;    /* leader: of which for gen-begin (MUNGE) */
