@@ -60,12 +60,17 @@ t15_all_ok() {
 }
 
 # t15_worker HOST JOB GEN RANK: prints the generation worker dumping
-# RANK on HOST (the parent of that dump's criu), once criu runs.
+# RANK on HOST once that dump's criu runs: the child of HOST's ibcrd
+# that criu descends from.
 t15_worker() {
 	t15_c=$(pgrep -f "$PWD/h$1/staging/$2/dump-gen-$3-rank-$4.log" | head -n 1) &&
-	test -n "$t15_c" &&
-	ps -o ppid= -p "$t15_c" | tr -d " " >worker.pid &&
-	test -s worker.pid
+	test -n "$t15_c" && t15_d=$(cat h$1/run/ibcrd.pid) &&
+	while t15_p=$(ps -o ppid= -p "$t15_c" | tr -d " ") && test -n "$t15_p" &&
+		test "$t15_p" != "$t15_d"; do
+		test "$t15_p" -gt 1 || return 1
+		t15_c=$t15_p
+	done &&
+	test "$t15_p" = "$t15_d" && echo "$t15_c" >worker.pid
 }
 
 # t15_joined JOB: both members joined the leader (its status lists them).
