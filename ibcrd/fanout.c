@@ -172,7 +172,8 @@ static int post (struct gen *g, struct gen_member *m, int port, const char *phas
 }
 
 /* Read what m sent: 1 and *rep when its reply to the request awaited is
- * complete, 0 when more is to come, -1 (g->err) when it failed. */
+ * complete, 2 when it answered gen-begin "busy" (m->busy), 0 when more is
+ * to come, -1 (g->err) when it failed. */
 static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
                        json_object **rep)
 {
@@ -219,6 +220,14 @@ static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
             continue;
         }
         link_done (m);
+        /* Its worker of the last generation has answered "end" but not
+         * exited yet: fan_begin asks again. */
+        if (!strcmp (phase, "begin") && !strcmp (proto_type (in), "error")
+            && proto_get_int (in, "errno", 0) == EBUSY) {
+            m->busy = 1;
+            json_object_put (in);
+            return 2;
+        }
         json_object *ms = NULL;
         json_object_object_get_ex (in, "ms", &ms);
         timeline_close (m->span, phase, gen_now_ms (), ms ? json_object_get_double (ms) : 0,
@@ -322,6 +331,8 @@ static int fan_wait_ (struct gen *g, const char *phase, json_object **replies,
             }
             if ((rc = take_reply (g, m, phase, &rep)) < 0)
                 return -1;
+            if (rc == 2)
+                pending--;
             if (rc == 1) {
                 pending--;
                 if (replies)
@@ -413,59 +424,107 @@ int fan_begin (struct gen *g, uint64_t timeout_ms)
     return rc;
 }
 
+/* gen-begin to m, with its session key (inside the credential: only
+ * root's ibcrd on a node with the cluster's MUNGE key can read it). */
+static int begin_post (struct gen *g, struct gen_member *m, const unsigned char *key)
+{
+    char hex[2 * PEERAUTH_KEY_LEN + 1];
+    json_object *body = proto_new ("gen-begin");
+    int rc;
+
+    if (!body)
+        return gen_fail (g, "begin", "out of memory");
+    proto_set_str (body, "job", g->job);
+    proto_set_int (body, "gen", g->gen);
+    proto_set_str (body, "trigger", g->trigger);
+    proto_set_bool (body, "restored", g->kind == GEN_RESTORED);
+    proto_set_bool (body, "leave_running", g->leave_running);
+    peerauth_key_hex (key, hex);
+    proto_set_str (body, "session_key", hex);
+    rc = post (g, m, m->port, "begin", body);
+    explicit_bzero (hex, sizeof (hex));
+    json_object_put (body);
+    return rc;
+}
+
+/* m's worker's port and its tasks' manifest entries. */
+static void begin_reply (struct gen *g, struct gen_member *m, json_object *rep)
+{
+    json_object *t;
+
+    (void)g;
+    m->wport = (int)proto_get_int (rep, "port", 0);
+    if (json_object_object_get_ex (rep, "tasks", &t)) {
+        json_object_put (m->tasks);
+        m->tasks = json_object_get (t);
+    }
+}
+
 static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
 {
-    json_object *rep[g->nmembers + 1], *t;
+    json_object *rep[g->nmembers + 1];
     unsigned char (*keys)[PEERAUTH_KEY_LEN] = calloc ((size_t)g->nmembers + 1,
                                                       PEERAUTH_KEY_LEN);
-    char hex[2 * PEERAUTH_KEY_LEN + 1];
     int rc = 0;
 
     for (int i = 0; i < g->nmembers; i++)
         rep[i] = NULL;
     if (!keys)
         return gen_fail (g, "begin", "out of memory");
-    for (int i = 0; i < g->nmembers && rc == 0; i++) {
-        struct gen_member *m = &g->members[i];
-        json_object *body = proto_new ("gen-begin");
-
-        if (!body || peerauth_key_new (keys[i]) < 0) {
-            json_object_put (body);
-            rc = gen_fail (g, "begin", "cannot make a session key");
+    /* A session key per member and generation. */
+    for (int i = 0; i < g->nmembers; i++) {
+        if (peerauth_key_new (keys[i]) < 0) {
+            free (keys);
+            return gen_fail (g, "begin", "cannot make a session key");
+        }
+        g->members[i].busy = 1;     /* not asked yet */
+    }
+    /* A member still busy with the last generation's worker (it answered
+     * "end", it has not exited yet) is asked again, until timeout_ms. */
+    for (double until = gen_now_ms () + (double)timeout_ms; rc == 0;) {
+        int asked = 0;
+        for (int i = 0; i < g->nmembers && rc == 0; i++)
+            if (g->members[i].busy) {
+                g->members[i].busy = 0;
+                asked++;
+                rc = begin_post (g, &g->members[i], keys[i]);
+            }
+        if (!asked || rc < 0)
+            break;
+        rc = fan_wait (g, "begin", rep, timeout_ms);
+        for (int i = 0; i < g->nmembers; i++)
+            if (rep[i]) {
+                begin_reply (g, &g->members[i], rep[i]);
+                json_object_put (rep[i]);
+                rep[i] = NULL;
+            }
+        int busy = 0;
+        for (int i = 0; i < g->nmembers; i++)
+            busy += g->members[i].busy;
+        if (rc < 0 || !busy)
+            break;
+        if (gen_now_ms () >= until) {
+            for (int i = 0; i < g->nmembers; i++)
+                if (g->members[i].busy) {
+                    char why[256];
+                    snprintf (why, sizeof (why), "still busy with another generation after "
+                              "%llu ms", (unsigned long long)timeout_ms);
+                    member_lost (g, &g->members[i], "begin", why);
+                    break;
+                }
+            rc = -1;
             break;
         }
-        proto_set_str (body, "job", g->job);
-        proto_set_int (body, "gen", g->gen);
-        proto_set_str (body, "trigger", g->trigger);
-        proto_set_bool (body, "restored", g->kind == GEN_RESTORED);
-        proto_set_bool (body, "leave_running", g->leave_running);
-        /* Inside the credential: only root's ibcrd on a node with the
-         * cluster's MUNGE key can read it. */
-        peerauth_key_hex (keys[i], hex);
-        proto_set_str (body, "session_key", hex);
-        rc = post (g, m, m->port, "begin", body);
-        explicit_bzero (hex, sizeof (hex));
-        json_object_put (body);
+        usleep (20000);
     }
     /* Those that answered before one failed have a worker the abort
      * must reach: they get their session too. */
-    if (rc == 0)
-        rc = fan_wait (g, "begin", rep, timeout_ms);
-    else {
-        char first[sizeof (g->err)];
-        memcpy (first, g->err, sizeof (first));
-        fan_wait (g, "begin", rep, timeout_ms);
-        memcpy (g->err, first, sizeof (first));
-    }
     for (int i = 0; i < g->nmembers; i++) {
         struct gen_member *m = &g->members[i];
-        m->wport = (int)proto_get_int (rep[i], "port", 0);
-        if (json_object_object_get_ex (rep[i], "tasks", &t))
-            m->tasks = json_object_get (t);
-        if (m->wport && !m->lost && session_open (g, m, keys[i]) < 0)
+        m->busy = 0;
+        if (m->wport && !m->lost && m->fd < 0 && session_open (g, m, keys[i]) < 0)
             rc = -1;
     }
-    fan_put (g, rep);
     explicit_bzero (keys, (size_t)(g->nmembers + 1) * PEERAUTH_KEY_LEN);
     free (keys);
     return rc;

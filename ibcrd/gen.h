@@ -52,6 +52,7 @@ struct gen_member {
     struct proto_reader rd;
     unsigned rid;           /* the request awaited, 0 when none */
     int lost;               /* died, hung or unreachable: asked nothing more */
+    int busy;               /* answered gen-begin with EBUSY: asked again */
     double t_sent;          /* when that request went (gen_now_ms) */
     struct gen_span span[PH_COUNT];     /* its timeline (timeline.h) */
 };
