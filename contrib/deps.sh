@@ -27,7 +27,7 @@ PKGS=(
     # build
     build-essential autoconf automake libtool pkg-config make git
     # libraries
-    libibverbs-dev libjson-c-dev libmunge-dev libslurm-dev
+    libibverbs-dev libjson-c-dev libmunge-dev libslurm-dev libssl-dev
     libcap-dev libcurl4-openssl-dev libzstd-dev libxxhash-dev libsystemd-dev libinih-dev
     # verbs tools run on softib by the tests
     ibverbs-utils perftest ibverbs-providers librdmacm1 libibumad3

@@ -8,6 +8,8 @@ ibcrd_SOURCES = \
 	server_gen.c \
 	peer.c peer.h \
 	gen.c gen.h \
+	fanout.c fanout.h \
+	timeline.c timeline.h \
 	gen_local.c \
 	gen_member.c \
 	libctl.c libctl.h \

@@ -1,8 +1,10 @@
 /* gen.c - see gen.h.  The leader's side of a generation: each phase runs
  * on this node's tasks (gen_local.c) and on every member node (through its
  * generation worker, gen_member.c, over the MUNGE-authenticated peer
- * protocol), in protocol order; gen_run() strings them together and is
- * the only place that decides to abort, everywhere at once. */
+ * protocol) at the same time: the members are asked first (fanout.h),
+ * this node does its part while they do theirs, then their answers are
+ * awaited together.  gen_run() strings the phases together in protocol
+ * order and is the only place that decides to abort, everywhere at once. */
 #include "config.h"
 
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -18,59 +21,35 @@
 #include "common/store.h"
 #include "gen.h"
 #include "ibcr/drain.h"
-#include "peer.h"
+#include "fanout.h"
 
 #define DRAIN_MAX_ROUNDS 100000
 
-/* One request to member node m (its daemon's peer port or its generation
- * worker's); the reply in *rep.  A refusal counts as a failure: -1 with
- * g->err naming the node and phase. */
-static int member_ask (struct gen *g, struct gen_member *m, int port, const char *phase,
-                       json_object *body, uint64_t timeout_ms, json_object **rep)
+/* This node's part of a phase, in its timeline. */
+static int local_part (struct gen *g, const char *phase, int (*fn) (struct gen *))
 {
-    char err[1024], why[1200];
-    int rc = peer_request (g->pa, m->host, port, m->node, body, (int)timeout_ms, rep, err,
-                           sizeof (err));
+    double t = gen_now_ms ();
+    int rc;
 
-    if (rc == 0 && !strcmp (proto_type (*rep), "error")) {
-        snprintf (err, sizeof (err), "%s", proto_get_str (*rep, "message", "?"));
-        rc = -1;
-    }
-    if (rc < 0) {
-        json_object_put (*rep);
-        *rep = NULL;
-        snprintf (why, sizeof (why), "node %s: %s", m->node, err);
-        return gen_fail (g, phase, why);
-    }
-    return 0;
+    timeline_open (g->span, phase, t);
+    rc = fn (g);
+    timeline_close (g->span, phase, gen_now_ms (), gen_now_ms () - t, rc < 0);
+    return rc;
 }
 
-/* One phase on every member node; replies[i] (if not NULL) gets member
- * i's reply.  -1 with g->err naming the node on the first failure. */
-static int remote_all (struct gen *g, const char *phase, json_object *extra,
-                       json_object **replies, uint64_t timeout_ms)
+/* One phase on every node at once: the members' requests go out first,
+ * this node's part (local, if any) runs while they work, then their
+ * replies are awaited together; replies[i] (if not NULL) gets member i's
+ * (fan_put them, also on failure).  -1 with g->err naming the node on the
+ * first failure. */
+static int phase_all (struct gen *g, const char *phase, int (*local) (struct gen *),
+                      json_object *extra, json_object **replies, uint64_t timeout_ms)
 {
-    for (int i = 0; i < g->nmembers; i++) {
-        struct gen_member *m = &g->members[i];
-        json_object *body = proto_new ("gen-phase"), *rep = NULL;
-
-        proto_set_str (body, "job", g->job);
-        proto_set_int (body, "gen", g->gen);
-        proto_set_str (body, "phase", phase);
-        if (extra) {
-            json_object_object_foreach (extra, key, val)
-                json_object_object_add (body, key, json_object_get (val));
-        }
-        int rc = member_ask (g, m, m->wport, phase, body, timeout_ms, &rep);
-        json_object_put (body);
-        if (rc < 0)
-            return -1;
-        if (replies)
-            replies[i] = rep;
-        else
-            json_object_put (rep);
-    }
-    return 0;
+    for (int i = 0; replies && i < g->nmembers; i++)
+        replies[i] = NULL;
+    if (fan_send (g, phase, extra) < 0 || (local && local_part (g, phase, local) < 0))
+        return -1;
+    return fan_wait (g, phase, replies, timeout_ms);
 }
 
 /* Append every element of member replies' array 'key' to out. */
@@ -92,36 +71,18 @@ static void gather (struct gen *g, json_object **replies, const char *key, json_
  * its port and its tasks' manifest entries. */
 static int gen_begin (struct gen *g)
 {
-    for (int i = 0; i < g->nmembers; i++) {
-        struct gen_member *m = &g->members[i];
-        json_object *body = proto_new ("gen-begin"), *rep = NULL, *t;
-
-        proto_set_str (body, "job", g->job);
-        proto_set_int (body, "gen", g->gen);
-        proto_set_str (body, "trigger", g->trigger);
-        proto_set_bool (body, "restored", g->kind == GEN_RESTORED);
-        proto_set_bool (body, "leave_running", g->leave_running);
-        int rc = member_ask (g, m, m->port, "begin", body, g->conf->timeout_request, &rep);
-        json_object_put (body);
-        if (rc < 0)
-            return -1;
-        m->wport = (int)proto_get_int (rep, "port", 0);
-        if (json_object_object_get_ex (rep, "tasks", &t))
-            m->tasks = json_object_get (t);
-        json_object_put (rep);
-    }
-    return 0;
+    return fan_begin (g, g->conf->timeout_request);
 }
 
-/* A phase that asks every process for one thing and gathers nothing: this
- * node's tasks (local), then every member node; its duration into *took. */
+/* A phase that asks every process for one thing and gathers nothing, on
+ * every node at once; its duration into *took. */
 static int gen_step (struct gen *g, const char *phase, int (*local) (struct gen *),
                      uint64_t timeout_ms, double *took)
 {
     double t0 = gen_now_ms ();
 
     gen_progress (g, phase, 0, 0, 1);
-    if (local (g) < 0 || remote_all (g, phase, NULL, NULL, timeout_ms) < 0)
+    if (phase_all (g, phase, local, NULL, NULL, timeout_ms) < 0)
         return -1;
     *took = gen_now_ms () - t0;
     return 0;
@@ -146,8 +107,17 @@ static int gen_drain (struct gen *g)
         int done;
 
         json_object_object_add (x, "round", json_object_new_int (round));
-        if (genl_drain_round (g, round, all) < 0
-            || remote_all (g, "drain", x, rep, g->conf->timeout_drain) < 0) {
+        for (int i = 0; i < g->nmembers; i++)
+            rep[i] = NULL;
+        double tl = gen_now_ms ();
+        int lrc = -1;
+        if (fan_send (g, "drain", x) == 0) {
+            timeline_open (g->span, "drain", tl);
+            lrc = genl_drain_round (g, round, all);
+            timeline_close (g->span, "drain", gen_now_ms (), gen_now_ms () - tl, lrc < 0);
+        }
+        if (lrc < 0 || fan_wait (g, "drain", rep, g->conf->timeout_drain) < 0) {
+            fan_put (g, rep);
             json_object_put (all);
             json_object_put (x);
             return -1;
@@ -204,16 +174,32 @@ static int gen_rebuild (struct gen *g)
     int rc;
 
     gen_progress (g, "rebuild", 0, 0, 1);
-    if (genl_rebuild_ids (g, procs) < 0
-        || remote_all (g, "rebuild", NULL, rep, g->conf->timeout_rebuild) < 0) {
+    for (int i = 0; i < g->nmembers; i++)
+        rep[i] = NULL;
+    if ((rc = fan_send (g, "rebuild", NULL)) == 0) {
+        double tl = gen_now_ms ();
+        timeline_open (g->span, "rebuild", tl);
+        rc = genl_rebuild_ids (g, procs);
+        timeline_close (g->span, "rebuild", gen_now_ms (), gen_now_ms () - tl, rc < 0);
+    }
+    if (rc < 0 || fan_wait (g, "rebuild", rep, g->conf->timeout_rebuild) < 0) {
+        fan_put (g, rep);
         json_object_put (procs);
         return -1;
     }
     gather (g, rep, "ids", procs);
     x = json_object_new_object ();
     json_object_object_add (x, "procs", json_object_get (procs));
-    rc = genl_connect (g, procs) < 0
-         || remote_all (g, "connect", x, NULL, g->conf->timeout_rebuild) < 0 ? -1 : 0;
+    /* Everyone's ids first, then everyone connects: the connect phase's
+     * requests carry the whole table, so they go before our own. */
+    if ((rc = fan_send (g, "connect", x)) == 0) {
+        double tl = gen_now_ms ();
+        timeline_open (g->span, "connect", tl);
+        rc = genl_connect (g, procs);
+        timeline_close (g->span, "connect", gen_now_ms (), gen_now_ms () - tl, rc < 0);
+    }
+    if (rc == 0)
+        rc = fan_wait (g, "connect", NULL, g->conf->timeout_rebuild);
     json_object_put (x);
     json_object_put (procs);
     g->t_rebuild = gen_now_ms () - t0;
@@ -245,6 +231,7 @@ static json_object *manifest_meta (struct gen *g, json_object *tasks)
     json_object_object_add (times, "resume_ms", json_object_new_double (g->t_resume));
     json_object_object_add (times, "copy_ms", json_object_new_double (g->t_commit));
     json_object_object_add (m, "times", times);
+    json_object_object_add (m, "timeline", timeline_json (g));
     return m;
 }
 
@@ -258,12 +245,13 @@ static int gen_commit (struct gen *g, json_object *tasks)
     json_object *meta, *rep[g->nmembers + 1], *nodes;
     int rc;
 
-    if (genl_copy (g) < 0 || remote_all (g, "copy", NULL, rep, g->conf->timeout_commit) < 0)
+    if (phase_all (g, "copy", genl_copy, NULL, rep, g->conf->timeout_commit) < 0) {
+        fan_put (g, rep);
         return -1;
-    for (int i = 0; i < g->nmembers; i++) {
-        g->bytes += (uint64_t)proto_get_int (rep[i], "bytes", 0);
-        json_object_put (rep[i]);
     }
+    for (int i = 0; i < g->nmembers; i++)
+        g->bytes += (uint64_t)proto_get_int (rep[i], "bytes", 0);
+    fan_put (g, rep);
     g->t_commit = gen_now_ms () - t0;
     if (gen_daemon_gone (g, "copy to storage"))
         return -1;
@@ -304,14 +292,12 @@ static void gen_abort (struct gen *g)
         if (gen_rebuild (g) < 0)
             log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);
     }
-    for (int i = 0; i < g->nmembers; i++)
-        if (g->members[i].wport) {
-            struct gen m = *g;
-            m.nmembers = 1;
-            m.members = &g->members[i];
-            if (remote_all (&m, "abort", NULL, NULL, g->conf->timeout_rebuild) < 0)
-                log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, m.err);
-        }
+    /* Every member still reachable, at once; one that fails here is
+     * logged and the others are still awaited.  The lost ones' sessions
+     * are closed already, which is their abort. */
+    fan_send (g, "abort", NULL);
+    while (fan_wait (g, "abort", NULL, g->conf->timeout_rebuild) < 0)
+        log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);
     g->released = 0;
     genl_undo (g);
     memcpy (g->err, first, sizeof (first));
@@ -321,6 +307,16 @@ static void gen_abort (struct gen *g)
                  g->job, g->gen, strerror (errno));
 }
 
+/* The timeline's origin (timeline.h). */
+static void gen_start_clock (struct gen *g)
+{
+    struct timespec ts;
+
+    g->t0 = gen_now_ms ();
+    clock_gettime (CLOCK_REALTIME, &ts);
+    g->t0_wall = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static int gen_restored (struct gen *g)
 {
     /* The restored libibcr waits where the dump left it: released, its
@@ -328,11 +324,16 @@ static int gen_restored (struct gen *g)
     g->released = 1;
     g->quiesced = 1;
     g->gen = 0;
+    gen_start_clock (g);
+    fan_init (g);
     if (gen_begin (g) < 0 || gen_rebuild (g) < 0 || gen_resume (g) < 0) {
         log_msg (LOG_ERR, "job %s: restored tasks not resumed: %s", g->job, g->err);
+        fan_fini (g);
         return -1;
     }
-    remote_all (g, "end", NULL, NULL, g->conf->timeout_request);
+    if (fan_send (g, "end", NULL) < 0 || fan_wait (g, "end", NULL, g->conf->timeout_request) < 0)
+        log_msg (LOG_WARNING, "job %s: end: %s", g->job, g->err);
+    fan_fini (g);
     log_msg (LOG_INFO, "job %s: restored tasks rebuilt and resumed (rebuild %.1f ms)", g->job,
              g->t_rebuild);
     return 0;
@@ -348,6 +349,8 @@ int gen_run (struct gen *g)
 
     if (g->kind == GEN_RESTORED)
         return gen_restored (g);
+    gen_start_clock (g);
+    fan_init (g);
     if (store_gen_begin (&st, g->job, g->uid, g->gid, &g->gen, dir, sizeof (dir), err,
                          sizeof (err)) < 0) {
         gen_fail (g, "begin", err);
@@ -375,7 +378,8 @@ int gen_run (struct gen *g)
              g->t_release, g->t_dump, g->t_rebuild, g->t_resume);
     if (gen_commit (g, tasks) < 0)
         goto abort;
-    remote_all (g, "end", NULL, NULL, g->conf->timeout_request);
+    if (fan_send (g, "end", NULL) < 0 || fan_wait (g, "end", NULL, g->conf->timeout_request) < 0)
+        log_msg (LOG_WARNING, "job %s gen %d: end: %s", g->job, g->gen, g->err);
     genl_cleanup (g, 1);
     log_msg (LOG_INFO, "job %s gen %d: committed, %llu bytes, copy %.1f ms", g->job, g->gen,
              (unsigned long long)g->bytes, g->t_commit);
@@ -385,6 +389,9 @@ abort:
     log_msg (LOG_ERR, "job %s gen %d: aborted: %s", g->job, g->gen, g->err);
     gen_abort (g);
 out:
+    fan_fini (g);
+    if (g->gen > 0)
+        timeline_save (g, rc == 0);
     json_object_put (tasks);
     for (int i = 0; i < g->nmembers; i++) {
         json_object_put (g->members[i].tasks);

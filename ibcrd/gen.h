@@ -24,6 +24,8 @@
 #include "common/conf.h"
 #include "common/ident.h"
 #include "common/peerauth.h"
+#include "common/proto.h"
+#include "timeline.h"
 
 struct gen_task {
     int rank;
@@ -42,6 +44,17 @@ struct gen_member {
     int port;               /* its ibcrd's peer port */
     int wport;              /* its worker's port for this generation */
     json_object *tasks;     /* manifest entries of its tasks (gen-begin) */
+
+    /* The leader's link to it (fanout.c). */
+    int fd;                 /* connection of the request awaited, or -1 */
+    int session;            /* fd is the generation's session (peerauth.h) */
+    struct peerauth_session ses;
+    struct proto_reader rd;
+    unsigned rid;           /* the request awaited, 0 when none */
+    int lost;               /* died, hung or unreachable: asked nothing more */
+    int busy;               /* answered gen-begin with EBUSY: asked again */
+    double t_sent;          /* when that request went (gen_now_ms) */
+    struct gen_span span[PH_COUNT];     /* its timeline (timeline.h) */
 };
 
 enum gen_kind {
@@ -65,7 +78,14 @@ struct gen {
     int nmembers;           /* leader: the other nodes of the job */
     struct gen_member *members;
     int member_lfd;         /* member: where the leader reaches this worker */
+    struct peerauth_session ses;    /* member: its session with the leader */
     int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
+    unsigned rid;           /* leader: the last request id given (fanout.c) */
+    int epfd;               /* leader: epoll over the members' connections */
+    double t0, t0_wall;     /* leader: its start, gen_now_ms () and epoch s */
+    double fan_cpu_ms;      /* leader: CPU spent sending and reading requests */
+    double begin_cpu_ms;    /* leader: of which for gen-begin (MUNGE) */
+    struct gen_span span[PH_COUNT];     /* leader: this node's own timeline */
 
     /* Filled while it runs. */
     int gen;                /* generation number, once begun */

@@ -393,6 +393,20 @@ static int legacy_lock (struct gen *g)
     return fd;
 }
 
+/* CRIU's parasite, in a task without a /proc of its own, mounts one for
+ * a moment on "proc.crtools" in the task's working folder.  Two such
+ * dumps on different nodes whose tasks share that folder (nodes on one
+ * machine, a job started in a shared file system) can meet there; the
+ * loser fails with "Can't create a directory (-17)" having dumped
+ * nothing, and is worth another try. */
+static int proc_dir_clash (const char *log)
+{
+    char errs[1024];
+
+    criu_log_errors (log, 3, errs, sizeof (errs));
+    return strstr (errs, "Can't create a directory (-17)") != NULL;
+}
+
 /* 5. Dump.  Tasks in namespaces of their own (taskns.h): every one at
  * once, each CRIU stopping only its own tree, so the phase lasts as long
  * as the slowest.  Others: one at a time (legacy_lock). */
@@ -418,7 +432,25 @@ int genl_dump (struct gen *g)
                           (long)g->tasks[i].pid, err);
                 failed = i;
             } else if (!in_ns)
-                dump_wait (g, run, i, deadline, msg, sizeof (msg), &failed);
+                for (int attempt = 1;; attempt++) {
+                    dump_wait (g, run, i, deadline, msg, sizeof (msg), &failed);
+                    if (failed != i || attempt >= 8 || !proc_dir_clash (run[i].log))
+                        break;
+                    log_msg (LOG_INFO, "job %s gen %d: rank %d: another dump used the task's "
+                             "working folder at the same time; trying again", g->job, g->gen,
+                             g->tasks[i].rank);
+                    /* Workers of other nodes back off differently. */
+                    if (attempt == 1)
+                        srandom ((unsigned)getpid () ^ (unsigned)gen_now_ms ());
+                    usleep (5000 + (useconds_t)(random () % (20000 * attempt)));
+                    failed = -1;
+                    if (dump_start (g, &g->tasks[i], &run[i], err, sizeof (err)) < 0) {
+                        snprintf (msg, sizeof (msg), "rank %d (pid %ld): %s", g->tasks[i].rank,
+                                  (long)g->tasks[i].pid, err);
+                        failed = i;
+                        break;
+                    }
+                }
         }
     dump_wait (g, run, -1, deadline, msg, sizeof (msg), &failed);
     if (lock >= 0)

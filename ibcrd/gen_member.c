@@ -1,12 +1,17 @@
 /* gen_member.c - a member node's worker for one generation: it owns this
  * node's tasks' control connections and serves the leader's phase
- * requests ("gen-phase" {phase}) on its own TCP port, each one MUNGE
- * authenticated like every peer message (peerauth.h).
+ * requests ("gen-phase" {phase}) on one connection to its own TCP port,
+ * the generation's session: every message on it carries the HMAC of the
+ * key the leader sent inside its MUNGE-authenticated gen-begin
+ * (peerauth.h).  The first connection whose first message checks out is
+ * the leader's; no other is heard after it.
  *
- * It never decides to commit or abort by itself, with one exception: a
- * leader silent for longer than any phase may take (it died, or lost the
- * network) makes it undo its part, so that the job is never left frozen
- * at the gate waiting for a leader that will not come back.
+ * It never decides to commit or abort by itself, with these exceptions,
+ * so that the job is never left frozen at the gate waiting for a leader
+ * that will not come back: a leader silent for longer than any phase may
+ * take (it died, or lost the network), a session closed before "end" or
+ * "abort" (the leader gave up on this node, or died), a message that
+ * fails its check, or no session opened in time, make it undo its part.
  */
 #include "config.h"
 
@@ -15,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -31,6 +38,7 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
 {
     const char *phase = proto_get_str (m, "phase", "");
     json_object *o = NULL, *arr;
+    double t0 = gen_now_ms ();
     int rc = 0;
 
     if (strcmp (proto_get_str (m, "job", ""), g->job) || proto_get_int (m, "gen", -1) != g->gen)
@@ -76,7 +84,67 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
         log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
         return proto_error (phase, EIO, "%s", g->err);  /* the leader names the node */
     }
+    /* This node's own time in the phase, for the leader's timeline. */
+    json_object_object_add (o, "ms", json_object_new_double (gen_now_ms () - t0));
     return o;
+}
+
+/* Undo this node's part: the leader is gone, silent, or not to be
+ * trusted any more. */
+static int member_give_up (struct gen *g, const char *why)
+{
+    gen_fail (g, "member", why);
+    log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
+    genl_undo (g);
+    genl_cleanup (g, 0);
+    peerauth_session_wipe (&g->ses);
+    return -1;
+}
+
+/* One message of the session: check it, serve it, answer it.  0, or -1
+ * with why filled when the session cannot go on. */
+static int serve_message (struct gen *g, int fd, json_object *env, int *state, char *why,
+                          size_t len)
+{
+    json_object *m = NULL, *rep, *sealed;
+    char err[512];
+
+    if (peerauth_open (&g->ses, env, &m, err, sizeof (err)) < 0) {
+        snprintf (why, len, "the leader's session broke: %s", err);
+        return -1;
+    }
+    if (strcmp (proto_get_str (m, "to", ""), g->conf->node))
+        rep = proto_error ("gen-phase", EACCES, "message for another node refused");
+    else
+        rep = serve_phase (g, m, state);
+    /* Which request this answers: the leader drops late answers. */
+    if (rep)
+        proto_set_int (rep, "rid", proto_get_int (m, "rid", 0));
+    if (rep && (sealed = peerauth_seal (&g->ses, rep, err, sizeof (err)))) {
+        if (proto_send (fd, sealed) < 0 && *state == MEMBER_OK)
+            log_msg (LOG_WARNING, "job %s gen %d: cannot answer the leader: %s", g->job,
+                     g->gen, strerror (errno));
+        json_object_put (sealed);
+    }
+    json_object_put (rep);
+    json_object_put (m);
+    return 0;
+}
+
+#define MEMBER_MAX_CANDIDATES 8
+
+/* A connection that has not shown the session's key yet. */
+struct cand {
+    int fd;
+    double deadline;
+    struct proto_reader rd;
+};
+
+static void cand_drop (struct cand *c, int *n, int i)
+{
+    proto_reader_fini (&c[i].rd);
+    close (c[i].fd);
+    c[i] = c[--*n];
 }
 
 int gen_member_serve (struct gen *g)
@@ -84,7 +152,14 @@ int gen_member_serve (struct gen *g)
     /* The longest a leader may stay silent: any one phase's timeout. */
     uint64_t idle = g->conf->timeout_dump > g->conf->timeout_commit ? g->conf->timeout_dump
                     : g->conf->timeout_commit;
-    int state = MEMBER_OK;
+    /* The leader opens its session once every member answered its
+     * gen-begin (each within timeout_request). */
+    double start_by = gen_now_ms () + 2.0 * (double)g->conf->timeout_request
+                      + (double)g->conf->timeout_connect;
+    struct cand cand[MEMBER_MAX_CANDIDATES];
+    struct proto_reader srd;
+    int state = MEMBER_OK, ncand = 0, sfd = -1;
+    char why[1024];
 
     snprintf (g->staging, sizeof (g->staging), "%s/%s/gen-%d", g->conf->staging, g->job,
               g->gen);
@@ -92,42 +167,121 @@ int gen_member_serve (struct gen *g)
     log_msg (LOG_INFO, "job %s gen %d: member worker for %d task%s", g->job, g->gen,
              g->ntasks, g->ntasks == 1 ? "" : "s");
     while (state == MEMBER_OK) {
-        struct pollfd pfd = { .fd = g->member_lfd, .events = POLLIN };
-        json_object *env = NULL, *m = NULL, *rep, *wrapped;
-        char err[512];
-        uid_t uid;
-        int fd;
+        struct pollfd pfd[MEMBER_MAX_CANDIDATES + 1];
+        double now = gen_now_ms (), until = sfd >= 0 ? now + (double)idle : start_by;
+        int n = 0;
 
-        if (poll (&pfd, 1, (int)idle) <= 0) {
-            gen_fail (g, "member", "the leader went silent; undoing this node's part");
-            log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
-            genl_undo (g);
-            genl_cleanup (g, 0);
-            return -1;
+        if (sfd >= 0)
+            pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+        else {
+            pfd[n++] = (struct pollfd){ .fd = g->member_lfd, .events = POLLIN };
+            for (int i = 0; i < ncand; i++) {
+                pfd[n++] = (struct pollfd){ .fd = cand[i].fd, .events = POLLIN };
+                if (cand[i].deadline < until)
+                    until = cand[i].deadline;
+            }
         }
-        if ((fd = accept4 (g->member_lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+        if (poll (pfd, (nfds_t)n, until > now ? (int)(until - now) + 1 : 0) < 0) {
+            if (errno == EINTR)
+                continue;
+            return member_give_up (g, "poll failed; undoing this node's part");
+        }
+        now = gen_now_ms ();
+        if (sfd >= 0) {
+            if (!pfd[0].revents) {
+                if (now >= until)
+                    return member_give_up (g, "the leader went silent; undoing this node's "
+                                           "part");
+                continue;
+            }
+            for (;;) {
+                json_object *env = NULL;
+                int rc = proto_reader_read (&srd, sfd, &env);
+                if (rc == 0 || (rc < 0 && errno == EMSGSIZE))
+                    break;
+                if (rc < 0) {
+                    /* The leader closes the session of a node it gave up on:
+                     * that is this node's abort. */
+                    proto_reader_fini (&srd);
+                    close (sfd);
+                    return member_give_up (g, "the leader closed the session (it aborted "
+                                           "the generation, or died); undoing this node's "
+                                           "part");
+                }
+                rc = serve_message (g, sfd, env, &state, why, sizeof (why));
+                json_object_put (env);
+                if (rc < 0) {
+                    proto_reader_fini (&srd);
+                    close (sfd);
+                    return member_give_up (g, why);
+                }
+                if (state != MEMBER_OK)
+                    break;
+            }
             continue;
-        if (proto_recv_timeout (fd, 0, (int)g->conf->timeout_request, &env) < 0 || !env) {
-            close (fd);
-            continue;
         }
-        if (peerauth_unwrap (g->pa, env, &m, &uid, err, sizeof (err)) < 0
-            || (uid != 0 && uid != geteuid ())) {
-            log_msg (LOG_WARNING, "job %s gen %d: refused a phase request: %s", g->job,
-                     g->gen, m ? "credential of another uid" : err);
-            rep = proto_error ("gen-phase", EACCES, "refused: %s", m ? "not ibcrd's uid" : err);
-        } else if (strcmp (proto_get_str (m, "to", ""), g->conf->node))
-            rep = proto_error ("gen-phase", EACCES, "message for another node refused");
-        else
-            rep = serve_phase (g, m, &state);
-        if (rep && (wrapped = peerauth_wrap (g->pa, rep, err, sizeof (err)))) {
-            proto_send (fd, wrapped);
-            json_object_put (wrapped);
+        if (now >= start_by) {
+            while (ncand)
+                cand_drop (cand, &ncand, 0);
+            return member_give_up (g, "the leader never opened its session; undoing this "
+                                   "node's part");
         }
-        json_object_put (rep);
-        json_object_put (m);
-        json_object_put (env);
-        close (fd);
+        /* Candidates: the first whose message checks out is the leader. */
+        for (int k = n - 1; k >= 1; k--) {
+            int i = k - 1;
+            json_object *env = NULL;
+            int rc;
+
+            if (!pfd[k].revents) {
+                if (now >= cand[i].deadline)
+                    cand_drop (cand, &ncand, i);
+                continue;
+            }
+            rc = proto_reader_read (&cand[i].rd, cand[i].fd, &env);
+            if (rc == 0 || (rc < 0 && errno == EMSGSIZE))
+                continue;
+            if (rc < 0) {
+                cand_drop (cand, &ncand, i);
+                continue;
+            }
+            sfd = cand[i].fd;
+            srd = cand[i].rd;
+            cand[i] = cand[--ncand];
+            rc = serve_message (g, sfd, env, &state, why, sizeof (why));
+            json_object_put (env);
+            if (rc < 0) {
+                log_msg (LOG_WARNING, "job %s gen %d: refused a connection: %s", g->job,
+                         g->gen, why);
+                proto_reader_fini (&srd);
+                close (sfd);
+                sfd = -1;
+                continue;
+            }
+            /* The session is the leader's: nobody else is heard. */
+            while (ncand)
+                cand_drop (cand, &ncand, 0);
+            close (g->member_lfd);
+            g->member_lfd = -1;
+            break;
+        }
+        if (sfd < 0 && pfd[0].revents) {
+            int fd = accept4 (g->member_lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof (int));
+                /* Full: the oldest waits longest for nothing. */
+                if (ncand == MEMBER_MAX_CANDIDATES)
+                    cand_drop (cand, &ncand, 0);
+                cand[ncand].fd = fd;
+                cand[ncand].deadline = now + (double)g->conf->timeout_request;
+                proto_reader_init (&cand[ncand].rd, PROTO_DEFAULT_CAP);
+                ncand++;
+            }
+        }
     }
+    if (sfd >= 0) {
+        proto_reader_fini (&srd);
+        close (sfd);
+    }
+    peerauth_session_wipe (&g->ses);
     return state == MEMBER_ENDED ? 0 : -1;
 }

@@ -29,6 +29,7 @@ static void job_free (struct job *job)
         job->tasks = t->next;
         free (t);
     }
+    json_object_put (job->last_generation);
     free (job);
 }
 
@@ -536,6 +537,21 @@ json_object *jobs_job_json (const struct job *job)
         proto_set_str (o, "last_error", job->last_error);
     if (job->leader[0])
         proto_set_str (o, "leader", job->leader);
+    if (job->nmembers > 0) {
+        /* Leader: the other nodes that joined, with their ranks. */
+        json_object *ms = json_object_new_array ();
+        for (int i = 0; ms && i < job->nmembers; i++) {
+            json_object *mo = json_object_new_object (), *rs = json_object_new_array ();
+            for (int k = 0; rs && k < job->members[i].nranks; k++)
+                json_object_array_add (rs, json_object_new_int (job->members[i].ranks[k]));
+            proto_set_str (mo, "node", job->members[i].node);
+            json_object_object_add (mo, "ranks", rs);
+            json_object_array_add (ms, mo);
+        }
+        json_object_object_add (o, "members", ms);
+    }
+    if (job->last_generation)
+        json_object_object_add (o, "last_generation", json_object_get (job->last_generation));
     for (const struct task *t = job->tasks; t; t = t->next) {
         json_object *to = json_object_new_object ();
         if (!to)

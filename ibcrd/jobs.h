@@ -79,6 +79,7 @@ struct job {
     int nmembers;               /* leader: the other nodes that joined */
     struct job_member members[JOB_MAX_MEMBERS];
     char last_error[512];       /* why the last generation failed, "" ok */
+    json_object *last_generation;   /* leader: its timeline (timeline.h), or NULL */
     struct task *tasks;
     struct job *next;
 };

@@ -331,7 +331,7 @@ void peer_dispatch (struct peer *p, struct pollfd *pfd, int n)
     }
 }
 
-static int tcp_connect (const char *host, int port, int timeout_ms, char *err, size_t len)
+int peer_connect (const char *host, int port, int timeout_ms, char *err, size_t len)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
     char ports[16];
@@ -386,7 +386,7 @@ int peer_request (struct peerauth *pa, const char *host, int port, const char *n
         return -1;
     if (!(env = peerauth_wrap (pa, body, err, len)))
         return -1;
-    if ((fd = tcp_connect (host, port, timeout_ms, err, len)) < 0) {
+    if ((fd = peer_connect (host, port, timeout_ms, err, len)) < 0) {
         json_object_put (env);
         return -1;
     }

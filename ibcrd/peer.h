@@ -38,6 +38,10 @@ int peer_pollfds (struct peer *p, struct pollfd *pfd, int max);
 int peer_timer (struct peer *p);
 void peer_dispatch (struct peer *p, struct pollfd *pfd, int n);
 
+/* A blocking TCP connection to host:port, made within timeout_ms; the fd,
+ * or -1 with errno and a message in err. */
+int peer_connect (const char *host, int port, int timeout_ms, char *err, size_t len);
+
 /* Send 'body' (its "to" is set to 'node') to the ibcrd at host:port and
  * return its authenticated inner reply (which may be of type "error").
  * -1 with errno and a message in err. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +86,20 @@ void join_leader (struct server *s, struct job *job, int rank)
     _exit (1);
 }
 
+/* Whether job's worker still runs.  A worker answers its asker (or the
+ * leader's "end") just before it exits, so the next request can arrive
+ * before SIGCHLD is handled: reap it here then, rather than answer
+ * EBUSY for a generation that has ended. */
+static int worker_busy (struct server *s, struct job *job)
+{
+    int status;
+
+    if (job->worker && waitpid (job->worker, &status, WNOHANG) == job->worker)
+        server_worker_done (s, job->worker, WIFEXITED (status) ? WEXITSTATUS (status) : 128
+                            + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
+    return job->worker != 0;
+}
+
 /* The job named by req's "job" (string or integer) that client c may act
  * on, or NULL with *err set to the error reply. */
 static struct job *job_for (struct server *s, struct client *c, json_object *req,
@@ -115,7 +130,7 @@ static struct job *job_for (struct server *s, struct client *c, json_object *req
         *err = proto_error (what, EPERM, "job %s belongs to another user", id);
         return NULL;
     }
-    if (job->worker) {
+    if (worker_busy (s, job)) {
         *err = proto_error (what, EBUSY, "job %s: a generation is in progress (worker pid "
                             "%ld); try again when it ends", id, (long)job->worker);
         return NULL;
@@ -367,6 +382,14 @@ void server_worker_done (struct server *s, pid_t pid, int status)
     if (!job)
         return;
     job->worker = 0;
+    if (job->worker_kind == GEN_CHECKPOINT && is_leader (job)) {
+        /* What the leader's worker saw of its generation, for status. */
+        json_object *tl = timeline_load (s->conf->staging, job->id);
+        if (tl) {
+            json_object_put (job->last_generation);
+            job->last_generation = tl;
+        }
+    }
     if (job->worker_kind == GEN_RESTORED) {
         if (status == 0)
             for (struct task *t = job->tasks; t; t = t->next)
@@ -393,7 +416,7 @@ int server_start_trigger (struct server *s, struct job *job, const char *trigger
         errno = EINVAL;
         return -1;
     }
-    if (job->worker) {
+    if (worker_busy (s, job)) {
         errno = EBUSY;
         return -1;
     }
@@ -627,7 +650,7 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     json_object *o;
     pid_t pid;
 
-    if (job->worker)
+    if (worker_busy (s, job))
         return proto_error ("gen-begin", EBUSY, "job %s: node %s is busy with another "
                             "generation", id, s->conf->node);
     for (struct task *t = job->tasks; t; t = t->next) {
@@ -662,17 +685,31 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     /* Generation 0: the rebuild after a restart, nothing is dumped. */
     if (g.gen < 0 || (g.gen == 0 && !proto_get_bool (m, "restored", 0)))
         return proto_error ("gen-begin", EINVAL, "\"gen\" must be a generation number");
-    if ((g.member_lfd = member_listener (s, &port)) < 0)
+    /* The generation's session key came inside the leader's MUNGE
+     * credential; the worker alone keeps it. */
+    unsigned char key[PEERAUTH_KEY_LEN];
+    if (peerauth_key_parse (proto_get_str (m, "session_key", NULL), key) < 0)
+        return proto_error ("gen-begin", EPROTO, "node %s: gen-begin without a valid "
+                            "\"session_key\" (is the leader's ibcrd older than this one?)",
+                            s->conf->node);
+    peerauth_session_init (&g.ses, key, 0);
+    explicit_bzero (key, sizeof (key));
+    if ((g.member_lfd = member_listener (s, &port)) < 0) {
+        peerauth_session_wipe (&g.ses);
         return proto_error ("gen-begin", errno, "node %s: cannot listen for the leader: %s",
                             s->conf->node, strerror (errno));
+    }
     if (!(o = proto_new ("ok"))) {
+        peerauth_session_wipe (&g.ses);
         close (g.member_lfd);
         return NULL;
     }
     proto_set_str (o, "request", "gen-begin");
     proto_set_int (o, "port", port);
     json_object_object_add (o, "tasks", genl_tasks_json (&g));
-    if ((pid = worker_start_member (&g, keep, nkeep)) < 0) {
+    pid = worker_start_member (&g, keep, nkeep);
+    peerauth_session_wipe (&g.ses);
+    if (pid < 0) {
         json_object_put (o);
         close (g.member_lfd);
         return proto_error ("gen-begin", errno, "node %s: cannot fork: %s", s->conf->node,

@@ -667,6 +667,16 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
         j->requeuing = 1;
         hk_order (HK_REQUEUE, id, 0);
     }
+    if (j->pending[0] && j->requeuing) {
+        /* A trigger that came during the final checkpoint (a preemption's
+         * grace time also shortens the job's end, which looks like its
+         * time limit) needs no second one: the job is being requeued
+         * from the generation that just committed. */
+        log_msg (LOG_INFO, "job %u: %s: no further checkpoint, the job is being requeued",
+                 id, j->pending);
+        j->pending[0] = '\0';
+        j->pending_action = CONF_ACT_NOTHING;
+    }
     if (j->pending[0]) {
         char trigger[32];
         snprintf (trigger, sizeof (trigger), "%s", j->pending);

@@ -30,3 +30,9 @@ TESTS += common/test_safedir.t
 check_PROGRAMS += common/test_safedir.t
 common_test_safedir_t_SOURCES = common/test_safedir.c
 common_test_safedir_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la
+
+TESTS += common/test_peersession.t
+check_PROGRAMS += common/test_peersession.t
+common_test_peersession_t_SOURCES = common/test_peersession.c
+common_test_peersession_t_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
+common_test_peersession_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la $(JSON_LIBS)

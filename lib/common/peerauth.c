@@ -12,7 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ctype.h>
+#include <sys/random.h>
+
 #include <munge.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "peerauth.h"
 #include "proto.h"
@@ -135,5 +141,158 @@ int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body,
         return -1;
     }
     free (payload);
+    return 0;
+}
+
+/* --- sessions ----------------------------------------------------------- */
+
+int peerauth_key_new (unsigned char *key)
+{
+    size_t got = 0;
+
+    while (got < PEERAUTH_KEY_LEN) {
+        ssize_t n = getrandom (key + got, PEERAUTH_KEY_LEN - got, 0);
+        if (n < 0 && errno != EINTR)
+            return -1;
+        if (n > 0)
+            got += (size_t)n;
+    }
+    return 0;
+}
+
+void peerauth_key_hex (const unsigned char *key, char *hex)
+{
+    for (int i = 0; i < PEERAUTH_KEY_LEN; i++)
+        snprintf (hex + 2 * i, 3, "%02x", key[i]);
+}
+
+int peerauth_key_parse (const char *hex, unsigned char *key)
+{
+    if (!hex || strlen (hex) != 2 * PEERAUTH_KEY_LEN)
+        return -1;
+    for (int i = 0; i < PEERAUTH_KEY_LEN; i++) {
+        unsigned v;
+        if (!isxdigit ((unsigned char)hex[2 * i]) || !isxdigit ((unsigned char)hex[2 * i + 1])
+            || sscanf (hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        key[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+void peerauth_session_init (struct peerauth_session *s, const unsigned char *key, int leader)
+{
+    memcpy (s->key, key, PEERAUTH_KEY_LEN);
+    s->sent = s->got = 0;
+    s->self = leader ? 'L' : 'M';
+    s->peer = leader ? 'M' : 'L';
+}
+
+void peerauth_session_wipe (struct peerauth_session *s)
+{
+    explicit_bzero (s, sizeof (*s));
+}
+
+static void session_mac (const struct peerauth_session *s, char dir, uint64_t seq,
+                         const char *body, size_t n, unsigned char *mac)
+{
+    unsigned char head[9];
+    unsigned int maclen = 0;
+    head[0] = (unsigned char)dir;
+    for (int i = 0; i < 8; i++)
+        head[1 + i] = (unsigned char)(seq >> (56 - 8 * i));
+    /* One buffer, so that the one-shot HMAC() covers head and body. */
+    unsigned char *buf = malloc (sizeof (head) + n);
+    if (!buf) {
+        memset (mac, 0, 32);
+        return;
+    }
+    memcpy (buf, head, sizeof (head));
+    memcpy (buf + sizeof (head), body, n);
+    HMAC (EVP_sha256 (), s->key, PEERAUTH_KEY_LEN, buf, sizeof (head) + n, mac, &maclen);
+    free (buf);
+}
+
+json_object *peerauth_seal (struct peerauth_session *s, json_object *body, char *err,
+                            size_t len)
+{
+    unsigned char mac[32];
+    char hex[65];
+    const char *txt;
+    size_t n;
+    json_object *env;
+
+    if (!proto_type (body)) {
+        snprintf (err, len, "peer message without a type");
+        errno = EINVAL;
+        return NULL;
+    }
+    txt = json_object_to_json_string_length (body, JSON_C_TO_STRING_PLAIN, &n);
+    if (n > PEERAUTH_MAX_BODY) {
+        snprintf (err, len, "peer message of %zu bytes is over the %d-byte limit", n,
+                  PEERAUTH_MAX_BODY);
+        errno = EMSGSIZE;
+        return NULL;
+    }
+    session_mac (s, s->self, s->sent + 1, txt, n, mac);
+    for (int i = 0; i < 32; i++)
+        snprintf (hex + 2 * i, 3, "%02x", mac[i]);
+    if (!(env = proto_new ("peer-s")) || proto_set_int (env, "seq", (int64_t)(s->sent + 1)) < 0
+        || json_object_object_add (env, "body", json_object_new_string_len (txt, (int)n)) < 0
+        || proto_set_str (env, "mac", hex) < 0) {
+        json_object_put (env);
+        snprintf (err, len, "out of memory");
+        errno = ENOMEM;
+        return NULL;
+    }
+    s->sent++;
+    return env;
+}
+
+int peerauth_open (struct peerauth_session *s, json_object *env, json_object **body,
+                   char *err, size_t len)
+{
+    const char *hex = proto_get_str (env, "mac", NULL), *txt;
+    json_object *b;
+    unsigned char mac[32], want[32];
+    int64_t seq = proto_get_int (env, "seq", -1);
+    size_t n;
+
+    *body = NULL;
+    if (!proto_type (env) || strcmp (proto_type (env), "peer-s")
+        || !json_object_object_get_ex (env, "body", &b) || !json_object_is_type (b, json_type_string)
+        || !hex || strlen (hex) != 64) {
+        snprintf (err, len, "not a message of this session (type '%.32s')",
+                  proto_type (env) ? proto_type (env) : "?");
+        errno = EACCES;
+        return -1;
+    }
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf (hex + 2 * i, "%2x", &v) != 1) {
+            snprintf (err, len, "session message with a malformed MAC");
+            errno = EACCES;
+            return -1;
+        }
+        mac[i] = (unsigned char)v;
+    }
+    txt = json_object_get_string (b);
+    n = (size_t)json_object_get_string_len (b);
+    /* The MAC is checked against the sequence number we expect, not the
+     * one the message claims: a replayed, dropped or reordered message
+     * fails like a forged one. */
+    session_mac (s, s->peer, s->got + 1, txt, n, want);
+    if (CRYPTO_memcmp (mac, want, sizeof (mac)) != 0 || seq != (int64_t)(s->got + 1)) {
+        snprintf (err, len, "session message %lld refused: its MAC does not match message "
+                  "%llu of this session", (long long)seq, (unsigned long long)(s->got + 1));
+        errno = EACCES;
+        return -1;
+    }
+    if (proto_decode (txt, n, body) < 0) {
+        snprintf (err, len, "session message %lld is malformed", (long long)seq);
+        errno = EPROTO;
+        return -1;
+    }
+    s->got++;
     return 0;
 }

@@ -40,8 +40,10 @@
 #
 # For several hosts (network namespaces of sharness.d/10-netns.sh):
 #
-#   ibcrd_host_start I MSOCK    host I's ibcrd (node nI, peer port 7195,
-#                               MUNGE socket MSOCK, storage $PWD/shared),
+#   ibcrd_host_start I MSOCK [LINE...]
+#                               host I's ibcrd (node nI, peer port 7195,
+#                               MUNGE socket MSOCK, storage $PWD/shared,
+#                               plus each extra "key = value" LINE),
 #                               inside host I, state in folder hI/
 #   ibcrd_on I                  prints the command prefix that runs a
 #                               command inside host I (see ibcrd_bg)
@@ -297,8 +299,11 @@ ibcrd_host_peers() {
 }
 
 ibcrd_host_start() {
-	ibcrd_setup h$1 "node = n$1" "peer_port = 7195" "munge_socket = $2" \
-		"criu = $IBCR_CRIU" "storage = $PWD/shared" "peers = $(ibcrd_host_peers)" &&
+	ibcrd_hs_i=$1 ibcrd_hs_m=$2
+	shift 2
+	ibcrd_setup h$ibcrd_hs_i "node = n$ibcrd_hs_i" "peer_port = 7195" "munge_socket = $ibcrd_hs_m" \
+		"criu = $IBCR_CRIU" "storage = $PWD/shared" "peers = $(ibcrd_host_peers)" "$@" &&
+	set -- $ibcrd_hs_i &&
 	sed -i "/^storage = .*h$1\/storage$/d" h$1/ibcrd.conf &&
 	{ netns_exec $1 "$IBCRD" -F -c "$PWD/h$1/ibcrd.conf" -v 2>>h$1/ibcrd.log & } &&
 	echo $! >h$1/launch.pid &&

@@ -4,7 +4,7 @@
 # node failure) give each node its own network namespace and IPv4 address.
 #
 # API:
-#   netns_create N     make N (1..6) namespaces ib<PID>h1..ib<PID>hN, each with
+#   netns_create N     make N (1..64) namespaces ib<PID>h1..ib<PID>hN, each with
 #                      lo up and eth0 (a veth into the bridge ib<PID>b), in one
 #                      /24 of 198.18.0.0/15 (benchmark range, never routed)
 #                      chosen from the test's PID and skipped if the host
@@ -65,9 +65,9 @@ ibcr_netns_pick_net_() {
 netns_create() {
 	ibcr_want=$1
 	case "$ibcr_want" in
-	[1-6]) ;;
+	[1-9]|[1-5][0-9]|6[0-4]) ;;
 	*)
-		echo "netns_create: need a host count 1..6, got '$ibcr_want'" >&2
+		echo "netns_create: need a host count 1..64, got '$ibcr_want'" >&2
 		return 1 ;;
 	esac
 	if test "$ibcr_netns_n" -ge "$ibcr_want"; then
@@ -112,7 +112,7 @@ netns_create() {
 netns_exec() {
 	ibcr_ne_i=$1
 	case "$ibcr_ne_i" in
-	[1-9]) ;;
+	[1-9]|[1-9][0-9]) ;;
 	*) ibcr_ne_i=0 ;;
 	esac
 	if test "$ibcr_ne_i" -lt 1 || test "$ibcr_ne_i" -gt "$ibcr_netns_n"; then

@@ -1,0 +1,191 @@
+/* timeline.c - see timeline.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ident.h"
+#include "common/log.h"
+#include "common/safedir.h"
+#include "gen.h"
+#include "timeline.h"
+
+/* <staging>/.timelines/<job>.json: beside the jobs' folders, not in them,
+ * whose leftovers tests look for. */
+#define TIMELINE_DIR ".timelines"
+#define TIMELINE_CAP (64 * 1024 * 1024)
+
+static const char *const names[PH_COUNT] = {
+    [PH_BEGIN] = "begin", [PH_QUIESCE] = "quiesce", [PH_DRAIN] = "drain",
+    [PH_RELEASE] = "release", [PH_DUMP] = "dump", [PH_REBUILD] = "rebuild",
+    [PH_CONNECT] = "connect", [PH_RESUME] = "resume", [PH_COPY] = "copy",
+    [PH_END] = "end", [PH_ABORT] = "abort",
+};
+
+int timeline_phase (const char *name)
+{
+    for (int i = 0; i < PH_COUNT; i++)
+        if (!strcmp (names[i], name))
+            return i;
+    return -1;
+}
+
+void timeline_open (struct gen_span *spans, const char *phase, double now)
+{
+    int p = timeline_phase (phase);
+
+    if (p < 0)
+        return;
+    if (!spans[p].n && !spans[p].open)
+        spans[p].start = now;
+    spans[p].open = 1;
+}
+
+void timeline_close (struct gen_span *spans, const char *phase, double now, double node_ms,
+                     int failed)
+{
+    int p = timeline_phase (phase);
+
+    if (p < 0 || !spans[p].open)
+        return;
+    spans[p].open = 0;
+    spans[p].end = now;
+    spans[p].node_ms += node_ms;
+    spans[p].failed |= failed;
+    spans[p].n += !failed;
+}
+
+static json_object *node_json (const struct gen *g, const char *node, int leader,
+                               const struct gen_span *spans)
+{
+    json_object *o = json_object_new_object (), *ph = json_object_new_object ();
+
+    json_object_object_add (o, "node", json_object_new_string (node));
+    json_object_object_add (o, "leader", json_object_new_boolean (leader));
+    for (int p = 0; p < PH_COUNT; p++) {
+        const struct gen_span *s = &spans[p];
+        json_object *e;
+        if (!s->n && !s->failed && !s->open)
+            continue;
+        e = json_object_new_object ();
+        json_object_object_add (e, "start_ms", json_object_new_double (s->start - g->t0));
+        /* Still open: it never answered. */
+        if (!s->open)
+            json_object_object_add (e, "end_ms", json_object_new_double (s->end - g->t0));
+        json_object_object_add (e, "node_ms", json_object_new_double (s->node_ms));
+        json_object_object_add (e, "count", json_object_new_int (s->n));
+        if (s->failed || s->open)
+            json_object_object_add (e, "failed", json_object_new_boolean (1));
+        json_object_object_add (ph, names[p], e);
+    }
+    json_object_object_add (o, "phases", ph);
+    return o;
+}
+
+json_object *timeline_json (const struct gen *g)
+{
+    json_object *o = json_object_new_object (), *nodes = json_object_new_array ();
+    char wall[64];
+    time_t secs = (time_t)g->t0_wall;
+    struct tm tm;
+
+    gmtime_r (&secs, &tm);
+    snprintf (wall, sizeof (wall), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+              (int)((g->t0_wall - (double)secs) * 1000));
+    json_object_object_add (o, "start_wall", json_object_new_string (wall));
+    json_object_object_add (o, "start_epoch", json_object_new_double (g->t0_wall));
+    json_object_object_add (o, "start_mono_ms", json_object_new_double (g->t0));
+    json_object_object_add (o, "total_ms", json_object_new_double (gen_now_ms () - g->t0));
+    /* What the fan-out cost the leader's CPU, and for how many requests. */
+    json_object_object_add (o, "requests", json_object_new_int ((int)g->rid));
+    json_object_object_add (o, "fanout_cpu_ms", json_object_new_double (g->fan_cpu_ms));
+    json_object_object_add (o, "begin_cpu_ms", json_object_new_double (g->begin_cpu_ms));
+    json_object_array_add (nodes, node_json (g, g->conf->node, 1, g->span));
+    for (int i = 0; i < g->nmembers; i++)
+        json_object_array_add (nodes, node_json (g, g->members[i].node, 0, g->members[i].span));
+    json_object_object_add (o, "nodes", nodes);
+    return o;
+}
+
+void timeline_save (const struct gen *g, int committed)
+{
+    char dir[PATH_MAX], why[1024], name[IDENT_MAX + 16], tmp[IDENT_MAX + 16];
+    json_object *o = json_object_new_object ();
+    const char *s;
+    size_t n;
+    int dfd = -1, fd = -1;
+
+    snprintf (dir, sizeof (dir), "%s/" TIMELINE_DIR, g->conf->staging);
+    snprintf (name, sizeof (name), "%s.json", g->job);
+    snprintf (tmp, sizeof (tmp), "%s.new", g->job);
+    json_object_object_add (o, "generation", json_object_new_int (g->gen));
+    json_object_object_add (o, "result", json_object_new_string (committed ? "committed"
+                                                                 : "aborted"));
+    if (!committed)
+        json_object_object_add (o, "error", json_object_new_string (g->err));
+    json_object_object_add (o, "timeline", timeline_json (g));
+    s = json_object_to_json_string_length (o, JSON_C_TO_STRING_PLAIN, &n);
+    if (safedir_ensure (dir, 0700, why, sizeof (why)) < 0
+        || (dfd = safedir_open (dir, why, sizeof (why))) < 0) {
+        log_msg (LOG_WARNING, "job %s gen %d: timeline not kept: %s", g->job, g->gen, why);
+        goto out;
+    }
+    unlinkat (dfd, tmp, 0);
+    fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
+                 | O_CLOEXEC, 0600);
+    if (fd < 0 || write (fd, s, n) != (ssize_t)n
+        || renameat (dfd, tmp, dfd, name) < 0)
+        log_err (errno, "job %s gen %d: timeline not kept in %s", g->job, g->gen, dir);
+out:
+    if (fd >= 0)
+        close (fd);
+    if (dfd >= 0)
+        close (dfd);
+    json_object_put (o);
+}
+
+json_object *timeline_load (const char *staging, const char *job)
+{
+    char dir[PATH_MAX], why[1024], name[IDENT_MAX + 16], *buf = NULL;
+    json_object *o = NULL;
+    size_t len = 0, cap = 0;
+    int dfd, fd;
+
+    snprintf (dir, sizeof (dir), "%s/" TIMELINE_DIR, staging);
+    snprintf (name, sizeof (name), "%s.json", job);
+    if ((dfd = safedir_open (dir, why, sizeof (why))) < 0)
+        return NULL;
+    fd = openat (dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    close (dfd);
+    if (fd < 0)
+        return NULL;
+    for (;;) {
+        ssize_t r;
+        if (len + 1 >= cap) {
+            char *nb;
+            if (cap >= TIMELINE_CAP || !(nb = realloc (buf, cap ? cap * 2 : 65536)))
+                break;
+            buf = nb;
+            cap = cap ? cap * 2 : 65536;
+        }
+        if ((r = read (fd, buf + len, cap - len - 1)) <= 0) {
+            if (r == 0) {
+                buf[len] = '\0';
+                o = json_tokener_parse (buf);
+            }
+            break;
+        }
+        len += (size_t)r;
+    }
+    close (fd);
+    free (buf);
+    return o;
+}

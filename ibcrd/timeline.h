@@ -1,0 +1,55 @@
+/* timeline.h - what the leader saw of a generation: for every node (its
+ * own included) and every phase, when the phase's request went out and
+ * when the node's answer came back, on the leader's monotonic clock, plus
+ * the time the node itself reports having spent in it.
+ *
+ * It goes into the committed manifest ("timeline") and, for the last
+ * generation of the job committed or not, into a file of the leader's
+ * staging that ibcrd reads when the worker ends, for "ibcr status".
+ * Times are milliseconds from the generation's start ("start_mono_ms",
+ * CLOCK_MONOTONIC, and "start_wall", the wall clock at that moment).
+ * A phase asked several times (drain rounds) spans its first request to
+ * its last answer and counts the rounds.
+ */
+#ifndef IBCRD_TIMELINE_H
+#define IBCRD_TIMELINE_H
+
+#include <json-c/json.h>
+
+enum gen_phase_id {
+    PH_BEGIN, PH_QUIESCE, PH_DRAIN, PH_RELEASE, PH_DUMP, PH_REBUILD, PH_CONNECT,
+    PH_RESUME, PH_COPY, PH_END, PH_ABORT, PH_COUNT
+};
+
+struct gen_span {
+    double start, end;      /* gen_now_ms () of the first request, last answer */
+    double node_ms;         /* what the node reports it spent, summed */
+    int n;                  /* requests answered */
+    int failed;             /* it failed or did not answer */
+    int open;               /* a request is out */
+};
+
+/* The index of a phase name, or -1. */
+int timeline_phase (const char *name);
+
+void timeline_open (struct gen_span *spans, const char *phase, double now);
+void timeline_close (struct gen_span *spans, const char *phase, double now, double node_ms,
+                     int failed);
+
+struct gen;
+
+/* {"start_wall", "start_mono_ms", "total_ms", "requests" (to members),
+ * "fanout_cpu_ms" (the leader's CPU in sending and reading them, MUNGE
+ * included), "begin_cpu_ms" (of which gen-begin's), "nodes":[{"node", "leader",
+ * "phases":{NAME:{"start_ms","end_ms","node_ms","count"[,"failed"]}}}]} */
+json_object *timeline_json (const struct gen *g);
+
+/* Leader: write {"generation", "result", ["error"], "timeline"} as
+ * <staging>/.timelines/<job>.json (root's folder; by fd, replaced whole).
+ * Failures are logged only. */
+void timeline_save (const struct gen *g, int committed);
+
+/* The daemon: that file's content for job, or NULL. */
+json_object *timeline_load (const char *staging, const char *job);
+
+#endif
