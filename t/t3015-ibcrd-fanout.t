@@ -63,14 +63,27 @@ t15_all_ok() {
 # RANK on HOST once that dump's criu runs: the child of HOST's ibcrd
 # that criu descends from.
 t15_worker() {
-	t15_c=$(pgrep -f "$PWD/h$1/staging/$2/dump-gen-$3-rank-$4.log" | head -n 1) &&
-	test -n "$t15_c" && t15_d=$(cat h$1/run/ibcrd.pid) &&
-	while t15_p=$(ps -o ppid= -p "$t15_c" | tr -d " ") && test -n "$t15_p" &&
-		test "$t15_p" != "$t15_d"; do
-		test "$t15_p" -gt 1 || return 1
-		t15_c=$t15_p
-	done &&
-	test "$t15_p" = "$t15_d" && echo "$t15_c" >worker.pid
+	t15_d=$(cat h$1/run/ibcrd.pid) || return 1
+	# The children of ibcrd are its workers and the relays of its tasks
+	# (ibcr run): the worker is the one a criu runs under (CRIU runs in
+	# the task's namespaces as its user, so its command line names no
+	# log to look for).
+	for t15_c in $(cat /proc/$t15_d/task/*/children 2>/dev/null); do
+		if t15_has_criu $t15_c; then
+			echo "$t15_c" >worker.pid
+			return 0
+		fi
+	done
+	return 1
+}
+
+# t15_has_criu PID: a criu runs among PID's descendants.
+t15_has_criu() {
+	for t15_k in $(cat /proc/$1/task/*/children 2>/dev/null); do
+		test "$(cat /proc/$t15_k/comm 2>/dev/null)" = criu && return 0
+		t15_has_criu $t15_k && return 0
+	done
+	return 1
 }
 
 # t15_joined JOB: both members joined the leader (its status lists them).
@@ -83,7 +96,7 @@ t15_joined() {
 test_expect_success 'setup: three hosts, munged, one ibcrd per host, shared storage' '
 	netns_create 3 &&
 	ibcrd_munged_start m &&
-	MSOCK=$PWD/m/sock/munge.socket &&
+	MSOCK=$(ibcrd_munge_sock m) &&
 	mkdir shared &&
 	ibcrd_host_start 1 "$MSOCK" "timeout_dump = 5s" &&
 	ibcrd_host_start 2 "$MSOCK" && ibcrd_host_start 3 "$MSOCK"
