@@ -543,6 +543,18 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank);
         return -1;
     }
+    /* MPICH's intra-node shared-memory segment is an unlinked file in
+     * /dev/shm mapped by every rank of the node: each rank's image would
+     * hold its own copy, and the restore of the second one fails (CRIU's
+     * ghost file of the first is gone) or the copies are no longer
+     * shared.  Protected ranks talk through the network module instead,
+     * unless the user said otherwise. */
+    if (spank_setenv (sp, "MPIR_CVAR_NOLOCAL", "1", 0) != ESPANK_SUCCESS
+        && spank_getenv (sp, "MPIR_CVAR_NOLOCAL", err, sizeof (err)) != ESPANK_SUCCESS) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank);
+        return -1;
+    }
     keep[0] = sp_st.fd;
     sp_ns_on_term (sp_stepd_term, NULL);
     if (sp_ns_start (sp_stepd_started, NULL, keep, 1, err, sizeof (err)) < 0) {

@@ -1,18 +1,20 @@
 #!/bin/sh
-test_description='mpi: an MPICH job checkpointed, requeued and restored on other nodes
+test_description='mpi: an MPICH job checkpointed, requeued and drained, restored on other nodes
 
-Debian'"'"'s MPICH (ch4:ucx on softib: rc_verbs, no TCP or shared
-memory), 4 ranks on 2 of 3 network-namespace nodes under
-srun --mpi=pmi2 in a batch job with --checkpoint-ib, as an ordinary
-user; mpi_verify checks every message (eager and rendezvous sizes, a
-ring, collectives).  Each rank holds the PMI socket slurmstepd gave it
-(PMI_FD), which leads out of the dumped tree: ibcrd dumps it as
-external and records it in the manifest; after "scontrol requeue" the
-job starts on two other nodes, where the plugin greets the new step'"'"'s
-PMI server as MPI_Init did and hands its socket to CRIU in place of the
-old one.  The restored ranks finish, MPI_Finalize talking PMI to the new
-step, with the same result as an uninterrupted run.  MPIR_CVAR_NOLOCAL=1
-keeps MPICH off its shared-memory segment, which CRIU cannot carry.'
+Debian'"'"'s MPICH (ch4:ucx on softib: rc_verbs, no TCP), 4 ranks on 2
+of 3 network-namespace nodes under srun --mpi=pmi2 in a batch job with
+--checkpoint-ib, as an ordinary user; mpi_verify checks every message
+(eager and rendezvous sizes, a ring, collectives).  Each rank holds the
+PMI socket slurmstepd gave it (PMI_FD), which leads out of the dumped
+tree: ibcrd dumps it as external and records it in the manifest; when
+the job comes back (after "scontrol requeue", and after a drain of one
+of its nodes), on other nodes, the plugin greets the new step'"'"'s PMI
+server as MPI_Init did and hands its socket to CRIU in place of the old
+one.  The restored ranks finish, MPI_Finalize talking PMI to the new
+step, with the same result as an uninterrupted run.  The plugin sets
+MPIR_CVAR_NOLOCAL=1 in protected tasks: MPICH'"'"'s shared-memory
+segment, one unlinked file mapped by all ranks of a node, cannot be
+restored.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
@@ -35,20 +37,24 @@ munge_socket = $IBCR_MUNGE_SOCKET" &&
 '
 
 test_expect_success BUILT,VERIFY_MPICH 'uninterrupted: the same job without --checkpoint-ib' '
-	MPI_ITERS=$ITERS mpi_srun mpich ref MPIR_CVAR_NOLOCAL=1 &&
+	MPI_ITERS=$ITERS mpi_srun mpich ref &&
 	grep "^mpi_verify: OK " ref.out >ref.ok
 '
 
 test_expect_success BUILT,VERIFY_MPICH 'sbatch --checkpoint-ib=5s on n1, n2: generations hold every rank'"'"'s PMI socket' '
 	filler=$(sbatch --parsable -w n3 -c 2 -o /dev/null --wrap "sleep 600") &&
 	slurm_wait_job $filler RUNNING 30 &&
-	J=$(mpi_with mpich MPIR_CVAR_NOLOCAL=1 sbatch --parsable -N2 --ntasks-per-node=2 \
+	J=$(mpi_with mpich sbatch --parsable -N2 --ntasks-per-node=2 \
 		--checkpoint-ib=5s -o job.out -e job.err \
 		--wrap "srun --mpi=pmi2 -o mv.out -e mv.err $MPI_VERIFY_MPICH -n $ITERS") &&
 	slurm_wait_job $J RUNNING 30 &&
 	test "$(spank_field $J NodeList)" = "n[1-2]" &&
 	scancel $filler &&
 	spank_wait_gens $J 2 90 &&
+	for p in $(pgrep -u "$IBCR_JOB_USER" -f "^$MPI_VERIFY_MPICH"); do
+		tr "\0" "\n" </proc/$p/environ | grep -x MPIR_CVAR_NOLOCAL=1
+	done >nolocal &&
+	test "$(wc -l <nolocal)" = 4 &&
 	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
 	test "$(grep -c "\"pmi_ino\": [1-9]" "$store/$J/gen-$newest/manifest.json")" = 4
 '
@@ -78,8 +84,37 @@ test_expect_success BUILT,VERIFY_MPICH 'the restored job finishes as the uninter
 	cat mv.out mv.err | ibcr_diag &&
 	mpi_check_out mv.out 4 $ITERS 2 &&
 	grep "^mpi_verify: OK " mv.out >mv.ok &&
-	test_cmp ref.ok mv.ok &&
-	scancel $filler
+	test_cmp ref.ok mv.ok
+'
+
+test_expect_success BUILT,VERIFY_MPICH 'a drain of n3: checkpointed, requeued, restored on n1 and n2' '
+	D=$(mpi_with mpich sbatch --parsable -N2 --ntasks-per-node=2 \
+		--checkpoint-ib=5s -o jobd.out -e jobd.err \
+		--wrap "srun --mpi=pmi2 -o md.out -e md.err $MPI_VERIFY_MPICH -n $ITERS") &&
+	slurm_wait_job $D RUNNING 30 &&
+	test "$(spank_field $D NodeList)" = "n[2-3]" &&
+	scancel $filler &&
+	spank_wait_gens $D 2 90 &&
+	scontrol update nodename=n3 state=drain reason=ibcr-t5003 &&
+	slurm_wait_job $D PENDING 60 &&
+	grep "job $D: drain: final checkpoint, then requeue" $IBCRD_RUN/ibcrd/n2/ibcrd.log &&
+	newest=$(ls -d "$store/$D"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
+	mv md.out md.out.1 && mv md.err md.err.1 &&
+	scontrol update jobid=$D StartTime=now &&
+	slurm_wait_job $D RUNNING 60 &&
+	test "$(spank_field $D NodeList)" = "n[1-2]" &&
+	slurm_wait_job $D COMPLETED 300 &&
+	cat md.out md.err | ibcr_diag &&
+	for r in 0 1; do
+		grep "task $r on n1: restored from generation $newest " md.err || return 1
+	done &&
+	for r in 2 3; do
+		grep "task $r on n2: restored from generation $newest " md.err || return 1
+	done &&
+	mpi_check_out md.out 4 $ITERS 2 &&
+	grep "^mpi_verify: OK " md.out >md.ok &&
+	test_cmp ref.ok md.ok &&
+	scontrol update nodename=n3 state=resume
 '
 
 test_expect_success 'slurm_stop' '
