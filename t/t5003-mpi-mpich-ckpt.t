@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='mpi: an MPICH job checkpointed, requeued and drained, restored on other nodes
+test_description='mpi: an MPICH job checkpointed, requeued, drained and preempted, restored on other nodes
 
 Debian'"'"'s MPICH (ch4:ucx on softib: rc_verbs, no TCP), 4 ranks on 2
 of 3 network-namespace nodes under srun --mpi=pmi2 in a batch job with
@@ -7,11 +7,12 @@ of 3 network-namespace nodes under srun --mpi=pmi2 in a batch job with
 (eager and rendezvous sizes, a ring, collectives).  Each rank holds the
 PMI socket slurmstepd gave it (PMI_FD), which leads out of the dumped
 tree: ibcrd dumps it as external and records it in the manifest; when
-the job comes back (after "scontrol requeue", and after a drain of one
-of its nodes), on other nodes, the plugin greets the new step'"'"'s PMI
-server as MPI_Init did and hands its socket to CRIU in place of the old
-one.  The restored ranks finish, MPI_Finalize talking PMI to the new
-step, with the same result as an uninterrupted run.  The plugin sets
+the job comes back (after "scontrol requeue", a drain of one of its
+nodes, a preemption), on other nodes, the plugin greets the new step'"'"'s
+PMI server as MPI_Init did and hands its socket to CRIU in place of the
+old one.  The restored ranks are checkpointed again, and finish,
+MPI_Finalize talking PMI to the new step, with the same result as an
+uninterrupted run.  The plugin sets
 MPIR_CVAR_NOLOCAL=1 in protected tasks: MPICH'"'"'s shared-memory
 segment, one unlinked file mapped by all ranks of a node, cannot be
 restored.'
@@ -29,7 +30,12 @@ test_expect_success BUILT,VERIFY_MPICH 'a 3-node netns cluster on softib, an ibc
 	ibcr_atexit ibcrd_stop_all &&
 	mkdir -p "$IBCRD_STORAGE" &&
 	spank_plugstack "$plugin" "$libibcr" &&
-	SLURM_PLUGSTACK=plugstack.conf SLURM_CONF_EXTRA="JobRequeue=1" \
+	SLURM_PLUGSTACK=plugstack.conf \
+	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
+	SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+JobRequeue=1
+PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
 		slurm_start 3 --netns --devns &&
 	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
 munge_socket = $IBCR_MUNGE_SOCKET" &&
@@ -79,6 +85,23 @@ test_expect_success BUILT,VERIFY_MPICH 'scontrol requeue: the 4 ranks come back 
 	done
 '
 
+# newest_gen JOB: the highest generation number committed (0: none);
+# gen_after JOB N: JOB has committed a generation after N
+newest_gen() {
+	ls -d "$store/$1"/gen-*/manifest.json 2>/dev/null | sed "s|.*/gen-\([0-9]*\)/manifest.json|\1|" |
+		sort -n | tail -n 1 | grep . || echo 0
+}
+gen_after() {
+	test "$(newest_gen "$1")" -gt "$2"
+}
+
+test_expect_success BUILT,VERIFY_MPICH 'the restored ranks are checkpointed again, PMI socket and all' '
+	ibcr_wait_for 90 gen_after $J $newest &&
+	again=$(newest_gen $J) &&
+	test "$(grep -c "\"pmi_ino\": [1-9]" "$store/$J/gen-$again/manifest.json")" = 4 &&
+	grep "\"node\": \"n3\"" "$store/$J/gen-$again/manifest.json"
+'
+
 test_expect_success BUILT,VERIFY_MPICH 'the restored job finishes as the uninterrupted one did, every message verified' '
 	slurm_wait_job $J COMPLETED 300 &&
 	cat mv.out mv.err | ibcr_diag &&
@@ -115,6 +138,31 @@ test_expect_success BUILT,VERIFY_MPICH 'a drain of n3: checkpointed, requeued, r
 	grep "^mpi_verify: OK " md.out >md.ok &&
 	test_cmp ref.ok md.ok &&
 	scontrol update nodename=n3 state=resume
+'
+
+test_expect_success BUILT,VERIFY_MPICH 'preempted (bare --checkpoint-ib): one final checkpoint, requeued, restored, same result' '
+	rm -f mp.out mp.err &&
+	P=$(mpi_with mpich sbatch --parsable -N2 -w n1,n2 --ntasks-per-node=2 \
+		--checkpoint-ib -o jobp.out -e jobp.err \
+		--wrap "srun --mpi=pmi2 -o mp.out -e mp.err $MPI_VERIFY_MPICH -n $ITERS") &&
+	slurm_wait_job $P RUNNING 30 &&
+	for n in n1 n2; do
+		ibcr_wait_for 60 sh -c "test \$(grep -c \"job $P step 0: rank .* libibcr control connection\$\" $IBCRD_RUN/ibcrd/$n/ibcrd.log) = 2" ||
+			return 1
+	done &&
+	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
+	spank_restarts_at_least $P 1 60 &&
+	test "$(spank_gens $P)" = 1 &&
+	grep "job $P: preempt: final checkpoint, then requeue" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
+	slurm_wait_job $P PENDING 30 &&
+	mv mp.out mp.out.1 && mv mp.err mp.err.1 &&
+	scontrol update jobid=$P StartTime=now &&
+	slurm_wait_job $P COMPLETED 300 &&
+	cat mp.out mp.err | ibcr_diag &&
+	test "$(grep -c "restored from generation 1 " mp.err)" = 4 &&
+	mpi_check_out mp.out 4 $ITERS 2 &&
+	grep "^mpi_verify: OK " mp.out >mp.ok &&
+	test_cmp ref.ok mp.ok
 '
 
 test_expect_success 'slurm_stop' '
