@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='mpi: an MPICH job checkpointed, requeued, drained and preempted, restored on other nodes
+test_description='mpi: an MPICH job checkpointed, requeued, drained, preempted and at its time limit, restored
 
 Debian'"'"'s MPICH (ch4:ucx on softib: rc_verbs, no TCP), 4 ranks on 2
 of 3 network-namespace nodes under srun --mpi=pmi2 in a batch job with
@@ -8,7 +8,7 @@ of 3 network-namespace nodes under srun --mpi=pmi2 in a batch job with
 PMI socket slurmstepd gave it (PMI_FD), which leads out of the dumped
 tree: ibcrd dumps it as external and records it in the manifest; when
 the job comes back (after "scontrol requeue", a drain of one of its
-nodes, a preemption), on other nodes, the plugin greets the new step'"'"'s
+nodes, a preemption, its time limit), on other nodes where it can, the plugin greets the new step'"'"'s
 PMI server as MPI_Init did and hands its socket to CRIU in place of the
 old one.  The restored ranks are checkpointed again, and finish,
 MPI_Finalize talking PMI to the new step, with the same result as an
@@ -38,7 +38,8 @@ JobRequeue=1
 PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
 		slurm_start 3 --netns --devns &&
 	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
-munge_socket = $IBCR_MUNGE_SOCKET" &&
+munge_socket = $IBCR_MUNGE_SOCKET
+timelimit_margin = 30s" &&
 	spank_start_ibcrds 3
 '
 
@@ -163,6 +164,24 @@ test_expect_success BUILT,VERIFY_MPICH 'preempted (bare --checkpoint-ib): one fi
 	mpi_check_out mp.out 4 $ITERS 2 &&
 	grep "^mpi_verify: OK " mp.out >mp.ok &&
 	test_cmp ref.ok mp.ok
+'
+
+test_expect_success BUILT,VERIFY_MPICH 'time limit (-t 1): checkpointed and requeued before each limit, never TIMEOUT, same result' '
+	rm -f mt.out mt.err &&
+	ibcr_atexit spank_hurry_stop &&
+	spank_hurry_start &&
+	T=$(mpi_with mpich sbatch --parsable -N2 --ntasks-per-node=2 -t 1 \
+		--checkpoint-ib --open-mode=append -o jobt.out -e jobt.err \
+		--wrap "srun --mpi=pmi2 --open-mode=append -o mt.out -e mt.err $MPI_VERIFY_MPICH -n $ITERS") &&
+	slurm_wait_job $T COMPLETED 600 &&
+	spank_hurry_stop &&
+	cat mt.err | ibcr_diag &&
+	spank_restarts_at_least $T 1 1 &&
+	cat $IBCRD_RUN/ibcrd/n*/ibcrd.log | grep "job $T: timelimit: final checkpoint, then requeue" &&
+	test "$(grep -c "restored from generation" mt.err)" -ge 4 &&
+	mpi_check_out mt.out 4 $ITERS 2 &&
+	grep "^mpi_verify: OK " mt.out >mt.ok &&
+	test_cmp ref.ok mt.ok
 '
 
 test_expect_success 'slurm_stop' '
