@@ -20,6 +20,7 @@
 
 #include "common/criu.h"
 #include "common/log.h"
+#include "common/pmi.h"
 #include "common/proto.h"
 #include "common/safedir.h"
 #include "common/store.h"
@@ -240,9 +241,10 @@ struct dump_run {
 static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run *r,
                        char *err, size_t errlen)
 {
-    char dir[PATH_MAX + 32], pid[32], ext[4][64];
+    char dir[PATH_MAX + 32], pid[32], ext[5][64];
     struct taskns_as as = { .ns_pid = t->pid, .cred_pid = t->pid, .uid = g->uid };
-    int in_ns = task_in_ns (t), next = 0;
+    int in_ns = task_in_ns (t), next = 0, pmi_fd = -1;
+    uint64_t pmi_ino = 0;
     char *argv[24];
     int ac = 0;
 
@@ -296,10 +298,18 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
             argv[ac++] = "--external";
             argv[ac++] = ext[next++];
         }
+    /* An MPI rank's PMI socket leads to slurmstepd (pmi.h): a restore
+     * hands the new step's in its place. */
+    if (in_ns && pmi_find (t->pid, &pmi_fd, &pmi_ino) == 0) {
+        snprintf (ext[next], sizeof (ext[0]), "unix[%llu]", (unsigned long long)pmi_ino);
+        argv[ac++] = "--external";
+        argv[ac++] = ext[next++];
+    }
     argv[ac] = NULL;
-    log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s%s", g->job, g->gen,
+    log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s%s%s", g->job, g->gen,
              t->rank, pid, g->leave_running ? " --leave-running" : "",
              t->ctl_fd >= 0 ? " (libibcr control socket external)" : "",
+             pmi_fd >= 0 ? " (PMI socket external)" : "",
              in_ns ? " (in the task's namespaces, as its user)" : "");
     if (access (argv[0], X_OK) < 0) {
         snprintf (err, errlen, "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf)",
@@ -566,8 +576,14 @@ json_object *genl_tasks_json (struct gen *g)
         proto_set_int (t, "pid", g->tasks[i].pid);
         if (g->tasks[i].ctl_fd >= 0 && sockdiag_unix_peer (g->tasks[i].ctl_fd, &ino) == 0)
             proto_set_int (t, "ctl_ino", (int64_t)ino);
-        int in_ns = task_in_ns (&g->tasks[i]);
+        int in_ns = task_in_ns (&g->tasks[i]), pmi_fd;
         json_object_object_add (t, "stdio", task_stdio (g->tasks[i].pid, in_ns));
+        /* Dumped as external (dump_start): a restore hands the new
+         * step's PMI socket in at that fd (pmi.h). */
+        if (in_ns && pmi_find (g->tasks[i].pid, &pmi_fd, &ino) == 0) {
+            proto_set_int (t, "pmi_fd", pmi_fd);
+            proto_set_int (t, "pmi_ino", (int64_t)ino);
+        }
         /* How a restore must bring it back (taskns.h). */
         json_object_object_add (t, "in_ns", json_object_new_boolean (in_ns));
         json_object_array_add (tasks, t);

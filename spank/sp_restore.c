@@ -7,9 +7,10 @@
  * the restored init goes to the task process, which is.
  *
  * Wire between task and restorer (a SOCK_SEQPACKET pair):
- *   task -> restorer   "go": the task's pid, with fds 0, 1, 2 attached, and
- *                      a 4th, libibcr's new control socket, when the image
- *                      had one
+ *   task -> restorer   "go": the task's pid and a mask of what follows
+ *                      (1: libibcr's new control socket, 2: the new step's
+ *                      PMI socket), with fds 0, 1, 2 attached, then those
+ *                      in that order
  *   restorer -> task   "O<pid>" the restored init, or "E<why>"
  * A restorer whose task closes the socket without "go" exits at once.
  */
@@ -129,17 +130,19 @@ static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
 }
 
 /* Receive "go": the task's pid and its fds 0..2 into fds[], the control
- * socket into fds[3] (-1 when none).  0, or -1. */
-static int sp_restore_recv_go (int sock, pid_t *task, int fds[4])
+ * socket into fds[3] and the PMI socket into fds[4] (-1 when none).  0,
+ * or -1. */
+static int sp_restore_recv_go (int sock, pid_t *task, int fds[5])
 {
-    char cbuf[CMSG_SPACE (4 * sizeof (int))];
+    char cbuf[CMSG_SPACE (5 * sizeof (int))];
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;
     struct iovec iov;
-    int32_t word;
+    int32_t word[2];
+    int got[5], n_fds, want = 3;
     ssize_t n;
 
-    iov.iov_base = &word;
+    iov.iov_base = word;
     iov.iov_len = sizeof (word);
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
@@ -149,12 +152,21 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[4])
         n = recvmsg (sock, &mh, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)sizeof (word) || !(cm = CMSG_FIRSTHDR (&mh))
-        || cm->cmsg_type != SCM_RIGHTS || (cm->cmsg_len != CMSG_LEN (3 * sizeof (int))
-                                           && cm->cmsg_len != CMSG_LEN (4 * sizeof (int))))
+        || cm->cmsg_type != SCM_RIGHTS || (word[1] & ~3))
         return -1;
-    fds[3] = -1;
-    memcpy (fds, CMSG_DATA (cm), cm->cmsg_len - CMSG_LEN (0));
-    *task = (pid_t)word;
+    want += (word[1] & 1) + ((word[1] >> 1) & 1);
+    n_fds = (int)((cm->cmsg_len - CMSG_LEN (0)) / sizeof (int));
+    if (n_fds != want)
+        return -1;
+    memcpy (got, CMSG_DATA (cm), (size_t)n_fds * sizeof (int));
+    memcpy (fds, got, 3 * sizeof (int));
+    fds[3] = fds[4] = -1;
+    n_fds = 3;
+    if (word[1] & 1)
+        fds[3] = got[n_fds++];
+    if (word[1] & 2)
+        fds[4] = got[n_fds++];
+    *task = (pid_t)word[0];
     return 0;
 }
 
@@ -186,7 +198,7 @@ static void __attribute__ ((noreturn))
 sp_restore_restorer (const struct restore_plan *plan, int sock)
 {
     char err[2048] = "";
-    int fds[4], nul, fd;
+    int fds[5], nul, fd;
     pid_t task, holder;
     uid_t uid;
     gid_t gid;
@@ -239,7 +251,7 @@ sp_restore_restorer (const struct restore_plan *plan, int sock)
         (void)gid;
         holder = restore_tree (plan, &as, fds, 0, err, sizeof (err));
     }
-    for (fd = 0; fd <= 3; fd++)
+    for (fd = 0; fd <= 4; fd++)
         if (fds[fd] >= 0)
             (void)close (fds[fd]);
     if (holder < 0) {
@@ -273,20 +285,28 @@ int sp_restore_prepare (const struct restore_plan *plan, char *err, size_t errle
     return sv[0];
 }
 
-pid_t sp_restore_run (int fd, const struct restore_plan *plan, int ctl_fd, char *err,
-                      size_t errlen)
+pid_t sp_restore_run (int fd, const struct restore_plan *plan, int ctl_fd, int pmi_fd,
+                      char *err, size_t errlen)
 {
-    char cbuf[CMSG_SPACE (4 * sizeof (int))], buf[4096];
+    char cbuf[CMSG_SPACE (5 * sizeof (int))], buf[4096];
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;
     struct iovec iov;
-    int32_t word = (int32_t)getpid ();
-    int fds[4] = { 0, 1, 2, ctl_fd };
-    size_t nfds = ctl_fd >= 0 ? 4 : 3;
+    int32_t word[2] = { (int32_t)getpid (), 0 };
+    int fds[5] = { 0, 1, 2 };
+    size_t nfds = 3;
     ssize_t n;
     long pid;
 
     (void)plan;
+    if (ctl_fd >= 0) {
+        fds[nfds++] = ctl_fd;
+        word[1] |= 1;
+    }
+    if (pmi_fd >= 0) {
+        fds[nfds++] = pmi_fd;
+        word[1] |= 2;
+    }
     /* The restored init must become our child, and stay a zombie until we
      * wait for it. */
     (void)signal (SIGCHLD, SIG_DFL);
@@ -294,7 +314,7 @@ pid_t sp_restore_run (int fd, const struct restore_plan *plan, int ctl_fd, char 
         snprintf (err, errlen, "cannot become a child subreaper: %s", strerror (errno));
         goto error;
     }
-    iov.iov_base = &word;
+    iov.iov_base = word;
     iov.iov_len = sizeof (word);
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 
 #include "common/conf.h"
 #include "common/expand.h"
+#include "common/pmi.h"
 #include "common/proc.h"
 #include "common/tasktree.h"
 #include "sp_opt.h"
@@ -399,20 +401,60 @@ static void sp_stepd_term (void *arg)
     }
 }
 
+/* The image's MPI rank talked PMI to the dumped step's slurmstepd
+ * (common/pmi.h): this step's socket for the task, greeted as the rank's
+ * MPI library did at MPI_Init.  The fd, or -1 with err.  PMI_FD comes
+ * from the task's environment, which its user may set: it must be a
+ * socket whose other end slurmstepd (our parent) made. */
+static int sp_stepd_pmi (spank_t sp, char *err, size_t errlen)
+{
+    char val[32], *end;
+    struct ucred cr;
+    socklen_t crlen = sizeof (cr);
+    struct stat sb;
+    long fd;
+
+    if (spank_getenv (sp, "PMI_FD", val, sizeof (val)) != ESPANK_SUCCESS) {
+        snprintf (err, errlen, "the checkpointed rank talked to Slurm's PMI (srun "
+                  "--mpi=pmi2) and this step has no PMI_FD: run it with --mpi=pmi2 again");
+        return -1;
+    }
+    fd = strtol (val, &end, 10);
+    if (end == val || *end || fd < 3 || fd > 65535 || fd == sp_st.restore_fd
+        || fd == sp_st.ctl_fd || fd == sp_st.fd || fstat ((int)fd, &sb) < 0
+        || !S_ISSOCK (sb.st_mode)
+        || getsockopt ((int)fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0
+        || cr.pid != getppid ()) {
+        snprintf (err, errlen, "PMI_FD=%.20s is not slurmstepd's PMI socket", val);
+        return -1;
+    }
+    if (pmi_greet ((int)fd, sp_st.timeout_ms, err, errlen) < 0)
+        return -1;
+    return (int)fd;
+}
+
 /* In task_init, as the user: restore instead of returning to exec. */
-static int sp_stepd_restore (void)
+static int sp_stepd_restore (spank_t sp)
 {
     char err[4096];
+    int pmi_fd = -1;
     pid_t init;
 
     if (sp_st.note[0])
         sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job,
                       sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.note);
-    init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, err, sizeof (err));
+    if (sp_st.plan.pmi_ino > 0 && (pmi_fd = sp_stepd_pmi (sp, err, sizeof (err))) < 0) {
+        (void)close (sp_st.restore_fd);         /* the restorer leaves */
+        init = -1;
+    } else
+        init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, pmi_fd, err,
+                               sizeof (err));
     if (sp_st.ctl_fd >= 0) {
         (void)close (sp_st.ctl_fd);     /* the restored tree holds it now */
         sp_st.ctl_fd = -1;
     }
+    if (pmi_fd >= 0)
+        (void)close (pmi_fd);           /* so does it this one */
     if (init < 0) {
         sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: cannot restore generation "
                       "%d: %s; the task is not started", sp_st.id.job, sp_st.id.step,
@@ -486,7 +528,7 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.why);
         return -1;
     case SP_RESTORE:
-        return sp_stepd_restore ();
+        return sp_stepd_restore (sp);
     case SP_ACTIVE:
         break;
     }
@@ -497,6 +539,18 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
         || spank_setenv (sp, "IBCR_SOCKET", sp_st.socket, 1) != ESPANK_SUCCESS
         || spank_setenv (sp, "IBCR_CHECKPOINT_INTERVAL", sp_opt_get ()->text, 1)
            != ESPANK_SUCCESS) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank);
+        return -1;
+    }
+    /* MPICH's intra-node shared-memory segment is an unlinked file in
+     * /dev/shm mapped by every rank of the node: each rank's image would
+     * hold its own copy, and the restore of the second one fails (CRIU's
+     * ghost file of the first is gone) or the copies are no longer
+     * shared.  Protected ranks talk through the network module instead,
+     * unless the user said otherwise. */
+    if (spank_setenv (sp, "MPIR_CVAR_NOLOCAL", "1", 0) != ESPANK_SUCCESS
+        && spank_getenv (sp, "MPIR_CVAR_NOLOCAL", err, sizeof (err)) != ESPANK_SUCCESS) {
         sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank);
         return -1;

@@ -25,4 +25,4 @@ mpi/mpi_verify.mpich: $(srcdir)/mpi/mpi_verify.c
 # softib as a UCX device: symbol versions, ucx_info, ucx_perftest.
 TESTS += t1104-softib-ucx.t
 # Both MPIs across two hosts, under Slurm and its allocations' launchers.
-TESTS += t5001-mpi-openmpi.t t5002-mpi-mpich.t
+TESTS += t5001-mpi-openmpi.t t5002-mpi-mpich.t t5003-mpi-mpich-ckpt.t t5004-mpi-openmpi-ckpt.t

@@ -84,6 +84,7 @@ static int restore_task_plan (const char *job, int g, json_object *m, const char
         }
     }
     plan->ctl_ino = (long long)proto_get_int (task, "ctl_ino", 0);
+    plan->pmi_ino = (long long)proto_get_int (task, "pmi_ino", 0);
     plan->in_ns = proto_get_bool (task, "in_ns", 0);
     plan->gen = g;
     return 0;
@@ -267,10 +268,10 @@ error:
  * "E<why>" on res; never returns. */
 static void __attribute__ ((noreturn))
 restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags, int res,
-                char *const argv[], const int fds[4], const char *unpacked)
+                char *const argv[], const int fds[5], const char *unpacked)
 {
     char err[2048], errs[1500];
-    int keep[4], nkeep = 0, status;
+    int keep[5], nkeep = 0, status;
     pid_t criu, init = 0;
 
     (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
@@ -281,14 +282,14 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
         dprintf (res, "Ecannot set up the restored task's namespace: %s", err);
         _exit (RESTORE_EXIT);
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (fds[i] >= 0)
             keep[nkeep++] = fds[i];
     if ((criu = criu_start_as (argv, plan->log, keep, nkeep, as)) < 0) {
         dprintf (res, "Ecannot fork criu: %s", strerror (errno));
         _exit (RESTORE_EXIT);
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (fds[i] >= 0)
             (void)close (fds[i]);
     while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
@@ -331,10 +332,10 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
     tasktree_hold (init);
 }
 
-pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[4],
+pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[5],
                     int flags, char *err, size_t errlen)
 {
-    char inherit[4][PATH_MAX + 32], work[PATH_MAX], unpacked[PATH_MAX] = "";
+    char inherit[5][PATH_MAX + 32], work[PATH_MAX], unpacked[PATH_MAX] = "";
     const char *argv[32];
     int res[2], ninh = 0, ac = 0;
     pid_t holder;
@@ -393,6 +394,14 @@ pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const
     if (fds[3] >= 0 && plan->ctl_ino > 0 && fcntl (fds[3], F_SETFD, 0) == 0) {
         snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", fds[3],
                   plan->ctl_ino);
+        argv[ac++] = "--inherit-fd";
+        argv[ac++] = inherit[ninh++];
+    }
+    /* So did the PMI socket to the dumped step's slurmstepd; the new
+     * step's, already greeted (pmi.h), takes its place. */
+    if (fds[4] >= 0 && plan->pmi_ino > 0 && fcntl (fds[4], F_SETFD, 0) == 0) {
+        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", fds[4],
+                  plan->pmi_ino);
         argv[ac++] = "--inherit-fd";
         argv[ac++] = inherit[ninh++];
     }

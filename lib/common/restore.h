@@ -40,6 +40,8 @@ struct restore_plan {
     char stdio[3][PATH_MAX];        /* what fds 0..2 were at the dump ("" unknown):
                                        "pipe:[INO]", "socket:[INO]", a path */
     long long ctl_ino;              /* libibcr's control socket at the dump, 0 none */
+    long long pmi_ino;              /* the PMI socket to slurmstepd at the dump, 0 none
+                                       (pmi.h) */
     int in_ns;                      /* dumped inside its task's namespaces (taskns.h) */
     char looked[PATH_MAX];          /* <storage>/<cluster> the pick looked in */
 };
@@ -63,11 +65,12 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
  * namespace of its next child change): restore plan's images as the
  * user in as (uid, and its gid and groups: taskns_load_ids), with
  * fds[0..2] handed in for the dumped stdio that was a pipe, socket or
- * file, and fds[3] (-1: none) for libibcr's control socket.  Returns the
+ * file, fds[3] (-1: none) for libibcr's control socket and fds[4] (-1:
+ * none) for the new step's PMI socket, already greeted.  Returns the
  * holder's pid, our child, whose one child is the restored init, checked
  * and let run (unless RESTORE_STOPPED); it exits with the init's status.
  * -1 with err: nothing of the image ran.  fds are left open. */
-pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[4],
+pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[5],
                     int flags, char *err, size_t errlen);
 
 #endif
