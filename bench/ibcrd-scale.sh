@@ -29,9 +29,7 @@
 #           per-message costs doc/scale.md's model starts from.
 #
 # Median and range over the C checkpoints, in ms.  Every task runs in a
-# working folder of its own, as on separate machines (on one machine, a
-# shared folder would make CRIU's parasites of different nodes meet on
-# "proc.crtools" there, and retry).
+# working folder of its own, as on separate machines.
 #
 # Usage (root, from a built tree):
 #   bench/ibcrd-scale.sh [--nodes "2 4 8 16 32"] [--checkpoints 5] [--dir DIR]
