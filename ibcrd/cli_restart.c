@@ -132,6 +132,9 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     json_object_object_add (f, "restored", json_object_new_boolean (ctlfd >= 0));
     json_object_object_add (f, "source", json_object_new_string ("restart"));
     json_object_object_add (f, "ns_pid", json_object_new_int (TASKNS_FIRST_PID));
+    /* Root restores a user's generation as that user: the task is theirs. */
+    if (geteuid () == 0 && proto_get_int (rep, "uid", 0) > 0)
+        json_object_object_add (f, "uid", json_object_new_int64 (proto_get_int (rep, "uid", 0)));
     json_object_put (rep);
     if (leader)
         cli_add_leader (f, leader);     /* checked with the options */

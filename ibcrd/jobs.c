@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/proto.h"
+#include "common/store.h"
 #include "jobs.h"
 
 struct jobs {
@@ -294,6 +295,29 @@ static void job_facts (struct job *job, int64_t size, int64_t interval, const ch
     }
 }
 
+/* Is job name id another user's than owner: a job of theirs registered
+ * here, or committed generations whose manifest names another uid? */
+static int name_taken (struct jobs *j, const struct conf *conf, const char *id, uid_t owner)
+{
+    struct store st = { .root = conf->storage, .cluster = conf->cluster };
+    json_object *gens = NULL;
+    char serr[256];
+    int taken = 0;
+
+    for (struct job *o = j->head; o; o = o->next)
+        if (!strcmp (o->id, id) && o->uid != owner)
+            return 1;
+    if (store_list (&st, id, 0, &gens, serr, sizeof (serr)) == 0) {
+        size_t n = json_object_array_length (gens);
+        json_object *m;
+        if (n > 0 && json_object_object_get_ex (json_object_array_get_idx (gens, n - 1),
+                                                "manifest", &m))
+            taken = proto_get_int (m, "uid", -1) != (int64_t)owner;
+    }
+    json_object_put (gens);
+    return taken;
+}
+
 struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
                            json_object *req, const struct conf *conf, char *err,
                            size_t len)
@@ -408,6 +432,17 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     }
     if (owner < 0)
         owner = uid;
+    /* Storage keeps one folder per job name: a name another user runs,
+     * or holds checkpoints under, is theirs (its retention would remove
+     * their generations, its restart would find theirs). */
+    if (!jobs_is_slurm_id (id) && name_taken (j, conf, id, (uid_t)owner)) {
+        snprintf (err, len, "job name %s belongs to another user (their job runs, or keeps "
+                  "checkpoints, under it): choose another name", id);
+        log_msg (LOG_WARNING, "job %s step %s: uid %u asked for a name of another user: "
+                 "refused", id, step, (unsigned)uid);
+        errno = EPERM;
+        return NULL;
+    }
 
     if ((job = jobs_find_owned (j, id, (uid_t)owner))) {
         if (!jobs_may_act (uid, job->uid) || (uid_t)owner != job->uid) {

@@ -557,6 +557,7 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     o = proto_new ("restored");
     proto_set_int (o, "gen", plan.gen);
     proto_set_int (o, "size", proto_get_int (m, "size", 1));
+    proto_set_int (o, "uid", as.uid);
     proto_set_int (o, "init", init);
     proto_set_int (o, "app", app);
     relay_send (fd, o);

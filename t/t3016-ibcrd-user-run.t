@@ -91,6 +91,14 @@ test_expect_success 'a task ibcrd refuses to register never runs (user 2 names a
 	test ! -e u/ran-by-2
 '
 
+test_expect_success 'user 2 cannot run a job under the name of user 1s checkpoints (its retention would remove them)' '
+	test_expect_code 6 as2 "$IBCR" run --name u1 -- sh -c "touch u/ran-by-2" 2>run4.err &&
+	cat run4.err &&
+	grep "job name u1 belongs to another user" run4.err &&
+	test ! -e u/ran-by-2 &&
+	test "$(ibcrd_gens u1)" = "1 "
+'
+
 test_expect_success 'a Slurm job id is not a name a user may run under' '
 	test_expect_code 6 as2 "$IBCR" run --name 4242777 -- true 2>run3.err &&
 	grep "a name of digits only is a Slurm job id" run3.err

@@ -55,6 +55,10 @@ test_expect_success 'a job with two committed generations, requeued: refused, no
 
 test_expect_success 'the configurations agreeing again, the same job restores its newest generation' '
 	spank_plugstack "$plugin" "$preload" &&
+	# The refused run must be wholly gone from the node first: a requeue
+	# while slurmd still ends it launches the next run into its kill
+	# ("Job 1 already killed, do not launch batch job"), seen under load.
+	ibcr_wait_for 60 sh -c "sinfo -h -N -o %t | grep -qx idle" &&
 	scontrol requeue $jobid &&
 	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
 	rm -f app.out app.err &&
