@@ -4,6 +4,8 @@
 # Run from the build tree after `make` and `make -C t check TESTS=` (which
 # builds t/ibcr/coord):
 #   sh bench/verbs-ns-bench.sh [ROUNDS]       # default 7
+#   IBCR_LIB=.../libibcr.so sh bench/verbs-ns-bench.sh   # another libibcr
+#   (libibcr_ns.so must sit next to it)
 # Compiles bench/verbs_ns.c and runs it against softib (a private copy),
 # ROUNDS times in each of three setups, interleaved round by round:
 #   plain    without libibcr
@@ -19,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=${IBCR_BUILDDIR:-$(cd "$here/.." && pwd)}
 rounds=${1:-7}
 softib=${SOFTIB_LIBDIR:-$top/lib/softib/.libs}
-ibcr=$top/lib/ibcr/.libs/libibcr.so
+ibcr=${IBCR_LIB:-$top/lib/ibcr/.libs/libibcr.so}
 coord=$top/t/ibcr/coord
 for f in "$softib/libibverbs.so.1" "$ibcr" "$coord"; do
 	test -e "$f" || { echo "verbs-ns-bench: $f is missing: build it first (make; make -C t check TESTS=)" >&2; exit 1; }
