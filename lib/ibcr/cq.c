@@ -219,7 +219,7 @@ struct ibv_cq *ibcr_create_cq (struct ibv_context *ctx, int cqe, void *cq_contex
     vcq->vchan = channel ? vchan_of (channel) : NULL;
     vcq->cqe = cqe;
     vcq->comp_vector = comp_vector;
-    pthread_mutex_init (&vcq->plock, NULL);
+    plock_init (&vcq->plock);
     gate_enter ();
     pthread_mutex_lock (&ibcr_lock);
     if (ibcr_cq_open_real (vcq) < 0) {
@@ -338,7 +338,7 @@ int ibcr_poll_cq (struct ibv_cq *cq, int n, struct ibv_wc *wc)
     struct ibcr_cq *vcq = vcq_of (cq);
     int got = 0;
     gate_enter ();
-    pthread_mutex_lock (&vcq->plock);
+    plock_lock (&vcq->plock);
     while (vcq->pend_len && got < n) {
         wc[got++] = vcq->pend[vcq->pend_head];
         vcq->pend_head = (vcq->pend_head + 1) % vcq->pend_cap;
@@ -351,7 +351,7 @@ int ibcr_poll_cq (struct ibv_cq *cq, int n, struct ibv_wc *wc)
         else if (r > 0)
             got += r;
     }
-    pthread_mutex_unlock (&vcq->plock);
+    plock_unlock (&vcq->plock);
     gate_leave ();
     return got;
 }

@@ -9,30 +9,62 @@
  *
  * The checkpoint thread itself never passes the gate (it calls the
  * internal functions), so it cannot deadlock on it.
+ *
+ * The fast path touches only the calling thread's own slot (its own cache
+ * line): a plain store of its nesting depth, then a load of gate_closed,
+ * which only the checkpoint thread writes.  No atomic read-modify-write,
+ * no line shared by writers.  What orders the store before the load is
+ * paid by gate_close: membarrier(2) (MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+ * runs a full barrier on every thread of the process between its store
+ * of gate_closed and its reading of the slots (an asymmetric Dekker
+ * handshake).  Where membarrier is unavailable, gate_enter issues the
+ * fence itself (gate_fence).
  */
 #ifndef IBCR_GATE_H
 #define IBCR_GATE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
-extern atomic_int gate_inside;
+struct gate_slot {
+    _Alignas (64) atomic_int inside;    /* verbs this thread is in (nesting) */
+    bool owned;                         /* a live thread has it */
+    struct gate_slot *next;
+};
+
 extern atomic_int gate_closed;
+extern atomic_bool gate_fence;
+extern __thread struct gate_slot *gate_self __attribute__ ((tls_model ("initial-exec")));
+struct gate_slot *gate_slot_new (void);
 void gate_wait_open (void);
 
 static inline void gate_enter (void)
 {
+    struct gate_slot *s = gate_self;
+    if (__builtin_expect (!s, 0))
+        s = gate_slot_new ();
+    int d = atomic_load_explicit (&s->inside, memory_order_relaxed);
     for (;;) {
-        atomic_fetch_add (&gate_inside, 1);
-        if (__builtin_expect (!atomic_load (&gate_closed), 1))
+        atomic_store_explicit (&s->inside, d + 1, memory_order_relaxed);
+        if (__builtin_expect (atomic_load_explicit (&gate_fence, memory_order_relaxed), 0))
+            atomic_thread_fence (memory_order_seq_cst);
+        else
+            atomic_signal_fence (memory_order_seq_cst);
+        if (__builtin_expect (!atomic_load_explicit (&gate_closed, memory_order_relaxed), 1)) {
+            /* Nothing of the verb may be done before the check. */
+            atomic_thread_fence (memory_order_acquire);
             return;
-        atomic_fetch_sub (&gate_inside, 1);
+        }
+        atomic_store_explicit (&s->inside, d, memory_order_release);
         gate_wait_open ();
     }
 }
 
 static inline void gate_leave (void)
 {
-    atomic_fetch_sub (&gate_inside, 1);
+    struct gate_slot *s = gate_self;
+    atomic_store_explicit (&s->inside, atomic_load_explicit (&s->inside, memory_order_relaxed) - 1,
+                           memory_order_release);
 }
 
 /* Close the gate and wait until no thread is inside.  Only the checkpoint

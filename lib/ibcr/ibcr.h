@@ -26,6 +26,7 @@
 
 #include "map.h"
 #include "wrlog.h"
+#include "plock.h"
 
 #define IBCR_EXPORT __attribute__ ((visibility ("default")))
 #define IBCR_MAX_PORTS 4
@@ -94,7 +95,7 @@ struct ibcr_cq {
     bool armed;                 /* req_notify since the last event (vchan->lock) */
     unsigned arms;              /* req_notify calls since the app's last get_cq_event */
     int solicited_only;
-    pthread_mutex_t plock;      /* serializes polls of this CQ */
+    struct ibcr_plock plock;    /* serializes polls of this CQ */
     struct ibv_wc cur;          /* ibv_cq_ex: the completion being read */
     struct ibv_wc *pend;        /* completions drained at checkpoint */
     size_t pend_head, pend_len, pend_cap;
