@@ -503,7 +503,10 @@ slurm_wait_job() {
 		return 1
 	fi
 	ibcr_wj_state=
-	while test "$ibcr_wj_t" -gt 0; do
+	# Bounded by the clock too: each scontrol may take long (a controller
+	# that is gone makes every call wait for its connect timeout).
+	ibcr_wj_end=$(( $(date +%s) + ${3:-60} ))
+	while test "$ibcr_wj_t" -gt 0 && test "$(date +%s)" -le "$ibcr_wj_end"; do
 		ibcr_wj_state=$(scontrol -o show job "$ibcr_wj_id" 2>/dev/null |
 			sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
 		test "$ibcr_wj_state" = "$ibcr_wj_want" && return 0
