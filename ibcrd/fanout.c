@@ -220,9 +220,11 @@ static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
             continue;
         }
         link_done (m);
+        /* A reply without a type is no answer: never a NULL to strcmp. */
+        const char *itype = proto_type (in) ? proto_type (in) : "";
         /* Its worker of the last generation has answered "end" but not
          * exited yet: fan_begin asks again. */
-        if (!strcmp (phase, "begin") && !strcmp (proto_type (in), "error")
+        if (!strcmp (phase, "begin") && !strcmp (itype, "error")
             && proto_get_int (in, "errno", 0) == EBUSY) {
             m->busy = 1;
             json_object_put (in);
@@ -231,8 +233,8 @@ static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
         json_object *ms = NULL;
         json_object_object_get_ex (in, "ms", &ms);
         timeline_close (m->span, phase, gen_now_ms (), ms ? json_object_get_double (ms) : 0,
-                        !strcmp (proto_type (in), "error"));
-        if (!strcmp (proto_type (in), "error")) {
+                        !strcmp (itype, "error"));
+        if (!strcmp (itype, "error")) {
             snprintf (why, sizeof (why), "node %s: %s", m->node,
                       proto_get_str (in, "message", "?"));
             json_object_put (in);
