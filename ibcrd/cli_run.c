@@ -20,8 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/close_range.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"

@@ -31,7 +31,6 @@ ibcr_SOURCES = \
 	cli_run.c \
 	cli_ckpt.c \
 	cli_progress.c \
-	cli_restart.c \
-	imgcopy.c imgcopy.h
+	cli_restart.c
 ibcr_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
 ibcr_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la $(JSON_LIBS) $(INIH_LIBS) $(XXHASH_LIBS)

@@ -461,13 +461,12 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     int hostproc;
     struct store st = { .root = s->conf->storage, .cluster = s->conf->cluster };
     static struct restore_plan plan;
-    char err[4096], note[2048], got[3 * sizeof (int)];
+    char err[4096], note[2048];
     json_object *m = NULL, *o;
     struct taskns_as as;
     int64_t owner;
     pid_t holder, init, app;
 
-    (void)got;
     rc = restore_pick (&st, job, want, rank, &plan, &m, note, sizeof (note), err,
                        sizeof (err));
     if (rc == 0) {
