@@ -453,6 +453,23 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
             errno = EPERM;
             return NULL;
         }
+        for (struct task **tp = &job->tasks; (t = *tp);) {
+            char why[512];
+            /* A rank whose process has ended stays registered until its
+             * launcher's connection closes; a restore of that rank may
+             * come first (the restarted task registers at once).  The
+             * ended registration gives way; a live one never does. */
+            if (t->rank == rank && !strcmp (t->step, step) && t->conn != conn
+                && jobs_task_check (job, t, why, sizeof (why)) < 0) {
+                log_msg (LOG_INFO, "%s: the new registration (pid %ld) takes its place", why,
+                         (long)pid);
+                *tp = t->next;
+                free (t);
+                job->ntasks--;
+                continue;
+            }
+            tp = &t->next;
+        }
         for (t = job->tasks; t; t = t->next)
             if (t->rank == rank && !strcmp (t->step, step)) {
                 /* libibcr may say hello (and so register its process from

@@ -24,3 +24,13 @@ if ! test -r "$IBCR_SHARNESS_SH"; then
 	exit 1
 fi
 . "$IBCR_SHARNESS_SH"
+
+# IBCR_TEST_VERBOSE=1 (CI sets it): what each test's commands print goes
+# to stderr, which the TAP driver copies into the test's log without
+# reading it as TAP, so a failure's log shows why without a rerun.  (-v
+# would send it to stdout, where a program's "ok ..." line could be
+# taken for a result.)
+if test -n "$IBCR_TEST_VERBOSE" && test "$verbose" != t; then
+	verbose=t
+	exec 3>&2 4>&2
+fi

@@ -141,4 +141,35 @@ test_expect_success 'root may register on behalf of user A (as slurmstepd will)'
 	wait $(cat regA.pid)
 '
 
+test_expect_success 'a rank whose process ended gives way to a new registration; a live one never does' '
+	# Two processes of user A (setpriv execs sleep: $! is the sleep)
+	ua="--reuid=$(id -u $UA) --regid=$(id -g $UA) --clear-groups" &&
+	{ setpriv $ua sleep 600 & } && p1=$! && ibcr_track $p1 &&
+	{ setpriv $ua sleep 600 & } && p2=$! && ibcr_track $p2 &&
+	ibcrd_wait_for sh -c "grep -qx sleep /proc/$p1/comm && grep -qx sleep /proc/$p2/comm" &&
+	{ as $UA "$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"sg\",\"rank\":0,\"pid\":$p1}" \
+		"@sleep:20000" >reg1.out & } &&
+	echo $! >reg1.pid && ibcr_track $! &&
+	ibcrd_wait_for grep -q "\"request\":\"register\"" reg1.out &&
+	"$IBCR" --socket "$(ibcrd_sock a)" status sg --json >st &&
+	test "$(ibcrd_json_task pid <st)" = $p1 &&
+	as $UA "$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"sg\",\"rank\":0,\"pid\":$p2}" >out &&
+	grep "EEXIST.*job sg step 0 rank 0 is already registered (pid $p1)" out &&
+	kill $p1 && ibcrd_wait_gone $p1 &&
+	{ as $UA "$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"register\",\"job\":\"sg\",\"rank\":0,\"pid\":$p2}" \
+		"@sleep:20000" >reg2.out & } &&
+	echo $! >reg2.pid && ibcr_track $! &&
+	ibcrd_wait_for grep -q "\"request\":\"register\"" reg2.out &&
+	cat reg2.out &&
+	grep "\"ntasks\":1" reg2.out &&
+	"$IBCR" --socket "$(ibcrd_sock a)" status sg --json >st &&
+	cat st &&
+	test "$(ibcrd_json_task pid <st)" = $p2 &&
+	grep "\"ntasks\":1," st &&
+	kill $p2 $(cat reg1.pid) $(cat reg2.pid)
+'
+
 test_done

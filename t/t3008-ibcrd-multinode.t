@@ -25,8 +25,9 @@ t8_ibcr() {
 	IBCR_SOCKET=$(ibcrd_sock h$t8_h) netns_exec $t8_h "$IBCR" "$@"
 }
 
+# t8_field I JOB KEY [RANK]: ibcrd_field on host I.
 t8_field() {
-	t8_ibcr $1 status $2 --json 2>/dev/null | sed -n "s/.*\"$3\":\([0-9]*\).*/\1/p"
+	t8_ibcr $1 status $2 --json 2>/dev/null | ibcrd_json_task "$3" "${4:-}"
 }
 
 # t8_joins JOB N: node n2 joined the leader with rank 1 of JOB N times.
@@ -42,7 +43,7 @@ t8_rank() {
 	ibcr_track $! &&
 	ibcrd_wait_for t8_ibcr $3 status $1 &&
 	ibcrd_wait_for grep -q "^start" $1.$2.out &&
-	app=$(t8_field $3 $1 app_pid) && ibcr_track $app $(t8_field $3 $1 pid) &&
+	app=$(t8_field $3 $1 app_pid $2) && ibcr_track $app $(t8_field $3 $1 pid $2) &&
 	echo $app >$1.$2.app
 }
 
@@ -138,7 +139,7 @@ test_expect_success 'both ranks restart on other hosts from the committed genera
 	ibcr_track $! && echo $! >r1.pid &&
 	ibcrd_wait_for grep -q "restored from generation 1" r0.err &&
 	ibcrd_wait_for grep -q "restored from generation 1" r1.err &&
-	a0=$(t8_field 3 mj app_pid) && a1=$(t8_field 1 mj app_pid) && ibcr_track $a0 $a1 &&
+	a0=$(t8_field 3 mj app_pid 0) && a1=$(t8_field 1 mj app_pid 1) && ibcr_track $a0 $a1 &&
 	ibcrd_report r0.out $a0 | grep "run=$run0 .*pattern=ok" &&
 	ibcrd_report r1.out $a1 | grep "run=$run1 .*pattern=ok" &&
 	kill -TERM $(cat r0.pid) $(cat r1.pid) &&

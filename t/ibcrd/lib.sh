@@ -248,10 +248,32 @@ ibcrd_wait_for() {
 	ibcr_wait_for "$ibcrd_wait_secs" "$@"
 }
 
-# The status reply names the daemon before the tasks: look after "tasks".
+# ibcrd_field JOB KEY [RANK]: KEY of the newest registered task of JOB
+# (of rank RANK), from "ibcr status --json".  Newest, not any: a task
+# whose process just ended stays listed until its connection closes, and
+# a restore of the same job may already have registered beside it.
 ibcrd_field() {
-	"$IBCR" status "$1" --json 2>/dev/null | sed "s/.*\"tasks\"://" |
-		sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p"
+	"$IBCR" status "$1" --json 2>/dev/null | ibcrd_json_task "$2" "${3:-}"
+}
+
+# ibcrd_json_task KEY [RANK]: the same, from a status reply on stdin
+# (ibcrd lists the newest registration first).
+ibcrd_json_task() {
+	/usr/bin/python3 -c '
+import json, sys
+key, rank = sys.argv[1], sys.argv[2]
+try:
+    o = json.load(sys.stdin)
+except ValueError:
+    sys.exit(1)
+jobs = [o["job"]] if isinstance(o.get("job"), dict) else o.get("jobs", [o])
+for j in jobs:
+    for t in j.get("tasks", []):
+        if key in t and (rank == "" or t.get("rank") == int(rank)):
+            print(t[key])
+            sys.exit(0)
+sys.exit(1)
+' "$1" "$2"
 }
 
 ibcrd_task_fields() {
