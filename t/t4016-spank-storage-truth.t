@@ -58,12 +58,14 @@ test_expect_success 'the configurations agreeing again, the same job restores it
 	# The refused run must be wholly gone from the node first: a requeue
 	# while slurmd still ends it launches the next run into its kill
 	# ("Job 1 already killed, do not launch batch job"), seen under load.
-	ibcr_wait_for 60 sh -c "sinfo -h -N -o %t | grep -qx idle" &&
+	{ ibcr_wait_for 60 sh -c "sinfo -h -N -o %t | grep -qx idle" ||
+		{ sinfo -N -o "%N %t %E" >&2; false; }; } &&
 	scontrol requeue $jobid &&
 	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
 	rm -f app.out app.err &&
 	scontrol update jobid=$jobid StartTime=now &&
-	spank_wait_lines app.out 5 &&
+	{ spank_wait_lines app.out 5 ||
+		{ scontrol show job $jobid >&2; cat app.err job.out >&2; false; }; } &&
 	test "$(head -n 1 app.out)" -gt 10 &&
 	grep "restored from generation 2" app.err &&
 	scancel $jobid &&
