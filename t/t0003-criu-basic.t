@@ -338,7 +338,7 @@ test_expect_success 'restore --leave-stopped; SIGCONT to ibcr-init --restored re
 
 test_expect_success 'no process of this test is left' '
 	for p in $ibcr_tracked; do
-		! ibcr_alive $p || { echo "pid $p still runs" >&2; return 1; }
+		! ibcr_same_proc_ "${p%%:*}" "${p#*:}" || { echo "pid ${p%%:*} still runs" >&2; return 1; }
 	done
 '
 

@@ -44,7 +44,10 @@ ibcr_wait_for() {
 #   ibcr_track PID...
 #       at the end of the test, every one of them still running is sent
 #       SIGKILL and waited for (20 s each at most).  Each is also written
-#       down for the suite's leftovers check (03-leftovers.sh).
+#       down for the suite's leftovers check (03-leftovers.sh).  A PID is
+#       known with its start time: once it ended, the kernel may give the
+#       number to another process (pid_max is often 32768, and a suite
+#       makes many), which must not be killed for it.
 
 ibcr_alive() {
 	ibcr_al_st=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
@@ -57,18 +60,27 @@ ibcr_dead() {
 
 ibcr_tracked=
 ibcr_track() {
-	ibcr_tracked="$ibcr_tracked $*"
 	for ibcr_tr_p in "$@"; do
+		ibcr_tr_st=$(ibcr_starttime_ "$ibcr_tr_p")
+		test -n "$ibcr_tr_st" || continue    # gone already
+		ibcr_tracked="$ibcr_tracked $ibcr_tr_p:$ibcr_tr_st"
 		ibcr_record_proc "$ibcr_tr_p" tracked
 	done
 }
 
+# ibcr_same_proc_ PID START: PID still runs and is the process that
+# started at START.
+ibcr_same_proc_() {
+	ibcr_alive "$1" && test "$(ibcr_starttime_ "$1")" = "$2"
+}
+
 ibcr_kill_tracked() {
-	for ibcr_kt_p in $ibcr_tracked; do
-		ibcr_alive "$ibcr_kt_p" && kill -9 "$ibcr_kt_p" 2>/dev/null
+	for ibcr_kt_e in $ibcr_tracked; do
+		ibcr_same_proc_ "${ibcr_kt_e%%:*}" "${ibcr_kt_e#*:}" &&
+			kill -9 "${ibcr_kt_e%%:*}" 2>/dev/null
 	done
-	for ibcr_kt_p in $ibcr_tracked; do
-		ibcr_wait_for 20 ibcr_dead "$ibcr_kt_p"
+	for ibcr_kt_e in $ibcr_tracked; do
+		ibcr_wait_for 20 eval '! ibcr_same_proc_ "${ibcr_kt_e%%:*}" "${ibcr_kt_e#*:}"'
 	done
 	ibcr_tracked=
 	return 0
