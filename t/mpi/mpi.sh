@@ -144,7 +144,9 @@ ibcr_on_() {
 mpi_job_env() {
 	mpi_je=$(ucx_env_words)
 	case "$1" in
-	openmpi) mpi_je="$mpi_je OMPI_MCA_pml=ucx" ;;
+	# One-sided over UCX too (Debian's openmpi-mca-params.conf turns osc
+	# ucx off, and osc rdma needs a verbs BTL, which UCX jobs do not have).
+	openmpi) mpi_je="$mpi_je OMPI_MCA_pml=ucx OMPI_MCA_osc=ucx" ;;
 	mpich) ;;
 	*)
 		echo "mpi_job_env: unknown MPI '$1' (openmpi, mpich)" >&2
@@ -177,13 +179,15 @@ mpi_check_out() {
 	fi
 	mpi_co_lines=$(grep -c "^rank [0-9]* of $mpi_co_n on .*: $mpi_co_it iterations, .* bytes verified$" "$mpi_co_f")
 	mpi_co_hosts=$(sed -n "s/^rank [0-9]* of $mpi_co_n on \(.*\): $mpi_co_it iterations.*/\1/p" "$mpi_co_f" | sort -u | wc -l)
-	# all pairs, one of each of the 6 default sizes, plus the ring
+	# all pairs, one of each of the 6 default sizes, plus the ring; and
+	# one put, one accumulate and one get per pair (one-sided)
 	mpi_co_msgs=$(( mpi_co_it * mpi_co_n * ((mpi_co_n - 1) * 6 + 1) ))
+	mpi_co_rma=$(( mpi_co_it * mpi_co_n * (mpi_co_n - 1) * 3 ))
 	if test "$mpi_co_lines" = "$mpi_co_n" && test "$mpi_co_hosts" = "$mpi_co_nodes" &&
-	   grep "^mpi_verify: OK $mpi_co_n ranks, $mpi_co_it iterations, $mpi_co_msgs messages, " "$mpi_co_f"; then
+	   grep "^mpi_verify: OK $mpi_co_n ranks, $mpi_co_it iterations, $mpi_co_msgs messages, [0-9]* bytes, $mpi_co_rma one-sided " "$mpi_co_f"; then
 		return 0
 	fi
-	echo "mpi_check_out $mpi_co_f: $mpi_co_lines of $mpi_co_n rank lines, from $mpi_co_hosts hosts (want $mpi_co_nodes), no OK line with $mpi_co_msgs messages" |
+	echo "mpi_check_out $mpi_co_f: $mpi_co_lines of $mpi_co_n rank lines, from $mpi_co_hosts hosts (want $mpi_co_nodes), no OK line with $mpi_co_msgs messages and $mpi_co_rma one-sided" |
 		tee /dev/stderr | ibcr_diag
 	sed "s|^|$mpi_co_f: |" "$mpi_co_f" | tail -n 20 | ibcr_diag
 	return 1

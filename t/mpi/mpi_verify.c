@@ -9,7 +9,12 @@
  *     buffer, carry data), nonblocking, all in flight at once;
  *   - a ring of blocking MPI_Sendrecv;
  *   - collectives: MPI_Bcast from a rotating root, MPI_Allreduce (sum),
- *     MPI_Alltoall, each checked against the value computed locally.
+ *     MPI_Alltoall, each checked against the value computed locally;
+ *   - one-sided, in fence epochs on a window of one slot per rank: every
+ *     rank MPI_Puts a message into its slot at every other rank and
+ *     MPI_Accumulates (sum) a vector into every other rank's counters;
+ *     each rank checks what arrived in its window, then MPI_Gets back
+ *     from every other rank what it put there and checks that too.
  * A message carries a header (magic, source, destination, iteration,
  * size, sequence number, checksum of the payload) and a payload that is
  * a function of (source, destination, iteration, size); the receiver
@@ -21,14 +26,16 @@
  * Output (stdout): one line per rank,
  *   rank R of N on HOST: I iterations, M messages, B bytes verified
  * and on rank 0, after all ranks agree,
- *   mpi_verify: OK N ranks, I iterations, M messages, B bytes (LIBRARY)
- * where M and B are the sums over all ranks.
+ *   mpi_verify: OK N ranks, I iterations, M messages, B bytes, R one-sided (LIBRARY)
+ * where M, B and R (puts, gets and accumulates) are the sums over all ranks.
  *
  * Options: -n ITERS (default 10)  -s SIZE,SIZE,...  (bytes, at least
  * the 40-byte header; default 48,1000,8000,65536,1048576,4194304)
  * -q (no per-rank line)  -u FILE (go on after ITERS iterations until
  * FILE exists: rank 0 looks and tells the others, so all stop together
- * and report the same count)  -x (self-test of the checker: rank 1 flips the
+ * and report the same count)  -R (no one-sided part; R is then 0)
+ * -w SIZE (bytes of a one-sided slot, default the largest size up to
+ * 1 MiB)  -x (self-test of the checker: rank 1 flips the
  * last byte of its last, largest message to rank 0, which must abort).
  */
 #include <mpi.h>
@@ -174,6 +181,71 @@ static void check_msg (const unsigned char *buf, unsigned char *want,
              src);
 }
 
+/* One-sided traffic of iteration IT on WIN, whose local memory BASE is
+ * NRANKS slots of SLOT bytes, then NACC counters; returns the transfers
+ * it checked (puts, accumulates, gets). */
+enum { NACC = 512 };
+
+static uint64_t acc_term (int src, int dst, int it, int j)
+{
+    uint64_t s = seed_of (src, dst, it, j, 6);
+
+    return mix (&s) >> 12;
+}
+
+static uint64_t one_sided (MPI_Win win, unsigned char *base, int slot, int it,
+                           unsigned char **put, unsigned char **got,
+                           uint64_t *acc_in, unsigned char *want)
+{
+    uint64_t *acc = (uint64_t *)(base + (size_t)nranks * slot), n = 0;
+
+    /* Our counters are ours to clear: nobody touches the window between
+     * the last epoch's closing fence and this one's opening fence. */
+    memset (acc, 0, NACC * sizeof (*acc));
+    check_mpi (MPI_Win_fence (0, win), "MPI_Win_fence");
+    for (int p = 0; p < nranks; p++) {
+        if (p == rank)
+            continue;
+        make_msg (put[p], slot, rank, p, it, it, 5);
+        check_mpi (MPI_Put (put[p], slot, MPI_BYTE, p, (MPI_Aint)rank * slot,
+                            slot, MPI_BYTE, win), "MPI_Put");
+        for (int j = 0; j < NACC; j++)
+            acc_in[(size_t)p * NACC + j] = acc_term (rank, p, it, j);
+        check_mpi (MPI_Accumulate (acc_in + (size_t)p * NACC, NACC, MPI_UINT64_T, p,
+                                   (MPI_Aint)nranks * slot, NACC, MPI_UINT64_T,
+                                   MPI_SUM, win), "MPI_Accumulate");
+    }
+    check_mpi (MPI_Win_fence (0, win), "MPI_Win_fence");
+    for (int p = 0; p < nranks; p++) {
+        if (p == rank)
+            continue;
+        check_msg (base + (size_t)p * slot, want, slot, p, rank, it, it, 5, "MPI_Put");
+        n += 2;
+    }
+    for (int j = 0; j < NACC; j++) {
+        uint64_t sum = 0;
+
+        for (int p = 0; p < nranks; p++)
+            if (p != rank)
+                sum += acc_term (p, rank, it, j);
+        if (acc[j] != sum)
+            die ("MPI_Accumulate iteration %d: counter %d is %llu, expected %llu", it, j,
+                 (unsigned long long)acc[j], (unsigned long long)sum);
+    }
+    for (int p = 0; p < nranks; p++)
+        if (p != rank)
+            check_mpi (MPI_Get (got[p], slot, MPI_BYTE, p, (MPI_Aint)rank * slot, slot,
+                                MPI_BYTE, win), "MPI_Get");
+    check_mpi (MPI_Win_fence (0, win), "MPI_Win_fence");
+    for (int p = 0; p < nranks; p++) {
+        if (p == rank)
+            continue;
+        check_msg (got[p], want, slot, rank, p, it, it, 5, "MPI_Get");
+        n++;
+    }
+    return n;
+}
+
 static int parse_sizes (const char *arg, int *sizes)
 {
     char *copy = strdup (arg), *tok, *save = NULL;
@@ -196,12 +268,15 @@ int main (int argc, char **argv)
 {
     int sizes[MAX_SIZES], nsizes = 0, iters = 10, quiet = 0, maxsize = 0;
     unsigned char **sbuf, **rbuf, *want, *ring_s, *ring_r, *bc;
-    uint64_t *sseq, *rseq, msgs = 0, bytes = 0, tot[2], mine[2];
+    uint64_t *sseq, *rseq, msgs = 0, bytes = 0, tot[3], mine[3];
     MPI_Request *req;
     MPI_Status *st;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int opt, len, corrupt = 0, it;
+    int opt, len, corrupt = 0, it, rma = 1, slot = 0;
     const char *until = NULL;
+    unsigned char **put = NULL, **got = NULL, *wbase = NULL;
+    uint64_t *acc_in = NULL, rmas = 0;
+    MPI_Win win = MPI_WIN_NULL;
 
     check_mpi (MPI_Init (&argc, &argv), "MPI_Init");
     MPI_Comm_set_errhandler (MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -210,7 +285,7 @@ int main (int argc, char **argv)
     gethostname (host, sizeof (host) - 1);
 
     nsizes = parse_sizes ("48,1000,8000,65536,1048576,4194304", sizes);
-    while ((opt = getopt (argc, argv, "n:s:qu:x")) != -1) {
+    while ((opt = getopt (argc, argv, "n:s:qu:xRw:")) != -1) {
         switch (opt) {
         case 'n':
             iters = atoi (optarg);
@@ -230,8 +305,17 @@ int main (int argc, char **argv)
         case 'x':
             corrupt = 1;
             break;
+        case 'R':
+            rma = 0;
+            break;
+        case 'w':
+            slot = atoi (optarg);
+            if (slot < HDR_BYTES || slot > (1 << 26))
+                die ("-w: a slot is %d to %d bytes", HDR_BYTES, 1 << 26);
+            break;
         default:
-            die ("usage: mpi_verify [-n ITERS] [-s SIZE,...] [-q] [-u FILE] [-x]");
+            die ("usage: mpi_verify [-n ITERS] [-s SIZE,...] [-q] [-u FILE] [-x] [-R] "
+                 "[-w SIZE]");
         }
     }
     if (iters < 1)
@@ -265,6 +349,25 @@ int main (int argc, char **argv)
             if (!sbuf[p * nsizes + k] || !rbuf[p * nsizes + k])
                 die ("out of memory");
         }
+    if (rma && nranks > 1) {
+        if (!slot)
+            slot = maxsize < (1 << 20) ? maxsize : (1 << 20);
+        if (slot > maxsize && !(want = realloc (want, slot)))
+            die ("out of memory");
+        put = calloc (nranks, sizeof (*put));
+        got = calloc (nranks, sizeof (*got));
+        acc_in = calloc ((size_t)nranks * NACC, sizeof (*acc_in));
+        if (!put || !got || !acc_in)
+            die ("out of memory");
+        for (int p = 0; p < nranks; p++)
+            if (p != rank && (!(put[p] = malloc (slot)) || !(got[p] = malloc (slot))))
+                die ("out of memory");
+        check_mpi (MPI_Win_allocate ((MPI_Aint)nranks * slot + NACC * sizeof (uint64_t), 1,
+                                     MPI_INFO_NULL, MPI_COMM_WORLD, &wbase, &win),
+                   "MPI_Win_allocate");
+        MPI_Win_set_errhandler (win, MPI_ERRORS_RETURN);
+    } else
+        rma = 0;
 
     for (it = 0;; it++) {
         int nreq = 0;
@@ -389,6 +492,9 @@ int main (int argc, char **argv)
                              "rank %d is wrong", it, p);
             }
         }
+
+        if (rma)
+            rmas += one_sided (win, wbase, slot, it, put, got, acc_in, want);
     }
 
     iters = it;
@@ -399,27 +505,36 @@ int main (int argc, char **argv)
                 (unsigned long long)msgs, (unsigned long long)bytes);
         fflush (stdout);
     }
+    if (rma)
+        check_mpi (MPI_Win_free (&win), "MPI_Win_free");
     mine[0] = msgs;
     mine[1] = bytes;
-    check_mpi (MPI_Reduce (mine, tot, 2, MPI_UINT64_T, MPI_SUM, 0,
+    mine[2] = rmas;
+    check_mpi (MPI_Reduce (mine, tot, 3, MPI_UINT64_T, MPI_SUM, 0,
                            MPI_COMM_WORLD), "MPI_Reduce");
     if (rank == 0) {
         uint64_t want_msgs = (uint64_t)iters * nranks *
                              ((uint64_t)(nranks - 1) * nsizes +
                               (nranks > 1 ? 1 : 0));
 
+        uint64_t want_rma = rma ? (uint64_t)iters * nranks * 3 * (uint64_t)(nranks - 1) : 0;
+
         if (tot[0] != want_msgs)
             die ("%llu messages verified in all, expected %llu",
                  (unsigned long long)tot[0],
                  (unsigned long long)want_msgs);
+        if (tot[2] != want_rma)
+            die ("%llu one-sided transfers verified in all, expected %llu",
+                 (unsigned long long)tot[2], (unsigned long long)want_rma);
         MPI_Get_library_version (lib, &len);
         lib[strcspn (lib, "\n,")] = '\0';
         for (char *c = lib; *c; c++)
             if (*c == '\t')
                 *c = ' ';
         printf ("mpi_verify: OK %d ranks, %d iterations, %llu messages, "
-                "%llu bytes (%s)\n", nranks, iters,
-                (unsigned long long)tot[0], (unsigned long long)tot[1], lib);
+                "%llu bytes, %llu one-sided (%s)\n", nranks, iters,
+                (unsigned long long)tot[0], (unsigned long long)tot[1],
+                (unsigned long long)tot[2], lib);
         fflush (stdout);
     }
     check_mpi (MPI_Finalize (), "MPI_Finalize");
