@@ -86,6 +86,18 @@ for u in ibcr-user1:4242 ibcr-user2:4243; do
     fi
 done
 
+# ---- kernel settings (ibcrd(8) SYSTEM SETTINGS) ---------------------------
+# The same file "make install" puts in $prefix/lib/sysctl.d; here so that
+# this machine's tests and demo run as an installed node would.
+sysctl_conf=$(dirname "$0")/sysctl.d/60-ibcr.conf
+if [ -f "$sysctl_conf" ]; then
+    if ! cmp -s "$sysctl_conf" /etc/sysctl.d/60-ibcr.conf; then
+        install -m 0644 "$sysctl_conf" /etc/sysctl.d/60-ibcr.conf
+        say "installed /etc/sysctl.d/60-ibcr.conf"
+    fi
+    sysctl -q -p /etc/sysctl.d/60-ibcr.conf || die "sysctl -p /etc/sysctl.d/60-ibcr.conf failed"
+fi
+
 [ $want_criu -eq 1 ] || exit 0
 
 # ---- CRIU -----------------------------------------------------------------

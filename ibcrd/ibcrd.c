@@ -270,6 +270,28 @@ static int ping_peer (struct conf *conf, const char *spec)
     return rc;
 }
 
+/* CRIU runs as the task's user, and the pipes its dumps fill are charged
+ * to that user: say so when the kernel caps them (ibcrd(8) SYSTEM
+ * SETTINGS). */
+static void warn_pipe_pages (void)
+{
+    FILE *f = fopen ("/proc/sys/fs/pipe-user-pages-soft", "r");
+    long soft = 0;
+
+    if (!f)
+        return;
+    if (fscanf (f, "%ld", &soft) != 1)
+        soft = 0;
+    fclose (f);
+    if (soft > 0)
+        log_msg (LOG_WARNING, "fs.pipe-user-pages-soft is %ld pages (%ld MiB): a user "
+                 "whose dumps hold more than that in pipes gets only tiny pipes until they "
+                 "end, so CRIU falls back to many small ones, and a restore of another of "
+                 "their tasks meanwhile fails ('Can't restore pipe size'; ibcr tries again "
+                 "for 16 s); set it to 0 (contrib/sysctl.d/60-ibcr.conf, installed in "
+                 "lib/sysctl.d)", soft, soft * (sysconf (_SC_PAGESIZE) / 1024) / 1024);
+}
+
 int main (int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -364,6 +386,7 @@ int main (int argc, char **argv)
 
     if (geteuid () != 0)
         log_msg (LOG_WARNING, "not running as root: checkpoints (CRIU) will not work");
+    warn_pipe_pages ();
     umask (022);
     if (lock_secure_dir (conf->socket, err, sizeof (err)) < 0
         || secure_dirs (conf, err, sizeof (err)) < 0)

@@ -5,7 +5,7 @@ check_PROGRAMS += ibcrd/rawmsg
 ibcrd_rawmsg_SOURCES = ibcrd/rawmsg.c
 ibcrd_rawmsg_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
 ibcrd_rawmsg_LDADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS)
-EXTRA_DIST += ibcrd/lib.sh
+EXTRA_DIST += ibcrd/lib.sh ibcrd/pipehog.py
 TESTS += t3001-ibcrd-daemon.t
 
 # Test helper: a generation made with the store calls ibcrd uses.

@@ -185,4 +185,36 @@ test_expect_success 'two ranks of user 1s job on one node are dumped at once: th
 	wait $(cat par0.pid) $(cat par1.pid); true
 '
 
+# A dump of another task of the user (CRIU, as the user, holds the pages
+# it copies in pipes) can take the user over fs.pipe-user-pages-soft; a
+# restore cannot give a pipe of the task its size back until that ends.
+# User 2's job (no other test dumps as user 2 meanwhile), with the kernel's
+# default soft limit for the time of the test (contrib/deps.sh lifts it).
+AS2="setpriv --reuid=$IBCR_UID2 --regid=$IBCR_GID2 --clear-groups"
+test_expect_success 'a restore while the user is over fs.pipe-user-pages-soft waits until it is not' '
+	soft=$(cat /proc/sys/fs/pipe-user-pages-soft) &&
+	ibcr_atexit "echo $soft >/proc/sys/fs/pipe-user-pages-soft" &&
+	echo 16384 >/proc/sys/fs/pipe-user-pages-soft &&
+	{ $AS2 "$IBCR" run --name pp -- sh -c "sleep 100000 | sleep 100000" >pp.out 2>pp.err & } &&
+	echo $! >pp.pid && ibcr_track $! &&
+	ibcrd_wait_for "$IBCR" status pp &&
+	PPI=$(ibcrd_field pp pid) && PPA=$(ibcrd_field pp app_pid) && ibcr_track $PPI $PPA &&
+	as2 "$IBCR" checkpoint pp --wait &&
+	kill -9 $(cat pp.pid) $PPI &&
+	ibcrd_wait_gone $PPA &&
+	{ $AS2 /usr/bin/python3 "$SHARNESS_TEST_SRCDIR/ibcrd/pipehog.py" 3 >u/hog.out & } &&
+	ibcr_track $! &&
+	ibcrd_wait_for grep -q "^over" u/hog.out &&
+	{ $AS2 "$IBCR" restart pp >pr.out 2>pr.err & } &&
+	echo $! >pr.pid && ibcr_track $! &&
+	ibcr_wait_for 30 grep -q "restored from generation 1" pr.err &&
+	cat pr.err u/hog.out &&
+	grep -q "^released" u/hog.out &&
+	PPA2=$(ibcrd_field pp app_pid) && ibcr_track $PPA2 &&
+	test "$(ids $PPA2)" = "$U2 $IBCR_GID2" &&
+	echo $soft >/proc/sys/fs/pipe-user-pages-soft &&
+	kill -TERM $(cat pr.pid) &&
+	{ wait $(cat pr.pid) || true; }
+'
+
 test_done

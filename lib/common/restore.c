@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "criu.h"
@@ -25,6 +26,9 @@
 
 /* Exit code of a holder that failed (as env(1) for "cannot run"). */
 #define RESTORE_EXIT 125
+/* Tries of a restore the kernel refused a pipe's size (0.25 s to 8 s
+ * apart, 16 s in all). */
+#define RESTORE_PIPE_TRIES 7
 
 static json_object *restore_task_of (json_object *m, uint32_t rank)
 {
@@ -285,27 +289,52 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
     for (int i = 0; i < 5; i++)
         if (fds[i] >= 0)
             keep[nkeep++] = fds[i];
-    if ((criu = criu_start_as (argv, plan->log, keep, nkeep, as)) < 0) {
-        dprintf (res, "Ecannot fork criu: %s", strerror (errno));
+    for (int attempt = 1;; attempt++) {
+        if ((criu = criu_start_as (argv, plan->log, keep, nkeep, as)) < 0) {
+            dprintf (res, "Ecannot fork criu: %s", strerror (errno));
+            _exit (RESTORE_EXIT);
+        }
+        while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (WIFEXITED (status) && WEXITSTATUS (status) == 0)
+            break;
+        criu_log_errors (plan->log, 3, errs, sizeof (errs));
+        if (WIFEXITED (status) && WEXITSTATUS (status) == 127) {
+            dprintf (res, "Ecannot run %s (ibcrd.conf criu=)", plan->criu);
+            _exit (RESTORE_EXIT);
+        }
+        /* Pipe buffers are charged to the user who makes the pipe: while
+         * a dump of another task of this user runs (CRIU as the user
+         * holds the pages it copies in pipes), the user may be over
+         * fs.pipe-user-pages-soft, and then the kernel refuses to give a
+         * restored pipe its size back.  That passes when the dump ends:
+         * try again, a few times, in a namespace CRIU left empty. */
+        if (attempt < RESTORE_PIPE_TRIES && strstr (errs, "Can't restore pipe size")) {
+            /* What CRIU had restored must be gone, pids and all: we are
+             * PID 1 of the namespace, so kill(-1) reaches exactly that. */
+            if (getpid () == 1)
+                (void)kill (-1, SIGKILL);
+            while (waitpid (-1, NULL, 0) > 0 || errno == EINTR)
+                ;
+            struct timespec ts = { .tv_sec = attempt >= 3 ? 1L << (attempt - 3) : 0,
+                                   .tv_nsec = attempt >= 3 ? 0 : 250000000L * attempt };
+            (void)nanosleep (&ts, NULL);
+            (void)unlink (plan->log);
+            continue;
+        }
+        dprintf (res, "Ecriu restore of %s failed: %s%s; log: %s", plan->imgdir,
+                 errs[0] ? errs : "no error line in its log",
+                 attempt > 1 ? " (the last of several tries: this user's pipe buffers were "
+                 "over fs.pipe-user-pages-soft throughout; see ibcrd(8) SYSTEM SETTINGS)" : "",
+                 plan->log);
         _exit (RESTORE_EXIT);
     }
     for (int i = 0; i < 5; i++)
         if (fds[i] >= 0)
             (void)close (fds[i]);
-    while (waitpid (criu, &status, 0) < 0 && errno == EINTR)
-        ;
     /* The images CRIU read are in the restored memory now. */
     if (unpacked[0])
         (void)safedir_rmtree (unpacked, errs, sizeof (errs));
-    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-        criu_log_errors (plan->log, 3, errs, sizeof (errs));
-        if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
-            dprintf (res, "Ecannot run %s (ibcrd.conf criu=)", plan->criu);
-        else
-            dprintf (res, "Ecriu restore of %s failed: %s; log: %s", plan->imgdir,
-                     errs[0] ? errs : "no error line in its log", plan->log);
-        _exit (RESTORE_EXIT);
-    }
     init = proc_first_child (1);
     if (init <= 0) {
         dprintf (res, "Ecriu restored %s but no process came back", plan->imgdir);
