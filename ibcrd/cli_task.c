@@ -161,7 +161,7 @@ int cli_task_wait (struct cli_task *t)
             if (pfd[i].fd == t->relay) {
                 json_object *o = NULL;
                 /* "exited" with the task's wait status, then the end. */
-                if (proto_recv (t->relay, 0, &o) == 0 && !strcmp (proto_type (o), "exited"))
+                if (proto_recv (t->relay, 0, &o) == 0 && o && !strcmp (proto_type (o), "exited"))
                     status = (int)proto_get_int (o, "status", 125 << 8);
                 else
                     status = 125 << 8;
@@ -269,9 +269,10 @@ json_object *cli_relay_recv (int fd, const char *want, int *rc)
     json_object *o = NULL;
 
     *rc = CLI_OK;
-    if (proto_recv (fd, 0, &o) < 0) {
+    errno = 0;
+    if (proto_recv (fd, 0, &o) < 0 || !o) {
         cli_error ("ibcrd's relay went away before '%s': %s (see ibcrd's log)", want,
-                   errno ? strerror (errno) : "closed");
+                   errno ? strerror (errno) : "it closed the connection");
         *rc = CLI_ERR;
         return NULL;
     }

@@ -400,7 +400,7 @@ spawn_relay (int fd, uid_t uid, gid_t gid, pid_t client, json_object *req)
     /* The client registers the task, then says "go" (or anything else:
      * the task ends before it ran). */
     o = NULL;
-    if (proto_recv_timeout (fd, 0, TASKS_FDS_TIMEOUT_MS * 6, &o) == 0
+    if (proto_recv_timeout (fd, 0, TASKS_FDS_TIMEOUT_MS * 6, &o) == 0 && o
         && !strcmp (proto_type (o), "go"))
         (void)write (go[1], "g", 1);
     json_object_put (o);
