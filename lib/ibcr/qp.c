@@ -430,13 +430,29 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
 
 /* ---- completion accounting ---- */
 
-static bool is_send_completion (struct ibcr_qp *vqp, const struct ibv_wc *wc)
+/* Account a completion of the send queue: pop the send log's head; *show
+ * says whether the application sees it.  The opcode of an error completion
+ * is undefined, so whether one is the send queue's is told by the log's
+ * head: then this returns false, having changed nothing, if wc is not the
+ * head's.  The head is read under slock, as posters (which may grow the
+ * ring) and the pollers of the send CQ change it; a receive completion may
+ * be polled from another CQ by another thread. */
+static bool send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, bool *show)
 {
-    if (wc->status == IBV_WC_SUCCESS)
-        return !(wc->opcode & IBV_WC_RECV);
-    /* The opcode of an error completion is undefined: tell by the queue. */
+    pthread_spin_lock (&vqp->slock);
     struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
-    return e && e->wr_id == wc->wr_id;
+    if (wc->status != IBV_WC_SUCCESS && !(e && e->wr_id == wc->wr_id)) {
+        pthread_spin_unlock (&vqp->slock);
+        return false;
+    }
+    if (e) {
+        *show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
+        if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah)
+            map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
+        wrlog_sq_pop (&vqp->sq);
+    }
+    pthread_spin_unlock (&vqp->slock);
+    return true;
 }
 
 /* A UD receive with a GRH: the HCA wrote real GIDs into the first 40
@@ -466,16 +482,9 @@ bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc)
     bool show = true;
     if (!vqp)
         return true;
-    if (is_send_completion (vqp, wc)) {
-        pthread_spin_lock (&vqp->slock);
-        struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
-        if (e) {
-            show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
-            if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah)
-                map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
-            wrlog_sq_pop (&vqp->sq);
-        }
-        pthread_spin_unlock (&vqp->slock);
+    if ((wc->status != IBV_WC_SUCCESS || !(wc->opcode & IBV_WC_RECV))
+        && send_complete (vqp, wc, &show)) {
+        /* accounted */
     } else {
         bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
                    && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
