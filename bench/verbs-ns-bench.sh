@@ -5,7 +5,11 @@
 # builds t/ibcr/coord):
 #   sh bench/verbs-ns-bench.sh [ROUNDS]       # default 7
 #   IBCR_LIB=.../libibcr.so sh bench/verbs-ns-bench.sh   # another libibcr
-#   (libibcr_ns.so must sit next to it)
+#   IBCR_LIB_BASE=.../libibcr.so sh bench/verbs-ns-bench.sh   # and a second
+#        libibcr (e.g. a build of the base of a change) in the same run:
+#        its setups ibcr/rebuilt are interleaved with the others and get
+#        columns of their own, so before and after share one plain column
+#   (libibcr_ns.so must sit next to each)
 # Compiles bench/verbs_ns.c and runs it against softib (a private copy),
 # ROUNDS times in each of three setups, interleaved round by round:
 #   plain    without libibcr
@@ -35,6 +39,13 @@ done
 cp -L "$ibcr" "$work/libibcr.so"
 # libibcr loads its heap library from next to itself.
 cp -L "$(dirname "$ibcr")/libibcr_ns.so" "$work/"
+setups="plain ibcr rebuilt"
+if test -n "$IBCR_LIB_BASE"; then
+	mkdir "$work/base"
+	cp -L "$IBCR_LIB_BASE" "$work/base/libibcr.so"
+	cp -L "$(dirname "$IBCR_LIB_BASE")/libibcr_ns.so" "$work/base/"
+	setups="plain base rebase ibcr rebuilt"
+fi
 ${CC:-cc} -O2 -o "$work/verbs_ns" "$here/verbs_ns.c" -libverbs -lpthread
 lib=$work/softib
 
@@ -43,7 +54,10 @@ one() {
 	case $1 in
 	plain) env LD_LIBRARY_PATH="$lib" "$work/verbs_ns" -t "$2" ;;
 	ibcr) env LD_LIBRARY_PATH="$lib" LD_PRELOAD="$work/libibcr.so" "$work/verbs_ns" -t "$2" ;;
-	rebuilt)
+	base) env LD_LIBRARY_PATH="$lib" LD_PRELOAD="$work/base/libibcr.so" "$work/verbs_ns" -t "$2" ;;
+	rebuilt|rebase)
+		lso=$work/libibcr.so
+		test $1 = rebase && lso=$work/base/libibcr.so
 		rm -f "$work/sock" "$work/ready" "$work/go" "$work/goon"
 		"$coord" -s "$work/sock" -n 1 -c 1 -w 0:0 -g "$work/go" >"$work/coord.out" 2>"$work/coord.err" &
 		cpid=$!
@@ -59,7 +73,7 @@ one() {
 			touch "$work/goon"
 		} &
 		hpid=$!
-		env LD_LIBRARY_PATH="$lib" LD_PRELOAD="$work/libibcr.so" IBCR_RANK=0 \
+		env LD_LIBRARY_PATH="$lib" LD_PRELOAD="$lso" IBCR_RANK=0 \
 			IBCR_SOCKET="$work/sock" "$work/verbs_ns" -t "$2" -w "$work/ready" -g "$work/goon"
 		wait $hpid
 		wait $cpid || { cat "$work/coord.err" >&2; return 1; }
@@ -75,26 +89,36 @@ med() { awk -v m="$3" '$1 == m { print $2 }' "$work/$1.$2" | median; }
 r=0
 while test $r -lt "$rounds"; do
 	for t in 1 4; do
-		for s in plain ibcr rebuilt; do
+		for s in $setups; do
 			one $s $t
 		done
 	done
 	r=$((r + 1))
 done
 
-echo "| threads | call | without libibcr | libibcr | added | after a rebuild | added |"
-echo "|---|---|---|---|---|---|---|"
+if test -n "$IBCR_LIB_BASE"; then
+	echo "| threads | call | without libibcr | base libibcr | added | base, after a rebuild | added | libibcr | added | after a rebuild | added |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|"
+else
+	echo "| threads | call | without libibcr | libibcr | added | after a rebuild | added |"
+	echo "|---|---|---|---|---|---|---|"
+fi
 for t in 1 4; do
 	for m in send recv wr poll; do
 		p=$(med plain $t $m); i=$(med ibcr $t $m); b=$(med rebuilt $t $m)
+		base=
+		if test -n "$IBCR_LIB_BASE"; then
+			base=$(awk -v i=$(med base $t $m) -v b=$(med rebase $t $m) -v p=$p 'BEGIN {
+				printf " %.1f | %+.1f | %.1f | %+.1f |", i, i - p, b, b - p }')
+		fi
 		case $m in
 		send) c="ibv_post_send (1 WR)" ;;
 		recv) c="ibv_post_recv (1 WR)" ;;
 		wr) c="ibv_wr_start/send/set_sge/complete" ;;
 		poll) c="ibv_poll_cq (1 completion)" ;;
 		esac
-		awk -v t=$t -v c="$c" -v p=$p -v i=$i -v b=$b 'BEGIN {
-			printf "| %s | %s | %.1f | %.1f | %+.1f | %.1f | %+.1f |\n", t, c, p, i, i - p, b, b - p }'
+		awk -v t=$t -v c="$c" -v p=$p -v i=$i -v b=$b -v base="$base" 'BEGIN {
+			printf "| %s | %s | %.1f |%s %.1f | %+.1f | %.1f | %+.1f |\n", t, c, p, base, i, i - p, b, b - p }'
 	done
 done
 echo "($rounds rounds; ns per call, median over rounds of each run's median)"

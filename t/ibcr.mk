@@ -8,11 +8,13 @@ TESTS += \
 	t2005-ibcr-cycles-netns.t \
 	t2006-ibcr-rebuild.t \
 	t2007-ibcr-limits.t \
-	t2008-ibcr-criu.t
+	t2008-ibcr-criu.t \
+	t2009-ibcr-threads.t
 
 check_PROGRAMS += ibcr/unit
 ibcr_unit_SOURCES = ibcr/unit.c \
 	$(top_srcdir)/lib/ibcr/map.c \
+	$(top_srcdir)/lib/ibcr/idtab.c \
 	$(top_srcdir)/lib/ibcr/wrlog.c \
 	$(top_srcdir)/lib/ibcr/drain.c \
 	$(top_srcdir)/lib/ibcr/nsheap.c
@@ -41,6 +43,48 @@ ibcr_evwake_LDADD = libtap.la -libverbs
 check_PROGRAMS += ibcr/refuse
 ibcr_refuse_SOURCES = ibcr/refuse.c
 ibcr_refuse_LDADD = libtap.la -libverbs
+check_PROGRAMS += ibcr/race
+ibcr_race_SOURCES = ibcr/race.c ibcr/selfqp.c ibcr/selfqp.h
+ibcr_race_LDADD = libtap.la -libverbs $(AX_PTHREAD_LIBS)
+
+# libibcr built with ThreadSanitizer, for t2009 (data races on the data
+# path).  The same sources as lib/ibcr/libibcr.la; gcc warns that TSan
+# does not model atomic_thread_fence (the gate's fallback path), hence
+# -Wno-tsan.
+if HAVE_TSAN
+check_LTLIBRARIES += ibcr/libibcr_tsan.la
+ibcr_libibcr_tsan_la_SOURCES = \
+	$(top_srcdir)/lib/ibcr/ibcr.c \
+	$(top_srcdir)/lib/ibcr/exports.c \
+	$(top_srcdir)/lib/ibcr/backend.c \
+	$(top_srcdir)/lib/ibcr/gate.c \
+	$(top_srcdir)/lib/ibcr/map.c \
+	$(top_srcdir)/lib/ibcr/idtab.c \
+	$(top_srcdir)/lib/ibcr/wrlog.c \
+	$(top_srcdir)/lib/ibcr/device.c \
+	$(top_srcdir)/lib/ibcr/mem.c \
+	$(top_srcdir)/lib/ibcr/cq.c \
+	$(top_srcdir)/lib/ibcr/cqx.c \
+	$(top_srcdir)/lib/ibcr/pump.c \
+	$(top_srcdir)/lib/ibcr/qp.c \
+	$(top_srcdir)/lib/ibcr/qpx.c \
+	$(top_srcdir)/lib/ibcr/srq.c \
+	$(top_srcdir)/lib/ibcr/ah.c \
+	$(top_srcdir)/lib/ibcr/post.c \
+	$(top_srcdir)/lib/ibcr/xlate.c \
+	$(top_srcdir)/lib/ibcr/drain.c \
+	$(top_srcdir)/lib/ibcr/ckpt.c \
+	$(top_srcdir)/lib/ibcr/nsheap.c \
+	$(top_srcdir)/lib/ibcr/ctl.c
+ibcr_libibcr_tsan_la_CPPFLAGS = -I$(top_srcdir)/lib -I$(top_srcdir)/lib/ibcr $(JSON_CFLAGS)
+ibcr_libibcr_tsan_la_CFLAGS = $(WARNING_CFLAGS) -Wno-tsan -fvisibility=hidden \
+	-fsanitize=thread -g -O1
+ibcr_libibcr_tsan_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
+	-rpath $(abs_builddir)/ibcr -fsanitize=thread \
+	-Wl,--version-script=$(top_srcdir)/lib/ibcr/libibcr.map
+ibcr_libibcr_tsan_la_LIBADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS) \
+	$(AX_PTHREAD_LIBS) -ldl
+endif
 
 # Shell helpers sourced by the tests.
 EXTRA_DIST += ibcr/ibcr.sh

@@ -123,7 +123,7 @@ static void release_ctx (struct ibcr_ctx *vctx)
             ibcr_log ("release: destroying QP %u failed", v->vqpn);
         v->real = NULL;
     }
-    map_clear (&vctx->qp_by_rqpn);
+    idtab_clear (&vctx->qp_by_rqpn);
     OBJ_FOREACH_REV (struct ibcr_srq, v, &vctx->srqs) {
         if (v->real && ibcr_be.destroy_srq (v->real))
             ibcr_log ("release: destroying an SRQ failed");

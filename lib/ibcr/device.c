@@ -197,8 +197,8 @@ struct ibv_context *ibcr_open_device (struct ibv_device *dev)
     ibcr_list_init (&vctx->srqs);
     ibcr_list_init (&vctx->qps);
     ibcr_list_init (&vctx->ahs);
-    map_init (&vctx->qp_by_rqpn);
-    map_init (&vctx->mr_by_vlkey);
+    idtab_init (&vctx->qp_by_rqpn);
+    idtab_init (&vctx->mr_by_vlkey);
     map_init (&vctx->ah_cache);
     gate_enter ();
     pthread_mutex_lock (&ibcr_lock);
@@ -251,8 +251,8 @@ int ibcr_close_device (struct ibv_context *ctx)
     gate_leave ();
     if (vctx->async_efd >= 0)
         close (vctx->async_efd);
-    map_fini (&vctx->qp_by_rqpn);
-    map_fini (&vctx->mr_by_vlkey);
+    idtab_fini (&vctx->qp_by_rqpn);
+    idtab_fini (&vctx->mr_by_vlkey);
     map_fini (&vctx->ah_cache);
     free (vctx->aq);
     free (vctx);

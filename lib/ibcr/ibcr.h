@@ -25,6 +25,7 @@
 #include <infiniband/verbs.h>
 
 #include "map.h"
+#include "idtab.h"
 #include "wrlog.h"
 #include "plock.h"
 
@@ -174,8 +175,8 @@ struct ibcr_ctx {
     int nports;
     struct ibcr_port port[IBCR_MAX_PORTS + 1];
     struct ibcr_link pds, mrs, chans, cqs, srqs, qps, ahs;
-    struct ibcr_map qp_by_rqpn;     /* real QPN -> ibcr_qp */
-    struct ibcr_map mr_by_vlkey;    /* virtual lkey -> ibcr_mr */
+    struct idtab qp_by_rqpn;        /* real QPN -> ibcr_qp (read unlocked: idtab.h) */
+    struct idtab mr_by_vlkey;       /* virtual lkey -> ibcr_mr (read unlocked) */
     struct ibcr_map ah_cache;       /* real dest -> real AH for UD sends */
     struct ibcr_link link;
 };

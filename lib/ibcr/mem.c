@@ -81,7 +81,7 @@ static bool key_taken (struct ibcr_mr *vmr)
     if (!ibcr_xlate)
         return false;
     return xlate_has_rkey (ibcr_rank, vmr->real->rkey)
-           || map_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->real->lkey) != NULL;
+           || idtab_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->real->lkey) != NULL;
 }
 
 static int mr_open_fresh (struct ibcr_mr *vmr)
@@ -137,7 +137,7 @@ static struct ibv_mr *reg (struct ibv_pd *pd, void *addr, size_t length, uint64_
     vmr->mr.context = pd->context;
     vmr->mr.pd = pd;
     pthread_mutex_lock (&ibcr_lock);
-    if (map_put (&vpd->ctx->mr_by_vlkey, vmr->mr.lkey, vmr) < 0) {
+    if (idtab_put (&vpd->ctx->mr_by_vlkey, vmr->mr.lkey, vmr) < 0) {
         pthread_mutex_unlock (&ibcr_lock);
         ibcr_be.dereg_mr (vmr->real);
         gate_leave ();
@@ -175,8 +175,8 @@ int ibcr_dereg_mr (struct ibv_mr *mr)
     int rc = ibcr_be.dereg_mr (vmr->real);
     if (rc == 0) {
         pthread_mutex_lock (&ibcr_lock);
-        if (map_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->mr.lkey) == vmr)
-            map_del (&vmr->vpd->ctx->mr_by_vlkey, vmr->mr.lkey);
+        if (idtab_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->mr.lkey) == vmr)
+            idtab_del (&vmr->vpd->ctx->mr_by_vlkey, vmr->mr.lkey);
         ibcr_list_del (&vmr->link);
         pthread_mutex_unlock (&ibcr_lock);
     }

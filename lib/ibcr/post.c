@@ -21,7 +21,7 @@ struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid, int rank);
 
 static uint32_t lkey_real (struct ibcr_ctx *vctx, uint32_t vlkey)
 {
-    struct ibcr_mr *vmr = map_get (&vctx->mr_by_vlkey, vlkey);
+    struct ibcr_mr *vmr = idtab_get (&vctx->mr_by_vlkey, vlkey);
     return vmr && vmr->real ? vmr->real->lkey : vlkey;
 }
 

@@ -36,7 +36,7 @@ int ibcr_qp_open_real (struct ibcr_qp *vqp)
         return -1;
     }
     vqp->rqpn = vqp->real->qp_num;
-    if (map_put (&vqp->ctx->qp_by_rqpn, vqp->rqpn, vqp) < 0) {
+    if (idtab_put (&vqp->ctx->qp_by_rqpn, vqp->rqpn, vqp) < 0) {
         ibcr_be.destroy_qp (vqp->real);
         vqp->real = NULL;
         errno = ENOMEM;
@@ -57,7 +57,7 @@ static int qp_open_fresh (struct ibcr_qp *vqp)
         if ((rc = ibcr_qp_open_real (vqp)) < 0 || !ibcr_xlate
             || !xlate_qp (vlid, vqp->rqpn) || nspare == 8)
             break;
-        map_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
+        idtab_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
         spare[nspare++] = vqp->real;
     }
     if (rc == 0 && ibcr_xlate && xlate_qp (vlid, vqp->rqpn))
@@ -155,7 +155,7 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 error:;
     int saved = errno;
     if (vqp->real) {
-        map_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
+        idtab_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
         ibcr_be.destroy_qp (vqp->real);
     }
     pthread_mutex_unlock (&ibcr_lock);
@@ -409,13 +409,24 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
     pthread_mutex_lock (&ibcr_lock);
     int rc = ibcr_be.destroy_qp (vqp->real);
     if (rc == 0) {
-        map_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
+        idtab_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
         ibcr_list_del (&vqp->link);
         ibcr_cq_grow (vqp->vscq, -(int)vqp->init.cap.max_send_wr);
         if (!vqp->vsrq)
             ibcr_cq_grow (vqp->vrcq, -(int)vqp->init.cap.max_recv_wr);
     }
     pthread_mutex_unlock (&ibcr_lock);
+    if (rc == 0) {
+        /* A poller of its CQs may have found this QP in qp_by_rqpn just
+         * before it left: wait for any poll in progress on them (each holds
+         * its CQ's plock while it uses the QP), so none touches it freed. */
+        plock_lock (&vqp->vscq->plock);
+        plock_unlock (&vqp->vscq->plock);
+        if (vqp->vrcq != vqp->vscq) {
+            plock_lock (&vqp->vrcq->plock);
+            plock_unlock (&vqp->vrcq->plock);
+        }
+    }
     gate_leave ();
     if (rc == 0) {
         wrlog_sq_fini (&vqp->sq);
@@ -430,13 +441,29 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
 
 /* ---- completion accounting ---- */
 
-static bool is_send_completion (struct ibcr_qp *vqp, const struct ibv_wc *wc)
+/* Account a completion of the send queue: pop the send log's head; *show
+ * says whether the application sees it.  The opcode of an error completion
+ * is undefined, so whether one is the send queue's is told by the log's
+ * head: then this returns false, having changed nothing, if wc is not the
+ * head's.  The head is read under slock, as posters (which may grow the
+ * ring) and the pollers of the send CQ change it; a receive completion may
+ * be polled from another CQ by another thread. */
+static bool send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, bool *show)
 {
-    if (wc->status == IBV_WC_SUCCESS)
-        return !(wc->opcode & IBV_WC_RECV);
-    /* The opcode of an error completion is undefined: tell by the queue. */
+    pthread_spin_lock (&vqp->slock);
     struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
-    return e && e->wr_id == wc->wr_id;
+    if (wc->status != IBV_WC_SUCCESS && !(e && e->wr_id == wc->wr_id)) {
+        pthread_spin_unlock (&vqp->slock);
+        return false;
+    }
+    if (e) {
+        *show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
+        if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah)
+            map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
+        wrlog_sq_pop (&vqp->sq);
+    }
+    pthread_spin_unlock (&vqp->slock);
+    return true;
 }
 
 /* A UD receive with a GRH: the HCA wrote real GIDs into the first 40
@@ -462,20 +489,13 @@ static void grh_xlate (struct wrlog_rq *rq, const struct ibv_wc *wc)
 
 bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc)
 {
-    struct ibcr_qp *vqp = map_get (&vctx->qp_by_rqpn, wc->qp_num);
+    struct ibcr_qp *vqp = idtab_get (&vctx->qp_by_rqpn, wc->qp_num);
     bool show = true;
     if (!vqp)
         return true;
-    if (is_send_completion (vqp, wc)) {
-        pthread_spin_lock (&vqp->slock);
-        struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
-        if (e) {
-            show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
-            if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah)
-                map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
-            wrlog_sq_pop (&vqp->sq);
-        }
-        pthread_spin_unlock (&vqp->slock);
+    if ((wc->status != IBV_WC_SUCCESS || !(wc->opcode & IBV_WC_RECV))
+        && send_complete (vqp, wc, &show)) {
+        /* accounted */
     } else {
         bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
                    && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;

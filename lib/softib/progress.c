@@ -25,7 +25,10 @@
 
 #include "softib.h"
 
-#define SIB_STACK (512 * 1024)
+/* 1 MiB: the progress thread needs far less, but ThreadSanitizer (t2009
+ * runs a TSan build of libibcr over softib) refuses a thread whose stack
+ * is under about 900 KiB.  Only what is touched gets committed. */
+#define SIB_STACK (1024 * 1024)
 
 static char sib_tag_wake, sib_tag_listen;
 

@@ -7,6 +7,7 @@
 #include <json-c/json.h>
 #include "tap.h"
 #include "ibcr/map.h"
+#include "ibcr/idtab.h"
 #include "ibcr/wrlog.h"
 #include "ibcr/drain.h"
 #include "ibcr/nsheap.h"
@@ -33,6 +34,37 @@ static void test_map (void)
     map_add (&m, 42, 4);
     ok (map_count (&m, 42) == 7, "counters add up");
     map_fini (&m);
+}
+
+/* idtab: ids spread over all three levels, including 0 and 2^32-1. */
+static void test_idtab (void)
+{
+    static const uint32_t ids[] = { 0, 1, 1023, 1024, 0xfffff, 0x100000, 0x12345678,
+                                    0xffffffff };
+    const int n = sizeof (ids) / sizeof (ids[0]);
+    struct idtab t;
+    int bad = 0;
+    idtab_init (&t);
+    ok (idtab_get (&t, 7) == NULL, "idtab: an empty table has nothing");
+    for (int i = 0; i < n; i++)
+        if (idtab_put (&t, ids[i], (void *)(uintptr_t)(i + 1)) < 0)
+            bad++;
+    for (int i = 0; i < n; i++)
+        if (idtab_get (&t, ids[i]) != (void *)(uintptr_t)(i + 1))
+            bad++;
+    ok (bad == 0, "idtab: %d ids across the levels found", n);
+    ok (idtab_get (&t, 2) == NULL && idtab_get (&t, 0x12345679) == NULL
+        && idtab_get (&t, 0xfffffffe) == NULL, "idtab: neighbours not put are absent");
+    idtab_del (&t, 0x12345678);
+    idtab_del (&t, 99);         /* absent: no-op */
+    ok (idtab_get (&t, 0x12345678) == NULL && idtab_get (&t, 0xffffffff) == (void *)(uintptr_t)n,
+        "idtab: del removes only its id");
+    idtab_put (&t, 1, (void *)(uintptr_t)77);
+    ok (idtab_get (&t, 1) == (void *)(uintptr_t)77, "idtab: put replaces");
+    idtab_clear (&t);
+    ok (idtab_get (&t, 0) == NULL && idtab_get (&t, 0xffffffff) == NULL, "idtab: clear empties");
+    ok (idtab_put (&t, 5, &t) == 0 && idtab_get (&t, 5) == &t, "idtab: usable after clear");
+    idtab_fini (&t);
 }
 
 static void test_wrlog (void)
@@ -193,6 +225,7 @@ int main (void)
 {
     plan (NO_PLAN);
     test_map ();
+    test_idtab ();
     test_wrlog ();
     test_drain ();
     test_nsheap ();

@@ -38,6 +38,9 @@
 #               libibcr, the plugin and t/softib/verbs_stream
 #     MPIBUILT  what the UCX and MPI tests need: SOFTIB with its stand-in
 #               libmlx5, LIBIBCR
+#     TSAN      libibcr built with ThreadSanitizer (t/ibcr/libibcr_tsan.la,
+#               made by make check when configure found -fsanitize=thread
+#               works) and its runtime libtsan
 #     VERIFY_OPENMPI, VERIFY_MPICH
 #               t/mpi/mpi_verify.openmpi, .mpich (built when that MPI's
 #               compiler wrapper was found)
@@ -85,7 +88,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH SOFTIBDEV GDB SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT MPIBUILT VERIFY_OPENMPI VERIFY_MPICH)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH SOFTIBDEV GDB SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT MPIBUILT VERIFY_OPENMPI VERIFY_MPICH TSAN)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -193,6 +196,14 @@ ibcr_prereq_check_() {
 	ibcr_prereq_built_ MPIBUILT lib/softib/.libs/libibverbs.so.1 \
 		lib/softib/.libs/libmlx5.so.1 lib/ibcr/.libs/libibcr.so t/ibcr/coord
 	ibcr_prereq_built_ VERIFY_OPENMPI t/mpi/mpi_verify.openmpi
+	ibcr_tsan_so=${IBCR_BUILDDIR:-.}/t/ibcr/.libs/libibcr_tsan.so
+	if ! test -e "$ibcr_tsan_so"; then
+		ibcr_prereq_missing_ TSAN "not built: $ibcr_tsan_so (make check builds it when configure says ThreadSanitizer: yes; install libtsan2 and configure again)"
+	elif ! ldd "$ibcr_tsan_so" 2>/dev/null | grep -q "libtsan.*=> /"; then
+		ibcr_prereq_missing_ TSAN "libtsan (ThreadSanitizer's runtime) not found by the loader (install libtsan2)"
+	else
+		ibcr_prereq_set_ TSAN
+	fi
 	ibcr_prereq_built_ VERIFY_MPICH t/mpi/mpi_verify.mpich
 	if /usr/bin/python3 -c 'import pycriu.images, xxhash' >/dev/null 2>&1; then
 		ibcr_prereq_set_ PYCRIU

@@ -1,0 +1,356 @@
+#!/bin/sh
+# ckpt-stall-bench.sh - where a checkpoint's stall goes, against dd of the
+# same bytes to the same staging folder (issue 12, part 3).
+#
+# For each case TxM (T tasks of M MiB on this node, one job) a probe per
+# task holds M MiB (every page written) and wakes every 0.5 ms, keeping
+# the longest gap it saw: the stall as the program feels it.  The job runs
+# under "ibcr run" against an ibcrd of its own; one "ibcr checkpoint
+# --wait" is taken, then dd writes as many bytes as the checkpoint's
+# images hold to the same staging folder (same run, right after).  From
+# the committed manifest and CRIU's own statistics (stats-dump in each
+# task's image folder) it reports where the time went:
+#
+#   stall      the longest gap any probe saw (ms)
+#   ibcr       the generation's phases outside the dump that the job
+#              waits for: quiesce + drain + release before, rebuild +
+#              connect + resume after (from the manifest's timeline)
+#   dump       the node's dump phase (all tasks' CRIUs, wall time)
+#   tasks      each task's dump interval in the dump phase (start-end ms)
+#   freeze     CRIU freezing the task (slowest task)
+#   page copy  CRIU moving the pages into its pipes (memdump - memwrite)
+#   img write  CRIU writing pipes to the image files (memwrite)
+#   other      the rest of CRIU's frozen time (threads, files, fds, ...)
+#   dd         dd of the images' bytes from /dev/zero to the staging
+#              folder (no fsync: CRIU does not sync staging either)
+#   memcpy     the same bytes at this machine's memcpy bandwidth
+#              (measured once): the physical floor of any copy made
+#              while the job is stopped
+#   stall/dd   the issue's goal is 1.5x
+#
+# Usage (root, from a built tree):
+#   bench/ckpt-stall-bench.sh [--cases "1x1024 1x4096 1x16384 8x512"]
+#       [--staging DIR] [--dir DIR] [--variants "base pipe64m ..."]
+# --staging (default /dev/shm) is where CRIU dumps, --dir (default
+# /var/tmp) holds the storage the images are committed to.  A case runs
+# only if this machine has the memory: the probes plus, with staging on
+# tmpfs, their images plus 2 GiB (else a "skipped" row says why).
+# --variants runs every case once per variant, the variants one after the
+# other for each case (interleaved), so their rows compare side by side:
+#   base         as configured
+#   pipeNm       fs.pipe-max-size = N MiB for the run (CRIU's page pipes
+#                grow up to it; restored afterwards)
+#   criu:FILE    CRIU reads FILE as its configuration (CRIU_CONFIG_FILE
+#                in ibcrd's environment, which CRIU inherits): extra
+#                CRIU options without changing ibcrd
+#   staging:DIR  another staging folder for this variant
+# and A+B: both (e.g. pipe16m+staging:/var/tmp).
+# --rounds N repeats every case N times (variants interleaved in each
+# round; cases of 8 GiB and more run once) and adds a table of medians.
+# Prints one markdown table; the manifests and CRIU logs of the last run
+# stay in DIR/ckpt-stall.*/ with --keep.
+set -eu
+
+CASES="1x1024 1x4096 1x16384 8x512"
+BASE=${TMPDIR:-/var/tmp}
+SBASE=/dev/shm
+VARIANTS=base
+ROUNDS=1
+KEEP=0
+while test $# -gt 0; do
+	case $1 in
+	--cases) CASES=$2; shift 2 ;;
+	--dir) BASE=$2; shift 2 ;;
+	--staging) SBASE=$2; shift 2 ;;
+	--variants) VARIANTS=$2; shift 2 ;;
+	--rounds) ROUNDS=$2; shift 2 ;;
+	--keep) KEEP=1; shift ;;
+	*) echo "usage: $0 [--cases \"1x1024 8x512\"] [--staging DIR] [--dir DIR] [--variants \"base pipe8m criu:FILE staging:DIR pipe8m+staging:DIR\"] [--rounds N] [--keep]" >&2
+	   exit 2 ;;
+	esac
+done
+test "$(id -u)" = 0 || { echo "ckpt-stall-bench: needs root (CRIU)" >&2; exit 2; }
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+IBCRD=$TOP/ibcrd/ibcrd
+IBCR=$TOP/ibcrd/ibcr
+IBCR_INIT=$TOP/ibcrd/ibcr-init
+IBCR_LIBIBCR=$TOP/lib/ibcr/.libs/libibcr.so
+CRIU=${IBCR_CRIU:-/usr/local/sbin/criu}
+export IBCR_INIT IBCR_LIBIBCR
+for f in "$IBCRD" "$IBCR" "$IBCR_INIT" "$IBCR_LIBIBCR" "$CRIU"; do
+	test -x "$f" || test -r "$f" || { echo "ckpt-stall-bench: $f missing: build first" >&2; exit 2; }
+done
+# CRIU's statistics are decoded with its own python module.
+PYCRIU=/usr/bin/python3
+$PYCRIU -c 'import pycriu.images' 2>/dev/null || PYCRIU=
+
+W=$(mktemp -d "$BASE/ckpt-stall.XXXXXX")
+chmod 755 "$W"
+SDIRS=
+PIDS=
+DPID=
+PIPE_MAX0=$(cat /proc/sys/fs/pipe-max-size)
+cleanup() {
+	set +e
+	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
+	sleep 0.5
+	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
+	pkill -KILL -f "$W/probe.py" 2>/dev/null
+	echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
+	sleep 0.3
+	for d in $SDIRS; do rm -rf "$d"; done
+	test "$KEEP" = 1 || rm -rf "$W"
+}
+trap cleanup EXIT INT TERM
+
+cat >"$W/probe.py" <<'PY'
+import os, signal, sys, time
+mib, out = int(sys.argv[1]), sys.argv[2]
+buf = bytearray(b"\x5a") * (mib << 20)
+for i in range(0, len(buf), 4096):
+    buf[i] = (i >> 12) & 0xff
+worst = 0.0
+def report(sig, frame):
+    global worst
+    with open(out + ".tmp", "w") as f:
+        f.write("%.1f\n" % (worst * 1000))
+    os.rename(out + ".tmp", out)
+    worst = 0.0
+signal.signal(signal.SIGUSR1, report)
+with open(out + ".pid", "w") as f:
+    f.write("ready\n")
+last = time.monotonic()
+while True:
+    time.sleep(0.0005)
+    now = time.monotonic()
+    if now - last > worst:
+        worst = now - last
+    last = now
+PY
+
+# The manifest's and CRIU's figures of one generation, as one table row's
+# middle part (see the header below).
+cat >"$W/row.py" <<'PY'
+import json, sys
+man, gen_dir, pycriu = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+m = json.load(open(man))
+node = m["timeline"]["nodes"][0]["phases"]
+def dur(p):
+    return node[p]["end_ms"] - node[p]["start_ms"] if p in node else 0.0
+before = dur("quiesce") + dur("drain") + dur("release")
+after = dur("rebuild") + dur("connect") + dur("resume")
+tasks = sorted(m["tasks"], key=lambda t: t["rank"])
+iv = " ".join("%d-%d" % (t["dump"]["start_ms"], t["dump"]["end_ms"]) for t in tasks if "dump" in t)
+cr = dict(freeze=0.0, copy=0.0, write=0.0, other=0.0)
+if pycriu:
+    import pycriu.images as im
+    for t in tasks:
+        s = im.load(open("%s/task-%d/stats-dump" % (gen_dir, t["rank"]), "rb"))["entries"][0]["dump"]
+        ms = lambda k: s.get(k, 0) / 1000.0
+        v = dict(freeze=ms("freezing_time"), copy=ms("memdump_time") - ms("memwrite_time"),
+                 write=ms("memwrite_time"),
+                 other=ms("frozen_time") - ms("memdump_time"))
+        for k in cr:
+            cr[k] = max(cr[k], v[k])
+    crs = "%.0f | %.0f | %.0f | %.0f" % (cr["freeze"], cr["copy"], cr["write"], cr["other"])
+else:
+    crs = "- | - | - | -"
+print("%d | %.1f | %.0f | %.1f | %s | %s" % (m["bytes"], before, dur("dump"), after, iv or "-", crs))
+PY
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+wait_file() {
+	wf_i=0
+	while ! test -e "$1"; do
+		wf_i=$((wf_i + 1))
+		test $wf_i -lt 15000 || { echo "ckpt-stall-bench: $1 never came" >&2; exit 1; }
+		sleep 0.02
+	done
+}
+
+# memcpy bandwidth (MB/s), once: the floor of a copy made while stopped.
+MEMCPY=$(python3 -c '
+import time
+a = bytearray(256 << 20)
+for i in range(0, len(a), 4096): a[i] = 1
+best = 1e9
+for _ in range(5):
+    t = time.perf_counter(); b = bytes(a); best = min(best, time.perf_counter() - t); del b
+print("%.0f" % (len(a) / best / 1e6))')
+
+# ibcrd_start STAGING: a daemon of our own with that staging folder.
+ibcrd_start() {
+	mkdir -p "$1"
+	chmod 755 "$1"
+	cat >"$W/ibcrd.conf" <<-EOC
+	node = n1
+	socket = $W/run/ibcrd.sock
+	storage = $W/storage
+	staging = $1
+	criu = $CRIU
+	peer_port = 0
+	retention = 1
+	timeout_dump = 30m
+	EOC
+	rm -f "$W/run/ibcrd.sock"
+	if test -n "$CRIU_CONF"; then
+		CRIU_CONFIG_FILE=$CRIU_CONF "$IBCRD" -F -c "$W/ibcrd.conf" 2>>"$W/ibcrd.log" &
+	else
+		"$IBCRD" -F -c "$W/ibcrd.conf" 2>>"$W/ibcrd.log" &
+	fi
+	DPID=$!
+	PIDS="$PIDS $DPID"
+	IBCR_SOCKET=$W/run/ibcrd.sock
+	export IBCR_SOCKET
+	wait_file "$IBCR_SOCKET"
+}
+
+ibcrd_stop() {
+	kill -TERM "$DPID" 2>/dev/null || true
+	wait "$DPID" 2>/dev/null || true
+}
+
+# run_case LABEL T M STAGING: one job of T tasks of M MiB; one row.
+n=0
+run_case() {
+	label=$1 t=$2 mib=$3 st=$4
+	n=$((n + 1))
+	job=c$n
+	avail=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
+	need=$((t * mib + 2048))
+	case $(stat -f -c %T "$st") in tmpfs) need=$((need + t * mib)) ;; esac
+	if test "$avail" -lt "$need"; then
+		echo "| $label | ${t}x$mib MiB | skipped: needs $need MiB free, $avail MiB available |||||||||||||"
+		return 0
+	fi
+	r=0
+	while test $r -lt "$t"; do
+		mkdir -p "$W/$job.w$r"
+		if test "$t" = 1; then
+			set -- run --name $job
+		else
+			set -- run --job $job --rank $r --size $t --leader n1@127.0.0.1
+		fi
+		( cd "$W/$job.w$r" && exec "$IBCR" "$@" -- python3 "$W/probe.py" $mib "$W/$job.gap$r" \
+			>"$W/$job.$r.out" 2>&1 ) &
+		PIDS="$PIDS $!"
+		r=$((r + 1))
+	done
+	# The probes run in PID namespaces of their own: find their pids here.
+	r=0
+	while test $r -lt "$t"; do
+		wait_file "$W/$job.gap$r.pid"
+		for p in $(pgrep -f -- "$W/probe.py $mib $W/$job.gap$r\$"); do
+			case $(cat /proc/$p/comm 2>/dev/null) in python*) echo $p ;; esac
+		done >"$W/$job.gap$r.hpid"
+		test "$(wc -l <"$W/$job.gap$r.hpid")" = 1 ||
+			{ echo "ckpt-stall-bench: no single probe $job/$r" >&2; exit 1; }
+		r=$((r + 1))
+	done
+	sleep 1
+	# Reset every probe's worst gap, checkpoint, read them.
+	r=0
+	while test $r -lt "$t"; do
+		kill -USR1 "$(cat "$W/$job.gap$r.hpid")"
+		wait_file "$W/$job.gap$r"
+		rm -f "$W/$job.gap$r"
+		r=$((r + 1))
+	done
+	"$IBCR" checkpoint $job --wait >"$W/$job.ckpt" 2>&1 ||
+		{ echo "ckpt-stall-bench: checkpoint of $job failed:" >&2; cat "$W/$job.ckpt" "$W/ibcrd.log" >&2; exit 1; }
+	stall=0
+	r=0
+	while test $r -lt "$t"; do
+		kill -USR1 "$(cat "$W/$job.gap$r.hpid")"
+		wait_file "$W/$job.gap$r"
+		stall=$(awk -v a=$stall -v b="$(cat "$W/$job.gap$r")" 'BEGIN { print (b > a) ? b : a }')
+		r=$((r + 1))
+	done
+	gen=$W/storage/local/$job/gen-1
+	mid=$(${PYCRIU:-python3} "$W/row.py" "$gen/manifest.json" "$gen" "${PYCRIU:+1}")
+	bytes=${mid%% *}
+	# dd of as many bytes to the same staging folder, right after.
+	sync
+	t0=$(now_ms)
+	dd if=/dev/zero of="$st/dd.$job" bs=4M count="$bytes" iflag=count_bytes 2>/dev/null
+	dd_ms=$(($(now_ms) - t0))
+	rm -f "$st/dd.$job"
+	# The job ends: its ibcr run's end their tasks.
+	for p in $(pgrep -f -- "$IBCR run --(name|job) $job "); do kill -TERM "$p" 2>/dev/null || true; done
+	r=0
+	while test $r -lt "$t"; do
+		p=$(cat "$W/$job.gap$r.hpid")
+		kill -KILL "$p" 2>/dev/null || true
+		while test -e /proc/$p; do sleep 0.05; done
+		r=$((r + 1))
+	done
+	cp "$gen/manifest.json" "$W/$job.manifest.json"
+	rm -rf "$W/storage/local/$job"
+	awk -v l="$label" -v c="${t}x$mib MiB" -v s="$stall" -v mid="$mid" -v dd="$dd_ms" \
+		-v mc="$MEMCPY" 'BEGIN {
+		split(mid, f, " ")
+		printf "| %s | %s | %.2f | %.0f | %s | %.0f | %.0f | %.2fx |\n", l, c, f[1] / 1073741824, s,
+			substr(mid, index(mid, "|") + 2), dd, f[1] / mc / 1000, s / (dd > 0 ? dd : 1) }'
+}
+
+echo "ckpt-stall-bench: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg)," \
+	"$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo) GiB available," \
+	"memcpy $MEMCPY MB/s, staging $SBASE, storage $W" >&2
+echo "| variant | case | GiB | stall | ibcr before dump | dump | ibcr after dump | task dumps | CRIU freeze | CRIU page copy | CRIU image write | CRIU other | dd same bytes | memcpy | stall/dd |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+# Variants interleaved case by case and round by round, so that the
+# machine's state (other load, memory, page cache) hits them alike.
+for c in $CASES; do
+	rr=$ROUNDS
+	test $((${c%%x*} * ${c#*x})) -lt 8192 || rr=1
+	i=0
+	while test $i -lt $rr; do
+		i=$((i + 1))
+		for v in $VARIANTS; do
+			CRIU_CONF=
+			st=$SBASE
+			echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
+			for o in $(echo "$v" | tr + ' '); do
+				case $o in
+				base) ;;
+				pipe*m)
+					mb=${o#pipe}
+					echo $((${mb%m} * 1048576)) >/proc/sys/fs/pipe-max-size ;;
+				criu:*) CRIU_CONF=${o#criu:} ;;
+				staging:*) st=${o#staging:} ;;
+				*) echo "ckpt-stall-bench: unknown variant $o" >&2; exit 2 ;;
+				esac
+			done
+			sdir=$(mktemp -d "$st/ckpt-stall.XXXXXX")
+			SDIRS="$SDIRS $sdir"
+			ibcrd_start "$sdir"
+			run_case "$v" "${c%%x*}" "${c#*x}" "$sdir" >"$W/row"
+			cat "$W/row"
+			cat "$W/row" >>"$W/rows"
+			ibcrd_stop
+			rm -rf "$sdir"
+		done
+	done
+done
+echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
+test "$ROUNDS" -gt 1 || exit 0
+echo
+echo "Medians over $ROUNDS rounds (range), ms:"
+echo
+python3 - "$W/rows" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = [x.strip() for x in line.strip().strip("|").split("|")]
+    if len(f) < 15 or f[3] == "":
+        continue
+    rows.setdefault((f[1], f[0]), []).append(f)
+print("| case | variant | n | stall | dump | CRIU page copy | CRIU image write | dd same bytes | stall/dd |")
+print("|---|---|---|---|---|---|---|---|---|")
+def m(v, i, fmt="%.0f"):
+    x = sorted(float(r[i].rstrip("x")) for r in v)
+    return (fmt + " (" + fmt + "-" + fmt + ")") % (statistics.median(x), x[0], x[-1])
+for (case, var), v in rows.items():
+    print("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (case, var, len(v), m(v, 3), m(v, 5),
+          m(v, 9), m(v, 10), m(v, 12), m(v, 14, "%.2f")))
+PY

@@ -1,0 +1,277 @@
+/* race.c - several threads on separate and shared QPs and CQs at once,
+ * while another thread creates and destroys QPs: a data-race workload for
+ * libibcr's completion path, run under ThreadSanitizer by t2009.
+ *
+ *   race [-n ROUNDS]
+ *
+ * All QPs are RC QPs in the error state on the first device: every post
+ * completes at once with a flush completion, so no network is involved and
+ * the threads spend their time in the verbs calls.  Threads:
+ *   own0, own1  each its own CQ and QP: post sends and receives, poll
+ *   snd         posts sends on the shared QP and polls its send CQ
+ *   rcv         posts receives on the shared QP and polls its receive CQ
+ *               (an error completion there makes libibcr look at the
+ *               shared QP's send log, which snd changes meanwhile)
+ *   churn       creates 40 QPs on a CQ of its own, destroys them, again
+ *               (libibcr's real-QPN table changes under the pollers)
+ * Every completion is checked: flush status, the QP it names, and its
+ * wr_id, which carries the queue (send or receive) and a sequence number
+ * that must come in posting order.  TAP on stdout.
+ */
+#include "config.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+#include "selfqp.h"
+#include "tap.h"
+
+#define BATCH 16
+#define SEND_TAG (1ULL << 62)
+#define RECV_TAG (1ULL << 61)
+
+static int rounds = 3000;
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_mr *mr;
+static char buf[64];
+static atomic_int stop, errors;
+
+static void fail (const char *who, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+static void fail (const char *who, const char *fmt, ...)
+{
+    if (atomic_fetch_add (&errors, 1) < 10) {
+        char m[200];
+        va_list ap;
+        va_start (ap, fmt);
+        vsnprintf (m, sizeof (m), fmt, ap);
+        va_end (ap);
+        diag ("%s: %s", who, m);
+    }
+}
+
+static struct ibv_cq *mkcq (void)
+{
+    struct ibv_cq *cq = ibv_create_cq (ctx, 8 * BATCH, NULL, NULL, 0);
+    if (!cq)
+        BAIL_OUT ("ibv_create_cq: %s", strerror (errno));
+    return cq;
+}
+
+/* An RC QP in the error state. */
+static struct ibv_qp *mkqp (struct ibv_cq *scq, struct ibv_cq *rcq, int err)
+{
+    struct ibv_qp_init_attr a = {
+        .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
+        .cap = { .max_send_wr = BATCH, .max_recv_wr = BATCH, .max_send_sge = 1,
+                 .max_recv_sge = 1 },
+    };
+    struct ibv_qp *qp = ibv_create_qp (pd, &a);
+    if (!qp)
+        return NULL;
+    struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+                             .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
+    if (ibv_modify_qp (qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
+                       | IBV_QP_ACCESS_FLAGS))
+        BAIL_OUT ("modify to INIT: %s", strerror (errno));
+    m.qp_state = IBV_QPS_ERR;
+    if (err && ibv_modify_qp (qp, &m, IBV_QP_STATE))
+        BAIL_OUT ("modify to ERR: %s", strerror (errno));
+    return qp;
+}
+
+static void post_sends (struct ibv_qp *qp, uint64_t *seq, int n)
+{
+    struct ibv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
+    struct ibv_send_wr w = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED }, *bad;
+    for (int i = 0; i < n; i++) {
+        w.wr_id = SEND_TAG | (*seq)++;
+        if (ibv_post_send (qp, &w, &bad))
+            BAIL_OUT ("ibv_post_send: %s", strerror (errno));
+    }
+}
+
+static void post_recvs (struct ibv_qp *qp, uint64_t *seq, int n)
+{
+    struct ibv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
+    struct ibv_recv_wr w = { .sg_list = &sge, .num_sge = 1 }, *bad;
+    for (int i = 0; i < n; i++) {
+        w.wr_id = RECV_TAG | (*seq)++;
+        if (ibv_post_recv (qp, &w, &bad))
+            BAIL_OUT ("ibv_post_recv: %s", strerror (errno));
+    }
+}
+
+/* Poll n completions from cq; each must be a flush of qp, of the queue
+ * 'tag', in order (*next*: the sequence number expected next, per tag). */
+static void poll_n (const char *who, struct ibv_cq *cq, struct ibv_qp *qp, int n,
+                    uint64_t *next_send, uint64_t *next_recv)
+{
+    struct ibv_wc wc[4];
+    for (int got = 0, idle = 0; got < n;) {
+        int r = ibv_poll_cq (cq, 4 < n - got ? 4 : n - got, wc);
+        if (r < 0)
+            BAIL_OUT ("%s: ibv_poll_cq failed", who);
+        if (r == 0 && ++idle > 2000000) {
+            fail (who, "%d of %d completions never came", n - got, n);
+            return;
+        }
+        for (int i = 0; i < r; i++) {
+            uint64_t id = wc[i].wr_id;
+            uint64_t *next = (id & SEND_TAG) ? next_send : (id & RECV_TAG) ? next_recv : NULL;
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+                fail (who, "status %d (wr_id %llx)", (int)wc[i].status, (unsigned long long)id);
+            if (wc[i].qp_num != qp->qp_num)
+                fail (who, "completion names QP %u, not %u", wc[i].qp_num, qp->qp_num);
+            if (!next)
+                fail (who, "wr_id %llx of no queue", (unsigned long long)id);
+            else if ((id & ~(SEND_TAG | RECV_TAG)) != (*next)++)
+                fail (who, "wr_id %llx out of order (expected %llu)", (unsigned long long)id,
+                      (unsigned long long)(*next - 1));
+        }
+        got += r;
+    }
+}
+
+static struct ibv_qp *sh_qp;
+static struct ibv_cq *sh_scq, *sh_rcq;
+static pthread_barrier_t bar;
+
+static void *own (void *p)
+{
+    const char *who = p;
+    struct ibv_cq *cq = mkcq ();
+    struct ibv_qp *qp = mkqp (cq, cq, 1);
+    uint64_t ps = 0, pr = 0, ns = 0, nr = 0;
+    if (!qp)
+        BAIL_OUT ("%s: ibv_create_qp: %s", who, strerror (errno));
+    pthread_barrier_wait (&bar);
+    for (int r = 0; r < rounds; r++) {
+        post_sends (qp, &ps, BATCH / 2);
+        post_recvs (qp, &pr, BATCH / 2);
+        poll_n (who, cq, qp, BATCH, &ns, &nr);
+    }
+    if (ns != ps || nr != pr)
+        fail (who, "completed %llu of %llu sends, %llu of %llu receives",
+              (unsigned long long)ns, (unsigned long long)ps, (unsigned long long)nr,
+              (unsigned long long)pr);
+    ibv_destroy_qp (qp);
+    ibv_destroy_cq (cq);
+    return NULL;
+}
+
+static void *snd (void *p)
+{
+    uint64_t ps = 0, ns = 0, none = 0;
+    pthread_barrier_wait (&bar);
+    for (int r = 0; r < rounds; r++) {
+        post_sends (sh_qp, &ps, BATCH);
+        poll_n ("snd", sh_scq, sh_qp, BATCH, &ns, &none);
+    }
+    if (ns != ps)
+        fail ("snd", "%llu of %llu sends completed", (unsigned long long)ns, (unsigned long long)ps);
+    return NULL;
+}
+
+static void *rcv (void *p)
+{
+    uint64_t pr = 0, nr = 0, none = 0;
+    pthread_barrier_wait (&bar);
+    for (int r = 0; r < rounds; r++) {
+        post_recvs (sh_qp, &pr, BATCH);
+        poll_n ("rcv", sh_rcq, sh_qp, BATCH, &none, &nr);
+    }
+    if (nr != pr)
+        fail ("rcv", "%llu of %llu receives completed", (unsigned long long)nr,
+              (unsigned long long)pr);
+    return NULL;
+}
+
+static void *churn (void *p)
+{
+    struct ibv_cq *cq = mkcq ();
+    struct ibv_qp *q[40];
+    long made = 0;
+    pthread_barrier_wait (&bar);
+    while (!atomic_load (&stop)) {
+        int n = 0;
+        while (n < 40 && (q[n] = mkqp (cq, cq, 0)))
+            n++;
+        made += n;
+        while (n > 0)
+            if (ibv_destroy_qp (q[--n]))
+                fail ("churn", "ibv_destroy_qp: %s", strerror (errno));
+    }
+    ibv_destroy_cq (cq);
+    *(long *)p = made;
+    return NULL;
+}
+
+int main (int argc, char **argv)
+{
+    struct ibv_port_attr pa;
+    struct ibv_device **list;
+    int c;
+    while ((c = getopt (argc, argv, "n:")) != -1) {
+        if (c != 'n') {
+            fprintf (stderr, "usage: race [-n ROUNDS]\n");
+            return 2;
+        }
+        rounds = atoi (optarg);
+    }
+    plan (2);
+    /* Say which libibcr serves the verbs (the test checks it is the one
+     * it preloaded, not that the run went without). */
+    FILE *maps = fopen ("/proc/self/maps", "r");
+    char line[512];
+    while (maps && fgets (line, sizeof (line), maps)) {
+        char *p = strchr (line, '/');
+        if (p && strstr (p, "libibcr")) {
+            diag ("libibcr: %s", strtok (p, "\n"));
+            break;
+        }
+    }
+    if (maps)
+        fclose (maps);
+    ctx = selfqp_open (&list, &pa);
+    pd = ibv_alloc_pd (ctx);
+    mr = pd ? ibv_reg_mr (pd, buf, sizeof (buf), IBV_ACCESS_LOCAL_WRITE) : NULL;
+    if (!mr)
+        BAIL_OUT ("PD/MR: %s", strerror (errno));
+    sh_scq = mkcq ();
+    sh_rcq = mkcq ();
+    sh_qp = mkqp (sh_scq, sh_rcq, 1);
+    if (!sh_qp)
+        BAIL_OUT ("ibv_create_qp: %s", strerror (errno));
+
+    pthread_t t[5];
+    long made = 0;
+    pthread_barrier_init (&bar, NULL, 5);
+    pthread_create (&t[0], NULL, own, "own0");
+    pthread_create (&t[1], NULL, own, "own1");
+    pthread_create (&t[2], NULL, snd, NULL);
+    pthread_create (&t[3], NULL, rcv, NULL);
+    pthread_create (&t[4], NULL, churn, &made);
+    for (int i = 0; i < 4; i++)
+        pthread_join (t[i], NULL);
+    atomic_store (&stop, 1);
+    pthread_join (t[4], NULL);
+    ok (atomic_load (&errors) == 0, "%d threads: every completion right (%d errors)", 4,
+        atomic_load (&errors));
+    ok (made >= 40, "meanwhile %ld QPs were created and destroyed", made);
+    ibv_destroy_qp (sh_qp);
+    ibv_destroy_cq (sh_scq);
+    ibv_destroy_cq (sh_rcq);
+    ibv_dereg_mr (mr);
+    ibv_dealloc_pd (pd);
+    ibv_close_device (ctx);
+    ibv_free_device_list (list);
+    return exit_status ();
+}
