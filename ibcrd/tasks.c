@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/fsuid.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -71,6 +72,47 @@ static int relays_of (uid_t uid)
     for (int i = 0; i < nrelays; i++)
         n += relays[i].uid == uid;
     return n;
+}
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77     /* Linux 6.5 */
+#endif
+
+/* The process that connected, pinned by a pidfd (close-on-exec) in the
+ * relay: -1 when neither way below worked. */
+static int client_pidfd = -1;
+
+/* In the relay, first: SO_PEERPIDFD names the process that connected
+ * even once its pid is another's; before Linux 6.5, a pidfd of the
+ * SO_PEERCRED pid while the connection lives is the next best. */
+static void relay_pin_client (int fd, pid_t client)
+{
+    socklen_t len = sizeof (client_pidfd);
+
+    if (getsockopt (fd, SOL_SOCKET, SO_PEERPIDFD, &client_pidfd, &len) < 0)
+        client_pidfd = (int)syscall (SYS_pidfd_open, client, 0);
+}
+
+/* Into the cgroups of the process that asked, and of no other: the pid
+ * is read from /proc, so only if that process still lives afterwards
+ * (its pidfd says so) was it its.  0; -1 (err) when not joined: the
+ * task stays in ibcrd's cgroups; -2 (err) when the asker is gone, and
+ * the cgroups joined may be another process's: refuse. */
+static int relay_cgjoin (pid_t client, char *err, size_t len)
+{
+    if (client_pidfd < 0) {
+        snprintf (err, len, "the process that asked (pid %ld) cannot be pinned: %s",
+                  (long)client, strerror (errno));
+        return -2;
+    }
+    if (cgjoin_join (client, err, len) < 0)
+        return -1;
+    if (syscall (SYS_pidfd_send_signal, client_pidfd, 0, NULL, 0) < 0) {
+        snprintf (err, len, "the process that asked (pid %ld) has exited, and its pid may "
+                  "be another process's now", (long)client);
+        return -2;
+    }
+    return 0;
 }
 
 /* Send msg (taken over) on fd; errors are the client's loss. */
@@ -255,9 +297,14 @@ spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **a
     char err[1024];
     int nul;
 
-    if (cgjoin_join (client, err, sizeof (err)) < 0)
+    switch (relay_cgjoin (client, err, sizeof (err))) {
+    case -2:
+        spawn_fail (rep, "%s", err);
+    case -1:
         log_msg (LOG_INFO, "task of client pid %ld stays in ibcrd's cgroups: %s",
                  (long)client, err);
+    }
+    (void)close (client_pidfd);
     /* Before the new mount namespace: unshare moves the working folder
      * into it, while a folder entered later by an fd from outside would
      * stay on a mount the task's namespace does not have (CRIU cannot
@@ -527,8 +574,13 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
                                      job, plan.gen));
         _exit (1);
     }
-    if (cgjoin_join (client, err, sizeof (err)) < 0)
+    switch (relay_cgjoin (client, err, sizeof (err))) {
+    case -2:
+        relay_send (fd, proto_error ("restore", ESRCH, "job %s: %s: not restored", job, err));
+        _exit (1);
+    case -1:
         log_msg (LOG_INFO, "job %s: restore stays in ibcrd's cgroups: %s", job, err);
+    }
     /* The holder mounts the new namespace's /proc over ours (we share
      * its mount namespace): the tree is found through the host's. */
     if ((hostproc = open ("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
@@ -575,6 +627,7 @@ static json_object *relay_start (struct server *s, struct client *c, json_object
     if ((pid = worker_fork (c->fd)) < 0)
         return proto_error (proto_type (req), errno, "cannot fork: %s", strerror (errno));
     if (pid == 0) {
+        relay_pin_client (c->fd, c->pid);
         if (restore)
             restore_relay (s, c->fd, c->uid, c->gid, c->pid, req);
         spawn_relay (c->fd, c->uid, c->gid, c->pid, req);

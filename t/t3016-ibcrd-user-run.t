@@ -141,7 +141,7 @@ test_expect_success 'a working folder user 2 may not enter is not entered for th
 
 test_expect_success 'user 1 restarts it: the same process comes back as user 1, without capabilities, and goes on' '
 	read INIT APP <pids &&
-	kill -9 $(cat u1.pid) $INIT &&
+	{ kill -9 $INIT $(cat u1.pid) 2>/dev/null; true; } &&
 	ibcrd_wait_gone $APP &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" u1.out) &&
 	{ $AS1 "$IBCR" restart u1 >rs.out 2>rs.err & } &&
@@ -185,6 +185,58 @@ test_expect_success 'two ranks of user 1s job on one node are dumped at once: th
 	wait $(cat par0.pid) $(cat par1.pid); true
 '
 
+# The relay puts the task into the cgroups of the process that asked,
+# found by its pid; once that process is gone, the pid may be another's.
+# User 2 connects, hands the connection to a child and exits; root makes
+# a process with the freed pid (ns_last_pid); the child then asks.
+test_expect_success 'a spawn asked on the connection of an exited process is refused, not placed by its reused pid' '
+	rm -f u/go u/asker.pid &&
+	{ as2 /usr/bin/python3 - "$IBCR_SOCKET" u >reuse.out 2>reuse.err <<-\PY &
+	import json, os, socket, struct, sys, time
+	def send(s, o):
+	    b = json.dumps(o).encode()
+	    s.sendall(struct.pack(">I", len(b)) + b)
+	def recv(s):
+	    n = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+	    return json.loads(s.recv(n, socket.MSG_WAITALL))
+	s = socket.socket(socket.AF_UNIX)
+	s.connect(sys.argv[1])
+	if os.fork():
+	    with open(sys.argv[2] + "/asker.pid", "w") as f:
+	        f.write("%d\n" % os.getpid())
+	    os._exit(0)
+	while not os.path.exists(sys.argv[2] + "/go"):
+	    time.sleep(0.05)
+	send(s, {"version": 1, "type": "spawn", "job": "reuse", "rank": 0,
+	         "argv": ["true"], "env": ["PATH=/usr/bin:/bin"], "init": os.environ["IBCR_INIT"]})
+	r = recv(s)
+	print(json.dumps(r))
+	if r.get("type") == "spawn-ready":
+	    d = os.open(sys.argv[2], os.O_PATH | os.O_DIRECTORY)
+	    rd, w = os.pipe()
+	    socket.send_fds(s, [b"f"], [d, w, w])
+	    print(json.dumps(recv(s)))
+	PY
+	} &&
+	ibcrd_wait_for test -s u/asker.pid &&
+	P=$(cat u/asker.pid) &&
+	ibcrd_wait_gone $P &&
+	for i in $(seq 50); do
+		echo $((P - 1)) >/proc/sys/kernel/ns_last_pid &&
+		{ sleep 1000 & } &&
+		V=$! && ibcr_track $V &&
+		test $V = $P && break
+		kill $V
+	done &&
+	test "$V" = "$P" &&
+	touch u/go &&
+	ibcrd_wait_for sh -c "test \$(wc -l <reuse.out) -ge 2" &&
+	cat reuse.out &&
+	sed -n 2p reuse.out | grep "the process that asked (pid $P) has exited" &&
+	! grep "\"type\": \"spawned\"" reuse.out &&
+	kill $V
+'
+
 # A dump of another task of the user (CRIU, as the user, holds the pages
 # it copies in pipes) can take the user over fs.pipe-user-pages-soft; a
 # restore cannot give a pipe of the task its size back until that ends.
@@ -200,7 +252,7 @@ test_expect_success 'a restore while the user is over fs.pipe-user-pages-soft wa
 	ibcrd_wait_for "$IBCR" status pp &&
 	PPI=$(ibcrd_field pp pid) && PPA=$(ibcrd_field pp app_pid) && ibcr_track $PPI $PPA &&
 	as2 "$IBCR" checkpoint pp --wait &&
-	kill -9 $(cat pp.pid) $PPI &&
+	{ kill -9 $PPI $(cat pp.pid) 2>/dev/null; true; } &&
 	ibcrd_wait_gone $PPA &&
 	{ $AS2 /usr/bin/python3 "$SHARNESS_TEST_SRCDIR/ibcrd/pipehog.py" 3 >u/hog.out & } &&
 	ibcr_track $! &&
