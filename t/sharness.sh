@@ -25,12 +25,28 @@ if ! test -r "$IBCR_SHARNESS_SH"; then
 fi
 . "$IBCR_SHARNESS_SH"
 
-# IBCR_TEST_VERBOSE=1 (CI sets it): what each test's commands print goes
-# to stderr, which the TAP driver copies into the test's log without
-# reading it as TAP, so a failure's log shows why without a rerun.  (-v
-# would send it to stdout, where a program's "ok ..." line could be
-# taken for a result.)
+# IBCR_TEST_VERBOSE=1 (CI sets it): what each test's commands print is
+# kept, and a failing test's last 60 lines of it go to the TAP stream as
+# "# | " comments just before its "not ok" line, so that a failure's log
+# says why, in order, without a rerun.  (-v would send it to stdout as is,
+# where a program's "ok ..." line could be taken for a result.)
 if test -n "$IBCR_TEST_VERBOSE" && test "$verbose" != t; then
-	verbose=t
-	exec 3>&2 4>&2
+	ibcr_out_=$PWD/.test-output
+	: >"$ibcr_out_"
+	exec 3>>"$ibcr_out_" 4>&3
+	# sharness's own two functions, with the output kept or shown.
+	test_ok_() {
+		: >"$ibcr_out_"
+		test_success=$(($test_success + 1))
+		say_color "" "ok $test_count - $@"
+	}
+	test_failure_() {
+		test_failure=$(($test_failure + 1))
+		tail -n 60 "$ibcr_out_" | sed -e 's/^/# | /'
+		: >"$ibcr_out_"
+		say_color error "not ok $test_count - $1"
+		shift
+		echo "$@" | sed -e 's/^/#	/'
+		test "$immediate" = "" || { EXIT_OK=t; exit 1; }
+	}
 fi
