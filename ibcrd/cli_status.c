@@ -25,12 +25,12 @@ static void print_job (json_object *job)
                 proto_get_str (t, "step", "?"), (long long)proto_get_int (t, "pid", -1),
                 proto_get_str (t, "node", "?"));
         /* The task's processes that use verbs ("-": none yet). */
-        if (!json_object_object_get_ex (t, "procs", &procs)
+        if (!json_object_object_get_ex (t, "verbs_pids", &procs)
             || json_object_array_length (procs) == 0)
             printf (" -");
         for (size_t k = 0; procs && k < json_object_array_length (procs); k++)
             printf ("%s%lld", k ? "," : " ",
-                    (long long)proto_get_int (json_object_array_get_idx (procs, k), "pid", 0));
+                    (long long)json_object_get_int64 (json_object_array_get_idx (procs, k)));
         printf ("\n");
     }
 }

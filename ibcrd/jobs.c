@@ -649,17 +649,14 @@ json_object *jobs_job_json (const struct job *job)
         proto_set_int (to, "pid", t->pid);
         proto_set_bool (to, "control", t->nprocs > 0);
         /* The processes that use verbs, each with its own control
-         * connection (0: a restored one not found yet). */
+         * connection (0: a restored one not found yet).  A flat list: a
+         * second "pid" key in a task would shadow the task's own for
+         * readers that look for the key. */
         json_object *ps = json_object_new_array ();
-        for (int i = 0; ps && i < t->nprocs; i++) {
-            json_object *po = json_object_new_object ();
-            if (!po)
-                break;
-            proto_set_int (po, "pid", t->procs[i].pid);
-            json_object_array_add (ps, po);
-        }
+        for (int i = 0; ps && i < t->nprocs; i++)
+            json_object_array_add (ps, json_object_new_int64 (t->procs[i].pid));
         if (ps)
-            json_object_object_add (to, "procs", ps);
+            json_object_object_add (to, "verbs_pids", ps);
         if (t->ns_pid >= 0)
             proto_set_int (to, "ns_pid", t->ns_pid);
         if (t->app_pid >= 0)

@@ -68,8 +68,8 @@ mp_procs() {
 	import json, sys
 	s = json.load(open(sys.argv[1]))
 	for t in s["job"]["tasks"]:
-	    for p in t.get("procs", []):
-	        print(p["pid"])
+	    for p in t.get("verbs_pids", []):
+	        print(p)
 	PY
 }
 

@@ -27,8 +27,8 @@ st_procs() {
 	/usr/bin/python3 - st.json <<-\PY
 	import json, sys
 	for t in json.load(open(sys.argv[1]))["job"]["tasks"]:
-	    for p in t.get("procs", []):
-	        print(p["pid"])
+	    for p in t.get("verbs_pids", []):
+	        print(p)
 	PY
 }
 
