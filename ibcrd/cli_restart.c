@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "common/ident.h"
 #include "common/proto.h"
+#include "common/restore.h"
 #include "common/taskns.h"
 #include "common/usock.h"
 
@@ -44,6 +45,30 @@ static void continue_tree (pid_t pid, int depth)
     fclose (f);
 }
 
+/* A fresh connection to ibcrd, attached as a control connection of
+ * job's rank (ctl-attach): a restored process's libibcr speaks over it.
+ * Its fd, or -1 said. */
+static int ctl_attach (struct cli *c, const char *job, int rank)
+{
+    const char *sock = cli_socket_path (c);
+    json_object *a = proto_new ("ctl-attach"), *rep = NULL;
+    int fd = -1;
+
+    proto_set_str (a, "job", job);
+    proto_set_int (a, "rank", rank);
+    if (!sock || (fd = usock_connect (sock)) < 0 || usock_request (fd, a, c->timeout_ms, &rep) < 0
+        || strcmp (proto_type (rep), "ok")) {
+        cli_error ("cannot attach libibcr's control connection at ibcrd %s: %s", sock
+                   ? sock : "?", rep ? proto_get_str (rep, "message", "?") : strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        fd = -1;
+    }
+    json_object_put (a);
+    json_object_put (rep);
+    return fd;
+}
+
 /* The restart through ibcrd's restore pipeline (tasks.h, restore.h): it
  * chooses and verifies the generation, restores it as its user in new
  * namespaces and checks it; we hand it our pipes and libibcr's control
@@ -53,9 +78,8 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
 {
     struct cli_task t = { .out_r = -1, .err_r = -1, .regfd = -1, .relay = -1 };
     json_object *req = proto_new ("restore"), *rep = NULL, *f;
-    int fd, rc, gen, ctlfd = -1, out[2], err[2], fds[3];
+    int fd, rc, gen, nctl, out[2], err[2], fds[RESTORE_MAX_CTL + 2];
     char what[160];
-    long long ctl_ino;
     uint64_t bytes;
 
     proto_set_str (req, "job", job);
@@ -71,34 +95,29 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
         return rc;
     }
     gen = (int)proto_get_int (rep, "gen", 0);
-    ctl_ino = (long long)proto_get_int (rep, "ctl_ino", 0);
+    /* One control connection per process that used verbs (an older
+     * ibcrd says only ctl_ino: one). */
+    nctl = (int)proto_get_int (rep, "nctl", proto_get_int (rep, "ctl_ino", 0) > 0 ? 1 : 0);
     bytes = (uint64_t)proto_get_int (rep, "bytes", 0);
     if (*proto_get_str (rep, "note", ""))
         fprintf (stderr, "ibcr: warning: job %s %s\n", job, proto_get_str (rep, "note", ""));
     json_object_put (rep);
     snprintf (what, sizeof (what), "job %s gen %d rank %d", job, gen, rank);
-    /* libibcr's control socket: a fresh connection, ours, that ibcrd
+    if (nctl < 0 || nctl > RESTORE_MAX_CTL) {
+        cli_error ("ibcrd asks for %d control connections (at most %d)", nctl,
+                   RESTORE_MAX_CTL);
+        close (fd);
+        return CLI_ERR;
+    }
+    /* libibcr's control sockets: fresh connections, ours, that ibcrd
      * binds to this rank when the restored task registers. */
-    if (ctl_ino > 0) {
-        const char *sock = cli_socket_path (c);
-        json_object *a = proto_new ("ctl-attach");
-        proto_set_str (a, "job", job);
-        proto_set_int (a, "rank", rank);
-        rep = NULL;
-        if (!sock || (ctlfd = usock_connect (sock)) < 0
-            || usock_request (ctlfd, a, c->timeout_ms, &rep) < 0
-            || strcmp (proto_type (rep), "ok")) {
-            cli_error ("cannot attach libibcr's control connection at ibcrd %s: %s", sock
-                       ? sock : "?", rep ? proto_get_str (rep, "message", "?")
-                       : strerror (errno));
-            json_object_put (a);
-            json_object_put (rep);
+    for (int i = 0; i < nctl; i++)
+        if ((fds[2 + i] = ctl_attach (c, job, rank)) < 0) {
+            for (int k = 0; k < i; k++)
+                close (fds[2 + k]);
             close (fd);
             return CLI_NODAEMON;
         }
-        json_object_put (a);
-        json_object_put (rep);
-    }
     if (pipe2 (out, O_CLOEXEC) < 0 || pipe2 (err, O_CLOEXEC) < 0) {
         cli_error ("cannot make pipes: %s", strerror (errno));
         close (fd);
@@ -106,10 +125,9 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     }
     fds[0] = out[1];
     fds[1] = err[1];
-    fds[2] = ctlfd;
     cli_progress_show (what, "restore", 0, bytes);
-    rc = cli_relay_send_fds (fd, fds, ctlfd >= 0 ? 3 : 2);
-    for (int i = 0; i < 3; i++)
+    rc = cli_relay_send_fds (fd, fds, 2 + nctl);
+    for (int i = 0; i < 2 + nctl; i++)
         if (fds[i] >= 0)
             close (fds[i]);
     if (rc < 0 || !(rep = cli_relay_recv (fd, "restored", &rc))) {
@@ -129,7 +147,7 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     json_object_object_add (f, "job", json_object_new_string (job));
     json_object_object_add (f, "rank", json_object_new_int (rank));
     json_object_object_add (f, "size", json_object_new_int ((int)proto_get_int (rep, "size", 1)));
-    json_object_object_add (f, "restored", json_object_new_boolean (ctlfd >= 0));
+    json_object_object_add (f, "restored", json_object_new_boolean (nctl > 0));
     json_object_object_add (f, "source", json_object_new_string ("restart"));
     json_object_object_add (f, "ns_pid", json_object_new_int (TASKNS_FIRST_PID));
     /* Root restores a user's generation as that user: the task is theirs. */
@@ -161,7 +179,7 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
             usleep (50000);
         continue_tree (t.init, 0);
     }
-    if (ctlfd >= 0 && !rc) {
+    if (nctl > 0 && !rc) {
         json_object *r = proto_new ("resume-restored"), *o;
         int rrc;
         /* ibcrd waits for every rank, then rebuilds and resumes them. */

@@ -18,12 +18,20 @@ static void print_job (json_object *job)
             (long long)proto_get_int (job, "uid", -1), (long long)proto_get_int (job, "ntasks", 0));
     if (!json_object_object_get_ex (job, "tasks", &tasks))
         return;
-    printf ("  %-6s %-8s %-10s %s\n", "RANK", "STEP", "PID", "NODE");
+    printf ("  %-6s %-8s %-10s %-10s %s\n", "RANK", "STEP", "PID", "NODE", "VERBS PIDS");
     for (size_t i = 0; i < json_object_array_length (tasks); i++) {
-        json_object *t = json_object_array_get_idx (tasks, i);
-        printf ("  %-6lld %-8s %-10lld %s\n", (long long)proto_get_int (t, "rank", -1),
+        json_object *t = json_object_array_get_idx (tasks, i), *procs = NULL;
+        printf ("  %-6lld %-8s %-10lld %-10s", (long long)proto_get_int (t, "rank", -1),
                 proto_get_str (t, "step", "?"), (long long)proto_get_int (t, "pid", -1),
                 proto_get_str (t, "node", "?"));
+        /* The task's processes that use verbs ("-": none yet). */
+        if (!json_object_object_get_ex (t, "verbs_pids", &procs)
+            || json_object_array_length (procs) == 0)
+            printf (" -");
+        for (size_t k = 0; procs && k < json_object_array_length (procs); k++)
+            printf ("%s%lld", k ? "," : " ",
+                    (long long)json_object_get_int64 (json_object_array_get_idx (procs, k)));
+        printf ("\n");
     }
 }
 

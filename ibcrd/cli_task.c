@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "common/proc.h"
 #include "common/proto.h"
+#include "common/restore.h"
 #include "common/usock.h"
 
 #ifndef PKGLIBEXECDIR
@@ -243,7 +244,7 @@ int cli_relay_open (struct cli *c, json_object *req, const char *ready, json_obj
 
 int cli_relay_send_fds (int fd, const int *fds, int n)
 {
-    char cbuf[CMSG_SPACE (8 * sizeof (int))] = { 0 }, byte = 'f';
+    char cbuf[CMSG_SPACE ((RESTORE_MAX_CTL + 4) * sizeof (int))] = { 0 }, byte = 'f';
     struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;

@@ -27,10 +27,16 @@
 #include "common/proto.h"
 #include "timeline.h"
 
+/* Processes of one task that use verbs, each with its own libibcr
+ * control connection (jobs.h's TASK_MAX_PROCS). */
+#define GEN_MAX_CTL 64
+
 struct gen_task {
     int rank;
     pid_t pid;              /* the task's init: the root CRIU dumps */
-    int ctl_fd;             /* libibcr's control connection, or -1 */
+    int nctl;               /* its processes that use verbs */
+    int ctl_fd[GEN_MAX_CTL];    /* libibcr's control connection of each */
+    pid_t ctl_pid[GEN_MAX_CTL]; /* and its process (0 unknown), for errors */
     int restored;           /* restart: waits for rebuild, not dumped */
     char node[IDENT_MAX + 1];
     json_object *entry;     /* its manifest entry (genl_tasks_json), or NULL */

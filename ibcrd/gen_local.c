@@ -38,16 +38,92 @@ double gen_now_ms (void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The tasks that have a libibcr control connection (used verbs). */
-static int ctl_list (const struct gen *g, int *fds, int *ranks)
+/* Every process of this node's tasks that uses verbs: its libibcr
+ * control connection, its task's rank and its pid.  A task may have
+ * several (a forked second rank, a script starting two verbs programs),
+ * and each takes part in every phase. */
+struct ctl_set {
+    int n;
+    int *fds;
+    int *ranks;
+    pid_t *pids;
+    json_object **rep;      /* a reply per process, for the rounds that gather */
+};
+
+static void ctl_set_free (struct ctl_set *cs)
 {
-    int n = 0;
+    free (cs->fds);
+    free (cs->ranks);
+    free (cs->pids);
+    free (cs->rep);
+}
+
+/* 0, or -1 with g->err (out of memory) naming phase. */
+static int ctl_set_get (struct gen *g, struct ctl_set *cs, const char *phase)
+{
+    int max = 1;
+
+    memset (cs, 0, sizeof (*cs));
     for (int i = 0; i < g->ntasks; i++)
-        if (g->tasks[i].ctl_fd >= 0) {
-            fds[n] = g->tasks[i].ctl_fd;
-            ranks[n++] = g->tasks[i].rank;
+        max += g->tasks[i].nctl;
+    cs->fds = calloc ((size_t)max, sizeof (*cs->fds));
+    cs->ranks = calloc ((size_t)max, sizeof (*cs->ranks));
+    cs->pids = calloc ((size_t)max, sizeof (*cs->pids));
+    cs->rep = calloc ((size_t)max, sizeof (*cs->rep));
+    if (!cs->fds || !cs->ranks || !cs->pids || !cs->rep) {
+        ctl_set_free (cs);
+        return gen_fail (g, phase, "ibcrd's worker is out of memory");
+    }
+    for (int i = 0; i < g->ntasks; i++)
+        for (int k = 0; k < g->tasks[i].nctl; k++) {
+            cs->fds[cs->n] = g->tasks[i].ctl_fd[k];
+            cs->ranks[cs->n] = g->tasks[i].rank;
+            cs->pids[cs->n++] = g->tasks[i].ctl_pid[k];
         }
-    return n;
+    return 0;
+}
+
+/* One request to every process, replies into cs->rep when gather. */
+static int ctl_round (struct gen *g, const char *phase, struct ctl_set *cs, const char *type,
+                      json_object *extra, const char *want, int gather, uint64_t timeout_ms)
+{
+    char err[1024];
+
+    if (cs->n && libctl_round (cs->fds, cs->ranks, cs->pids, cs->n, type, extra, g->gen, want,
+                               gather ? cs->rep : NULL, (int)timeout_ms, err,
+                               sizeof (err)) < 0)
+        return gen_fail (g, phase, err);
+    return 0;
+}
+
+/* A phase that asks every process one thing and gathers nothing. */
+static int ctl_phase (struct gen *g, const char *phase, const char *type, json_object *extra,
+                      const char *want, uint64_t timeout_ms)
+{
+    struct ctl_set cs;
+    int rc;
+
+    if (ctl_set_get (g, &cs, phase) < 0)
+        return -1;
+    rc = ctl_round (g, phase, &cs, type, extra, want, 0, timeout_ms);
+    ctl_set_free (&cs);
+    return rc;
+}
+
+/* A phase whose replies are appended to out. */
+static int ctl_gather (struct gen *g, const char *phase, const char *type, json_object *extra,
+                       const char *want, uint64_t timeout_ms, json_object *out)
+{
+    struct ctl_set cs;
+    int rc;
+
+    if (ctl_set_get (g, &cs, phase) < 0)
+        return -1;
+    rc = ctl_round (g, phase, &cs, type, extra, want, 1, timeout_ms);
+    for (int i = 0; rc == 0 && i < cs.n; i++)
+        json_object_array_add (out, cs.rep[i]);
+    ctl_set_free (&cs);
+    return rc;
 }
 
 /* Append s to dst (size len, holding *off bytes), cutting it to fit. */
@@ -112,53 +188,37 @@ int gen_daemon_gone (struct gen *g, const char *phase)
 /* Quiesce: application threads stop at libibcr's gate. */
 int genl_quiesce (struct gen *g)
 {
-    int fds[g->ntasks + 1], ranks[g->ntasks + 1], n = ctl_list (g, fds, ranks);
-    char err[1024];
-
-    if (n && libctl_round (fds, ranks, n, CKPT_QUIESCE, NULL, g->gen, CKPT_QUIESCED, NULL,
-                           (int)g->conf->timeout_quiesce, err, sizeof (err)) < 0)
-        return gen_fail (g, "quiesce", err);
+    if (ctl_phase (g, "quiesce", CKPT_QUIESCE, NULL, CKPT_QUIESCED,
+                   g->conf->timeout_quiesce) < 0)
+        return -1;
     g->quiesced = 1;
     return 0;
 }
 
-/* One drain round: every task's report appended to reports. */
+/* One drain round: every process's report appended to reports. */
 int genl_drain_round (struct gen *g, int round, json_object *reports)
 {
-    int fds[g->ntasks + 1], ranks[g->ntasks + 1], n = ctl_list (g, fds, ranks);
-    json_object *rep[g->ntasks + 1], *x;
-    char err[1024];
+    json_object *x = json_object_new_object ();
+    int rc;
 
-    if (!n)
-        return 0;
-    x = json_object_new_object ();
     json_object_object_add (x, "round", json_object_new_int (round));
-    int rc = libctl_round (fds, ranks, n, CKPT_DRAIN, x, g->gen, CKPT_DRAIN_REPORT, rep,
-                           (int)g->conf->timeout_drain, err, sizeof (err));
+    rc = ctl_gather (g, "drain", CKPT_DRAIN, x, CKPT_DRAIN_REPORT, g->conf->timeout_drain,
+                     reports);
     json_object_put (x);
-    if (rc < 0)
-        return gen_fail (g, "drain", err);
-    for (int i = 0; i < n; i++)
-        json_object_array_add (reports, rep[i]);
-    return 0;
+    return rc;
 }
 
 /* Release: libibcr destroys every real verbs object and closes the
  * device, so CRIU sees a process that never used one. */
 int genl_release (struct gen *g)
 {
-    int fds[g->ntasks + 1], ranks[g->ntasks + 1], n = ctl_list (g, fds, ranks);
-    char err[1024];
-
-    if (!n)
-        return 0;
-    /* From here on the objects are gone even if some task failed: the
-     * abort path must rebuild. */
-    g->released = 1;
-    if (libctl_round (fds, ranks, n, CKPT_RELEASE, NULL, g->gen, CKPT_RELEASED, NULL,
-                      (int)g->conf->timeout_quiesce, err, sizeof (err)) < 0)
-        return gen_fail (g, "release", err);
-    return 0;
+    /* From here on the objects are gone even if some process failed:
+     * the abort path must rebuild. */
+    for (int i = 0; i < g->ntasks; i++)
+        if (g->tasks[i].nctl > 0)
+            g->released = 1;
+    return ctl_phase (g, "release", CKPT_RELEASE, NULL, CKPT_RELEASED,
+                      g->conf->timeout_quiesce);
 }
 
 /* "file[MNT:INO]", CRIU's name for an open file it must leave out of the
@@ -241,11 +301,11 @@ struct dump_run {
 static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run *r,
                        char *err, size_t errlen)
 {
-    char dir[PATH_MAX + 32], pid[32], ext[5][64];
+    char dir[PATH_MAX + 32], pid[32], ext[GEN_MAX_CTL + 4][64];
     struct taskns_as as = { .ns_pid = t->pid, .cred_pid = t->pid, .uid = g->uid };
     int in_ns = task_in_ns (t), next = 0, pmi_fd = -1;
     uint64_t pmi_ino = 0;
-    char *argv[24];
+    char *argv[24 + 2 * GEN_MAX_CTL];
     int ac = 0;
 
     snprintf (dir, sizeof (dir), "%s/task-%d", g->staging, t->rank);
@@ -282,11 +342,13 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
         argv[ac++] = "--leave-stopped";
         r->end = t->pid;
     }
-    if (t->ctl_fd >= 0) {
+    /* Every verbs process's own connection leads out of the tree. */
+    for (int k = 0; k < t->nctl; k++) {
         uint64_t ino;
-        if (sockdiag_unix_peer (t->ctl_fd, &ino) < 0) {
+        if (sockdiag_unix_peer (t->ctl_fd[k], &ino) < 0) {
             snprintf (err, errlen, "rank %d: cannot find libibcr's end of the control "
-                      "socket: %s", t->rank, strerror (errno));
+                      "socket of pid %ld: %s", t->rank, (long)t->ctl_pid[k],
+                      strerror (errno));
             return -1;
         }
         snprintf (ext[next], sizeof (ext[0]), "unix[%llu]", (unsigned long long)ino);
@@ -308,7 +370,8 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
     argv[ac] = NULL;
     log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s%s%s", g->job, g->gen,
              t->rank, pid, g->leave_running ? " --leave-running" : "",
-             t->ctl_fd >= 0 ? " (libibcr control socket external)" : "",
+             t->nctl == 1 ? " (libibcr control socket external)"
+             : t->nctl > 1 ? " (libibcr control sockets external)" : "",
              pmi_fd >= 0 ? " (PMI socket external)" : "",
              in_ns ? " (in the task's namespaces, as its user)" : "");
     if (access (argv[0], X_OK) < 0) {
@@ -488,51 +551,32 @@ int genl_dump (struct gen *g)
  * answers its new real ids, appended to ids. */
 int genl_rebuild_ids (struct gen *g, json_object *ids)
 {
-    int fds[g->ntasks + 1], ranks[g->ntasks + 1], n = ctl_list (g, fds, ranks);
-    json_object *rep[g->ntasks + 1];
-    char err[1024];
-
-    if (!n)
-        return 0;
-    if (libctl_round (fds, ranks, n, CKPT_REBUILD, NULL, g->gen, CKPT_IDS, rep,
-                      (int)g->conf->timeout_rebuild, err, sizeof (err)) < 0)
-        return gen_fail (g, "rebuild", err);
-    for (int i = 0; i < n; i++)
-        json_object_array_add (ids, rep[i]);
-    return 0;
+    return ctl_gather (g, "rebuild", CKPT_REBUILD, NULL, CKPT_IDS, g->conf->timeout_rebuild,
+                       ids);
 }
 
 /* Connect: every QP to its prior state with translated peers (procs:
  * the ids of every process of the job). */
 int genl_connect (struct gen *g, json_object *procs)
 {
-    int fds[g->ntasks + 1], ranks[g->ntasks + 1], n = ctl_list (g, fds, ranks);
-    json_object *x;
-    char err[1024];
+    json_object *x = json_object_new_object ();
     int rc;
 
-    if (!n)
-        return 0;
-    x = json_object_new_object ();
     json_object_object_add (x, "procs", json_object_get (procs));
-    rc = libctl_round (fds, ranks, n, CKPT_CONNECT, x, g->gen, CKPT_CONNECTED, NULL,
-                       (int)g->conf->timeout_rebuild, err, sizeof (err));
+    rc = ctl_phase (g, "rebuild (connect)", CKPT_CONNECT, x, CKPT_CONNECTED,
+                    g->conf->timeout_rebuild);
     json_object_put (x);
-    if (rc < 0)
-        return gen_fail (g, "rebuild (connect)", err);
-    g->released = 0;
-    return 0;
+    if (rc == 0)
+        g->released = 0;
+    return rc;
 }
 
 /* Resume: application threads go on. */
 int genl_resume (struct gen *g)
 {
-    int fds[g->ntasks + 1], ranks[g->ntasks + 1], n = ctl_list (g, fds, ranks);
-    char err[1024];
-
-    if (n && libctl_round (fds, ranks, n, CKPT_RESUME, NULL, g->gen, CKPT_RESUMED, NULL,
-                           (int)g->conf->timeout_quiesce, err, sizeof (err)) < 0)
-        return gen_fail (g, "resume", err);
+    if (ctl_phase (g, "resume", CKPT_RESUME, NULL, CKPT_RESUMED,
+                   g->conf->timeout_quiesce) < 0)
+        return -1;
     g->quiesced = 0;
     return 0;
 }
@@ -574,8 +618,19 @@ json_object *genl_tasks_json (struct gen *g)
         proto_set_int (t, "rank", g->tasks[i].rank);
         proto_set_str (t, "node", g->tasks[i].node);
         proto_set_int (t, "pid", g->tasks[i].pid);
-        if (g->tasks[i].ctl_fd >= 0 && sockdiag_unix_peer (g->tasks[i].ctl_fd, &ino) == 0)
-            proto_set_int (t, "ctl_ino", (int64_t)ino);
+        /* One per verbs process: a restart hands each a fresh connection
+         * (restore.h).  "ctl_ino", the first, for readers of one. */
+        json_object *inos = json_object_new_array ();
+        for (int k = 0; k < g->tasks[i].nctl; k++)
+            if (sockdiag_unix_peer (g->tasks[i].ctl_fd[k], &ino) == 0) {
+                if (json_object_array_length (inos) == 0)
+                    proto_set_int (t, "ctl_ino", (int64_t)ino);
+                json_object_array_add (inos, json_object_new_int64 ((int64_t)ino));
+            }
+        if (json_object_array_length (inos) > 0)
+            json_object_object_add (t, "ctl_inos", inos);
+        else
+            json_object_put (inos);
         int in_ns = task_in_ns (&g->tasks[i]), pmi_fd;
         json_object_object_add (t, "stdio", task_stdio (g->tasks[i].pid, in_ns));
         /* Dumped as external (dump_start): a restore hands the new

@@ -475,7 +475,8 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
                 /* libibcr may say hello (and so register its process from
                  * IBCR_JOB) before its launcher registers the task's init:
                  * the launcher's registration takes that task over. */
-                if (t->conn == t->ctl_conn && t->pid != pid && in_tree (t->pid, pid)) {
+                if (jobs_task_has_conn (t, t->conn) && t->pid != pid
+                    && in_tree (t->pid, pid)) {
                     log_msg (LOG_INFO, "job %s step %s: rank %d: pid %ld is the "
                              "application of init %ld", id, step, t->rank, (long)t->pid,
                              (long)pid);
@@ -516,7 +517,7 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     strcpy (t->step, step);
     strcpy (t->node, tnode);
     t->conn = conn;
-    t->ctl_conn = -1;
+    t->nprocs = 0;
     t->since = time (NULL);
     t->next = job->tasks;
     job->tasks = t;
@@ -535,6 +536,35 @@ inval:
     return NULL;
 }
 
+int jobs_task_has_conn (const struct task *t, int conn)
+{
+    for (int i = 0; i < t->nprocs; i++)
+        if (t->procs[i].conn == conn)
+            return 1;
+    return 0;
+}
+
+int jobs_task_add_proc (struct job *job, struct task *t, int conn, pid_t pid, char *err,
+                        size_t len)
+{
+    for (int i = 0; i < t->nprocs; i++)
+        if (t->procs[i].conn == conn) {
+            t->procs[i].pid = pid;
+            return 0;
+        }
+    if (t->nprocs >= TASK_MAX_PROCS) {
+        snprintf (err, len, "job %s rank %d has %d processes that use verbs already (at "
+                  "most %d per task): this one cannot be checkpointed", job->id, t->rank,
+                  t->nprocs, TASK_MAX_PROCS);
+        errno = EUSERS;
+        return -1;
+    }
+    t->procs[t->nprocs].conn = conn;
+    t->procs[t->nprocs].pid = pid;
+    t->nprocs++;
+    return 0;
+}
+
 void jobs_drop_conn (struct jobs *j, int conn)
 {
     struct job **jp = &j->head;
@@ -544,11 +574,16 @@ void jobs_drop_conn (struct jobs *j, int conn)
         struct task **tp = &job->tasks;
         while (*tp) {
             struct task *t = *tp;
-            if (t->ctl_conn == conn) {
-                log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control "
-                         "connection closed", job->id, t->step, t->rank, (long)t->pid);
-                t->ctl_conn = -1;
-            }
+            for (int i = 0; i < t->nprocs; i++)
+                if (t->procs[i].conn == conn) {
+                    log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control "
+                             "connection of pid %ld closed (%d left)", job->id, t->step,
+                             t->rank, (long)t->pid, (long)t->procs[i].pid, t->nprocs - 1);
+                    memmove (&t->procs[i], &t->procs[i + 1],
+                             (size_t)(t->nprocs - i - 1) * sizeof (t->procs[0]));
+                    t->nprocs--;
+                    i--;
+                }
             if (t->conn == conn) {
                 log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld disconnected",
                          job->id, t->step, t->rank, (long)t->pid);
@@ -612,7 +647,16 @@ json_object *jobs_job_json (const struct job *job)
         proto_set_str (to, "step", t->step);
         proto_set_str (to, "node", t->node);
         proto_set_int (to, "pid", t->pid);
-        proto_set_bool (to, "control", t->ctl_conn >= 0);
+        proto_set_bool (to, "control", t->nprocs > 0);
+        /* The processes that use verbs, each with its own control
+         * connection (0: a restored one not found yet).  A flat list: a
+         * second "pid" key in a task would shadow the task's own for
+         * readers that look for the key. */
+        json_object *ps = json_object_new_array ();
+        for (int i = 0; ps && i < t->nprocs; i++)
+            json_object_array_add (ps, json_object_new_int64 (t->procs[i].pid));
+        if (ps)
+            json_object_object_add (to, "verbs_pids", ps);
         if (t->ns_pid >= 0)
             proto_set_int (to, "ns_pid", t->ns_pid);
         if (t->app_pid >= 0)

@@ -32,6 +32,21 @@
 #include "common/ident.h"
 #include "common/proc.h"
 
+/* A process of a task that uses verbs: libibcr in it holds a control
+ * connection of its own.  A task may have several (a program that forks
+ * a second rank, a script that starts two verbs programs); every one is
+ * quiesced, drained, released, dumped with its socket external, rebuilt
+ * and resumed, and handed a fresh connection back at restore. */
+#define TASK_MAX_PROCS 64
+
+struct task_proc {
+    int conn;                   /* its libibcr control connection */
+    pid_t pid;                  /* as the kernel names it: SO_PEERCRED of its
+                                   hello, or after a restore the process of
+                                   the tree holding the connection's other
+                                   end; 0 while unknown */
+};
+
 struct task {
     pid_t pid;                  /* as the daemon sees it (SO_PEERCRED or checked) */
     long ns_pid;                /* as the task sees itself, -1 when not given */
@@ -42,7 +57,8 @@ struct task {
     char step[IDENT_MAX + 1];
     char node[IDENT_MAX + 1];
     int conn;                   /* connection id that registered it */
-    int ctl_conn;               /* libibcr's control connection, or -1 */
+    int nprocs;                 /* its verbs processes, in hello order */
+    struct task_proc procs[TASK_MAX_PROCS];
     int restored;               /* came back from an image: libibcr waits
                                    for a rebuild before the job runs on */
     time_t since;
@@ -115,6 +131,16 @@ int jobs_task_check (const struct job *job, const struct task *t, char *err, siz
  * detach control connections equal to conn; logs each and drops jobs left
  * without tasks. */
 void jobs_drop_conn (struct jobs *j, int conn);
+
+/* Add control connection conn (of the process the kernel names pid, 0
+ * unknown) to task t: 0, or -1 with errno EUSERS and why in err when the
+ * task holds TASK_MAX_PROCS already.  A connection already there only
+ * has its pid updated. */
+int jobs_task_add_proc (struct job *job, struct task *t, int conn, pid_t pid, char *err,
+                        size_t len);
+
+/* Is conn one of task t's control connections? */
+int jobs_task_has_conn (const struct task *t, int conn);
 
 /* The job id that a client of uid may name: a Slurm job, or the job id in
  * uid's namespace; root also finds another user's job when only one user

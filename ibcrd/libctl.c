@@ -21,10 +21,21 @@ static long now_ms (void)
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-int libctl_round (const int *fds, const int *ranks, int n, const char *type,
-                  json_object *extra, int gen, const char *want, json_object **replies,
-                  int timeout_ms, char *err, size_t len)
+/* "rank R" or "rank R pid P": which process of the node i is. */
+static const char *who (const int *ranks, const pid_t *pids, int i, char *buf, size_t len)
 {
+    if (pids && pids[i] > 0)
+        snprintf (buf, len, "rank %d pid %ld", ranks[i], (long)pids[i]);
+    else
+        snprintf (buf, len, "rank %d", ranks[i]);
+    return buf;
+}
+
+int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n,
+                  const char *type, json_object *extra, int gen, const char *want,
+                  json_object **replies, int timeout_ms, char *err, size_t len)
+{
+    char w[64];
     struct proto_reader *rd = calloc (n ? n : 1, sizeof (*rd));
     json_object **got = calloc (n ? n : 1, sizeof (*got));
     long deadline = now_ms () + timeout_ms;
@@ -53,8 +64,8 @@ int libctl_round (const int *fds, const int *ranks, int n, const char *type,
         saved = errno;
         json_object_put (m);
         if (rc < 0) {
-            snprintf (err, len, "rank %d: cannot send %s to libibcr: %s (the task ended?)",
-                      ranks[i], type, strerror (saved));
+            snprintf (err, len, "%s: cannot send %s to libibcr: %s (the task ended?)",
+                      who (ranks, pids, i, w, sizeof (w)), type, strerror (saved));
             goto error;
         }
         proto_reader_init (&rd[i], PROTO_DEFAULT_CAP);
@@ -70,9 +81,9 @@ int libctl_round (const int *fds, const int *ranks, int n, const char *type,
             }
         if (left <= 0 || poll (pfd, np, left) == 0) {
             for (int k = 0; k < np; k++) {
-                snprintf (err, len, "rank %d: no %s from libibcr within %d ms (the "
+                snprintf (err, len, "%s: no %s from libibcr within %d ms (the "
                           "application is stuck in a verbs call, or stopped?)",
-                          ranks[idx[k]], want, timeout_ms);
+                          who (ranks, pids, idx[k], w, sizeof (w)), want, timeout_ms);
                 break;
             }
             saved = ETIMEDOUT;
@@ -89,21 +100,22 @@ int libctl_round (const int *fds, const int *ranks, int n, const char *type,
                 continue;
             if (rc < 0) {
                 saved = errno ? errno : ECONNRESET;
-                snprintf (err, len, "rank %d: libibcr's control connection %s during %s",
-                          ranks[i], errno == 0 || errno == ECONNRESET ? "closed (the task "
+                snprintf (err, len, "%s: libibcr's control connection %s during %s",
+                          who (ranks, pids, i, w, sizeof (w)), errno == 0 || errno == ECONNRESET ? "closed (the task "
                           "ended?)" : strerror (errno), type);
                 goto error;
             }
             if (!strcmp (proto_type (m), "error")) {
-                snprintf (err, len, "rank %d: libibcr refused %s: %s", ranks[i], type,
+                snprintf (err, len, "%s: libibcr refused %s: %s",
+                          who (ranks, pids, i, w, sizeof (w)), type,
                           proto_get_str (m, "message", "(no message)"));
                 saved = (int)proto_get_int (m, "errno", EIO);
                 json_object_put (m);
                 goto error;
             }
             if (strcmp (proto_type (m), want)) {
-                snprintf (err, len, "rank %d: libibcr answered %s with '%.64s', expected %s",
-                          ranks[i], type, proto_type (m), want);
+                snprintf (err, len, "%s: libibcr answered %s with '%.64s', expected %s",
+                          who (ranks, pids, i, w, sizeof (w)), type, proto_type (m), want);
                 json_object_put (m);
                 saved = EPROTO;
                 goto error;

@@ -21,10 +21,12 @@
 
 #include "common/log.h"
 #include "common/ident.h"
+#include "common/proc.h"
 #include "common/proto.h"
 #include "common/store.h"
 #include "common/usock.h"
 #include "server.h"
+#include "sockdiag.h"
 #include "server_int.h"
 #include "slurm_hook.h"
 #include "tasks.h"
@@ -227,6 +229,20 @@ static json_object *requeue_check (struct server *s, struct client *c, json_obje
                         s->conf->cluster, looked);
 }
 
+/* The process of t's tree that holds the other end of our connection
+ * fd (a restored process's, handed in by CRIU), as the kernel says; 0
+ * when none does. */
+static pid_t ctl_owner (const struct task *t, int fd)
+{
+    char target[64];
+    uint64_t ino;
+
+    if (sockdiag_unix_peer (fd, &ino) < 0)
+        return 0;
+    snprintf (target, sizeof (target), "socket:[%llu]", (unsigned long long)ino);
+    return proc_tree_find_fd (t->pid, target);
+}
+
 static json_object *h_register (struct server *s, struct client *c, json_object *req)
 {
     char err[256];
@@ -245,19 +261,26 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
      * attached beforehand (ctl-attach), handed into the tree by CRIU. */
     if (proto_get_bool (req, "restored", 0)) {
         struct task *t = jobs_task (job, (int)proto_get_int (req, "rank", -1));
+        /* One per process of the task that used verbs at the dump. */
         for (struct client *a = s->clients; t && a; a = a->next)
             if (a->attach_rank == t->rank && !strcmp (a->attach_job, job->id)
                 && jobs_may_act (a->attach_by, job->uid)) {
-                t->ctl_conn = a->id;
+                /* The process is the one of the task's tree that holds
+                 * the other end, as the kernel says; not whoever made it. */
+                pid_t owner = ctl_owner (t, a->fd);
+                if (jobs_task_add_proc (job, t, a->id, owner, err, sizeof (err)) < 0) {
+                    log_msg (LOG_WARNING, "job %s step %s: rank %d: %s", job->id, t->step,
+                             t->rank, err);
+                    continue;
+                }
                 a->attach_rank = -1;
                 /* From now on it speaks for the task's user, not for the
                  * root that may have connected it. */
                 a->uid = job->uid;
-                a->pid = t->app_pid > 0 ? (pid_t)t->app_pid : t->pid;
+                a->pid = owner > 0 ? owner : t->app_pid > 0 ? (pid_t)t->app_pid : t->pid;
                 log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: restored, libibcr "
-                         "control connection handed back", job->id, t->step, t->rank,
-                         (long)t->pid);
-                break;
+                         "control connection of pid %ld handed back", job->id, t->step,
+                         t->rank, (long)t->pid, (long)owner);
             }
     }
     if (job->leader[0] && !jobs_task (job, 0))
@@ -317,7 +340,7 @@ static json_object *h_hello (struct server *s, struct client *c, json_object *re
          * it was bound to may speak here. */
         for (job = jobs_first (s->jobs); job; job = job->next)
             for (struct task *bt = job->tasks; bt; bt = bt->next)
-                if (bt->ctl_conn == c->id)
+                if (jobs_task_has_conn (bt, c->id))
                     return NO_REPLY;
         log_msg (LOG_WARNING, "client %d (attached for job %s rank %d): hello before its "
                  "task registered: ignored", c->id, c->attach_job, c->attach_rank);
@@ -348,11 +371,18 @@ static json_object *h_hello (struct server *s, struct client *c, json_object *re
         }
         t = jobs_find_tree (s->jobs, c->pid, &job);
     }
-    if (t) {
-        t->ctl_conn = c->id;
+    /* Every process of the tree that uses verbs: its own connection, its
+     * pid from SO_PEERCRED (the payload's "pid" is never believed). */
+    if (t && jobs_task_add_proc (job, t, c->id, c->pid, err, sizeof (err)) < 0)
+        log_msg (LOG_WARNING, "libibcr pid %ld uid %u: %s", (long)c->pid, (unsigned)c->uid,
+                 err);
+    else if (t && t->nprocs == 1)
         log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control connection",
                  job->id, t->step, t->rank, (long)t->pid);
-    }
+    else if (t)
+        log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control connection "
+                 "of pid %ld (%d processes of the task use verbs)", job->id, t->step,
+                 t->rank, (long)t->pid, (long)c->pid, t->nprocs);
     return NO_REPLY;
 }
 

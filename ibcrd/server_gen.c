@@ -146,6 +146,35 @@ static struct client *client_by_id (struct server *s, int id)
     return NULL;
 }
 
+_Static_assert (TASK_MAX_PROCS <= GEN_MAX_CTL, "a generation takes every verbs process");
+
+/* Every control connection of task t into gt (its processes that use
+ * verbs), and their fds into keep[*nkeep] for the worker. */
+static void gen_task_ctls (struct server *s, const struct task *t, struct gen_task *gt,
+                           int *keep, int *nkeep)
+{
+    gt->nctl = 0;
+    for (int i = 0; i < t->nprocs; i++) {
+        struct client *ctl = client_by_id (s, t->procs[i].conn);
+        if (!ctl)
+            continue;
+        gt->ctl_fd[gt->nctl] = ctl->fd;
+        gt->ctl_pid[gt->nctl++] = t->procs[i].pid;
+        keep[(*nkeep)++] = ctl->fd;
+    }
+}
+
+/* The worker pid owns every control connection of job until it ends. */
+static void lend_ctls (struct server *s, struct job *job, pid_t pid)
+{
+    for (struct task *t = job->tasks; t; t = t->next)
+        for (int i = 0; i < t->nprocs; i++) {
+            struct client *ctl = client_by_id (s, t->procs[i].conn);
+            if (ctl)
+                ctl->lent = pid;
+        }
+}
+
 /* Fork the worker of a generation of job; asker (may be NULL) gets the
  * reply from the worker and leaves this loop.  0 or -1 with errno; why in
  * job->last_error when a task is no longer the process that registered
@@ -157,7 +186,8 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     struct gen g = { 0 };
     /* On the heap: a job may hold up to max_ranks tasks here. */
     struct gen_task *tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
-    int *keep = calloc ((size_t)job->ntasks + 1, sizeof (*keep)), nkeep = 0, n = 0;
+    int *keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 1, sizeof (*keep)), nkeep = 0;
+    int n = 0;
     struct gen_member *members = calloc ((size_t)job->nmembers + 1, sizeof (*members));
     struct passwd *pw = getpwuid (job->uid);
     pid_t pid = -1;
@@ -168,7 +198,6 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
         goto done;
     }
     for (struct task *t = job->tasks; t; t = t->next) {
-        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
         if (kind == GEN_RESTORED && !t->restored)
             continue;
         if (jobs_task_check (job, t, job->last_error, sizeof (job->last_error)) < 0) {
@@ -178,10 +207,9 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
             goto done;
         }
         tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
-                                      .ctl_fd = ctl ? ctl->fd : -1, .restored = t->restored };
+                                      .restored = t->restored };
         snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
-        if (ctl)
-            keep[nkeep++] = ctl->fd;
+        gen_task_ctls (s, t, &tasks[n], keep, &nkeep);
         n++;
     }
     g.conf = s->conf;
@@ -209,11 +237,7 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     job->worker = pid;
     job->worker_kind = kind;
     slurm_hook_gen_started (job, kind, trigger);
-    for (struct task *t = job->tasks; t; t = t->next) {
-        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
-        if (ctl)
-            ctl->lent = pid;
-    }
+    lend_ctls (s, job, pid);
     log_msg (LOG_INFO, "job %s: %s started (%s, worker pid %ld)", job->id,
              kind == GEN_RESTORED ? "resume of restored tasks" : "generation", trigger,
              (long)pid);
@@ -632,7 +656,7 @@ static json_object *p_gen_begin (struct server *s, json_object *m)
                             s->conf->node);
     /* On the heap: a node may hold many tasks of one job. */
     tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
-    keep = calloc ((size_t)job->ntasks + 1, sizeof (*keep));
+    keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 1, sizeof (*keep));
     if (tasks && keep)
         o = gen_begin_member (s, m, job, tasks, keep);
     free (tasks);
@@ -654,18 +678,15 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
         return proto_error ("gen-begin", EBUSY, "job %s: node %s is busy with another "
                             "generation", id, s->conf->node);
     for (struct task *t = job->tasks; t; t = t->next) {
-        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
         char why[512];
         if (jobs_task_check (job, t, why, sizeof (why)) < 0) {
             int e = errno;
             log_msg (LOG_WARNING, "%s: not dumped", why);
             return proto_error ("gen-begin", e, "node %s: %s", s->conf->node, why);
         }
-        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
-                                      .ctl_fd = ctl ? ctl->fd : -1 };
+        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid };
         snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
-        if (ctl)
-            keep[nkeep++] = ctl->fd;
+        gen_task_ctls (s, t, &tasks[n], keep, &nkeep);
         n++;
     }
     snprintf (trigger, sizeof (trigger), "%s", proto_get_str (m, "trigger", "manual"));
@@ -719,11 +740,7 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     job->worker = pid;
     job->worker_kind = GEN_CHECKPOINT;
     slurm_hook_gen_started (job, GEN_CHECKPOINT, trigger);
-    for (struct task *t = job->tasks; t; t = t->next) {
-        struct client *ctl = t->ctl_conn >= 0 ? client_by_id (s, t->ctl_conn) : NULL;
-        if (ctl)
-            ctl->lent = pid;
-    }
+    lend_ctls (s, job, pid);
     log_msg (LOG_INFO, "job %s gen %d: member worker pid %ld on port %d", job->id, g.gen,
              (long)pid, port);
     return o;

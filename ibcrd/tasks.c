@@ -128,7 +128,7 @@ static void relay_send (int fd, json_object *msg)
  * with err. */
 static int relay_recv_fds (int fd, int *fds, int min, int max, char *err, size_t len)
 {
-    char cbuf[CMSG_SPACE (8 * sizeof (int))], byte;
+    char cbuf[CMSG_SPACE ((RESTORE_MAX_CTL + 4) * sizeof (int))], byte;
     struct pollfd pfd = { .fd = fd, .events = POLLIN };
     struct msghdr mh = { 0 };
     struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
@@ -158,13 +158,14 @@ static int relay_recv_fds (int fd, int *fds, int min, int max, char *err, size_t
         return -1;
     }
     nfds = (int)((cm->cmsg_len - CMSG_LEN (0)) / sizeof (int));
-    memcpy (fds, CMSG_DATA (cm), (size_t)nfds * sizeof (int));
+    /* Counted before they are copied: fds holds max of them only. */
     if (nfds < min || nfds > max) {
         for (int i = 0; i < nfds; i++)
-            (void)close (fds[i]);
+            (void)close (((int *)CMSG_DATA (cm))[i]);
         snprintf (err, len, "%d file descriptors sent, expected %d to %d", nfds, min, max);
         return -1;
     }
+    memcpy (fds, CMSG_DATA (cm), (size_t)nfds * sizeof (int));
     return nfds;
 }
 
@@ -505,6 +506,7 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     const char *job = proto_get_str (req, "job", "");
     uint32_t rank = (uint32_t)proto_get_int (req, "rank", 0);
     int want = (int)proto_get_int (req, "gen", 0), nfds, fds[5] = { -1, -1, -1, -1, -1 }, rc;
+    int got[RESTORE_MAX_CTL + 2], nctl = 0;
     int hostproc;
     struct store st = { .root = s->conf->storage, .cluster = s->conf->cluster };
     static struct restore_plan plan;
@@ -559,19 +561,25 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     o = proto_new ("restore-ready");
     proto_set_int (o, "gen", plan.gen);
     proto_set_int (o, "ctl_ino", plan.ctl_ino);
+    /* One fresh control connection per process that used verbs. */
+    proto_set_int (o, "nctl", plan.nctl);
     /* What CRIU reads back, for the client's progress line. */
     proto_set_int (o, "bytes", (int64_t)imgcopy_dir_size (plan.imgdir));
     proto_set_str (o, "note", note);
     relay_send (fd, o);
-    if ((nfds = relay_recv_fds (fd, fds + 1, 2, 3, err, sizeof (err))) < 0) {
+    if ((nfds = relay_recv_fds (fd, got, 2, 2 + plan.nctl, err, sizeof (err))) < 0) {
         relay_send (fd, proto_error ("restore", EINVAL, "%s: send stdout, stderr and, when "
-                                     "ctl_ino > 0, libibcr's control connection", err));
+                                     "nctl > 0, nctl control connections for libibcr", err));
         _exit (1);
     }
-    if (plan.ctl_ino > 0 && nfds < 3) {
-        relay_send (fd, proto_error ("restore", EINVAL, "job %s generation %d uses verbs: "
-                                     "send libibcr's control connection (ctl-attach) too",
-                                     job, plan.gen));
+    fds[1] = got[0];
+    fds[2] = got[1];
+    nctl = nfds - 2;
+    if (nctl < plan.nctl) {
+        relay_send (fd, proto_error ("restore", EINVAL, "job %s generation %d uses verbs in "
+                                     "%d process%s: send as many control connections for "
+                                     "libibcr (ctl-attach), not %d", job, plan.gen, plan.nctl,
+                                     plan.nctl == 1 ? "" : "es", nctl));
         _exit (1);
     }
     switch (relay_cgjoin (client, err, sizeof (err))) {
@@ -589,9 +597,9 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
         _exit (1);
     }
     if ((fds[0] = open ("/dev/null", O_RDONLY | O_CLOEXEC)) < 0
-        || (holder = restore_tree (&plan, &as, fds,
-                                   proto_get_bool (req, "stopped", 0) ? RESTORE_STOPPED : 0,
-                                   err, sizeof (err))) < 0) {
+        || (holder = restore_tree_ctl (&plan, &as, fds, got + 2, nctl,
+                                       proto_get_bool (req, "stopped", 0) ? RESTORE_STOPPED
+                                       : 0, err, sizeof (err))) < 0) {
         log_msg (LOG_WARNING, "job %s generation %d rank %u: restore failed: %s", job,
                  plan.gen, rank, err);
         relay_send (fd, proto_error ("restore", EIO, "job %s generation %d rank %u was not "
@@ -601,6 +609,8 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     for (int i = 0; i < 5; i++)
         if (fds[i] >= 0)
             (void)close (fds[i]);
+    for (int i = 0; i < nctl; i++)
+        (void)close (got[2 + i]);
     init = proc_first_child_at (hostproc, holder);
     app = init > 0 ? proc_first_child_at (hostproc, init) : 0;
     log_msg (LOG_INFO, "job %s rank %u: restored from generation %d as uid %u (init %ld, "

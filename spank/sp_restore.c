@@ -129,17 +129,23 @@ static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
     (void)send (sock, buf, (size_t)n + 1, MSG_NOSIGNAL);
 }
 
-/* Receive "go": the task's pid and its fds 0..2 into fds[], the control
- * socket into fds[3] and the PMI socket into fds[4] (-1 when none).  0,
- * or -1. */
-static int sp_restore_recv_go (int sock, pid_t *task, int fds[5])
+/* "go"'s second word: the PMI socket comes, and how many control
+ * sockets (one per process that used verbs). */
+#define SP_GO_PMI 0x2
+#define SP_GO_NCTL_SHIFT 8
+
+/* Receive "go": the task's pid and its fds 0..2 into fds[], the PMI
+ * socket into fds[4] (-1 when none; fds[3] is -1), the control sockets
+ * into ctl[] (*nctl of them).  0, or -1. */
+static int sp_restore_recv_go (int sock, pid_t *task, int fds[5], int ctl[RESTORE_MAX_CTL],
+                               int *nctl)
 {
-    char cbuf[CMSG_SPACE (5 * sizeof (int))];
+    char cbuf[CMSG_SPACE ((RESTORE_MAX_CTL + 4) * sizeof (int))];
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;
     struct iovec iov;
     int32_t word[2];
-    int got[5], n_fds, want = 3;
+    int got[RESTORE_MAX_CTL + 4], n_fds, want = 3;
     ssize_t n;
 
     iov.iov_base = word;
@@ -152,9 +158,12 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[5])
         n = recvmsg (sock, &mh, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)sizeof (word) || !(cm = CMSG_FIRSTHDR (&mh))
-        || cm->cmsg_type != SCM_RIGHTS || (word[1] & ~3))
+        || cm->cmsg_type != SCM_RIGHTS
+        || (word[1] & ~(SP_GO_PMI | (0xff << SP_GO_NCTL_SHIFT)))
+        || ((word[1] >> SP_GO_NCTL_SHIFT) & 0xff) > RESTORE_MAX_CTL)
         return -1;
-    want += (word[1] & 1) + ((word[1] >> 1) & 1);
+    *nctl = (word[1] >> SP_GO_NCTL_SHIFT) & 0xff;
+    want += *nctl + !!(word[1] & SP_GO_PMI);
     n_fds = (int)((cm->cmsg_len - CMSG_LEN (0)) / sizeof (int));
     if (n_fds != want)
         return -1;
@@ -162,9 +171,9 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[5])
     memcpy (fds, got, 3 * sizeof (int));
     fds[3] = fds[4] = -1;
     n_fds = 3;
-    if (word[1] & 1)
-        fds[3] = got[n_fds++];
-    if (word[1] & 2)
+    for (int i = 0; i < *nctl; i++)
+        ctl[i] = got[n_fds++];
+    if (word[1] & SP_GO_PMI)
         fds[4] = got[n_fds++];
     *task = (pid_t)word[0];
     return 0;
@@ -198,7 +207,7 @@ static void __attribute__ ((noreturn))
 sp_restore_restorer (const struct restore_plan *plan, int sock)
 {
     char err[2048] = "";
-    int fds[5], nul, fd;
+    int fds[5], ctl[RESTORE_MAX_CTL], nctl = 0, nul, fd;
     pid_t task, holder;
     uid_t uid;
     gid_t gid;
@@ -233,7 +242,7 @@ sp_restore_restorer (const struct restore_plan *plan, int sock)
         sigemptyset (&none);
         (void)sigprocmask (SIG_SETMASK, &none, NULL);
     }
-    if (sp_restore_recv_go (sock, &task, fds) < 0)
+    if (sp_restore_recv_go (sock, &task, fds, ctl, &nctl) < 0)
         _exit (0);      /* the task did not ask: nothing to do */
     if (cgjoin_join (task, err, sizeof (err)) < 0) {
         sp_restore_reply (sock, 'E', "cannot put the restore into the step's cgroups: %s",
@@ -249,11 +258,13 @@ sp_restore_restorer (const struct restore_plan *plan, int sock)
          * needs the image's groups, which are the task's. */
         struct taskns_as as = { .cred_pid = task, .uid = uid };
         (void)gid;
-        holder = restore_tree (plan, &as, fds, 0, err, sizeof (err));
+        holder = restore_tree_ctl (plan, &as, fds, ctl, nctl, 0, err, sizeof (err));
     }
     for (fd = 0; fd <= 4; fd++)
         if (fds[fd] >= 0)
             (void)close (fds[fd]);
+    for (int i = 0; i < nctl; i++)
+        (void)close (ctl[i]);
     if (holder < 0) {
         sp_restore_reply (sock, 'E', "%s", err);
         _exit (SP_RESTORE_EXIT);
@@ -285,27 +296,32 @@ int sp_restore_prepare (const struct restore_plan *plan, char *err, size_t errle
     return sv[0];
 }
 
-pid_t sp_restore_run (int fd, const struct restore_plan *plan, int ctl_fd, int pmi_fd,
-                      char *err, size_t errlen)
+pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fds, int nctl,
+                      int pmi_fd, char *err, size_t errlen)
 {
-    char cbuf[CMSG_SPACE (5 * sizeof (int))], buf[4096];
+    char cbuf[CMSG_SPACE ((RESTORE_MAX_CTL + 4) * sizeof (int))], buf[4096];
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;
     struct iovec iov;
     int32_t word[2] = { (int32_t)getpid (), 0 };
-    int fds[5] = { 0, 1, 2 };
+    int fds[RESTORE_MAX_CTL + 4] = { 0, 1, 2 };
     size_t nfds = 3;
     ssize_t n;
     long pid;
 
     (void)plan;
-    if (ctl_fd >= 0) {
-        fds[nfds++] = ctl_fd;
-        word[1] |= 1;
+    if (nctl < 0 || nctl > RESTORE_MAX_CTL) {
+        snprintf (err, errlen, "%d control sockets to hand in (at most %d)", nctl,
+                  RESTORE_MAX_CTL);
+        (void)close (fd);
+        return -1;
     }
+    for (int i = 0; i < nctl; i++)
+        fds[nfds++] = ctl_fds[i];
+    word[1] |= nctl << SP_GO_NCTL_SHIFT;
     if (pmi_fd >= 0) {
         fds[nfds++] = pmi_fd;
-        word[1] |= 2;
+        word[1] |= SP_GO_PMI;
     }
     /* The restored init must become our child, and stay a zombie until we
      * wait for it. */

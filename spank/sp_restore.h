@@ -66,12 +66,13 @@ int sp_restore_pick (const struct sp_restore_in *in, struct restore_plan *plan,
 int sp_restore_prepare (const struct restore_plan *plan, char *err, size_t errlen);
 
 /* As the user, in task_init: have the restorer restore the image into
- * this task's slot, with ctl_fd (libibcr's new control socket) and pmi_fd
- * (the new step's PMI socket, already greeted) in place of the dumped
- * ones (-1: none).  Returns the restored init's pid (now our child) and
- * closes fd, or -1 with err (criu's first errors and its log's path);
- * then nothing of the image runs. */
-pid_t sp_restore_run (int fd, const struct restore_plan *plan, int ctl_fd, int pmi_fd,
-                      char *err, size_t errlen);
+ * this task's slot, with ctl_fds (nctl new control sockets for libibcr,
+ * one per process that used verbs: plan->nctl) and pmi_fd (the new
+ * step's PMI socket, already greeted; -1: none) in place of the dumped
+ * ones.  Returns the restored init's pid (now our child) and closes fd,
+ * or -1 with err (criu's first errors and its log's path); then nothing
+ * of the image runs. */
+pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fds, int nctl,
+                      int pmi_fd, char *err, size_t errlen);
 
 #endif

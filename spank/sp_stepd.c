@@ -56,13 +56,14 @@ static struct {
     char note[4096];            /* for the job's stderr in task_init, "" none */
     struct restore_plan plan;
     int restore_fd;             /* to the restorer (SP_RESTORE) */
-    int ctl_fd;                 /* libibcr's control socket to hand in, or -1 */
+    int nctl;                   /* libibcr's control sockets to hand in: one per */
+    int ctl_fd[RESTORE_MAX_CTL];    /* process that used verbs at the dump */
     int fd;                     /* connection to ibcrd, held by the waiter */
     enum sp_on_down on_down;
     int timeout_ms;
     int term_wait_ms;
     struct sp_task_id id;
-} sp_st = { .fd = -1, .restore_fd = -1, .ctl_fd = -1 };
+} sp_st = { .fd = -1, .restore_fd = -1 };
 
 /* How long a restored task waits for its verbs objects to be rebuilt:
  * on a multi-node job, until every rank is back. */
@@ -254,6 +255,23 @@ static int sp_stepd_pick (void)
     return rc;
 }
 
+/* The control sockets not handed in (the restored tree holds its own). */
+static void sp_stepd_close_ctl (void)
+{
+    for (int i = 0; i < sp_st.nctl; i++)
+        (void)close (sp_st.ctl_fd[i]);
+    sp_st.nctl = 0;
+}
+
+/* Is fd one of the control sockets to hand in? */
+static int sp_stepd_is_ctl (long fd)
+{
+    for (int i = 0; i < sp_st.nctl; i++)
+        if (sp_st.ctl_fd[i] == fd)
+            return 1;
+    return 0;
+}
+
 /* As root: fork the restorer, and reach ibcrd to register the restored
  * task (a restore goes on without it, unprotected). */
 static int sp_stepd_restore_prepare (void)
@@ -267,20 +285,24 @@ static int sp_stepd_restore_prepare (void)
     }
     if ((sp_st.fd = sp_reg_open (sp_st.socket, sp_st.timeout_ms, err, sizeof (err))) < 0)
         snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
-    /* A verbs task: without its control socket back, libibcr could never
-     * rebuild, and the restored program would wait at the gate forever. */
-    if (sp_st.plan.ctl_ino > 0
-        && (sp_st.fd < 0
-            || (sp_st.ctl_fd = sp_reg_ctl_attach (sp_st.socket, &sp_st.id, sp_st.timeout_ms,
-                                                  err, sizeof (err))) < 0)) {
-        if (sp_st.fd >= 0)
-            snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
-        sp_st.state = SP_RESTORE_FAILED;
-        (void)close (sp_st.restore_fd);
-        sp_st.restore_fd = -1;
-        return 0;
+    /* A verbs task: without its control sockets back (one per process
+     * that used verbs), libibcr could never rebuild, and the restored
+     * program would wait at the gate forever. */
+    while (sp_st.nctl < sp_st.plan.nctl) {
+        int cfd = sp_st.fd < 0 ? -1 : sp_reg_ctl_attach (sp_st.socket, &sp_st.id,
+                                                         sp_st.timeout_ms, err, sizeof (err));
+        if (cfd < 0) {
+            if (sp_st.fd >= 0)
+                snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
+            sp_st.state = SP_RESTORE_FAILED;
+            (void)close (sp_st.restore_fd);
+            sp_st.restore_fd = -1;
+            sp_stepd_close_ctl ();
+            return 0;
+        }
+        sp_st.ctl_fd[sp_st.nctl++] = cfd;
     }
-    sp_st.id.restored = sp_st.plan.ctl_ino > 0;
+    sp_st.id.restored = sp_st.plan.nctl > 0;
     sp_st.state = SP_RESTORE;
     return 0;
 }
@@ -421,7 +443,7 @@ static int sp_stepd_pmi (spank_t sp, char *err, size_t errlen)
     }
     fd = strtol (val, &end, 10);
     if (end == val || *end || fd < 3 || fd > 65535 || fd == sp_st.restore_fd
-        || fd == sp_st.ctl_fd || fd == sp_st.fd || fstat ((int)fd, &sb) < 0
+        || sp_stepd_is_ctl (fd) || fd == sp_st.fd || fstat ((int)fd, &sb) < 0
         || !S_ISSOCK (sb.st_mode)
         || getsockopt ((int)fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0
         || cr.pid != getppid ()) {
@@ -447,12 +469,9 @@ static int sp_stepd_restore (spank_t sp)
         (void)close (sp_st.restore_fd);         /* the restorer leaves */
         init = -1;
     } else
-        init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, pmi_fd, err,
-                               sizeof (err));
-    if (sp_st.ctl_fd >= 0) {
-        (void)close (sp_st.ctl_fd);     /* the restored tree holds it now */
-        sp_st.ctl_fd = -1;
-    }
+        init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, sp_st.nctl,
+                               pmi_fd, err, sizeof (err));
+    sp_stepd_close_ctl ();              /* the restored tree holds them now */
     if (pmi_fd >= 0)
         (void)close (pmi_fd);           /* so does it this one */
     if (init < 0) {

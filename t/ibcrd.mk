@@ -35,5 +35,6 @@ check_PROGRAMS += ibcrd/swapper
 ibcrd_swapper_SOURCES = ibcrd/swapper.c
 TESTS += t3014-ibcrd-storage-users.t
 TESTS += t3016-ibcrd-user-run.t
+TESTS += t3017-ibcrd-multiproc.t
 TESTS += t3013-ibcrd-users.t
 TESTS += t3015-ibcrd-fanout.t

@@ -17,7 +17,8 @@ TESTS += \
 	t4013-spank-users.t \
 	t4014-spank-forged.t \
 	t4015-spank-compressed.t \
-	t4016-spank-storage-truth.t
+	t4016-spank-storage-truth.t \
+	t4017-spank-multiproc.t
 
 # Helpers the t40NN-spank tests source.
 EXTRA_DIST += spank/lib.sh

@@ -66,7 +66,7 @@ test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 	t9_let_run &&
 	"$IBCR" checkpoint pp --wait &&
 	! t9_done pp &&
-	grep -c "ctl_ino" d/storage/local/pp/gen-2/manifest.json >n && test "$(cat n)" -eq 2 &&
+	grep -c "\"ctl_ino\"" d/storage/local/pp/gen-2/manifest.json >n && test "$(cat n)" -eq 2 &&
 	grep "job pp gen 2: dumped and resumed .*drain .* in [1-9][0-9]* rounds" d/ibcrd.log &&
 	grep "job pp gen 2: rank 0: criu dump .*(libibcr control socket external)" d/ibcrd.log &&
 	t9_wait_done pp &&

@@ -1,9 +1,11 @@
 /* proc.c - see proc.h. */
 #include "config.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <string.h>
@@ -71,6 +73,85 @@ pid_t proc_first_child_at (int procfd, pid_t pid)
         child = 0;
     fclose (f);
     return (pid_t)child;
+}
+
+/* Has pid an fd whose link reads target? */
+static int proc_has_fd (pid_t pid, const char *target)
+{
+    char path[64], link[64];
+    struct dirent *e;
+    int found = 0;
+    DIR *d;
+
+    snprintf (path, sizeof (path), "/proc/%ld/fd", (long)pid);
+    if (!(d = opendir (path)))
+        return 0;
+    while (!found && (e = readdir (d))) {
+        ssize_t n;
+        if (e->d_name[0] == '.')
+            continue;
+        n = readlinkat (dirfd (d), e->d_name, link, sizeof (link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        found = !strcmp (link, target);
+    }
+    closedir (d);
+    return found;
+}
+
+/* Append the children of every thread of pid to list (of *n, at most
+ * max). */
+static void proc_children (pid_t pid, pid_t *list, int *n, int max)
+{
+    char path[64];
+    struct dirent *e;
+    DIR *d;
+
+    snprintf (path, sizeof (path), "/proc/%ld/task", (long)pid);
+    if (!(d = opendir (path)))
+        return;
+    while (*n < max && (e = readdir (d))) {
+        char cpath[128];
+        long child;
+        FILE *f;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf (cpath, sizeof (cpath), "/proc/%ld/task/%.20s/children", (long)pid,
+                  e->d_name);
+        if (!(f = fopen (cpath, "re")))
+            continue;
+        while (*n < max && fscanf (f, "%ld", &child) == 1)
+            list[(*n)++] = (pid_t)child;
+        fclose (f);
+    }
+    closedir (d);
+}
+
+pid_t proc_tree_find_fd (pid_t root, const char *target)
+{
+    enum { MAX = 4096, DEPTH = 64 };
+    pid_t *list = malloc (MAX * sizeof (*list)), found = 0;
+    int n = 0, level_start = 0;
+
+    if (!list || root <= 0)
+        goto out;
+    list[n++] = root;
+    /* Breadth first, a level at a time: bounded in depth and in count
+     * through a /proc that changes under us. */
+    for (int depth = 0; depth < DEPTH && level_start < n && !found; depth++) {
+        int level_end = n;
+        for (int i = level_start; i < level_end && !found; i++)
+            if (proc_has_fd (list[i], target))
+                found = list[i];
+        for (int i = level_start; i < level_end && !found; i++)
+            proc_children (list[i], list, &n, MAX);
+        level_start = level_end;
+    }
+out:
+    free (list);
+    return found;
 }
 
 int proc_ident (pid_t pid, struct proc_ident *id)

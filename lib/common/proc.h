@@ -23,6 +23,11 @@ pid_t proc_first_child (pid_t pid);
  * /proc was since covered by its PID namespace's own). */
 pid_t proc_first_child_at (int procfd, pid_t pid);
 
+/* The process of root's tree (root or a descendant, at most 4096 of
+ * them, 64 levels deep) that has an fd naming target (as readlink of
+ * /proc/PID/fd/N says: "socket:[INO]"), or 0. */
+pid_t proc_tree_find_fd (pid_t root, const char *target);
+
 /* Who a process is, to tell it from a later process with the same pid:
  * its start time (clock ticks after boot) and its real, effective, saved
  * and filesystem uids. */

@@ -67,7 +67,7 @@ static int restore_task_plan (const char *job, int g, json_object *m, const char
                               uint32_t rank, struct restore_plan *plan, char *err,
                               size_t errlen)
 {
-    json_object *task = restore_task_of (m, rank), *stdio;
+    json_object *task = restore_task_of (m, rank), *stdio, *inos;
     struct stat sb;
 
     if ((size_t)snprintf (plan->imgdir, sizeof (plan->imgdir), "%s/task-%u", dir, rank)
@@ -88,6 +88,25 @@ static int restore_task_plan (const char *job, int g, json_object *m, const char
         }
     }
     plan->ctl_ino = (long long)proto_get_int (task, "ctl_ino", 0);
+    plan->nctl = 0;
+    if (json_object_object_get_ex (task, "ctl_inos", &inos)
+        && json_object_is_type (inos, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length (inos); i++) {
+            json_object *v = json_object_array_get_idx (inos, i);
+            if (!json_object_is_type (v, json_type_int) || json_object_get_int64 (v) <= 0
+                || plan->nctl >= RESTORE_MAX_CTL) {
+                snprintf (err, errlen, "job %s generation %d rank %u: its manifest's "
+                          "ctl_inos is malformed (at most %d positive inodes)", job, g,
+                          rank, RESTORE_MAX_CTL);
+                errno = EINVAL;
+                return -1;
+            }
+            plan->ctl_inos[plan->nctl++] = json_object_get_int64 (v);
+        }
+    } else if (plan->ctl_ino > 0)
+        plan->ctl_inos[plan->nctl++] = plan->ctl_ino;    /* written before ctl_inos */
+    if (plan->nctl > 0)
+        plan->ctl_ino = plan->ctl_inos[0];
     plan->pmi_ino = (long long)proto_get_int (task, "pmi_ino", 0);
     plan->in_ns = proto_get_bool (task, "in_ns", 0);
     plan->gen = g;
@@ -272,10 +291,10 @@ error:
  * "E<why>" on res; never returns. */
 static void __attribute__ ((noreturn))
 restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags, int res,
-                char *const argv[], const int fds[5], const char *unpacked)
+                char *const argv[], const int *fds, int nfds, const char *unpacked)
 {
     char err[2048], errs[1500];
-    int keep[5], nkeep = 0, status;
+    int keep[RESTORE_MAX_CTL + 5], nkeep = 0, status;
     pid_t criu, init = 0;
 
     (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
@@ -286,7 +305,7 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
         dprintf (res, "Ecannot set up the restored task's namespace: %s", err);
         _exit (RESTORE_EXIT);
     }
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < nfds; i++)
         if (fds[i] >= 0)
             keep[nkeep++] = fds[i];
     for (int attempt = 1;; attempt++) {
@@ -329,7 +348,7 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
                  plan->log);
         _exit (RESTORE_EXIT);
     }
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < nfds; i++)
         if (fds[i] >= 0)
             (void)close (fds[i]);
     /* The images CRIU read are in the restored memory now. */
@@ -364,12 +383,33 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
 pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[5],
                     int flags, char *err, size_t errlen)
 {
-    char inherit[5][PATH_MAX + 32], work[PATH_MAX], unpacked[PATH_MAX] = "";
-    const char *argv[32];
-    int res[2], ninh = 0, ac = 0;
+    return restore_tree_ctl (plan, as, fds, &fds[3], fds[3] >= 0 ? 1 : 0, flags, err,
+                             errlen);
+}
+
+pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
+                        const int fds[5], const int *ctl, int nctl, int flags, char *err,
+                        size_t errlen)
+{
+    static char inherit[RESTORE_MAX_CTL + 5][PATH_MAX + 32];
+    char work[PATH_MAX], unpacked[PATH_MAX] = "";
+    const char *argv[32 + 2 * RESTORE_MAX_CTL];
+    int res[2], ninh = 0, ac = 0, all[RESTORE_MAX_CTL + 5], nall = 0;
     pid_t holder;
 
+    if (nctl > RESTORE_MAX_CTL)
+        nctl = RESTORE_MAX_CTL;
     err[0] = '\0';
+    /* Each process that used verbs needs its own: CRIU would refuse the
+     * image, later and less clearly, for the one missing. */
+    if (nctl > 0 && nctl < plan->nctl) {
+        snprintf (err, errlen, "%d processes of %s used verbs at the dump, and only %d "
+                  "control connection%s for libibcr %s handed in (a restorer older than "
+                  "the generation?)", plan->nctl, plan->imgdir, nctl, nctl == 1 ? "" : "s",
+                  nctl == 1 ? "was" : "were");
+        errno = EINVAL;
+        return -1;
+    }
     if (taskns_load_ids (as, err, errlen) < 0)
         return -1;
     /* Root's folder for criu's log, made or checked like staging. */
@@ -418,14 +458,16 @@ pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const
         argv[ac++] = "--inherit-fd";
         argv[ac++] = inherit[ninh++];
     }
-    /* libibcr's control socket led out of the tree at the dump (external);
-     * a fresh one ibcrd knows as this rank's takes its place. */
-    if (fds[3] >= 0 && plan->ctl_ino > 0 && fcntl (fds[3], F_SETFD, 0) == 0) {
-        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", fds[3],
-                  plan->ctl_ino);
-        argv[ac++] = "--inherit-fd";
-        argv[ac++] = inherit[ninh++];
-    }
+    /* libibcr's control socket of each process that used verbs led out
+     * of the tree at the dump (external); a fresh one ibcrd knows as
+     * this rank's takes its place. */
+    for (int i = 0; i < nctl && i < plan->nctl; i++)
+        if (ctl[i] >= 0 && plan->ctl_inos[i] > 0 && fcntl (ctl[i], F_SETFD, 0) == 0) {
+            snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", ctl[i],
+                      plan->ctl_inos[i]);
+            argv[ac++] = "--inherit-fd";
+            argv[ac++] = inherit[ninh++];
+        }
     /* So did the PMI socket to the dumped step's slurmstepd; the new
      * step's, already greeted (pmi.h), takes its place. */
     if (fds[4] >= 0 && plan->pmi_ino > 0 && fcntl (fds[4], F_SETFD, 0) == 0) {
@@ -450,7 +492,12 @@ pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const
     }
     if (holder == 0) {
         (void)close (res[0]);
-        restore_holder (plan, as, flags, res[1], (char *const *)argv, fds, unpacked);
+        for (int i = 0; i < 5; i++)
+            if (i != 3)
+                all[nall++] = fds[i];
+        for (int i = 0; i < nctl; i++)
+            all[nall++] = ctl[i];
+        restore_holder (plan, as, flags, res[1], (char *const *)argv, all, nall, unpacked);
     }
     (void)close (res[1]);
     {

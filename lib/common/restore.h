@@ -31,6 +31,10 @@
 #include "store.h"
 #include "taskns.h"
 
+/* Processes of one task that use verbs, each with its own control
+ * socket (ibcrd's jobs.h TASK_MAX_PROCS). */
+#define RESTORE_MAX_CTL 64
+
 struct restore_plan {
     int gen;                        /* generation restored */
     char imgdir[PATH_MAX];          /* gen-N/task-<rank> */
@@ -39,7 +43,10 @@ struct restore_plan {
     char log[PATH_MAX];             /* criu's log, in workdir */
     char stdio[3][PATH_MAX];        /* what fds 0..2 were at the dump ("" unknown):
                                        "pipe:[INO]", "socket:[INO]", a path */
-    long long ctl_ino;              /* libibcr's control socket at the dump, 0 none */
+    long long ctl_ino;              /* libibcr's control socket at the dump, 0 none
+                                       (the first of ctl_inos) */
+    int nctl;                       /* processes that used verbs at the dump */
+    long long ctl_inos[RESTORE_MAX_CTL];    /* each one's control socket */
     long long pmi_ino;              /* the PMI socket to slurmstepd at the dump, 0 none
                                        (pmi.h) */
     int in_ns;                      /* dumped inside its task's namespaces (taskns.h) */
@@ -72,5 +79,12 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
  * -1 with err: nothing of the image ran.  fds are left open. */
 pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[5],
                     int flags, char *err, size_t errlen);
+
+/* The same for a task with several processes that used verbs: ctl[i]
+ * (nctl of them, plan->nctl when all are handed) takes the place of
+ * plan->ctl_inos[i]; fds[3] is not used. */
+pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
+                        const int fds[5], const int *ctl, int nctl, int flags, char *err,
+                        size_t errlen);
 
 #endif

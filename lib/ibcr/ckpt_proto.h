@@ -4,7 +4,10 @@
  * Transport: the unix socket named by $IBCR_SOCKET, framed and versioned by
  * lib/common/proto.h (4-byte big-endian length + one JSON object with
  * "version":1 and "type").  libibcr connects at its first verbs call and
- * then only answers.  Every request carries "gen" (the generation number);
+ * then only answers.  Every process that uses verbs connects on its own
+ * (a forked child, a second program of the same task): the coordinator
+ * takes each of them through every phase, and knows it by the kernel's
+ * SO_PEERCRED, not by the hello's "pid".  Every request carries "gen" (the generation number);
  * every reply repeats it.  A failed step is answered with proto_error()
  * ("type":"error", "what": the request type) and the coordinator must abort.
  *

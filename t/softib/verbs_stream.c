@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +38,12 @@
 #define VW_PROTO "verbs_stream/1"
 
 static struct vw_run run;
+
+/* -F: the listener made before the fork (the server's), and the forked
+ * server's pid (the client's). */
+static int fork_lfd = -1;
+static pid_t fork_child;
+static char fork_port[16];
 
 static double now_s (void)
 {
@@ -107,7 +114,10 @@ static int handshake (struct vw_run *r)
     int fd;
 
     if (r->server) {
-        int port, lfd = vw_oob_listen (r->o.port, &port, err, sizeof (err));
+        int port, lfd = fork_lfd >= 0 ? fork_lfd : vw_oob_listen (r->o.port, &port, err,
+                                                                  sizeof (err));
+        if (fork_lfd >= 0)
+            port = atoi (fork_port);
         if (lfd < 0)
             vw_die (r, "%s", err);
         if (r->o.port_file)
@@ -273,6 +283,26 @@ int main (int argc, char **argv)
         return 2;
     }
     r->server = r->o.host == NULL;
+    if (r->o.fork_server) {
+        /* Before any verbs call and any thread: both processes then open
+         * the device on their own, as two programs would. */
+        int port;
+        if ((fork_lfd = vw_oob_listen ("0", &port, err, sizeof (err))) < 0)
+            vw_die (r, "%s", err);
+        snprintf (fork_port, sizeof (fork_port), "%d", port);
+        r->o.port = fork_port;
+        fflush (stdout);
+        fflush (stderr);
+        if ((fork_child = fork ()) < 0)
+            vw_die (r, "cannot fork the server: %s", strerror (errno));
+        if (fork_child == 0) {
+            r->server = 1;
+            r->o.host = NULL;
+        } else {
+            close (fork_lfd);
+            fork_lfd = -1;
+        }
+    }
     r->corrupt_seq = getenv ("VW_CORRUPT_SEQ")
                      ? strtoull (getenv ("VW_CORRUPT_SEQ"), NULL, 0) : UINT64_MAX;
     r->role = r->server ? "server" : "client";
@@ -352,5 +382,19 @@ int main (int argc, char **argv)
             (unsigned long long)bytes, (unsigned long long)sum, secs,
             secs > 0 ? (double)bytes / secs / 1e6 : 0.0, vw_op_name (r->o.op),
             r->role);
+    if (fork_child > 0) {
+        /* -F: the run passed only if the server verified everything too. */
+        int status;
+        fflush (stdout);
+        while (waitpid (fork_child, &status, 0) < 0)
+            if (errno != EINTR)
+                vw_die (r, "cannot wait for the forked server: %s", strerror (errno));
+        if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+            fprintf (stderr, "verbs_stream: client: the forked server failed (%s %d)\n",
+                     WIFEXITED (status) ? "exit code" : "signal",
+                     WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status));
+            return 1;
+        }
+    }
     return 0;
 }

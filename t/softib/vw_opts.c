@@ -78,6 +78,9 @@ void vw_opts_usage (const char *prog)
 "              server sends its per-QP totals to the client over verbs), so\n"
 "              CRIU can dump and restore both processes, on other hosts too\n"
 "              (not with fadd|cswap: nothing tells the server they ended)\n"
+"  -F          no SERVER: fork the server before the first verbs call and\n"
+"              be its client over loopback (one program, two processes that\n"
+"              both use verbs); exits non-zero if either side failed\n"
 "prints 'OK msgs=N bytes=B checksum=X' when every message was verified.\n"
 "environment: VW_CORRUPT_SEQ=N makes the client flip one byte of QP 0's\n"
 "message N (send, send_imm, write, write_imm): the run must then fail.\n",
@@ -145,7 +148,7 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
 
     opts_defaults (o);
     optind = 1;
-    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vL:o:n:s:Ig:u:q:c:t:USw:W:r:XCh")) != -1) {
+    while ((c = getopt (argc, argv, "p:P:d:i:x:T:vL:o:n:s:Ig:u:q:c:t:USw:W:r:XCFh")) != -1) {
         switch (c) {
         case 'p': o->port = optarg; break;
         case 'P': o->port_file = optarg; break;
@@ -232,6 +235,7 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
             break;
         case 'X': o->ex = 1; break;
         case 'C': o->ckpt = 1; break;
+        case 'F': o->fork_server = 1; break;
         case 'h':
             vw_opts_usage (argv[0]);
             exit (0);
@@ -245,6 +249,15 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
     if (optind < argc) {
         snprintf (err, errlen, "unexpected argument '%s' (only one SERVER)", argv[optind]);
         return -1;
+    }
+    if (o->fork_server) {
+        if (o->host) {
+            snprintf (err, errlen, "-F forks its own server: give no SERVER");
+            return -1;
+        }
+        /* The real port replaces this once the server listens. */
+        o->host = "127.0.0.1";
+        return vw_opts_check (o, err, errlen);
     }
     if (!o->host && o->port_file == NULL && strcmp (o->port, "0") == 0) {
         snprintf (err, errlen, "-p 0 picks a random port: also give -P FILE to learn it");

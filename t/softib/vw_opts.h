@@ -57,6 +57,8 @@ struct vw_opts {
     int ex;                 /* ibv_create_qp_ex + ibv_wr_*, ibv_create_cq_ex + ibv_start_poll */
     int ckpt;               /* -C: out-of-band TCP only for the start, so a
                              * whole-process checkpoint can take the run */
+    int fork_server;        /* -F (local): fork the server before any verb,
+                             * then be its client over loopback */
 };
 
 const char *vw_op_name (enum vw_op op);
