@@ -74,7 +74,7 @@ test_expect_success 'a second checkpoint commits generation 2' '
 
 test_expect_success 'kill the program; ibcr restart brings the same process back' '
 	read INIT APP <pids &&
-	kill -9 $(cat run.pid) $INIT &&
+	ibcr_kill 9 $(cat run.pid) $INIT &&
 	ibcrd_wait_gone $INIT && ibcrd_wait_gone $APP &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" pat.out) &&
 	{ "$IBCR" restart pat >rs.out 2>rs.err & } &&

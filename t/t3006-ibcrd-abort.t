@@ -102,7 +102,7 @@ test_expect_success 'ibcr run registers the task again with the restarted ibcrd'
 '
 
 test_expect_success 'and the last good generation restores' '
-	kill -9 $(cat big.run) $(cat big.app) &&
+	ibcr_kill 9 $(cat big.run) $(cat big.app) &&
 	ibcrd_wait_gone $(cat big.app) &&
 	{ "$IBCR" restart big >rs.out 2>rs.err & } &&
 	ibcr_track $! && echo $! >rs.pid &&

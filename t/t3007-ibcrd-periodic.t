@@ -69,7 +69,7 @@ test_expect_success '--interval 1s: generations come by themselves; retention ke
 
 test_expect_success 'restart --stopped prints pids; the program is stopped' '
 	INIT=$(ibcrd_field per pid) && APP=$(ibcrd_field per app_pid) &&
-	kill -9 $(cat per.run) $INIT &&
+	ibcr_kill 9 $(cat per.run) $INIT &&
 	ibcrd_wait_gone $APP &&
 	last=$(t7_last per) &&
 	{ "$IBCR" restart per --stopped >rs.out 2>rs.err & } &&

@@ -125,7 +125,7 @@ test_expect_success 'ibcrd back on host 2: rank 1 registers and joins again, the
 '
 
 test_expect_success 'both ranks restart on other hosts from the committed generation' '
-	kill -9 $(cat mj.0.app) $(cat mj.1.app) &&
+	ibcr_kill 9 $(cat mj.0.app) $(cat mj.1.app) &&
 	ibcrd_wait_gone $(cat mj.0.app) && ibcrd_wait_gone $(cat mj.1.app) &&
 	run0=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" mj.0.out) &&
 	run1=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" mj.1.out) &&

@@ -150,7 +150,7 @@ test_expect_success 'two hosts: checkpoint twice, kill both ranks, restart both 
 	a0=$(IBCR_SOCKET=$(ibcrd_sock h1) ibcrd_task_fields mr app_pid) &&
 	a1=$(IBCR_SOCKET=$(ibcrd_sock h2) ibcrd_task_fields mr app_pid) &&
 	ibcr_track $k0 $k1 $a0 $a1 &&
-	kill -9 $k0 $k1 &&
+	ibcr_kill 9 $k0 $k1 &&
 	ibcrd_wait_gone $a0 && ibcrd_wait_gone $a1 &&
 	t9_wait_done mr &&
 	mkdir mr-first && mv mr.* mr-first/ &&
@@ -248,7 +248,7 @@ t9_vs_case() {
 	a0=$(IBCR_SOCKET=$(ibcrd_sock h1) ibcrd_task_fields $j app_pid) &&
 	a1=$(IBCR_SOCKET=$(ibcrd_sock h2) ibcrd_task_fields $j app_pid) &&
 	ibcr_track $k0 $k1 $a0 $a1 &&
-	kill -9 $k0 $k1 &&
+	ibcr_kill 9 $k0 $k1 &&
 	ibcrd_wait_gone $a0 && ibcrd_wait_gone $a1 &&
 	t9_wait_done $j &&
 	! grep "^OK" $j.0.out $j.1.out &&

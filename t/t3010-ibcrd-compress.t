@@ -42,7 +42,7 @@ test_expect_success 'a checkpoint stores every image file compressed, checksumme
 
 test_expect_success 'restart decompresses and brings the same process back; the copy is removed' '
 	read INIT APP <pids &&
-	kill -9 $(cat z.run) $INIT &&
+	ibcr_kill 9 $(cat z.run) $INIT &&
 	ibcrd_wait_gone $APP &&
 	{ "$IBCR" restart z >rs.out 2>rs.err & } &&
 	ibcr_track $! && echo $! >rs.pid &&

@@ -141,7 +141,7 @@ test_expect_success 'a working folder user 2 may not enter is not entered for th
 
 test_expect_success 'user 1 restarts it: the same process comes back as user 1, without capabilities, and goes on' '
 	read INIT APP <pids &&
-	{ kill -9 $INIT $(cat u1.pid) 2>/dev/null; true; } &&
+	ibcr_kill 9 $(cat u1.pid) $INIT &&
 	ibcrd_wait_gone $APP &&
 	run=$(sed -n "s/^start run=\([0-9a-f]*\).*/\1/p" u1.out) &&
 	{ $AS1 "$IBCR" restart u1 >rs.out 2>rs.err & } &&
@@ -252,7 +252,7 @@ test_expect_success 'a restore while the user is over fs.pipe-user-pages-soft wa
 	ibcrd_wait_for "$IBCR" status pp &&
 	PPI=$(ibcrd_field pp pid) && PPA=$(ibcrd_field pp app_pid) && ibcr_track $PPI $PPA &&
 	as2 "$IBCR" checkpoint pp --wait &&
-	{ kill -9 $PPI $(cat pp.pid) 2>/dev/null; true; } &&
+	ibcr_kill 9 $(cat pp.pid) $PPI &&
 	ibcrd_wait_gone $PPA &&
 	{ $AS2 /usr/bin/python3 "$SHARNESS_TEST_SRCDIR/ibcrd/pipehog.py" 3 >u/hog.out & } &&
 	ibcr_track $! &&

@@ -48,7 +48,7 @@ test_expect_success 'the job'"'"'s user restores its Slurm generation outside Sl
 	grep "^Uid:.$IBCR_UID1.$IBCR_UID1.$IBCR_UID1.$IBCR_UID1$" /proc/$APP/status &&
 	grep "^State:.T" /proc/$APP/status &&
 	grep "job $jobid is a Slurm job: restored outside Slurm, not registered" rs.err &&
-	kill -9 $INIT $APP $(cat rs.pid) &&
+	ibcr_kill 9 $INIT $APP $(cat rs.pid) &&
 	test_expect_code 6 setpriv --reuid=$IBCR_UID2 --regid=$IBCR_GID2 --init-groups -- "$IBCR" \
 		-c "$conf" --socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" restart $jobid 2>err2 &&
 	grep "job $jobid generation 1 belongs to another user" err2

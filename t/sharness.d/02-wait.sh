@@ -41,6 +41,8 @@ ibcr_wait_for() {
 #       zombie still answers.
 #   ibcr_dead PID
 #       the contrary.
+#   ibcr_kill SIG PID...
+#       SIG to each PID, those already gone being no error.
 #   ibcr_track PID...
 #       at the end of the test, every one of them still running is sent
 #       SIGKILL and waited for (20 s each at most).  Each is also written
@@ -56,6 +58,17 @@ ibcr_alive() {
 
 ibcr_dead() {
 	! ibcr_alive "$1"
+}
+
+# ibcr_kill SIG PID...: SIG to each PID; one that has ended already (the
+# death of another one of them may end it: a task's init when its client
+# goes) is no error, one that cannot be signalled is.
+ibcr_kill() {
+	ibcr_ki_s=$1
+	shift
+	for ibcr_ki_p in "$@"; do
+		kill -"$ibcr_ki_s" "$ibcr_ki_p" 2>/dev/null || ibcr_dead "$ibcr_ki_p" || return 1
+	done
 }
 
 ibcr_tracked=
