@@ -72,8 +72,8 @@ done
 test "$(id -u)" = 0 || { echo "ckpt-stall-bench: needs root (CRIU)" >&2; exit 2; }
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 IBCRD=$TOP/ibcrd/ibcrd
-IBCR=$TOP/ibcrd/ibcr
-IBCR_INIT=$TOP/ibcrd/ibcr-init
+IBCR=$TOP/cli/ibcr
+IBCR_INIT=$TOP/init/ibcr-init
 IBCR_LIBIBCR=$TOP/lib/ibcr/.libs/libibcr.so
 CRIU=${IBCR_CRIU:-/usr/local/sbin/criu}
 export IBCR_INIT IBCR_LIBIBCR

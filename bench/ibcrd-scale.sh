@@ -63,13 +63,13 @@ done
 test "$(id -u)" = 0 || { echo "ibcrd-scale: needs root (CRIU, namespaces)" >&2; exit 2; }
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 IBCRD=$TOP/ibcrd/ibcrd
-IBCR=$TOP/ibcrd/ibcr
-IBCR_INIT=$TOP/ibcrd/ibcr-init
+IBCR=$TOP/cli/ibcr
+IBCR_INIT=$TOP/init/ibcr-init
 IBCR_LIBIBCR=$TOP/lib/ibcr/.libs/libibcr.so
 CRIU=${IBCR_CRIU:-/usr/local/sbin/criu}
 export IBCR_INIT IBCR_LIBIBCR
 for f in "$IBCRD" "$IBCR" "$IBCR_INIT" "$IBCR_LIBIBCR" "$CRIU" \
-	${BASEDIR:+"$BASEDIR/ibcrd/ibcrd" "$BASEDIR/ibcrd/ibcr" "$BASEDIR/ibcrd/ibcr-init"}; do
+	${BASEDIR:+"$BASEDIR/ibcrd/ibcrd" "$BASEDIR/cli/ibcr" "$BASEDIR/init/ibcr-init"}; do
 	test -x "$f" || test -r "$f" || { echo "ibcrd-scale: $f missing: build first" >&2; exit 2; }
 done
 for c in munged mungekey ip nsenter python3; do
@@ -169,7 +169,7 @@ daemons_start() {
 		retention = $((CKPTS + 1))
 		EOF
 		rm -f "$h/run/ibcrd.sock"
-		nsenter --net=/run/netns/${TAG}h$i env IBCR_INIT="$1/ibcrd/ibcr-init" "$1/ibcrd/ibcrd" -F \
+		nsenter --net=/run/netns/${TAG}h$i env IBCR_INIT="$1/init/ibcr-init" "$1/ibcrd/ibcrd" -F \
 			-c "$h/ibcrd.conf" 2>>"$h/ibcrd.log" &
 		DPIDS="$DPIDS $!"
 		PIDS="$PIDS $!"
@@ -278,8 +278,8 @@ run_job() {
 	r=0
 	while test $r -lt "$n"; do
 		h=$((r + 1))
-		( cd "$W/w$h" && on $h env IBCR_INIT="$tree/ibcrd/ibcr-init" \
-			IBCR_LIBIBCR="$tree/lib/ibcr/.libs/libibcr.so" "$tree/ibcrd/ibcr" run --job $job \
+		( cd "$W/w$h" && on $h env IBCR_INIT="$tree/init/ibcr-init" \
+			IBCR_LIBIBCR="$tree/lib/ibcr/.libs/libibcr.so" "$tree/cli/ibcr" run --job $job \
 			--rank $r --size $n --leader "n1@$NET.1" \
 			-- sh -c 'while :; do sleep 0.2; done' >"$W/$job.$r.out" 2>"$W/$job.$r.err" ) &
 		PIDS="$PIDS $!"
@@ -294,7 +294,7 @@ run_job() {
 	k=1
 	while test $k -le "$CKPTS"; do
 		t0=$(date +%s%N)
-		on 1 "$tree/ibcrd/ibcr" checkpoint $job --wait >"$W/$job.ck$k" 2>&1 ||
+		on 1 "$tree/cli/ibcr" checkpoint $job --wait >"$W/$job.ck$k" 2>&1 ||
 			{ echo "ibcrd-scale: checkpoint $k of $job failed:" >&2; cat "$W/$job.ck$k" >&2; exit 1; }
 		t1=$(date +%s%N)
 		walls="$walls $(( (t1 - t0) / 1000000 ))"
@@ -303,9 +303,9 @@ run_job() {
 	python3 "$W/stats.py" $n "$W/shared/local/$job" "$CKPTS" "$walls" $label "$W/summary.txt" \
 		2>>"$W/raw.txt"
 	# The job ends: its ibcr run's end their tasks.
-	for p in $(pgrep -f "$tree/ibcrd/ibcr run --job $job "); do kill -TERM "$p" 2>/dev/null || true; done
+	for p in $(pgrep -f "$tree/cli/ibcr run --job $job "); do kill -TERM "$p" 2>/dev/null || true; done
 	t=0
-	while pgrep -f "$tree/ibcrd/ibcr run --job $job " >/dev/null; do
+	while pgrep -f "$tree/cli/ibcr run --job $job " >/dev/null; do
 		t=$((t + 1)); test $t -lt 200 || break
 		sleep 0.05
 	done

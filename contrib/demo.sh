@@ -43,7 +43,7 @@ done
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 libibcr=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
 softib=$IBCR_BUILDDIR/lib/softib/.libs
-for f in "$plugin" "$libibcr" "$softib/libibverbs.so.1" "$IBCRD" "$IBCR_BUILDDIR/ibcrd/ibcr"; do
+for f in "$plugin" "$libibcr" "$softib/libibverbs.so.1" "$IBCRD" "$IBCR_BUILDDIR/cli/ibcr"; do
 	test -e "$f" || { echo "demo.sh: $f is missing: build first (make -j2)" >&2; exit 1; }
 done
 
@@ -98,7 +98,7 @@ until_true() {
 
 t_start=$(date +%s)
 say "starting a private Slurm cluster: munged, slurmctld and 2 slurmd, each node in its own network namespace"
-echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr init=$IBCR_BUILDDIR/ibcrd/ibcr-init conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
+echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$libibcr init=$IBCR_BUILDDIR/init/ibcr-init conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
 SLURM_PLUGSTACK=plugstack.conf slurm_start 2 --netns || fail "slurm_start"
 sinfo -N -o "%N %t %o" | sed 's/^/    /'
 
@@ -139,7 +139,7 @@ echo "    job $job runs on $(squeue -h -j "$job" -o %N)"
 
 say "waiting for two checkpoints (each: quiesce, drain, release the verbs objects, CRIU dump on both nodes, rebuild, commit)"
 until_true 600 have_gens "$job" 2 || fail "job $job has $(gens "$job") checkpoints after 60 s"
-"$IBCR_BUILDDIR/ibcrd/ibcr" --storage "$IBCRD_STORAGE" list "$job" | sed 's/^/    /'
+"$IBCR_BUILDDIR/cli/ibcr" --storage "$IBCRD_STORAGE" list "$job" | sed 's/^/    /'
 grep "job $job gen [0-9]*: dumped and resumed" "$IBCRD_RUN/ibcrd/n1/ibcrd.log" | sed 's/^ibcrd: /    n1 /'
 
 say "scontrol requeue $job: Slurm ends both ranks and queues the job again"
@@ -169,7 +169,7 @@ for r in 0 1; do
 	grep -q "^Failed\|Couldn't\|mismatch" pp.$r.err pp.$r.out && fail "rank $r reported an error"
 	echo "    rank $r: $(grep "^$iters iters in" pp.$r.out)"
 done
-"$IBCR_BUILDDIR/ibcrd/ibcr" --storage "$IBCRD_STORAGE" verify "$job" >verify.out 2>&1 ||
+"$IBCR_BUILDDIR/cli/ibcr" --storage "$IBCRD_STORAGE" verify "$job" >verify.out 2>&1 ||
 	fail "ibcr verify $job: $(cat verify.out)"
 say "job $job COMPLETED: checkpointed, requeued, restored, every buffer validated; images verified"
 

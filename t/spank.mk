@@ -23,3 +23,11 @@ TESTS += \
 # Helpers the t40NN-spank tests source.
 EXTRA_DIST += spank/lib.sh
 EXTRA_DIST += criu/forge.py
+
+# The Slurm watcher's test driver (t4005): ibcrd's slurm_watch.c on its own,
+# printing what it sees.  Built for the tests only.
+check_PROGRAMS += spank/ibcr-slurm-watch
+spank_ibcr_slurm_watch_SOURCES = spank/slurm_watch_drv.c $(top_srcdir)/ibcrd/slurm_watch.c \
+	$(top_srcdir)/ibcrd/slurm_watch.h
+spank_ibcr_slurm_watch_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/ibcrd $(SLURM_CFLAGS)
+spank_ibcr_slurm_watch_LDADD = $(SLURM_LIBS)

@@ -13,7 +13,7 @@ their dumped values and still rising.'
 
 . "$(dirname "$0")"/sharness.sh
 
-INIT="$IBCR_BUILDDIR/ibcrd/ibcr-init"
+INIT="$IBCR_BUILDDIR/init/ibcr-init"
 PATTERN="$IBCR_BUILDDIR/t/criu/pattern"
 # The trees dumped here start in a session of their own with no descriptor
 # above stderr, as under ibcr run (see t/criu/detach.c): a CI runner's

@@ -19,7 +19,7 @@ preload=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 run=$IBCRD_RUN
 
 plugstack() {
-	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/ibcrd/ibcr-init $*" >plugstack.conf
+	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/init/ibcr-init $*" >plugstack.conf
 }
 
 test_expect_success 'the plugin is built and exports only SPANK entry points' '

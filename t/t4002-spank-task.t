@@ -84,7 +84,7 @@ host_field() {
 test_expect_success IBCRD 'start a 2-node cluster and one ibcrd per node' '
 	mkdir -p "$run" &&
 	ibcr_atexit ibcrd_stop_all &&
-	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/ibcrd/ibcr-init" >plugstack.conf &&
+	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/init/ibcr-init" >plugstack.conf &&
 	SLURM_PLUGSTACK=plugstack.conf slurm_start 2 &&
 	ibcrd_start_node n1 &&
 	ibcrd_start_node n2

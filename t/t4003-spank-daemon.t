@@ -28,7 +28,7 @@ cleanup_all() {
 }
 
 plugstack() {
-	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/ibcrd/ibcr-init $*" >plugstack.conf
+	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/init/ibcr-init $*" >plugstack.conf
 }
 
 # The application leaves a mark, so a test can tell whether it ran, and
@@ -165,7 +165,7 @@ test_expect_success IBCRD 'ibcrd on n1 only: n1 is protected, n2 warns' '
 '
 
 test_expect_success IBCRD 'a missing libibcr is reported like a missing daemon' '
-	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=/nonexistent/libibcr.so init=$IBCR_BUILDDIR/ibcrd/ibcr-init" >plugstack.conf &&
+	echo "required $plugin socket=$run/ibcrd/%n/ibcrd.sock libibcr=/nonexistent/libibcr.so init=$IBCR_BUILDDIR/init/ibcr-init" >plugstack.conf &&
 	srun -N1 --checkpoint-ib ./app.sh >out 2>err &&
 	cat err &&
 	echo "n1 levels=1 preload=none" >expect &&

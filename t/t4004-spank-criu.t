@@ -51,7 +51,7 @@ test_expect_success IBCRD 'start a 1-node cluster and its ibcrd' '
 		</dev/null >"$run/ibcrd.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- & } &&
 	ibcrd_pid=$! && ibcr_record_proc $ibcrd_pid "ibcrd n1" &&
 	ibcr_wait_for 5 test -S "$run/n1/ibcrd.sock" &&
-	echo "required $plugin socket=$run/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/ibcrd/ibcr-init" >plugstack.conf &&
+	echo "required $plugin socket=$run/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/init/ibcr-init" >plugstack.conf &&
 	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
 '
 

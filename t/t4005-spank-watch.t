@@ -13,7 +13,7 @@ says what to fix.'
 . "$SHARNESS_TEST_SRCDIR/spank/lib.sh"
 ibcr_require ROOT SLURM WATCH
 
-watch=$IBCR_BUILDDIR/ibcrd/ibcr-slurm-watch
+watch=$IBCR_BUILDDIR/t/spank/ibcr-slurm-watch
 watch_pid=
 
 stop_watch() {

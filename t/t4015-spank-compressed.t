@@ -13,7 +13,7 @@ ibcr_require ROOT SLURM CRIU USERS
 
 plugin=$IBCR_BUILDDIR/spank/.libs/spank_ibcr.so
 preload=$plugin
-IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
+IBCR=$IBCR_BUILDDIR/cli/ibcr
 conf=$IBCRD_RUN/ibcrd/n1/ibcrd.conf
 
 spank_write_counter

@@ -33,7 +33,7 @@ test_expect_success 'start a 1-node cluster; the plugin reads another ibcrd.conf
 		echo "storage = $IBCRD_RUN/other/storage"
 		echo "staging = $IBCRD_RUN/ibcrd/n1/staging"
 	} >"$IBCRD_RUN/other/ibcrd.conf" &&
-	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/ibcrd/ibcr-init conf=$IBCRD_RUN/other/ibcrd.conf" >plugstack.conf &&
+	echo "required $plugin socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$preload init=$IBCR_BUILDDIR/init/ibcr-init conf=$IBCRD_RUN/other/ibcrd.conf" >plugstack.conf &&
 	SLURM_PLUGSTACK=plugstack.conf slurm_start 1
 '
 

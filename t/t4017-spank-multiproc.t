@@ -22,7 +22,7 @@ MSGS=20000
 # st_procs JOB: the pids of the task's verbs processes, as n1's ibcrd
 # status says.
 st_procs() {
-	"$IBCR_BUILDDIR/ibcrd/ibcr" -c "$IBCRD_RUN/ibcrd/n1/ibcrd.conf" \
+	"$IBCR_BUILDDIR/cli/ibcr" -c "$IBCRD_RUN/ibcrd/n1/ibcrd.conf" \
 		--socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" status "$1" --json >st.json &&
 	/usr/bin/python3 - st.json <<-\PY
 	import json, sys

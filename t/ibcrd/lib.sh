@@ -71,7 +71,7 @@
 # here are ever signalled.
 
 IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
-IBCR=$IBCR_BUILDDIR/ibcrd/ibcr
+IBCR=$IBCR_BUILDDIR/cli/ibcr
 RAWMSG=$IBCR_BUILDDIR/t/ibcrd/rawmsg
 MKGEN=$IBCR_BUILDDIR/t/ibcrd/mkgen
 PEERMSG=$IBCR_BUILDDIR/t/ibcrd/peermsg
@@ -229,10 +229,10 @@ ibcrd_peer_port() {
 # that runs the command as that user (its run, restart, checkpoint,
 # status, ...), and IBCR_ROOT is the command itself, for root's view.
 ibcrd_use_build() {
-	IBCR_INIT=$IBCR_BUILDDIR/ibcrd/ibcr-init
+	IBCR_INIT=$IBCR_BUILDDIR/init/ibcr-init
 	IBCR_LIBIBCR=$IBCR_BUILDDIR/lib/ibcr/.libs/libibcr.so
 	export IBCR_INIT IBCR_LIBIBCR
-	IBCR_ROOT=$IBCR_BUILDDIR/ibcrd/ibcr
+	IBCR_ROOT=$IBCR_BUILDDIR/cli/ibcr
 	if test -n "$IBCR_JOB_USER" && test "$(id -u)" = 0; then
 		mkdir -p "$SHARNESS_TRASH_DIRECTORY/.bin" || return 1
 		IBCR=$SHARNESS_TRASH_DIRECTORY/.bin/ibcr

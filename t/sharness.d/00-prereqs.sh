@@ -31,7 +31,7 @@
 #     MUNGE     munged, mungekey, unmunge
 #   and what the build tree has built (make; make check builds the rest):
 #     IBCRD     the daemon, ibcrd/ibcrd
-#     WATCH     the Slurm watcher's test driver, ibcrd/ibcr-slurm-watch
+#     WATCH     the Slurm watcher's test driver, t/spank/ibcr-slurm-watch
 #     SOFTIB    softib's drop-in lib/softib/.libs/libibverbs.so.1
 #     LIBIBCR   lib/ibcr/.libs/libibcr.so and the test coordinator t/ibcr/coord
 #     BUILT     what a verbs job under the SPANK plugin needs: SOFTIB,
@@ -188,7 +188,7 @@ ibcr_prereq_check_() {
 	ibcr_prereq_cmds_ SCRIPT script
 	ibcr_prereq_cmds_ MUNGE munged mungekey unmunge
 	ibcr_prereq_built_ IBCRD ibcrd/ibcrd
-	ibcr_prereq_built_ WATCH ibcrd/ibcr-slurm-watch
+	ibcr_prereq_built_ WATCH t/spank/ibcr-slurm-watch
 	ibcr_prereq_built_ SOFTIB lib/softib/.libs/libibverbs.so.1
 	ibcr_prereq_built_ LIBIBCR lib/ibcr/.libs/libibcr.so t/ibcr/coord
 	ibcr_prereq_built_ BUILT lib/softib/.libs/libibverbs.so.1 \

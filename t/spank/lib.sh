@@ -56,7 +56,7 @@ spank_verbs_setup() {
 # spank_plugstack PLUGIN LIBIBCR: the plugin's line, %n expanded by the
 # plugin per node so that several nodes on one host find their own ibcrd.
 spank_plugstack() {
-	echo "required $1 socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$2 init=$IBCR_BUILDDIR/ibcrd/ibcr-init conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
+	echo "required $1 socket=$IBCRD_RUN/ibcrd/%n/ibcrd.sock libibcr=$2 init=$IBCR_BUILDDIR/init/ibcr-init conf=$IBCRD_RUN/ibcrd/%n/ibcrd.conf" >plugstack.conf
 }
 
 # spank_start_preempt_cluster N: preemption by partition priority
@@ -204,7 +204,7 @@ spank_hurry_stop() {
 }
 
 spank_checkpoint() {
-	"$IBCR_BUILDDIR/ibcrd/ibcr" -c "$IBCRD_RUN/ibcrd/n1/ibcrd.conf" \
+	"$IBCR_BUILDDIR/cli/ibcr" -c "$IBCRD_RUN/ibcrd/n1/ibcrd.conf" \
 		--socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" checkpoint "$1" --wait
 }
 
