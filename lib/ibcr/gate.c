@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <linux/membarrier.h>
 #include "gate.h"
+#include "block.h"
 #include "ibcr.h"
 
 atomic_int gate_closed;
@@ -133,4 +134,32 @@ void gate_open (void)
     atomic_store (&gate_closed, 0);
     pthread_cond_broadcast (&gate_cond);
     pthread_mutex_unlock (&gate_lock);
+}
+
+/* ---- block.h's slow path ---- */
+
+int block_lock_slow (struct ibcr_block *l)
+{
+    struct gate_slot *s = gate_self;
+    if (!s) {
+        /* libibcr's own thread: with the gate closed no application thread
+         * is inside a verb, so it needs no lock (and keeps the bias). */
+        if (atomic_load (&gate_closed))
+            return BLOCK_NONE;
+    } else {
+        struct gate_slot *none = NULL;
+        if (atomic_compare_exchange_strong (&l->owner, &none, s))
+            return block_lock (l);      /* the first thread: biased to it */
+    }
+    plock_lock (&l->pl);
+    if (!atomic_load (&l->revoked)) {
+        atomic_store (&l->revoked, 1);
+        barrier_all ();
+        /* The owner either saw 'revoked' or shows it is inside: wait for it
+         * to leave.  It holds the lock for one verb at most. */
+        for (int spins = 0; atomic_load_explicit (&l->owner_in, memory_order_acquire); spins++)
+            if (spins > 64)
+                sched_yield ();
+    }
+    return BLOCK_PL;
 }

@@ -9,8 +9,9 @@
  *
  * Locking: ibcr_lock guards object creation/destruction and the object
  * lists; the checkpoint path runs only while the gate (gate.h) is closed,
- * so no application thread is inside a verb then.  Per-QP/SRQ spinlocks
- * guard the WR logs against concurrent post and poll.
+ * so no application thread is inside a verb then.  Per-QP/SRQ locks
+ * guard the WR logs against concurrent post and poll; they and the CQs'
+ * poll locks are biased to the thread that uses them (block.h).
  *
  * Nothing here may call an ibv_* function on a real object other than
  * through ibcr_be (backend.h) or the header's inline ops calls: our own
@@ -27,7 +28,7 @@
 #include "map.h"
 #include "idtab.h"
 #include "wrlog.h"
-#include "plock.h"
+#include "block.h"
 
 #define IBCR_EXPORT __attribute__ ((visibility ("default")))
 #define IBCR_MAX_PORTS 4
@@ -96,7 +97,7 @@ struct ibcr_cq {
     bool armed;                 /* req_notify since the last event (vchan->lock) */
     unsigned arms;              /* req_notify calls since the app's last get_cq_event */
     int solicited_only;
-    struct ibcr_plock plock;    /* serializes polls of this CQ */
+    struct ibcr_block plock;    /* serializes polls of this CQ */
     struct ibv_wc cur;          /* ibv_cq_ex: the completion being read */
     struct ibv_wc *pend;        /* completions drained at checkpoint */
     size_t pend_head, pend_len, pend_cap;
@@ -112,7 +113,7 @@ struct ibcr_srq {
     struct ibv_srq_init_attr init;
     bool limit_set;
     struct ibv_srq_attr limit;
-    pthread_spinlock_t lock;
+    struct ibcr_block lock;
     struct wrlog_rq rq;
     struct ibcr_link link;
 };
@@ -146,7 +147,7 @@ struct ibcr_qp {
     uint32_t psn;               /* own sq_psn chosen at the last rebuild */
     bool psn_published;         /* psn is in the job's table */
     /* Logs and counters for the exact drain. */
-    pthread_spinlock_t slock, rlock;
+    struct ibcr_block slock, rlock;
     struct wrlog_sq sq;
     struct wrlog_rq rq;
     uint64_t recv_done;         /* receive completions (messages from peer) */

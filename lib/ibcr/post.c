@@ -107,7 +107,7 @@ int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
     size_t n = 0;
 
     gate_enter ();
-    pthread_spin_lock (&vqp->slock);
+    int how = block_lock (&vqp->slock);
     for (struct ibv_send_wr *w = wr; w; w = w->next) {
         struct wrlog_send *e = wrlog_sq_push (&vqp->sq, w, vqp->app_sig_all);
         if (!e) {
@@ -148,7 +148,7 @@ int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
         }
     }
 out:
-    pthread_spin_unlock (&vqp->slock);
+    block_unlock (&vqp->slock, how);
     gate_leave ();
     return rc;
 }
@@ -181,13 +181,13 @@ int ibcr_post_real_recv (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlo
 
 /* Shared by QP and SRQ receive posting. */
 static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *log,
-                             pthread_spinlock_t *lock, struct ibv_recv_wr *wr,
+                             struct ibcr_block *lock, struct ibv_recv_wr *wr,
                              struct ibv_recv_wr **bad)
 {
     int rc = 0;
     size_t n = 0;
     gate_enter ();
-    pthread_spin_lock (lock);
+    int how = block_lock (lock);
     for (struct ibv_recv_wr *w = wr; w; w = w->next) {
         if (!wrlog_rq_push (log, w)) {
             rc = errno;
@@ -217,7 +217,7 @@ static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct 
         }
     }
 out:
-    pthread_spin_unlock (lock);
+    block_unlock (lock, how);
     gate_leave ();
     return rc;
 }

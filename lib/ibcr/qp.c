@@ -108,8 +108,8 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
     vqp->app_sig_all = attr->sq_sig_all != 0;
     vqp->peer_rank = -1;
     vqp->port = 1;
-    pthread_spin_init (&vqp->slock, PTHREAD_PROCESS_PRIVATE);
-    pthread_spin_init (&vqp->rlock, PTHREAD_PROCESS_PRIVATE);
+    block_init (&vqp->slock);
+    block_init (&vqp->rlock);
     map_init (&vqp->ud_sent);
     map_init (&vqp->ud_recv);
 
@@ -420,12 +420,9 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
         /* A poller of its CQs may have found this QP in qp_by_rqpn just
          * before it left: wait for any poll in progress on them (each holds
          * its CQ's plock while it uses the QP), so none touches it freed. */
-        plock_lock (&vqp->vscq->plock);
-        plock_unlock (&vqp->vscq->plock);
-        if (vqp->vrcq != vqp->vscq) {
-            plock_lock (&vqp->vrcq->plock);
-            plock_unlock (&vqp->vrcq->plock);
-        }
+        block_unlock (&vqp->vscq->plock, block_lock (&vqp->vscq->plock));
+        if (vqp->vrcq != vqp->vscq)
+            block_unlock (&vqp->vrcq->plock, block_lock (&vqp->vrcq->plock));
     }
     gate_leave ();
     if (rc == 0) {
@@ -450,10 +447,10 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
  * be polled from another CQ by another thread. */
 static bool send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, bool *show)
 {
-    pthread_spin_lock (&vqp->slock);
+    int how = block_lock (&vqp->slock);
     struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
     if (wc->status != IBV_WC_SUCCESS && !(e && e->wr_id == wc->wr_id)) {
-        pthread_spin_unlock (&vqp->slock);
+        block_unlock (&vqp->slock, how);
         return false;
     }
     if (e) {
@@ -462,7 +459,7 @@ static bool send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, bool *s
             map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
         wrlog_sq_pop (&vqp->sq);
     }
-    pthread_spin_unlock (&vqp->slock);
+    block_unlock (&vqp->slock, how);
     return true;
 }
 
@@ -500,17 +497,17 @@ bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc)
         bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
                    && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
         if (vqp->vsrq) {
-            pthread_spin_lock (&vqp->vsrq->lock);
+            int how = block_lock (&vqp->vsrq->lock);
             if (grh)
                 grh_xlate (&vqp->vsrq->rq, wc);
             wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id);
-            pthread_spin_unlock (&vqp->vsrq->lock);
+            block_unlock (&vqp->vsrq->lock, how);
         } else {
-            pthread_spin_lock (&vqp->rlock);
+            int how = block_lock (&vqp->rlock);
             if (grh)
                 grh_xlate (&vqp->rq, wc);
             wrlog_rq_complete (&vqp->rq, wc->wr_id);
-            pthread_spin_unlock (&vqp->rlock);
+            block_unlock (&vqp->rlock, how);
         }
         if (wc->status == IBV_WC_SUCCESS) {
             vqp->recv_done++;

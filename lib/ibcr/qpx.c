@@ -30,6 +30,8 @@ struct ibcr_wrb {
     size_t nsge, sgecap;
     unsigned char *inl;
     size_t ninl, inlcap;
+    struct ibv_sge *isg;        /* one sge per inline WR, built at wr_complete */
+    size_t isgcap;
     int err;                    /* first error since wr_start: wr_complete's */
 };
 
@@ -271,10 +273,11 @@ static int wr_complete (struct ibv_qp_ex *qx)
     if (b->n == 0)
         return 0;
     /* Pointers into the arrays only now: they may have moved while
-     * growing.  One inline sge per WR lives in a small side array. */
-    struct ibv_sge *isg = malloc (b->n * sizeof (*isg));
-    if (!isg)
+     * growing.  One inline sge per WR lives in a side array kept with the
+     * builder (a malloc and free per wr_complete cost 15 ns). */
+    if (grow ((void **)&b->isg, &b->isgcap, b->n, sizeof (*b->isg)) < 0)
         return ENOMEM;
+    struct ibv_sge *isg = b->isg;
     for (size_t i = 0; i < b->n; i++) {
         struct wrb_ent *e = &b->e[i];
         if (e->inl) {
@@ -292,7 +295,6 @@ static int wr_complete (struct ibv_qp_ex *qx)
     }
     struct ibv_send_wr *bad;
     int rc = ibcr_post_send (&qx->qp_base, &b->e[0].wr, &bad);
-    free (isg);
     b->n = b->nsge = b->ninl = 0;
     return rc;
 }
@@ -338,6 +340,7 @@ void ibcr_qpx_free (struct ibcr_qp *vqp)
     free (b->e);
     free (b->sge);
     free (b->inl);
+    free (b->isg);
     free (b);
     vqp->wrb = NULL;
 }

@@ -34,7 +34,7 @@ struct ibv_srq *ibcr_create_srq (struct ibv_pd *pd, struct ibv_srq_init_attr *at
     }
     vsrq->vpd = vpd;
     vsrq->init = *attr;
-    pthread_spin_init (&vsrq->lock, PTHREAD_PROCESS_PRIVATE);
+    block_init (&vsrq->lock);
     gate_enter ();
     pthread_mutex_lock (&ibcr_lock);
     struct ibv_srq_init_attr ia = *attr;

@@ -14,6 +14,9 @@
  *               shared QP's send log, which snd changes meanwhile)
  *   churn       creates 40 QPs on a CQ of its own, destroys them, again
  *               (libibcr's real-QPN table changes under the pollers)
+ *   pst, pol    one posts sends on a QP, the other polls its send CQ: the
+ *               QP's send lock, biased to the first thread that took it,
+ *               is taken by a second one (libibcr revokes the bias)
  * Every completion is checked: flush status, the QP it names, and its
  * wr_id, which carries the queue (send or receive) and a sequence number
  * that must come in posting order.  TAP on stdout.
@@ -21,6 +24,7 @@
 #include "config.h"
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -194,6 +198,39 @@ static void *rcv (void *p)
     return NULL;
 }
 
+static struct ibv_qp *x_qp;
+static struct ibv_cq *x_cq;
+static atomic_ullong x_done;
+
+static void *pst (void *p)
+{
+    uint64_t ps = 0, total = (uint64_t)rounds * BATCH / 2;
+    pthread_barrier_wait (&bar);
+    while (ps < total) {
+        /* At most BATCH - 1 outstanding: the QP holds BATCH. */
+        for (long idle = 0; ps - atomic_load (&x_done) >= BATCH - 1; idle++)
+            if (idle > 5000000 || atomic_load (&errors)) {
+                fail ("pst", "the poller stopped at %llu of %llu",
+                      (unsigned long long)atomic_load (&x_done), (unsigned long long)ps);
+                return NULL;
+            } else
+                sched_yield ();
+        post_sends (x_qp, &ps, 1);
+    }
+    return NULL;
+}
+
+static void *pol (void *p)
+{
+    uint64_t ns = 0, none = 0, total = (uint64_t)rounds * BATCH / 2;
+    pthread_barrier_wait (&bar);
+    while (ns < total && !atomic_load (&errors)) {
+        poll_n ("pol", x_cq, x_qp, 1, &ns, &none);
+        atomic_store (&x_done, ns);
+    }
+    return NULL;
+}
+
 static void *churn (void *p)
 {
     struct ibv_cq *cq = mkcq ();
@@ -251,22 +288,32 @@ int main (int argc, char **argv)
     if (!sh_qp)
         BAIL_OUT ("ibv_create_qp: %s", strerror (errno));
 
-    pthread_t t[5];
+    x_cq = mkcq ();
+    x_qp = mkqp (x_cq, x_cq, 1);
+    if (!x_qp)
+        BAIL_OUT ("ibv_create_qp: %s", strerror (errno));
+
+    pthread_t t[7];
     long made = 0;
-    pthread_barrier_init (&bar, NULL, 5);
+    pthread_barrier_init (&bar, NULL, 7);
     pthread_create (&t[0], NULL, own, "own0");
     pthread_create (&t[1], NULL, own, "own1");
     pthread_create (&t[2], NULL, snd, NULL);
     pthread_create (&t[3], NULL, rcv, NULL);
+    pthread_create (&t[5], NULL, pst, NULL);
+    pthread_create (&t[6], NULL, pol, NULL);
     pthread_create (&t[4], NULL, churn, &made);
-    for (int i = 0; i < 4; i++)
-        pthread_join (t[i], NULL);
+    for (int i = 0; i < 7; i++)
+        if (i != 4)
+            pthread_join (t[i], NULL);
     atomic_store (&stop, 1);
     pthread_join (t[4], NULL);
-    ok (atomic_load (&errors) == 0, "%d threads: every completion right (%d errors)", 4,
+    ok (atomic_load (&errors) == 0, "%d threads: every completion right (%d errors)", 6,
         atomic_load (&errors));
     ok (made >= 40, "meanwhile %ld QPs were created and destroyed", made);
     ibv_destroy_qp (sh_qp);
+    ibv_destroy_qp (x_qp);
+    ibv_destroy_cq (x_cq);
     ibv_destroy_cq (sh_scq);
     ibv_destroy_cq (sh_rcq);
     ibv_dereg_mr (mr);
