@@ -14,6 +14,7 @@
 
 #include "criu.h"
 #include "taskns.h"
+#include "errbuf.h"
 
 void criu_log_errors (const char *log, int max, char *buf, size_t len)
 {
@@ -161,20 +162,14 @@ int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep
         return -1;
     }
     if ((pid = criu_start_as (argv, log, keep, nkeep, as)) < 0) {
-        saved = errno;
-        snprintf (err, len, "cannot fork criu: %s", strerror (saved));
-        errno = saved;
-        return -1;
+        return errprintf (err, len, "cannot fork criu: %s", strerror (errno));
     }
     for (long sleep_us = 1000;;) {
         w = waitpid (pid, &status, WNOHANG);
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR) {
-            saved = errno;
-            snprintf (err, len, "lost track of criu (pid %ld): %s", (long)pid, strerror (saved));
-            errno = saved;
-            return -1;
+            return errprintf (err, len, "lost track of criu (pid %ld): %s", (long)pid, strerror (errno));
         }
         if (timeout_ms >= 0 && now_ms () > deadline) {
             kill (pid, SIGKILL);

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "manifest.h"
+#include "errbuf.h"
 
 #define HASH_BUF (1024 * 1024)
 
@@ -252,10 +253,7 @@ int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int
     fsync (dfd);
     return 0;
 error:
-    saved = errno;
-    snprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (saved));
-    errno = saved;
-    return -1;
+    return errprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (errno));
 }
 
 int manifest_write (const char *gendir, json_object *m, int uid, int gid,
@@ -264,10 +262,7 @@ int manifest_write (const char *gendir, json_object *m, int uid, int gid,
     int dfd, rc, saved;
 
     if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        saved = errno;
-        snprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (saved));
-        errno = saved;
-        return -1;
+        return errprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (errno));
     }
     rc = manifest_write_at (dfd, gendir, m, uid, gid, 0600, err, len);
     saved = errno;

@@ -22,6 +22,7 @@
 
 #include "peerauth.h"
 #include "proto.h"
+#include "errbuf.h"
 
 struct peerauth {
     munge_ctx_t ctx;
@@ -105,24 +106,18 @@ int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body,
 
     *body = NULL;
     if (!proto_type (env) || strcmp (proto_type (env), "peer")) {
-        snprintf (err, len, "peer messages must be of type \"peer\" and carry a MUNGE "
-                  "credential (got type '%.32s')", proto_type (env) ? proto_type (env) : "?");
-        errno = EACCES;
-        return -1;
+        return errnprintf (err, len, EACCES, "peer messages must be of type \"peer\" and carry a MUNGE "
+                           "credential (got type '%.32s')", proto_type (env) ? proto_type (env) : "?");
     }
     if (!cred || !*cred) {
-        snprintf (err, len, "peer message without a MUNGE credential refused");
-        errno = EACCES;
-        return -1;
+        return errnprintf (err, len, EACCES, "peer message without a MUNGE credential refused");
     }
     /* munge_decode stores the credential's own options (cipher, MAC...)
      * in the context it is given, so a forged credential would poison the
      * context used to encode: decode with a throw-away copy. */
     munge_ctx_t dctx = munge_ctx_copy (pa->ctx);
     if (!dctx) {
-        snprintf (err, len, "out of memory");
-        errno = ENOMEM;
-        return -1;
+        return errnprintf (err, len, ENOMEM, "out of memory");
     }
     e = munge_decode (cred, dctx, &payload, &plen, uid, &gid);
     if (e != EMUNGE_SUCCESS) {
@@ -262,17 +257,13 @@ int peerauth_open (struct peerauth_session *s, json_object *env, json_object **b
     if (!proto_type (env) || strcmp (proto_type (env), "peer-s")
         || !json_object_object_get_ex (env, "body", &b) || !json_object_is_type (b, json_type_string)
         || !hex || strlen (hex) != 64) {
-        snprintf (err, len, "not a message of this session (type '%.32s')",
-                  proto_type (env) ? proto_type (env) : "?");
-        errno = EACCES;
-        return -1;
+        return errnprintf (err, len, EACCES, "not a message of this session (type '%.32s')",
+                           proto_type (env) ? proto_type (env) : "?");
     }
     for (int i = 0; i < 32; i++) {
         unsigned v;
         if (sscanf (hex + 2 * i, "%2x", &v) != 1) {
-            snprintf (err, len, "session message with a malformed MAC");
-            errno = EACCES;
-            return -1;
+            return errnprintf (err, len, EACCES, "session message with a malformed MAC");
         }
         mac[i] = (unsigned char)v;
     }
@@ -283,15 +274,11 @@ int peerauth_open (struct peerauth_session *s, json_object *env, json_object **b
      * fails like a forged one. */
     session_mac (s, s->peer, s->got + 1, txt, n, want);
     if (CRYPTO_memcmp (mac, want, sizeof (mac)) != 0 || seq != (int64_t)(s->got + 1)) {
-        snprintf (err, len, "session message %lld refused: its MAC does not match message "
-                  "%llu of this session", (long long)seq, (unsigned long long)(s->got + 1));
-        errno = EACCES;
-        return -1;
+        return errnprintf (err, len, EACCES, "session message %lld refused: its MAC does not match message "
+                           "%llu of this session", (long long)seq, (unsigned long long)(s->got + 1));
     }
     if (proto_decode (txt, n, body) < 0) {
-        snprintf (err, len, "session message %lld is malformed", (long long)seq);
-        errno = EPROTO;
-        return -1;
+        return errnprintf (err, len, EPROTO, "session message %lld is malformed", (long long)seq);
     }
     s->got++;
     return 0;

@@ -15,25 +15,10 @@
 #include <unistd.h>
 
 #include "safedir.h"
+#include "errbuf.h"
 
 #define SAFEDIR_HOPS 40         /* links and ".." followed in one walk */
 #define SAFEDIR_DEPTH 64        /* folders deep, for rmtree */
-
-static int seterr (char *err, size_t len, int errnum, const char *fmt, ...)
-    __attribute__ ((format (printf, 4, 5)));
-
-static int seterr (char *err, size_t len, int errnum, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err && len) {
-        va_start (ap, fmt);
-        vsnprintf (err, len, fmt, ap);
-        va_end (ap);
-    }
-    errno = errnum;
-    return -1;
-}
 
 static int trusted_owner (uid_t uid)
 {
@@ -48,20 +33,20 @@ static int check_dir (const char *path, const struct stat *sb, int last, char *e
     mode_t m = sb->st_mode;
 
     if (!S_ISDIR (m))
-        return seterr (err, len, ENOTDIR, "%s is not a folder", path);
+        return errnprintf (err, len, ENOTDIR, "%s is not a folder", path);
     if (!trusted_owner (sb->st_uid))
-        return seterr (err, len, EPERM, "folder %s is owned by uid %u, not by root: its owner "
-                       "could choose where root writes; remove it (or, if it is meant to be "
-                       "there, chown root:root %s and chmod go-w %s)", path,
-                       (unsigned)sb->st_uid, path, path);
+        return errnprintf (err, len, EPERM, "folder %s is owned by uid %u, not by root: its owner "
+                           "could choose where root writes; remove it (or, if it is meant to be "
+                           "there, chown root:root %s and chmod go-w %s)", path,
+                           (unsigned)sb->st_uid, path, path);
     if (last && (m & (S_IWGRP | S_IWOTH)))
-        return seterr (err, len, EPERM, "folder %s is writable by group or others (mode "
-                       "%04o): run chmod go-w %s, or use a folder only root can write",
-                       path, (unsigned)(m & 07777), path);
+        return errnprintf (err, len, EPERM, "folder %s is writable by group or others (mode "
+                           "%04o): run chmod go-w %s, or use a folder only root can write",
+                           path, (unsigned)(m & 07777), path);
     if (!last && ((m & S_IWOTH) || ((m & S_IWGRP) && sb->st_gid != 0)) && !(m & S_ISVTX))
-        return seterr (err, len, EPERM, "folder %s is writable by others without the sticky "
-                       "bit (mode %04o): anyone could rename what is below it; run chmod go-w "
-                       "%s, or use another folder", path, (unsigned)(m & 07777), path);
+        return errnprintf (err, len, EPERM, "folder %s is writable by others without the sticky "
+                           "bit (mode %04o): anyone could rename what is below it; run chmod go-w "
+                           "%s, or use another folder", path, (unsigned)(m & 07777), path);
     return 0;
 }
 
@@ -86,16 +71,16 @@ static int walk (const char *path, int create, mode_t mode, int sticky_ok, char 
     struct stat sb;
 
     if (!path || path[0] != '/')
-        return seterr (err, len, EINVAL, "%s: not an absolute path", path ? path : "(null)");
+        return errnprintf (err, len, EINVAL, "%s: not an absolute path", path ? path : "(null)");
     if (strlen (path) >= sizeof (want))
-        return seterr (err, len, ENAMETOOLONG, "%s: path too long", path);
+        return errnprintf (err, len, ENAMETOOLONG, "%s: path too long", path);
     strcpy (want, path);
 restart:
     if (fd >= 0)
         close (fd);
     cur[0] = '\0';
     if ((fd = open ("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-        return seterr (err, len, errno, "cannot open /: %s", strerror (errno));
+        return errnprintf (err, len, errno, "cannot open /: %s", strerror (errno));
     if (fstat (fd, &sb) < 0 || check_dir ("/", &sb, !sticky_ok && want[strspn (want, "/")] == '\0',
                                          err, len) < 0)
         goto error;
@@ -130,7 +115,7 @@ restart:
             if (mkdirat (fd, comp, last ? mode : 0755) == 0)
                 made = 1;
             else if (errno != EEXIST) {
-                seterr (err, len, errno, "cannot create %s/%s: %s", cur, comp, strerror (errno));
+                errnprintf (err, len, errno, "cannot create %s/%s: %s", cur, comp, strerror (errno));
                 goto error;
             }
             nfd = openat (fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -141,16 +126,16 @@ restart:
             ssize_t n;
 
             if (!trusted_owner (sb.st_uid)) {
-                seterr (err, len, EPERM, "%s/%s is a symbolic link owned by uid %u, not by "
-                        "root: its owner could choose where root writes; remove it or give "
-                        "the real folder's path", cur, comp, (unsigned)sb.st_uid);
+                errnprintf (err, len, EPERM, "%s/%s is a symbolic link owned by uid %u, not by "
+                            "root: its owner could choose where root writes; remove it or give "
+                            "the real folder's path", cur, comp, (unsigned)sb.st_uid);
                 goto error;
             }
             if ((n = readlinkat (fd, comp, target, sizeof (target) - 1)) < 0)
                 goto syserr;
             target[n] = '\0';
             if (++hops > SAFEDIR_HOPS) {
-                seterr (err, len, ELOOP, "%s: too many symbolic links", path);
+                errnprintf (err, len, ELOOP, "%s: too many symbolic links", path);
                 goto error;
             }
             if (target[0] == '/') {
@@ -163,7 +148,7 @@ restart:
             goto restart;
         }
         if (nfd < 0) {
-            seterr (err, len, errno, "%s/%s: %s", cur, comp, strerror (errno));
+            errnprintf (err, len, errno, "%s/%s: %s", cur, comp, strerror (errno));
             goto error;
         }
         close (fd);
@@ -183,10 +168,10 @@ restart:
     }
     return fd;
 syserr:
-    seterr (err, len, errno, "%s: %s", *cur ? cur : path, strerror (errno));
+    errnprintf (err, len, errno, "%s: %s", *cur ? cur : path, strerror (errno));
     goto error;
 toolong:
-    seterr (err, len, ENAMETOOLONG, "%s: path too long", path);
+    errnprintf (err, len, ENAMETOOLONG, "%s: path too long", path);
 error:
     {
         int saved = errno;
@@ -331,7 +316,7 @@ int safedir_rmtree (const char *path, char *err, size_t len)
     int dfd, rc, saved;
 
     if (!path || path[0] != '/' || strlen (path) >= sizeof (parent))
-        return seterr (err, len, EINVAL, "%s: not an absolute path", path ? path : "(null)");
+        return errnprintf (err, len, EINVAL, "%s: not an absolute path", path ? path : "(null)");
     strcpy (parent, path);
     while ((slash = strrchr (parent, '/')) && slash != parent && !slash[1])
         *slash = '\0';  /* trailing slashes */
@@ -345,7 +330,7 @@ int safedir_rmtree (const char *path, char *err, size_t len)
         char base[NAME_MAX + 1];
         size_t n = strcspn (name, "/");
         if (n == 0 || n > NAME_MAX)
-            return seterr (err, len, EINVAL, "%s: no folder to remove", path);
+            return errnprintf (err, len, EINVAL, "%s: no folder to remove", path);
         memcpy (base, name, n);
         base[n] = '\0';
         if ((dfd = walk (parent, 0, 0, 1, err, len)) < 0)
@@ -354,7 +339,7 @@ int safedir_rmtree (const char *path, char *err, size_t len)
         saved = errno;
         close (dfd);
         if (rc < 0)
-            return seterr (err, len, saved, "cannot remove %s: %s", path, strerror (saved));
+            return errnprintf (err, len, saved, "cannot remove %s: %s", path, strerror (saved));
     }
     return 0;
 }

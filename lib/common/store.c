@@ -20,20 +20,7 @@
 #include "manifest.h"
 #include "safedir.h"
 #include "store.h"
-
-/* A message into a caller's buffer (vsnprintf: a long path is cut, not
- * an error). */
-static void say (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static void say (char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start (ap, fmt);
-    vsnprintf (buf, len, fmt, ap);
-    va_end (ap);
-}
+#include "errbuf.h"
 
 int store_job_path (const struct store *st, const char *job, char *buf, size_t len)
 {
@@ -140,15 +127,11 @@ static int cluster_open (const struct store *st, int create, char *err, size_t l
     char cl[4096];
 
     if (!ident_ok (st->cluster) || !st->root || st->root[0] != '/') {
-        say (err, len, "bad storage %s or cluster name %s", st->root ? st->root : "(none)",
-                  st->cluster ? st->cluster : "(none)");
-        errno = EINVAL;
-        return -1;
+        return errnprintf (err, len, EINVAL, "bad storage %s or cluster name %s", st->root ? st->root : "(none)",
+                                st->cluster ? st->cluster : "(none)");
     }
     if ((size_t)snprintf (cl, sizeof (cl), "%s/%s", st->root, st->cluster) >= sizeof (cl)) {
-        say (err, len, "storage path %s is too long", st->root);
-        errno = ENAMETOOLONG;
-        return -1;
+        return errnprintf (err, len, ENAMETOOLONG, "storage path %s is too long", st->root);
     }
     if (create && (safedir_ensure (st->root, 0755, err, len) < 0
                    || safedir_ensure (cl, 0755, err, len) < 0))
@@ -162,9 +145,7 @@ static int job_open (const struct store *st, const char *job, char *err, size_t 
     int cfd, jfd, saved;
 
     if (!ident_ok (job)) {
-        say (err, len, "'%s' is not a valid job name", job);
-        errno = EINVAL;
-        return -1;
+        return errnprintf (err, len, EINVAL, "'%s' is not a valid job name", job);
     }
     if ((cfd = cluster_open (st, 0, err, len)) < 0)
         return -1;
@@ -275,19 +256,19 @@ int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t g
 
     (void)uid;  /* the job's user reads through the group; root owns */
     if (store_job_path (st, job, jp, sizeof (jp)) < 0) {
-        say (err, len, "'%s' is not a valid job name", job);
+        errprintf (err, len, "'%s' is not a valid job name", job);
         return -1;
     }
     if ((cfd = cluster_open (st, 1, err, len)) < 0)
         return -1;
     if ((jfd = job_folder (cfd, job, gid)) < 0) {
         saved = errno;
-        say (err, len, "cannot create job folder %s: %s", jp, strerror (saved));
+        errprintf (err, len, "cannot create job folder %s: %s", jp, strerror (saved));
         goto error;
     }
     if (scan_gens (jfd, &gens, &n) < 0) {
         saved = errno;
-        say (err, len, "cannot read %s: %s", jp, strerror (saved));
+        errprintf (err, len, "cannot read %s: %s", jp, strerror (saved));
         goto error;
     }
     next = n ? gens[n - 1] + 1 : 1;
@@ -297,7 +278,7 @@ int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t g
     snprintf (name, sizeof (name), "gen-%d", next);
     if ((size_t)snprintf (dir, dirlen, "%s/%s", jp, name) >= dirlen) {
         saved = ENAMETOOLONG;
-        say (err, len, "path of %s/%s is too long", jp, name);
+        errprintf (err, len, "path of %s/%s is too long", jp, name);
         goto error;
     }
     /* mkdirat, not an existing folder: one already there means a
@@ -306,13 +287,13 @@ int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t g
     if (mkdirat (jfd, name, 0700) < 0 || (gfd = safedir_openat (jfd, name)) < 0
         || give (gfd, 0, 0700) < 0) {
         saved = errno;
-        say (err, len, "cannot create %s: %s", dir, strerror (saved));
+        errprintf (err, len, "cannot create %s: %s", dir, strerror (saved));
         goto error;
     }
     if (last_gen_write (jfd, next) < 0) {
         saved = errno;
-        say (err, len, "cannot record generation %d in %s/" STORE_LAST_GEN ": %s", next,
-                  jp, strerror (saved));
+        errprintf (err, len, "cannot record generation %d in %s/" STORE_LAST_GEN ": %s", next,
+                        jp, strerror (saved));
         (void)safedir_rmtreeat (jfd, name);
         goto error;
     }
@@ -340,12 +321,10 @@ static int own_tree (int fd, const char *rel, gid_t gid, int depth, char *err, s
     int dfd, rc = 0;
 
     if (depth > 16) {
-        say (err, len, "%s: folders nested too deep for an image", rel);
-        errno = ELOOP;
-        return -1;
+        return errnprintf (err, len, ELOOP, "%s: folders nested too deep for an image", rel);
     }
     if ((dfd = openat (fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || !(d = fdopendir (dfd))) {
-        say (err, len, "%s: %s", rel, strerror (errno));
+        errprintf (err, len, "%s: %s", rel, strerror (errno));
         if (dfd >= 0)
             close (dfd);
         return -1;
@@ -373,20 +352,20 @@ static int own_tree (int fd, const char *rel, gid_t gid, int depth, char *err, s
                 || fstat (sub, &sb) < 0)
                 rc = -1;
             else if (!S_ISREG (sb.st_mode) || sb.st_nlink != 1) {
-                say (err, len, "%s: not a plain file of its own (links %lu)", path,
-                          (unsigned long)sb.st_nlink);
+                errprintf (err, len, "%s: not a plain file of its own (links %lu)", path,
+                                (unsigned long)sb.st_nlink);
                 errno = EINVAL;
                 rc = -2;
             } else if (give (sub, gid, 0640) < 0)
                 rc = -1;
         } else {
-            say (err, len, "%s: not a regular file or folder (symbolic links and devices "
-                      "are never part of an image)", path);
+            errprintf (err, len, "%s: not a regular file or folder (symbolic links and devices "
+                            "are never part of an image)", path);
             errno = EINVAL;
             rc = -2;
         }
         if (rc == -1)
-            say (err, len, "%s: %s", path, strerror (errno));
+            errprintf (err, len, "%s: %s", path, strerror (errno));
         if (sub >= 0) {
             int saved = errno;
             close (sub);
@@ -411,27 +390,27 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
     struct stat sb;
 
     if (store_gen_path (st, job, gen, dir, sizeof (dir)) < 0) {
-        say (err, len, "'%s' is not a valid job name", job);
+        errprintf (err, len, "'%s' is not a valid job name", job);
         return -1;
     }
     snprintf (name, sizeof (name), "gen-%d", gen);
     if ((jfd = job_open (st, job, why, sizeof (why))) < 0
         || (gfd = safedir_openat (jfd, name)) < 0 || fstat (gfd, &sb) < 0) {
         saved = errno;
-        say (err, len, "cannot open %s: %s", dir, jfd < 0 ? why : strerror (saved));
+        errprintf (err, len, "cannot open %s: %s", dir, jfd < 0 ? why : strerror (saved));
         goto error;
     }
     /* Ours and closed to everyone since store_gen_begin: nobody else can
      * have put anything in it, and nothing in it moves while we walk. */
     if (!ours (&sb) || (sb.st_mode & 077)) {
-        say (err, len, "%s is not ibcrd's own (owner uid %u, mode %04o): not committed",
-                  dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+        errprintf (err, len, "%s is not ibcrd's own (owner uid %u, mode %04o): not committed",
+                        dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         saved = EPERM;
         goto error;
     }
     if (own_tree (gfd, dir, gid, 0, why, sizeof (why)) < 0) {
         saved = errno;
-        say (err, len, "cannot hand %s to group %u: %s", dir, (unsigned)gid, why);
+        errprintf (err, len, "cannot hand %s to group %u: %s", dir, (unsigned)gid, why);
         goto error;
     }
     if (!(files = manifest_scan_at (gfd, dir, &bytes, err, len))) {
@@ -444,7 +423,7 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
         m = json_object_new_object ();
     if (!m) {
         json_object_put (files);
-        say (err, len, "out of memory");
+        errprintf (err, len, "out of memory");
         saved = ENOMEM;
         goto error;
     }
@@ -472,8 +451,8 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
     /* Root's last write is done: only now may the job's group read it. */
     if (give (gfd, gid, 0750) < 0) {
         saved = errno;
-        say (err, len, "cannot open %s to group %u: %s", dir, (unsigned)gid,
-                  strerror (saved));
+        errprintf (err, len, "cannot open %s to group %u: %s", dir, (unsigned)gid,
+                        strerror (saved));
         goto error;
     }
     close (gfd);
@@ -518,12 +497,12 @@ static int job_error (const struct store *st, const char *job, const char *jp, c
     int saved = errno;
 
     if (saved == ENOENT)
-        say (err, len, "no checkpoint of job %s under %s/%s", job, st->root, st->cluster);
+        errprintf (err, len, "no checkpoint of job %s under %s/%s", job, st->root, st->cluster);
     else if (saved == EACCES)
-        say (err, len, "job %s: permission denied: its checkpoints belong to another "
-                  "user", job);
+        errprintf (err, len, "job %s: permission denied: its checkpoints belong to another "
+                        "user", job);
     else
-        say (err, len, "cannot read %s: %s", jp, strerror (saved));
+        errprintf (err, len, "cannot read %s: %s", jp, strerror (saved));
     errno = saved;
     return -1;
 }
@@ -542,17 +521,17 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
     if ((gfd = safedir_openat (jfd, name)) < 0 || fstat (gfd, &sb) < 0) {
         saved = errno;
         if (saved == EACCES)     /* root's, 0700: still being written */
-            say (why, len, "no manifest (incomplete or in progress)");
+            errprintf (why, len, "no manifest (incomplete or in progress)");
         else
-            say (why, len, "%s: %s", dir, strerror (saved));
+            errprintf (why, len, "%s: %s", dir, strerror (saved));
         if (gfd >= 0)
             close (gfd);
         errno = saved;
         return NULL;
     }
     if (!ours (&sb)) {
-        say (why, len, "%s is not ibcrd's (owner uid %u, mode %04o): not trusted", dir,
-                  (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+        errprintf (why, len, "%s is not ibcrd's (owner uid %u, mode %04o): not trusted", dir,
+                        (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         close (gfd);
         errno = EPERM;
         return NULL;
@@ -561,14 +540,14 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
     saved = errno;
     close (gfd);
     if (m && !ours (&sb)) {
-        say (why, len, "%s/" MANIFEST_NAME " is not ibcrd's (owner uid %u, mode %04o): "
-                  "not trusted", dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+        errprintf (why, len, "%s/" MANIFEST_NAME " is not ibcrd's (owner uid %u, mode %04o): "
+                        "not trusted", dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         json_object_put (m);
         errno = EPERM;
         return NULL;
     }
     if (!m && saved == ENOENT)
-        say (why, len, "no manifest (incomplete or in progress)");
+        errprintf (why, len, "no manifest (incomplete or in progress)");
     errno = saved;
     return m;
 }
@@ -582,12 +561,12 @@ int store_list (const struct store *st, const char *job, int with_partial,
 
     *out = NULL;
     if (store_job_path (st, job, jp, sizeof (jp)) < 0) {
-        say (err, len, "'%s' is not a job name (letters, digits, '.', '_', '-')", job);
+        errprintf (err, len, "'%s' is not a job name (letters, digits, '.', '_', '-')", job);
         return -1;
     }
     if ((jfd = job_open (st, job, why, sizeof (why))) < 0) {
         if (errno == EPERM) {   /* an untrusted folder on the way: why says which */
-            say (err, len, "%s", why);
+            errprintf (err, len, "%s", why);
             return -1;
         }
         return job_error (st, job, jp, err, len);
@@ -614,7 +593,7 @@ int store_list (const struct store *st, const char *job, int with_partial,
              * hand: not trustworthy, treat as partial. */
             if (!json_object_object_get_ex (m, "generation", &g) || json_object_get_int (g) != gens[i]
                 || !json_object_object_get_ex (m, "job", &g) || strcmp (json_object_get_string (g), job)) {
-                say (why, sizeof (why), "manifest names another job or generation");
+                errprintf (why, sizeof (why), "manifest names another job or generation");
                 json_object_put (m);
                 m = NULL;
             }
@@ -643,9 +622,7 @@ int store_prune (const struct store *st, const char *job, int keep, json_object 
     int ncommitted = 0, newest = 0, seen = 0, count = 0;
 
     if (keep < 0) {
-        say (err, len, "cannot keep a negative number of generations");
-        errno = EINVAL;
-        return -1;
+        return errnprintf (err, len, EINVAL, "cannot keep a negative number of generations");
     }
     if (store_list (st, job, 1, &gens, err, len) < 0)
         return -1;
@@ -674,10 +651,10 @@ int store_prune (const struct store *st, const char *job, int keep, json_object 
             continue;
         if (store_gen_abort (st, job, g) < 0) {
             int saved = errno;
-            say (err, len, "cannot remove generation %d of job %s: %s%s", g, job,
-                      strerror (saved), (saved == EACCES || saved == EPERM) && geteuid () != 0
-                      ? " (generations belong to root: ibcrd's retention removes them, or "
-                      "root runs ibcr prune)" : "");
+            errprintf (err, len, "cannot remove generation %d of job %s: %s%s", g, job,
+                            strerror (saved), (saved == EACCES || saved == EPERM) && geteuid () != 0
+                            ? " (generations belong to root: ibcrd's retention removes them, or "
+                            "root runs ibcr prune)" : "");
             json_object_put (gens);
             errno = saved;
             return -1;

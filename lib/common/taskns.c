@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "taskns.h"
+#include "errbuf.h"
 
 #ifndef CAP_CHECKPOINT_RESTORE
 #define CAP_CHECKPOINT_RESTORE 40
@@ -242,11 +243,9 @@ int taskns_become (const struct taskns_as *as, char *err, size_t len)
      * user namespace is the user's to arrange (mounts, the criu path),
      * and root must not act inside it. */
     if (own && same_ns (as->ns_pid, "user") != 1) {
-        snprintf (err, len, "process %ld is in a user namespace (made by its user, or it "
-                  "left the task's namespaces): refusing to run criu inside it",
-                  (long)as->ns_pid);
-        errno = EPERM;
-        return -1;
+        return errnprintf (err, len, EPERM, "process %ld is in a user namespace (made by its user, or it "
+                           "left the task's namespaces): refusing to run criu inside it",
+                           (long)as->ns_pid);
     }
     if (own) {
         char path[64];
