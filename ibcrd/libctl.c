@@ -13,13 +13,7 @@
 
 #include "common/proto.h"
 #include "libctl.h"
-
-static long now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
+#include "common/clock.h"
 
 /* "rank R" or "rank R pid P": which process of the node i is. */
 static const char *who (const int *ranks, const pid_t *pids, int i, char *buf, size_t len)
@@ -38,7 +32,7 @@ int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n,
     char w[64];
     struct proto_reader *rd = calloc (n ? n : 1, sizeof (*rd));
     json_object **got = calloc (n ? n : 1, sizeof (*got));
-    long deadline = now_ms () + timeout_ms;
+    long deadline = mono_ms () + timeout_ms;
     int pending = n, saved = EIO;
 
     if (!rd || !got) {
@@ -72,7 +66,7 @@ int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n,
     }
     while (pending > 0) {
         struct pollfd pfd[n];
-        int idx[n], np = 0, left = (int)(deadline - now_ms ());
+        int idx[n], np = 0, left = (int)(deadline - mono_ms ());
 
         for (int i = 0; i < n; i++)
             if (!got[i]) {

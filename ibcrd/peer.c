@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "peer.h"
+#include "common/clock.h"
 
 #define PEER_MAX_CONNS 256
 #define PEER_ACCEPT_PAUSE_MS 1000
@@ -130,17 +131,9 @@ int peer_port (struct peer *p)
     return p->port;
 }
 
-static long now_ms (void)
-{
-    struct timespec ts;
-
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 int peer_timer (struct peer *p)
 {
-    long now = now_ms (), best = -1, idle = (long)p->conf->peer_idle_timeout;
+    long now = mono_ms (), best = -1, idle = (long)p->conf->peer_idle_timeout;
 
     for (struct pconn *c = p->conns, *next; c; c = next) {
         next = c->next;
@@ -160,12 +153,12 @@ int peer_pollfds (struct peer *p, struct pollfd *pfd, int max)
 {
     int n = 0;
 
-    if (n < max && p->nconns >= PEER_MAX_CONNS && now_ms () - p->full_logged >= 10000) {
-        p->full_logged = now_ms ();
+    if (n < max && p->nconns >= PEER_MAX_CONNS && mono_ms () - p->full_logged >= 10000) {
+        p->full_logged = mono_ms ();
         log_msg (LOG_WARNING, "peer listener: all %d connections taken; new ones wait until "
                  "one closes or idles out (peer_idle_timeout)", PEER_MAX_CONNS);
     }
-    if (n < max && p->nconns < PEER_MAX_CONNS && now_ms () >= p->paused_until)
+    if (n < max && p->nconns < PEER_MAX_CONNS && mono_ms () >= p->paused_until)
         pfd[n++] = (struct pollfd){ .fd = p->lfd, .events = POLLIN };
     for (struct pconn *c = p->conns; c && n < max; c = c->next)
         pfd[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
@@ -262,10 +255,10 @@ static void accept_peers (struct peer *p)
 
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                if (now_ms () >= p->paused_until + 10000)
+                if (mono_ms () >= p->paused_until + 10000)
                     log_msg (LOG_ERR, "peer accept: %s; not accepting for %d ms",
                              strerror (errno), PEER_ACCEPT_PAUSE_MS);
-                p->paused_until = now_ms () + PEER_ACCEPT_PAUSE_MS;
+                p->paused_until = mono_ms () + PEER_ACCEPT_PAUSE_MS;
             }
             return;
         }
@@ -274,7 +267,7 @@ static void accept_peers (struct peer *p)
             return;
         }
         c->fd = fd;
-        c->last = now_ms ();
+        c->last = mono_ms ();
         snprintf (c->addr, sizeof (c->addr), "%s:%d", inet_ntoa (sa.sin_addr), ntohs (sa.sin_port));
         tv.tv_sec = p->conf->timeout_request / 1000;
         tv.tv_usec = (p->conf->timeout_request % 1000) * 1000;
@@ -323,7 +316,7 @@ void peer_dispatch (struct peer *p, struct pollfd *pfd, int n)
         }
         for (struct pconn *c = p->conns; c; c = c->next)
             if (c->fd == pfd[i].fd) {
-                c->last = now_ms ();
+                c->last = mono_ms ();
                 if (serve (p, c) < 0)
                     conn_close (p, c);
                 break;

@@ -254,14 +254,6 @@ done:
 
 static int is_leader (struct job *job);
 
-long mono_ms (void)
-{
-    struct timespec now;
-
-    clock_gettime (CLOCK_MONOTONIC, &now);
-    return now.tv_sec * 1000L + now.tv_nsec / 1000000L;
-}
-
 static int ranks_known (struct job *job)
 {
     int n = job->ntasks;

@@ -10,6 +10,7 @@
 #include "common/ident.h"
 #include "common/peerauth.h"
 #include "common/proto.h"
+#include "common/clock.h"
 #include "jobs.h"
 
 #define SERVER_MAX_CLIENTS 1024
@@ -69,8 +70,6 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
  * someone asked (server_gen.c); called whenever a rank registers. */
 void try_resume_restored (struct server *s, struct job *job);
 
-/* CLOCK_MONOTONIC in ms (server_gen.c). */
-long mono_ms (void);
 
 /* A member node tells the leader it holds a rank (server_gen.c). */
 void join_leader (struct server *s, struct job *job, int rank);

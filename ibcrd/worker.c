@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "worker.h"
+#include "common/fds.h"
 
 static int log_syslog, log_level = LOG_INFO;
 
@@ -19,23 +20,6 @@ void worker_set_log (int to_syslog, int level)
 {
     log_syslog = to_syslog;
     log_level = level;
-}
-
-static void close_others (int asker, const int *keep, int nkeep)
-{
-    DIR *d = opendir ("/proc/self/fd");
-    struct dirent *e;
-
-    if (!d)
-        return;
-    while ((e = readdir (d))) {
-        int fd = atoi (e->d_name), kept = fd <= 2 || fd == dirfd (d) || fd == asker;
-        for (int i = 0; i < nkeep && !kept; i++)
-            kept = keep[i] == fd;
-        if (!kept)
-            close (fd);
-    }
-    closedir (d);
 }
 
 /* In the child: signals as a plain process, only our fds, our log. */
@@ -54,7 +38,11 @@ static void child_setup (int asker_fd, const int *keep, int nkeep)
     sigaction (SIGPIPE, &sa, NULL);
     sigemptyset (&none);
     sigprocmask (SIG_SETMASK, &none, NULL);
-    close_others (asker_fd, keep, nkeep);
+    int kept[nkeep + 1];
+    for (int i = 0; i < nkeep; i++)
+        kept[i] = keep[i];
+    kept[nkeep] = asker_fd;
+    fds_close_except (kept, nkeep + 1);
     log_open ("ibcrd", log_syslog ? LOG_TO_SYSLOG : LOG_TO_STDERR, log_level);
 }
 

@@ -21,17 +21,11 @@
 #include "common/proto.h"
 #include "common/taskns.h"
 #include "sp_reg.h"
-
-static long now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
+#include "common/clock.h"
 
 static int left_ms (long deadline)
 {
-    long left = deadline - now_ms ();
+    long left = deadline - mono_ms ();
     return left > 0 ? (int)left : 0;
 }
 
@@ -163,7 +157,7 @@ static int exchange_or_close (int fd, const char *path, json_object *req, long d
 
 int sp_reg_open (const char *path, int timeout_ms, char *err, size_t errlen)
 {
-    long deadline = now_ms () + timeout_ms;
+    long deadline = mono_ms () + timeout_ms;
     int fd;
 
     if ((fd = connect_deadline (path, deadline)) < 0) {
@@ -180,7 +174,7 @@ int sp_reg_open (const char *path, int timeout_ms, char *err, size_t errlen)
 int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t app_pid,
                      int timeout_ms, char *err, size_t errlen)
 {
-    long deadline = now_ms () + timeout_ms;
+    long deadline = mono_ms () + timeout_ms;
     json_object *req = proto_new ("register");
 
     if (req && (proto_set_str (req, "job", id->job) < 0
@@ -210,7 +204,7 @@ int sp_reg_term (int fd, const struct sp_task_id *id, int wait_ms, char *err, si
 {
     /* ibcrd answers at wait_ms at the latest; a little more for the
      * answer to arrive, then give up on it. */
-    long deadline = now_ms () + wait_ms + 2000;
+    long deadline = mono_ms () + wait_ms + 2000;
     json_object *req = proto_new ("term");
 
     if (req && (proto_set_str (req, "job", id->job) < 0
@@ -224,7 +218,7 @@ int sp_reg_term (int fd, const struct sp_task_id *id, int wait_ms, char *err, si
 int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeout_ms,
                        char *err, size_t errlen)
 {
-    long deadline = now_ms () + timeout_ms;
+    long deadline = mono_ms () + timeout_ms;
     json_object *req;
     int fd;
 
@@ -240,7 +234,7 @@ int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeou
 int sp_reg_resume (int fd, const struct sp_task_id *id, int timeout_ms, char *err,
                    size_t errlen)
 {
-    long deadline = now_ms () + timeout_ms;
+    long deadline = mono_ms () + timeout_ms;
     json_object *req = proto_new ("resume-restored");
 
     if (req && proto_set_str (req, "job", id->job) < 0)

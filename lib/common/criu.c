@@ -15,6 +15,8 @@
 #include "criu.h"
 #include "taskns.h"
 #include "errbuf.h"
+#include "clock.h"
+#include "fds.h"
 
 void criu_log_errors (const char *log, int max, char *buf, size_t len)
 {
@@ -47,29 +49,6 @@ void criu_log_errors (const char *log, int max, char *buf, size_t len)
     fclose (f);
 }
 
-/* In the child: close every fd above 2 except those in keep. */
-static void close_others (const int *keep, int nkeep)
-{
-    DIR *d = opendir ("/proc/self/fd");
-    struct dirent *e;
-    int dfd = d ? dirfd (d) : -1;
-
-    if (!d)
-        return;
-    while ((e = readdir (d))) {
-        int fd = atoi (e->d_name), kept = 0;
-        if (fd <= 2 || fd == dfd)
-            continue;
-        for (int i = 0; i < nkeep; i++)
-            kept |= keep[i] == fd;
-        if (!kept)
-            close (fd);
-        else
-            fcntl (fd, F_SETFD, 0);
-    }
-    closedir (d);
-}
-
 pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int nkeep,
                      const struct taskns_as *as)
 {
@@ -91,7 +70,10 @@ pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int n
         dup2 (as && as->uid != 0 && lfd >= 0 ? lfd : nul, 1);
         dup2 (lfd >= 0 ? lfd : nul, 2);
     }
-    close_others (keep, nkeep);
+    fds_close_except (keep, nkeep);
+    for (int i = 0; i < nkeep; i++)
+        if (keep[i] > 2)
+            fcntl (keep[i], F_SETFD, 0);        /* criu inherits them */
     /* The binary is found here, before any namespace is entered: inside
      * one, the path could name something else. */
     int xfd = open (argv[0], O_PATH | O_CLOEXEC);
@@ -133,13 +115,6 @@ pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkee
     return criu_start_as (argv, log, keep, nkeep, NULL);
 }
 
-static long now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
               int timeout_ms, char *err, size_t len)
 {
@@ -149,7 +124,7 @@ int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
 int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep,
                  const struct taskns_as *as, int timeout_ms, char *err, size_t len)
 {
-    long deadline = now_ms () + timeout_ms;
+    long deadline = mono_ms () + timeout_ms;
     char errs[1024];
     int status, saved;
     pid_t pid, w;
@@ -171,7 +146,7 @@ int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep
         if (w < 0 && errno != EINTR) {
             return errprintf (err, len, "lost track of criu (pid %ld): %s", (long)pid, strerror (errno));
         }
-        if (timeout_ms >= 0 && now_ms () > deadline) {
+        if (timeout_ms >= 0 && mono_ms () > deadline) {
             kill (pid, SIGKILL);
             waitpid (pid, &status, 0);
             criu_log_errors (log, 3, errs, sizeof (errs));

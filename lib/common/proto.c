@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "clock.h"
 
 static void put_be32 (unsigned char *p, uint32_t v)
 {
@@ -152,13 +153,6 @@ int proto_decode (const char *buf, size_t len, json_object **msg)
     return 0;
 }
 
-static long now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /* Read exactly len bytes.  Returns bytes read (short only at EOF), or -1.
  * deadline < 0: no timeout. */
 static ssize_t read_full (int fd, void *buf, size_t len, long deadline)
@@ -169,7 +163,7 @@ static ssize_t read_full (int fd, void *buf, size_t len, long deadline)
         ssize_t n;
         if (deadline >= 0) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
-            long left = deadline - now_ms ();
+            long left = deadline - mono_ms ();
             int rc;
             if (left < 0)
                 left = 0;
@@ -207,7 +201,7 @@ static ssize_t read_full (int fd, void *buf, size_t len, long deadline)
 int proto_recv_timeout (int fd, size_t cap, int timeout_ms, json_object **msg)
 {
     unsigned char hdr[PROTO_HDR_LEN];
-    long deadline = timeout_ms < 0 ? -1 : now_ms () + timeout_ms;
+    long deadline = timeout_ms < 0 ? -1 : mono_ms () + timeout_ms;
     uint32_t len;
     ssize_t n;
     char *buf;
