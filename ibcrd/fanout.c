@@ -103,7 +103,7 @@ static void watch (struct gen *g, struct gen_member *m)
 
 /* m failed in phase (died, hung, unreachable, unauthenticated): named in
  * g->err, and left out of every later request of this generation. */
-static int member_lost (struct gen *g, struct gen_member *m, const char *phase,
+static int member_lost (struct gen *g, struct gen_member *m, enum gen_phase phase,
                         const char *why)
 {
     char msg[1400];
@@ -120,7 +120,7 @@ static int member_lost (struct gen *g, struct gen_member *m, const char *phase,
 /* Send body (its "to" and "rid" set here) to m: on its session when it
  * has one, else on a fresh connection to port in a MUNGE envelope; its
  * reply is then awaited. */
-static int post (struct gen *g, struct gen_member *m, int port, const char *phase,
+static int post (struct gen *g, struct gen_member *m, int port, enum gen_phase phase,
                  json_object *body)
 {
     struct timeval tv = { .tv_sec = g->conf->timeout_request / 1000,
@@ -134,8 +134,8 @@ static int post (struct gen *g, struct gen_member *m, int port, const char *phas
         if (!(env = peerauth_seal (&m->ses, body, err, sizeof (err))))
             return gen_fail (g, phase, err);
         if (proto_send (m->fd, env) < 0) {
-            snprintf (why, sizeof (why), "cannot send the %s request: %s", phase,
-                      strerror (errno));
+            snprintf (why, sizeof (why), "cannot send the %s request: %s",
+                      phase_name (phase), strerror (errno));
             json_object_put (env);
             return member_lost (g, m, phase, why);
         }
@@ -159,8 +159,8 @@ static int post (struct gen *g, struct gen_member *m, int port, const char *phas
     /* A member that stopped reading cannot hold us past the timeout. */
     setsockopt (m->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
     if (proto_send (m->fd, env) < 0) {
-        snprintf (why, sizeof (why), "cannot send the %s request to %s:%d: %s", phase,
-                  m->host, port, strerror (errno));
+        snprintf (why, sizeof (why), "cannot send the %s request to %s:%d: %s",
+                  phase_name (phase), m->host, port, strerror (errno));
         json_object_put (env);
         return member_lost (g, m, phase, why);
     }
@@ -174,7 +174,7 @@ static int post (struct gen *g, struct gen_member *m, int port, const char *phas
 /* Read what m sent: 1 and *rep when its reply to the request awaited is
  * complete, 2 when it answered gen-begin "busy" (m->busy), 0 when more is
  * to come, -1 (g->err) when it failed. */
-static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
+static int take_reply (struct gen *g, struct gen_member *m, enum gen_phase phase,
                        json_object **rep)
 {
     char err[1024], why[1200];
@@ -224,7 +224,7 @@ static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
         const char *itype = proto_type (in) ? proto_type (in) : "";
         /* Its worker of the last generation has answered "end" but not
          * exited yet: fan_begin asks again. */
-        if (!strcmp (phase, "begin") && !strcmp (itype, "error")
+        if (phase == PHASE_BEGIN && !strcmp (itype, "error")
             && proto_get_int (in, "errno", 0) == EBUSY) {
             m->busy = 1;
             json_object_put (in);
@@ -245,10 +245,10 @@ static int take_reply (struct gen *g, struct gen_member *m, const char *phase,
     }
 }
 
-static int fan_wait_ (struct gen *g, const char *phase, json_object **replies,
+static int fan_wait_ (struct gen *g, enum gen_phase phase, json_object **replies,
                       uint64_t timeout_ms);
 
-int fan_wait (struct gen *g, const char *phase, json_object **replies, uint64_t timeout_ms)
+int fan_wait (struct gen *g, enum gen_phase phase, json_object **replies, uint64_t timeout_ms)
 {
     double c0 = cpu_ms ();
     int rc = fan_wait_ (g, phase, replies, timeout_ms);
@@ -257,7 +257,7 @@ int fan_wait (struct gen *g, const char *phase, json_object **replies, uint64_t 
     return rc;
 }
 
-static int fan_wait_ (struct gen *g, const char *phase, json_object **replies,
+static int fan_wait_ (struct gen *g, enum gen_phase phase, json_object **replies,
                       uint64_t timeout_ms)
 {
     double deadline = gen_now_ms () + (double)timeout_ms;
@@ -280,7 +280,7 @@ static int fan_wait_ (struct gen *g, const char *phase, json_object **replies,
             char why[256];
             int first = 1;
             snprintf (why, sizeof (why), "no reply to %s within %llu ms (hung, or its "
-                      "network is down)%s", phase, (unsigned long long)timeout_ms,
+                      "network is down)%s", phase_name (phase), (unsigned long long)timeout_ms,
                       pending > 1 ? "; other nodes were silent too" : "");
             for (int i = 0; i < g->nmembers; i++) {
                 struct gen_member *m = &g->members[i];
@@ -355,9 +355,9 @@ void fan_put (struct gen *g, json_object **replies)
     }
 }
 
-static int fan_send_ (struct gen *g, const char *phase, json_object *extra);
+static int fan_send_ (struct gen *g, enum gen_phase phase, json_object *extra);
 
-int fan_send (struct gen *g, const char *phase, json_object *extra)
+int fan_send (struct gen *g, enum gen_phase phase, json_object *extra)
 {
     double c0 = cpu_ms ();
     int rc = fan_send_ (g, phase, extra);
@@ -366,7 +366,7 @@ int fan_send (struct gen *g, const char *phase, json_object *extra)
     return rc;
 }
 
-static int fan_send_ (struct gen *g, const char *phase, json_object *extra)
+static int fan_send_ (struct gen *g, enum gen_phase phase, json_object *extra)
 {
     for (int i = 0; i < g->nmembers; i++) {
         struct gen_member *m = &g->members[i];
@@ -379,7 +379,7 @@ static int fan_send_ (struct gen *g, const char *phase, json_object *extra)
             return gen_fail (g, phase, "out of memory");
         proto_set_str (body, "job", g->job);
         proto_set_int (body, "gen", g->gen);
-        proto_set_str (body, "phase", phase);
+        proto_set_str (body, "phase", phase_name (phase));
         if (extra) {
             json_object_object_foreach (extra, key, val)
                 json_object_object_add (body, key, json_object_get (val));
@@ -402,7 +402,7 @@ static int session_open (struct gen *g, struct gen_member *m, const unsigned cha
 
     if ((m->fd = peer_connect (m->host, m->wport, (int)g->conf->timeout_connect, err,
                                sizeof (err))) < 0)
-        return member_lost (g, m, "begin", err);
+        return member_lost (g, m, PHASE_BEGIN, err);
     watch (g, m);
     proto_reader_init (&m->rd, PROTO_DEFAULT_CAP);
     setsockopt (m->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
@@ -435,7 +435,7 @@ static int begin_post (struct gen *g, struct gen_member *m, const unsigned char 
     int rc;
 
     if (!body)
-        return gen_fail (g, "begin", "out of memory");
+        return gen_fail (g, PHASE_BEGIN, "out of memory");
     proto_set_str (body, "job", g->job);
     proto_set_int (body, "gen", g->gen);
     proto_set_str (body, "trigger", g->trigger);
@@ -443,7 +443,7 @@ static int begin_post (struct gen *g, struct gen_member *m, const unsigned char 
     proto_set_bool (body, "leave_running", g->leave_running);
     peerauth_key_hex (key, hex);
     proto_set_str (body, "session_key", hex);
-    rc = post (g, m, m->port, "begin", body);
+    rc = post (g, m, m->port, PHASE_BEGIN, body);
     explicit_bzero (hex, sizeof (hex));
     json_object_put (body);
     return rc;
@@ -472,12 +472,12 @@ static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
     for (int i = 0; i < g->nmembers; i++)
         rep[i] = NULL;
     if (!keys)
-        return gen_fail (g, "begin", "out of memory");
+        return gen_fail (g, PHASE_BEGIN, "out of memory");
     /* A session key per member and generation. */
     for (int i = 0; i < g->nmembers; i++) {
         if (peerauth_key_new (keys[i]) < 0) {
             free (keys);
-            return gen_fail (g, "begin", "cannot make a session key");
+            return gen_fail (g, PHASE_BEGIN, "cannot make a session key");
         }
         g->members[i].busy = 1;     /* not asked yet */
     }
@@ -493,7 +493,7 @@ static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
             }
         if (!asked || rc < 0)
             break;
-        rc = fan_wait (g, "begin", rep, timeout_ms);
+        rc = fan_wait (g, PHASE_BEGIN, rep, timeout_ms);
         for (int i = 0; i < g->nmembers; i++)
             if (rep[i]) {
                 begin_reply (g, &g->members[i], rep[i]);
@@ -511,7 +511,7 @@ static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
                     char why[256];
                     snprintf (why, sizeof (why), "still busy with another generation after "
                               "%llu ms", (unsigned long long)timeout_ms);
-                    member_lost (g, &g->members[i], "begin", why);
+                    member_lost (g, &g->members[i], PHASE_BEGIN, why);
                     break;
                 }
             rc = -1;

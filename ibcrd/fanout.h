@@ -32,13 +32,13 @@ int fan_begin (struct gen *g, uint64_t timeout_ms);
 /* "gen-phase" {phase, extra's keys} on the session of every member that
  * is not lost.  -1 with g->err when one cannot be sent to (it is marked lost;
  * those already sent to stay awaited). */
-int fan_send (struct gen *g, const char *phase, json_object *extra);
+int fan_send (struct gen *g, enum gen_phase phase, json_object *extra);
 
 /* Wait until every member sent to has answered, or the first failure,
  * or timeout_ms.  replies[i] (if not NULL) gets member i's reply, owned
  * by the caller, also when it fails (NULL for a member that did not
  * answer): fan_put() them.  -1 with g->err. */
-int fan_wait (struct gen *g, const char *phase, json_object **replies, uint64_t timeout_ms);
+int fan_wait (struct gen *g, enum gen_phase phase, json_object **replies, uint64_t timeout_ms);
 void fan_put (struct gen *g, json_object **replies);
 
 #endif

@@ -26,7 +26,7 @@
 #define DRAIN_MAX_ROUNDS 100000
 
 /* This node's part of a phase, in its timeline. */
-static int local_part (struct gen *g, const char *phase, int (*fn) (struct gen *))
+static int local_part (struct gen *g, enum gen_phase phase, int (*fn) (struct gen *))
 {
     double t = gen_now_ms ();
     int rc;
@@ -42,7 +42,7 @@ static int local_part (struct gen *g, const char *phase, int (*fn) (struct gen *
  * replies are awaited together; replies[i] (if not NULL) gets member i's
  * (fan_put them, also on failure).  -1 with g->err naming the node on the
  * first failure. */
-static int phase_all (struct gen *g, const char *phase, int (*local) (struct gen *),
+static int phase_all (struct gen *g, enum gen_phase phase, int (*local) (struct gen *),
                       json_object *extra, json_object **replies, uint64_t timeout_ms)
 {
     for (int i = 0; replies && i < g->nmembers; i++)
@@ -71,16 +71,18 @@ static void gather (struct gen *g, json_object **replies, const char *key, json_
  * its port and its tasks' manifest entries. */
 static int gen_begin (struct gen *g)
 {
+    gen_enter (g, PHASE_BEGIN);
     return fan_begin (g, g->conf->timeout_request);
 }
 
 /* A phase that asks every process for one thing and gathers nothing, on
  * every node at once; its duration into *took. */
-static int gen_step (struct gen *g, const char *phase, int (*local) (struct gen *),
+static int gen_step (struct gen *g, enum gen_phase phase, int (*local) (struct gen *),
                      uint64_t timeout_ms, double *took)
 {
     double t0 = gen_now_ms ();
 
+    gen_enter (g, phase);
     gen_progress (g, phase, 0, 0, 1);
     if (phase_all (g, phase, local, NULL, NULL, timeout_ms) < 0)
         return -1;
@@ -90,7 +92,7 @@ static int gen_step (struct gen *g, const char *phase, int (*local) (struct gen 
 
 static int gen_quiesce (struct gen *g)
 {
-    return gen_step (g, "quiesce", genl_quiesce, g->conf->timeout_quiesce, &g->t_quiesce);
+    return gen_step (g, PHASE_QUIESCE, genl_quiesce, g->conf->timeout_quiesce, &g->t_quiesce);
 }
 
 /* Rounds of reports from every process until every connection of the job
@@ -101,7 +103,8 @@ static int gen_drain (struct gen *g)
     json_object *rep[g->nmembers + 1];
     char why[512] = "", err[700];
 
-    gen_progress (g, "drain", 0, 0, 1);
+    gen_enter (g, PHASE_DRAIN);
+    gen_progress (g, PHASE_DRAIN, 0, 0, 1);
     for (int round = 0;; round++) {
         json_object *all = json_object_new_array (), *x = json_object_new_object ();
         int done;
@@ -111,12 +114,12 @@ static int gen_drain (struct gen *g)
             rep[i] = NULL;
         double tl = gen_now_ms ();
         int lrc = -1;
-        if (fan_send (g, "drain", x) == 0) {
-            timeline_open (g->span, "drain", tl);
+        if (fan_send (g, PHASE_DRAIN, x) == 0) {
+            timeline_open (g->span, PHASE_DRAIN, tl);
             lrc = genl_drain_round (g, round, all);
-            timeline_close (g->span, "drain", gen_now_ms (), gen_now_ms () - tl, lrc < 0);
+            timeline_close (g->span, PHASE_DRAIN, gen_now_ms (), gen_now_ms () - tl, lrc < 0);
         }
-        if (lrc < 0 || fan_wait (g, "drain", rep, g->conf->timeout_drain) < 0) {
+        if (lrc < 0 || fan_wait (g, PHASE_DRAIN, rep, g->conf->timeout_drain) < 0) {
             fan_put (g, rep);
             json_object_put (all);
             json_object_put (x);
@@ -135,14 +138,14 @@ static int gen_drain (struct gen *g)
         done = drain_done (arr, n, why, sizeof (why));
         json_object_put (all);
         if (done < 0)
-            return gen_fail (g, "drain", "malformed drain report from libibcr");
+            return gen_fail (g, PHASE_DRAIN, "malformed drain report from libibcr");
         g->drain_rounds = round + 1;
         if (done)
             break;
         if (gen_now_ms () > deadline || round >= DRAIN_MAX_ROUNDS) {
             snprintf (err, sizeof (err), "not drained after %d rounds (%s); raise "
                       "timeout_drain if the job's messages are very large", round + 1, why);
-            return gen_fail (g, "drain", err);
+            return gen_fail (g, PHASE_DRAIN, err);
         }
         usleep (round < 10 ? 100 : 1000);
     }
@@ -152,18 +155,18 @@ static int gen_drain (struct gen *g)
 
 static int gen_release (struct gen *g)
 {
-    return gen_step (g, "release", genl_release, g->conf->timeout_quiesce, &g->t_release);
+    return gen_step (g, PHASE_RELEASE, genl_release, g->conf->timeout_quiesce, &g->t_release);
 }
 
 /* This node's dump counts only if the ibcrd that asked for it outlived it. */
 static int gen_dump_here (struct gen *g)
 {
-    return genl_dump (g) < 0 || gen_daemon_gone (g, "dump") ? -1 : 0;
+    return genl_dump (g) < 0 || gen_daemon_gone (g, PHASE_DUMP) ? -1 : 0;
 }
 
 static int gen_dump (struct gen *g)
 {
-    return gen_step (g, "dump", gen_dump_here, g->conf->timeout_dump, &g->t_dump);
+    return gen_step (g, PHASE_DUMP, gen_dump_here, g->conf->timeout_dump, &g->t_dump);
 }
 
 /* Rebuild: ids of every process gathered, handed to every process. */
@@ -173,16 +176,17 @@ static int gen_rebuild (struct gen *g)
     double t0 = gen_now_ms ();
     int rc;
 
-    gen_progress (g, "rebuild", 0, 0, 1);
+    gen_enter (g, PHASE_REBUILD);
+    gen_progress (g, PHASE_REBUILD, 0, 0, 1);
     for (int i = 0; i < g->nmembers; i++)
         rep[i] = NULL;
-    if ((rc = fan_send (g, "rebuild", NULL)) == 0) {
+    if ((rc = fan_send (g, PHASE_REBUILD, NULL)) == 0) {
         double tl = gen_now_ms ();
-        timeline_open (g->span, "rebuild", tl);
+        timeline_open (g->span, PHASE_REBUILD, tl);
         rc = genl_rebuild_ids (g, procs);
-        timeline_close (g->span, "rebuild", gen_now_ms (), gen_now_ms () - tl, rc < 0);
+        timeline_close (g->span, PHASE_REBUILD, gen_now_ms (), gen_now_ms () - tl, rc < 0);
     }
-    if (rc < 0 || fan_wait (g, "rebuild", rep, g->conf->timeout_rebuild) < 0) {
+    if (rc < 0 || fan_wait (g, PHASE_REBUILD, rep, g->conf->timeout_rebuild) < 0) {
         fan_put (g, rep);
         json_object_put (procs);
         return -1;
@@ -192,14 +196,15 @@ static int gen_rebuild (struct gen *g)
     json_object_object_add (x, "procs", json_object_get (procs));
     /* Everyone's ids first, then everyone connects: the connect phase's
      * requests carry the whole table, so they go before our own. */
-    if ((rc = fan_send (g, "connect", x)) == 0) {
+    gen_enter (g, PHASE_CONNECT);
+    if ((rc = fan_send (g, PHASE_CONNECT, x)) == 0) {
         double tl = gen_now_ms ();
-        timeline_open (g->span, "connect", tl);
+        timeline_open (g->span, PHASE_CONNECT, tl);
         rc = genl_connect (g, procs);
-        timeline_close (g->span, "connect", gen_now_ms (), gen_now_ms () - tl, rc < 0);
+        timeline_close (g->span, PHASE_CONNECT, gen_now_ms (), gen_now_ms () - tl, rc < 0);
     }
     if (rc == 0)
-        rc = fan_wait (g, "connect", NULL, g->conf->timeout_rebuild);
+        rc = fan_wait (g, PHASE_CONNECT, NULL, g->conf->timeout_rebuild);
     json_object_put (x);
     json_object_put (procs);
     g->t_rebuild = gen_now_ms () - t0;
@@ -208,7 +213,7 @@ static int gen_rebuild (struct gen *g)
 
 static int gen_resume (struct gen *g)
 {
-    return gen_step (g, "resume", genl_resume, g->conf->timeout_quiesce, &g->t_resume);
+    return gen_step (g, PHASE_RESUME, genl_resume, g->conf->timeout_quiesce, &g->t_resume);
 }
 
 static json_object *manifest_meta (struct gen *g, json_object *tasks)
@@ -245,7 +250,8 @@ static int gen_commit (struct gen *g, json_object *tasks)
     json_object *meta, *rep[g->nmembers + 1], *nodes;
     int rc;
 
-    if (phase_all (g, "copy", genl_copy, NULL, rep, g->conf->timeout_commit) < 0) {
+    gen_enter (g, PHASE_COPY);
+    if (phase_all (g, PHASE_COPY, genl_copy, NULL, rep, g->conf->timeout_commit) < 0) {
         fan_put (g, rep);
         return -1;
     }
@@ -253,9 +259,10 @@ static int gen_commit (struct gen *g, json_object *tasks)
         g->bytes += (uint64_t)proto_get_int (rep[i], "bytes", 0);
     fan_put (g, rep);
     g->t_commit = gen_now_ms () - t0;
-    if (gen_daemon_gone (g, "copy to storage"))
+    if (gen_daemon_gone (g, PHASE_COPY))
         return -1;
-    gen_progress (g, "commit", g->bytes, g->bytes, 1);
+    gen_enter (g, PHASE_COMMIT);
+    gen_progress (g, PHASE_COMMIT, g->bytes, g->bytes, 1);
     meta = manifest_meta (g, json_object_get (tasks));
     nodes = json_object_new_array ();
     json_object_array_add (nodes, json_object_new_string (g->conf->node));
@@ -265,7 +272,7 @@ static int gen_commit (struct gen *g, json_object *tasks)
     rc = store_gen_commit (&st, g->job, g->gen, g->uid, g->gid, meta, err, sizeof (err));
     json_object_put (meta);
     if (rc < 0)
-        return gen_fail (g, "commit", err);
+        return gen_fail (g, PHASE_COMMIT, err);
     g->t_commit = gen_now_ms () - t0;
     json_object *removed = json_object_new_array ();
     if (store_prune (&st, g->job, g->conf->retention, removed, err, sizeof (err)) < 0)
@@ -285,8 +292,14 @@ static void gen_abort (struct gen *g)
 {
     struct store st = { .root = g->conf->storage, .cluster = g->conf->cluster };
     char first[sizeof (g->err)];
+    enum gen_phase first_phase = g->err_phase;
+    json_object *why = json_object_new_object ();
 
     memcpy (first, g->err, sizeof (first));
+    /* The members hear why: each reports it as its own generation's end
+     * (older members ignore the key). */
+    json_object_object_add (why, "why", json_object_new_string (first));
+    gen_enter (g, PHASE_ABORT);
     if (g->released) {
         /* The rebuild is job-wide: QPs reconnect across nodes. */
         if (gen_rebuild (g) < 0)
@@ -295,12 +308,15 @@ static void gen_abort (struct gen *g)
     /* Every member still reachable, at once; one that fails here is
      * logged and the others are still awaited.  The lost ones' sessions
      * are closed already, which is their abort. */
-    fan_send (g, "abort", NULL);
-    while (fan_wait (g, "abort", NULL, g->conf->timeout_rebuild) < 0)
+    gen_enter (g, PHASE_ABORT);
+    fan_send (g, PHASE_ABORT, why);
+    json_object_put (why);
+    while (fan_wait (g, PHASE_ABORT, NULL, g->conf->timeout_rebuild) < 0)
         log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);
     g->released = 0;
     genl_undo (g);
     memcpy (g->err, first, sizeof (first));
+    g->err_phase = first_phase;
     genl_cleanup (g, 0);
     if (g->gen > 0 && store_gen_abort (&st, g->job, g->gen) < 0)
         log_msg (LOG_ERR, "job %s gen %d: abort: cannot remove the partial generation: %s",
@@ -331,7 +347,9 @@ static int gen_restored (struct gen *g)
         fan_fini (g);
         return -1;
     }
-    if (fan_send (g, "end", NULL) < 0 || fan_wait (g, "end", NULL, g->conf->timeout_request) < 0)
+    gen_enter (g, PHASE_END);
+    if (fan_send (g, PHASE_END, NULL) < 0
+        || fan_wait (g, PHASE_END, NULL, g->conf->timeout_request) < 0)
         log_msg (LOG_WARNING, "job %s: end: %s", g->job, g->err);
     fan_fini (g);
     log_msg (LOG_INFO, "job %s: restored tasks rebuilt and resumed (rebuild %.1f ms)", g->job,
@@ -353,7 +371,7 @@ int gen_run (struct gen *g)
     fan_init (g);
     if (store_gen_begin (&st, g->job, g->uid, g->gid, &g->gen, dir, sizeof (dir), err,
                          sizeof (err)) < 0) {
-        gen_fail (g, "begin", err);
+        gen_fail (g, PHASE_BEGIN, err);
         goto abort;
     }
     snprintf (g->staging, sizeof (g->staging), "%s/%s/gen-%d", g->conf->staging, g->job,
@@ -378,7 +396,9 @@ int gen_run (struct gen *g)
              g->t_release, g->t_dump, g->t_rebuild, g->t_resume);
     if (gen_commit (g, tasks) < 0)
         goto abort;
-    if (fan_send (g, "end", NULL) < 0 || fan_wait (g, "end", NULL, g->conf->timeout_request) < 0)
+    gen_enter (g, PHASE_END);
+    if (fan_send (g, PHASE_END, NULL) < 0
+        || fan_wait (g, PHASE_END, NULL, g->conf->timeout_request) < 0)
         log_msg (LOG_WARNING, "job %s gen %d: end: %s", g->job, g->gen, g->err);
     genl_cleanup (g, 1);
     log_msg (LOG_INFO, "job %s gen %d: committed, %llu bytes, copy %.1f ms", g->job, g->gen,
@@ -425,4 +445,25 @@ json_object *gen_reply (const struct gen *g, int rc)
     }
     json_object_object_add (o, "rebuild_ms", json_object_new_double (g->t_rebuild));
     return o;
+}
+
+void gen_report_end (struct gen *g, int rc)
+{
+    json_object *o;
+
+    if (g->report_fd < 0 || !(o = proto_new ("worker-end")))
+        return;
+    proto_set_str (o, "job", g->job);
+    proto_set_int (o, "gen", g->gen);
+    proto_set_str (o, "result", rc < 0 ? "aborted" : g->kind == GEN_RESTORED ? "resumed"
+                   : "committed");
+    if (rc < 0) {
+        proto_set_str (o, "phase", phase_name (g->err_phase));
+        /* g->err is under 2 KiB: the frame stays under GEN_REPORT_CAP. */
+        proto_set_str (o, "error", g->err[0] ? g->err : "(no reason recorded)");
+    }
+    if (proto_send (g->report_fd, o) < 0)
+        log_msg (LOG_WARNING, "job %s gen %d: cannot tell ibcrd how the generation ended: %s",
+                 g->job, g->gen, strerror (errno));
+    json_object_put (o);
 }

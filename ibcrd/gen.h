@@ -25,6 +25,7 @@
 #include "common/ident.h"
 #include "common/peerauth.h"
 #include "common/proto.h"
+#include "phase.h"
 #include "timeline.h"
 
 /* Processes of one task that use verbs, each with its own libibcr
@@ -60,7 +61,7 @@ struct gen_member {
     int lost;               /* died, hung or unreachable: asked nothing more */
     int busy;               /* answered gen-begin with EBUSY: asked again */
     double t_sent;          /* when that request went (gen_now_ms) */
-    struct gen_span span[PH_COUNT];     /* its timeline (timeline.h) */
+    struct gen_span span[PHASE_COUNT];     /* its timeline (timeline.h) */
 };
 
 enum gen_kind {
@@ -86,15 +87,18 @@ struct gen {
     int member_lfd;         /* member: where the leader reaches this worker */
     struct peerauth_session ses;    /* member: its session with the leader */
     int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
+    int report_fd;          /* the daemon hears its phase and end here (worker.h), or -1 */
     unsigned rid;           /* leader: the last request id given (fanout.c) */
     int epfd;               /* leader: epoll over the members' connections */
     double t0, t0_wall;     /* leader: its start, gen_now_ms () and epoch s */
     double fan_cpu_ms;      /* leader: CPU spent sending and reading requests */
     double begin_cpu_ms;    /* leader: of which for gen-begin (MUNGE) */
-    struct gen_span span[PH_COUNT];     /* leader: this node's own timeline */
+    struct gen_span span[PHASE_COUNT];     /* leader: this node's own timeline */
 
     /* Filled while it runs. */
     int gen;                /* generation number, once begun */
+    int phase;              /* its enum gen_phase now (gen_enter), -1 before the first */
+    enum gen_phase err_phase;   /* the phase g->err names */
     int quiesced, released, dumped;
     char staging[4096];     /* <staging>/<job>/gen-N */
     double t_quiesce, t_drain, t_release, t_dump, t_rebuild, t_resume, t_commit;
@@ -115,6 +119,20 @@ int gen_run (struct gen *g);
  * or "error" with g->err. */
 json_object *gen_reply (const struct gen *g, int rc);
 
+/* The worker's reports to the daemon on g->report_fd (worker.h), each a
+ * proto.h frame under GEN_REPORT_CAP bytes:
+ *   "worker-phase" {job, gen, phase}    it entered phase (phase.h's name)
+ *   "worker-end" {job, gen, result, phase?, error?}   its last message:
+ *       result "committed" (this node's part of a committed generation),
+ *       "resumed" (a restart's rebuild), or "aborted", then with the
+ *       phase that failed first and g->err.
+ * Bounded so that the daemon's reader never holds more. */
+#define GEN_REPORT_CAP 8192
+
+/* Send the "worker-end" report for the outcome rc (gen_run's or
+ * gen_member_serve's); nothing when g->report_fd < 0. */
+void gen_report_end (struct gen *g, int rc);
+
 /* Member: serve the leader's phase requests on g->member_lfd until the
  * generation ends (gen_member.c).  0 when it committed. */
 int gen_member_serve (struct gen *g);
@@ -134,13 +152,23 @@ void genl_undo (struct gen *g);
 
 /* Helpers shared by the three files. */
 double gen_now_ms (void);
-int gen_fail (struct gen *g, const char *phase, const char *why);
+
+/* g->err = "PHASE: why" (and g->err_phase); returns -1. */
+int gen_fail (struct gen *g, enum gen_phase phase, const char *why);
 void gen_append (char *dst, size_t len, size_t *off, const char *s);
-int gen_daemon_gone (struct gen *g, const char *phase);
+
+/* The ibcrd that started this worker died: -1 with g->err (its work in
+ * phase is void), else 0. */
+int gen_daemon_gone (struct gen *g, enum gen_phase phase);
+
+/* This node's worker is now in phase: g->phase, and the daemon is told
+ * (worker.h's report) when it changed. */
+void gen_enter (struct gen *g, enum gen_phase phase);
 
 /* Tell whoever asked (g->progress_fd) that phase runs, done of total
  * bytes (0 and 0 when it moves no bytes).  At most every 200 ms unless
  * force (a new phase); a client gone is not an error. */
-void gen_progress (struct gen *g, const char *phase, uint64_t done, uint64_t total, int force);
+void gen_progress (struct gen *g, enum gen_phase phase, uint64_t done, uint64_t total,
+                   int force);
 
 #endif

@@ -59,7 +59,7 @@ static void ctl_set_free (struct ctl_set *cs)
 }
 
 /* 0, or -1 with g->err (out of memory) naming phase. */
-static int ctl_set_get (struct gen *g, struct ctl_set *cs, const char *phase)
+static int ctl_set_get (struct gen *g, struct ctl_set *cs, enum gen_phase phase)
 {
     int max = 1;
 
@@ -84,7 +84,7 @@ static int ctl_set_get (struct gen *g, struct ctl_set *cs, const char *phase)
 }
 
 /* One request to every process, replies into cs->rep when gather. */
-static int ctl_round (struct gen *g, const char *phase, struct ctl_set *cs, const char *type,
+static int ctl_round (struct gen *g, enum gen_phase phase, struct ctl_set *cs, const char *type,
                       json_object *extra, const char *want, int gather, uint64_t timeout_ms)
 {
     char err[1024];
@@ -97,7 +97,7 @@ static int ctl_round (struct gen *g, const char *phase, struct ctl_set *cs, cons
 }
 
 /* A phase that asks every process one thing and gathers nothing. */
-static int ctl_phase (struct gen *g, const char *phase, const char *type, json_object *extra,
+static int ctl_phase (struct gen *g, enum gen_phase phase, const char *type, json_object *extra,
                       const char *want, uint64_t timeout_ms)
 {
     struct ctl_set cs;
@@ -111,7 +111,7 @@ static int ctl_phase (struct gen *g, const char *phase, const char *type, json_o
 }
 
 /* A phase whose replies are appended to out. */
-static int ctl_gather (struct gen *g, const char *phase, const char *type, json_object *extra,
+static int ctl_gather (struct gen *g, enum gen_phase phase, const char *type, json_object *extra,
                        const char *want, uint64_t timeout_ms, json_object *out)
 {
     struct ctl_set cs;
@@ -139,21 +139,39 @@ void gen_append (char *dst, size_t len, size_t *off, const char *s)
     dst[*off] = '\0';
 }
 
-int gen_fail (struct gen *g, const char *phase, const char *why)
+int gen_fail (struct gen *g, enum gen_phase phase, const char *why)
 {
     char tmp[sizeof (g->err)];
     size_t off = 0;
 
-    gen_append (tmp, sizeof (tmp), &off, phase);
+    g->err_phase = phase;
+    gen_append (tmp, sizeof (tmp), &off, phase_name (phase));
     gen_append (tmp, sizeof (tmp), &off, ": ");
     gen_append (tmp, sizeof (tmp), &off, why);
     memcpy (g->err, tmp, off + 1);
     return -1;
 }
 
-/* The daemon that owns the job's registrations died (kill -9, crash): its
- * successor knows nothing of this generation, so it must not commit. */
-void gen_progress (struct gen *g, const char *phase, uint64_t done, uint64_t total, int force)
+void gen_enter (struct gen *g, enum gen_phase phase)
+{
+    json_object *o;
+
+    if (g->phase == (int)phase)
+        return;
+    g->phase = phase;
+    if (g->report_fd < 0 || !(o = proto_new ("worker-phase")))
+        return;
+    proto_set_str (o, "job", g->job);
+    proto_set_int (o, "gen", g->gen);
+    proto_set_str (o, "phase", phase_name (phase));
+    /* A daemon gone only stops hearing from us: the generation goes on. */
+    if (proto_send (g->report_fd, o) < 0)
+        g->report_fd = -1;
+    json_object_put (o);
+}
+
+void gen_progress (struct gen *g, enum gen_phase phase, uint64_t done, uint64_t total,
+                   int force)
 {
     double now = gen_now_ms ();
     json_object *o;
@@ -165,7 +183,7 @@ void gen_progress (struct gen *g, const char *phase, uint64_t done, uint64_t tot
         return;
     proto_set_str (o, "job", g->job);
     proto_set_int (o, "generation", g->gen);
-    proto_set_str (o, "phase", phase);
+    proto_set_str (o, "phase", phase_name (phase));
     proto_set_int (o, "done", (int64_t)done);
     proto_set_int (o, "total", (int64_t)total);
     /* A client that left or stopped reading only loses its progress. */
@@ -174,21 +192,23 @@ void gen_progress (struct gen *g, const char *phase, uint64_t done, uint64_t tot
     json_object_put (o);
 }
 
-int gen_daemon_gone (struct gen *g, const char *phase)
+/* The daemon that owns the job's registrations died (kill -9, crash): its
+ * successor knows nothing of this generation, so it must not commit. */
+int gen_daemon_gone (struct gen *g, enum gen_phase phase)
 {
     char why[256];
 
     if (!g->daemon || getppid () == g->daemon)
         return 0;
     snprintf (why, sizeof (why), "ibcrd (pid %ld) died during the %s; the generation is "
-              "void (restart ibcrd; the job runs on)", (long)g->daemon, phase);
+              "void (restart ibcrd; the job runs on)", (long)g->daemon, phase_name (phase));
     return gen_fail (g, phase, why);
 }
 
 /* Quiesce: application threads stop at libibcr's gate. */
 int genl_quiesce (struct gen *g)
 {
-    if (ctl_phase (g, "quiesce", CKPT_QUIESCE, NULL, CKPT_QUIESCED,
+    if (ctl_phase (g, PHASE_QUIESCE, CKPT_QUIESCE, NULL, CKPT_QUIESCED,
                    g->conf->timeout_quiesce) < 0)
         return -1;
     g->quiesced = 1;
@@ -202,7 +222,7 @@ int genl_drain_round (struct gen *g, int round, json_object *reports)
     int rc;
 
     json_object_object_add (x, "round", json_object_new_int (round));
-    rc = ctl_gather (g, "drain", CKPT_DRAIN, x, CKPT_DRAIN_REPORT, g->conf->timeout_drain,
+    rc = ctl_gather (g, PHASE_DRAIN, CKPT_DRAIN, x, CKPT_DRAIN_REPORT, g->conf->timeout_drain,
                      reports);
     json_object_put (x);
     return rc;
@@ -217,7 +237,7 @@ int genl_release (struct gen *g)
     for (int i = 0; i < g->ntasks; i++)
         if (g->tasks[i].nctl > 0)
             g->released = 1;
-    return ctl_phase (g, "release", CKPT_RELEASE, NULL, CKPT_RELEASED,
+    return ctl_phase (g, PHASE_RELEASE, CKPT_RELEASE, NULL, CKPT_RELEASED,
                       g->conf->timeout_quiesce);
 }
 
@@ -529,7 +549,7 @@ int genl_dump (struct gen *g)
     if (lock >= 0)
         close (lock);
     if (failed >= 0)
-        return gen_fail (g, "dump", msg);
+        return gen_fail (g, PHASE_DUMP, msg);
     /* Each task's dump in its manifest entry, in ms from this node's dump
      * phase: the dumps of tasks in namespaces of their own overlap. */
     for (int i = 0; i < g->ntasks; i++)
@@ -551,7 +571,7 @@ int genl_dump (struct gen *g)
  * answers its new real ids, appended to ids. */
 int genl_rebuild_ids (struct gen *g, json_object *ids)
 {
-    return ctl_gather (g, "rebuild", CKPT_REBUILD, NULL, CKPT_IDS, g->conf->timeout_rebuild,
+    return ctl_gather (g, PHASE_REBUILD, CKPT_REBUILD, NULL, CKPT_IDS, g->conf->timeout_rebuild,
                        ids);
 }
 
@@ -563,7 +583,7 @@ int genl_connect (struct gen *g, json_object *procs)
     int rc;
 
     json_object_object_add (x, "procs", json_object_get (procs));
-    rc = ctl_phase (g, "rebuild (connect)", CKPT_CONNECT, x, CKPT_CONNECTED,
+    rc = ctl_phase (g, PHASE_CONNECT, CKPT_CONNECT, x, CKPT_CONNECTED,
                     g->conf->timeout_rebuild);
     json_object_put (x);
     if (rc == 0)
@@ -574,7 +594,7 @@ int genl_connect (struct gen *g, json_object *procs)
 /* Resume: application threads go on. */
 int genl_resume (struct gen *g)
 {
-    if (ctl_phase (g, "resume", CKPT_RESUME, NULL, CKPT_RESUMED,
+    if (ctl_phase (g, PHASE_RESUME, CKPT_RESUME, NULL, CKPT_RESUMED,
                    g->conf->timeout_quiesce) < 0)
         return -1;
     g->quiesced = 0;
@@ -656,7 +676,7 @@ static void copy_progress (void *arg, uint64_t more)
     struct gen *g = arg;
 
     g->copy_done += more;
-    gen_progress (g, "copy", g->copy_done, g->copy_total, 0);
+    gen_progress (g, PHASE_COPY, g->copy_done, g->copy_total, 0);
 }
 
 int genl_copy (struct gen *g)
@@ -666,14 +686,14 @@ int genl_copy (struct gen *g)
     double t0 = gen_now_ms ();
 
     if (store_gen_path (&st, g->job, g->gen, gdir, sizeof (gdir)) < 0)
-        return gen_fail (g, "commit", "bad job name");
+        return gen_fail (g, PHASE_COPY, "bad job name");
     g->copy_done = g->copy_total = 0;
     for (int i = 0; i < g->ntasks && g->progress_fd >= 0; i++) {
         char src[PATH_MAX + 32];
         snprintf (src, sizeof (src), "%s/task-%d", g->staging, g->tasks[i].rank);
         g->copy_total += imgcopy_dir_size (src);
     }
-    gen_progress (g, "copy", 0, g->copy_total, 1);
+    gen_progress (g, PHASE_COPY, 0, g->copy_total, 1);
     for (int i = 0; i < g->ntasks; i++) {
         char src[PATH_MAX + 32], dst[PATH_MAX + 32];
         uint64_t bytes;
@@ -682,7 +702,7 @@ int genl_copy (struct gen *g)
         snprintf (dst, sizeof (dst), "%s/task-%d", gdir, g->tasks[i].rank);
         if (imgcopy_dir (src, dst, g->conf->compression, &bytes, err, sizeof (err),
                          copy_progress, g) < 0)
-            return gen_fail (g, "commit", err);
+            return gen_fail (g, PHASE_COPY, err);
         g->bytes += bytes;
     }
     g->t_commit = gen_now_ms () - t0;

@@ -36,53 +36,81 @@ enum { MEMBER_OK, MEMBER_ENDED, MEMBER_ABORTED };
 /* One phase on this node; the reply, and *state when the generation ends. */
 static json_object *serve_phase (struct gen *g, json_object *m, int *state)
 {
-    const char *phase = proto_get_str (m, "phase", "");
+    const char *name = proto_get_str (m, "phase", "");
+    int phase = phase_from_name (name);
     json_object *o = NULL, *arr;
     double t0 = gen_now_ms ();
     int rc = 0;
 
     if (strcmp (proto_get_str (m, "job", ""), g->job) || proto_get_int (m, "gen", -1) != g->gen)
-        return proto_error (phase, EINVAL, "node %s: this worker serves job %s generation %d",
+        return proto_error (name, EINVAL, "node %s: this worker serves job %s generation %d",
                             g->conf->node, g->job, g->gen);
+    if (phase < 0 || phase == PHASE_BEGIN || phase == PHASE_COMMIT)
+        return proto_error (name, EINVAL, "node %s: no phase \"%.64s\" here", g->conf->node,
+                            name);
     if (!(o = proto_new ("ok")))
         return NULL;
-    proto_set_str (o, "request", phase);
-    if (!strcmp (phase, "quiesce"))
+    proto_set_str (o, "request", name);
+    gen_enter (g, (enum gen_phase)phase);
+    switch ((enum gen_phase)phase) {
+    case PHASE_QUIESCE:
         rc = genl_quiesce (g);
-    else if (!strcmp (phase, "drain")) {
+        break;
+    case PHASE_DRAIN:
         arr = json_object_new_array ();
         rc = genl_drain_round (g, (int)proto_get_int (m, "round", 0), arr);
         json_object_object_add (o, "reports", arr);
-    } else if (!strcmp (phase, "release"))
+        break;
+    case PHASE_RELEASE:
         rc = genl_release (g);
-    else if (!strcmp (phase, "dump"))
-        rc = genl_dump (g) < 0 || gen_daemon_gone (g, "dump") ? -1 : 0;
-    else if (!strcmp (phase, "rebuild")) {
+        break;
+    case PHASE_DUMP:
+        rc = genl_dump (g) < 0 || gen_daemon_gone (g, PHASE_DUMP) ? -1 : 0;
+        break;
+    case PHASE_REBUILD:
         arr = json_object_new_array ();
         rc = genl_rebuild_ids (g, arr);
         json_object_object_add (o, "ids", arr);
-    } else if (!strcmp (phase, "connect")) {
+        break;
+    case PHASE_CONNECT: {
         json_object *procs = NULL;
         json_object_object_get_ex (m, "procs", &procs);
         rc = genl_connect (g, procs);
-    } else if (!strcmp (phase, "resume"))
+        break;
+    }
+    case PHASE_RESUME:
         rc = genl_resume (g);
-    else if (!strcmp (phase, "copy")) {
-        rc = genl_copy (g) < 0 || gen_daemon_gone (g, "copy to storage") ? -1 : 0;
+        break;
+    case PHASE_COPY:
+        rc = genl_copy (g) < 0 || gen_daemon_gone (g, PHASE_COPY) ? -1 : 0;
         proto_set_int (o, "bytes", (int64_t)g->bytes);
-    } else if (!strcmp (phase, "end")) {
+        break;
+    case PHASE_END:
         genl_cleanup (g, 1);
         *state = MEMBER_ENDED;
-    } else if (!strcmp (phase, "abort")) {
+        break;
+    case PHASE_ABORT: {
+        /* Why the leader aborted is this node's outcome too (its own
+         * failure, if it had one, was the leader's reason). */
+        char why[sizeof (g->err)];
+        snprintf (why, sizeof (why), "the leader aborted the generation: %s",
+                  proto_get_str (m, "why", "(no reason given)"));
+        if (!g->err[0])
+            gen_fail (g, PHASE_ABORT, why);
         genl_undo (g);
         genl_cleanup (g, 0);
         *state = MEMBER_ABORTED;
-    } else
-        rc = gen_fail (g, phase, "unknown phase");
+        break;
+    }
+    case PHASE_BEGIN:
+    case PHASE_COMMIT:
+    case PHASE_COUNT:
+        break;
+    }
     if (rc < 0) {
         json_object_put (o);
         log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
-        return proto_error (phase, EIO, "%s", g->err);  /* the leader names the node */
+        return proto_error (name, EIO, "%s", g->err);   /* the leader names the node */
     }
     /* This node's own time in the phase, for the leader's timeline. */
     json_object_object_add (o, "ms", json_object_new_double (gen_now_ms () - t0));
@@ -93,7 +121,8 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
  * trusted any more. */
 static int member_give_up (struct gen *g, const char *why)
 {
-    gen_fail (g, "member", why);
+    gen_fail (g, g->phase >= 0 ? (enum gen_phase)g->phase : PHASE_BEGIN, why);
+    gen_enter (g, PHASE_ABORT);
     log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
     genl_undo (g);
     genl_cleanup (g, 0);

@@ -7,12 +7,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/proto.h"
 #include "common/store.h"
 #include "jobs.h"
+#include "phase.h"
 
 struct jobs {
     struct job *head;
@@ -31,6 +33,10 @@ static void job_free (struct job *job)
         free (t);
     }
     json_object_put (job->last_generation);
+    if (job->report_fd >= 0) {
+        proto_reader_fini (&job->report_rd);
+        close (job->report_fd);
+    }
     free (job);
 }
 
@@ -501,6 +507,8 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
         job->uid = (uid_t)owner;
         job->slurm = jobs_is_slurm_id (id);
         job->since = time (NULL);
+        job->report_fd = -1;
+        job->phase = -1;
         job->next = j->head;
         j->head = job;
     }
@@ -620,6 +628,12 @@ json_object *jobs_job_json (const struct job *job)
     proto_set_int (o, "interval_ms", (int64_t)job->interval_ms);
     proto_set_int (o, "last_gen", job->last_gen);
     proto_set_bool (o, "checkpointing", job->worker != 0);
+    /* Only while a generation runs: where its worker is now. */
+    if (job->worker && job->phase >= 0) {
+        proto_set_str (o, "phase", phase_name (job->phase));
+        if (job->phase_gen > 0)
+            proto_set_int (o, "running_gen", job->phase_gen);
+    }
     if (job->last_error[0])
         proto_set_str (o, "last_error", job->last_error);
     if (job->leader[0])

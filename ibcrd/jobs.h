@@ -31,6 +31,7 @@
 #include "common/conf.h"
 #include "common/ident.h"
 #include "common/proc.h"
+#include "common/proto.h"
 
 /* A process of a task that uses verbs: libibcr in it holds a control
  * connection of its own.  A task may have several (a program that forks
@@ -91,10 +92,21 @@ struct job {
     int leader_port;            /* its peer port */
     pid_t worker;               /* generation running (its worker), or 0 */
     int worker_kind;            /* its enum gen_kind */
-    int last_gen;               /* last generation committed here, 0 none */
+    int report_fd;              /* its reports (gen.h's "worker-phase", "worker-end"), or -1 */
+    struct proto_reader report_rd;
+    int phase;                  /* the phase it reported last (phase.h), -1 none */
+    int phase_gen;              /* the generation it works on, 0 not numbered yet */
+    int reported_end;           /* it sent its "worker-end" */
+    /* What the workers reported, for "ibcr status" (server_gen.c):
+     * last_gen is the newest generation whose part on this node
+     * committed while this ibcrd ran (0: none yet; the store lists the
+     * older ones); last_error is why the newest generation (or restart)
+     * that did not succeed failed, kept until a later one succeeds, so
+     * that "" means the job's newest attempt went well. */
+    int last_gen;
     int nmembers;               /* leader: the other nodes that joined */
     struct job_member members[JOB_MAX_MEMBERS];
-    char last_error[512];       /* why the last generation failed, "" ok */
+    char last_error[2048];
     json_object *last_generation;   /* leader: its timeline (timeline.h), or NULL */
     struct task *tasks;
     struct job *next;

@@ -125,6 +125,12 @@ int server_pollfds (struct server *s, struct pollfd *pfd, int max)
 {
     int n = 0;
 
+    /* The workers' reports first: one that answered its asker has told
+     * the daemon its end before, and a "status" the asker sends next must
+     * see it (server_dispatch keeps this order). */
+    for (struct job *job = jobs_first (s->jobs); job && n < max; job = job->next)
+        if (job->report_fd >= 0)
+            pfd[n++] = (struct pollfd){ .fd = job->report_fd, .events = POLLIN };
     if (n < max && s->nclients < SERVER_MAX_CLIENTS && mono_ms () >= s->accept_paused_until)
         pfd[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
     /* A lent connection is the worker's: reading it here would steal
@@ -682,6 +688,14 @@ void server_dispatch (struct server *s, struct pollfd *pfd, int n)
             accept_clients (s);
             continue;
         }
+        struct job *job;
+        for (job = jobs_first (s->jobs); job; job = job->next)
+            if (job->report_fd == pfd[i].fd) {
+                server_worker_report (s, job);
+                break;
+            }
+        if (job)
+            continue;
         for (struct client *c = s->clients; c; c = c->next)
             if (c->fd == pfd[i].fd) {
                 if (serve_client (s, c) < 0)

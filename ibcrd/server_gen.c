@@ -10,6 +10,8 @@
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 #include "common/proto.h"
 #include "gen.h"
 #include "peer.h"
+#include "phase.h"
 #include "server.h"
 #include "server_int.h"
 #include "slurm_hook.h"
@@ -175,6 +178,38 @@ static void lend_ctls (struct server *s, struct job *job, pid_t pid)
         }
 }
 
+/* The worker's report channel (gen.h): a socket pair, the daemon's end
+ * into job, the worker's end into *wfd (closed here once forked).  0, or
+ * -1 with errno. */
+static int report_open (struct job *job, int *wfd)
+{
+    int sv[2];
+
+    if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    if (job->report_fd >= 0) {      /* a worker's that was never reaped */
+        proto_reader_fini (&job->report_rd);
+        close (job->report_fd);
+    }
+    job->report_fd = sv[0];
+    proto_reader_init (&job->report_rd, GEN_REPORT_CAP);
+    job->phase = -1;
+    job->phase_gen = 0;
+    job->reported_end = 0;
+    *wfd = sv[1];
+    return 0;
+}
+
+/* The worker did not start: its channel goes. */
+static void report_close (struct job *job)
+{
+    if (job->report_fd >= 0) {
+        proto_reader_fini (&job->report_rd);
+        close (job->report_fd);
+    }
+    job->report_fd = -1;
+}
+
 /* Fork the worker of a generation of job; asker (may be NULL) gets the
  * reply from the worker and leaves this loop.  0 or -1 with errno; why in
  * job->last_error when a task is no longer the process that registered
@@ -183,11 +218,11 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
                       const char *trigger, int leave_running, struct client *asker,
                       int progress)
 {
-    struct gen g = { 0 };
+    struct gen g = { .report_fd = -1 };
     /* On the heap: a job may hold up to max_ranks tasks here. */
     struct gen_task *tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
-    int *keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 1, sizeof (*keep)), nkeep = 0;
-    int n = 0;
+    int *keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 2, sizeof (*keep)), nkeep = 0;
+    int n = 0, wfd = -1;
     struct gen_member *members = calloc ((size_t)job->nmembers + 1, sizeof (*members));
     struct passwd *pw = getpwuid (job->uid);
     pid_t pid = -1;
@@ -232,8 +267,17 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     g.nmembers = job->nmembers;
     g.members = members;
     g.progress_fd = asker && progress ? asker->fd : -1;
-    if ((pid = worker_start (&g, asker ? asker->fd : -1, keep, nkeep)) < 0)
+    if (report_open (job, &wfd) < 0)
         goto done;
+    g.report_fd = keep[nkeep++] = wfd;
+    pid = worker_start (&g, asker ? asker->fd : -1, keep, nkeep);
+    saved = errno;
+    close (wfd);
+    errno = saved;
+    if (pid < 0) {
+        report_close (job);
+        goto done;
+    }
     job->worker = pid;
     job->worker_kind = kind;
     slurm_hook_gen_started (job, kind, trigger);
@@ -383,6 +427,84 @@ void try_resume_restored (struct server *s, struct job *job)
         log_err (errno, "job %s: cannot start the rebuild of its restored tasks", job->id);
 }
 
+/* job->last_error = "generation N: " (or "restart: " for gen 0) and the
+ * text, control characters made '?': it may quote what a task or CRIU
+ * wrote, and "ibcr status" prints it on a terminal. */
+static void __attribute__ ((format (printf, 3, 4)))
+report_error (struct job *job, int gen, const char *fmt, ...)
+{
+    char *e = job->last_error;
+    size_t len = sizeof (job->last_error);
+    int off = gen > 0 ? snprintf (e, len, "generation %d: ", gen)
+              : snprintf (e, len, "%s", job->worker_kind == GEN_RESTORED ? "restart: " : "");
+    va_list ap;
+
+    va_start (ap, fmt);
+    vsnprintf (e + off, len - (size_t)off, fmt, ap);
+    va_end (ap);
+    for (unsigned char *p = (unsigned char *)e; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?';
+}
+
+/* One report of job's worker (gen.h).  It is root's own child, but a
+ * malformed one is only logged: nothing in it is used unchecked. */
+static void worker_report (struct job *job, json_object *m)
+{
+    const char *type = proto_type (m);
+    int64_t gen = proto_get_int (m, "gen", -1);
+    int phase = phase_from_name (proto_get_str (m, "phase", NULL));
+
+    if (gen < 0 || gen > INT32_MAX || strcmp (proto_get_str (m, "job", ""), job->id)) {
+        log_msg (LOG_WARNING, "job %s: worker %ld: report for another job or generation "
+                 "ignored", job->id, (long)job->worker);
+        return;
+    }
+    if (!strcmp (type, "worker-phase") && phase >= 0) {
+        job->phase = phase;
+        job->phase_gen = (int)gen;
+        return;
+    }
+    if (strcmp (type, "worker-end")) {
+        log_msg (LOG_WARNING, "job %s: worker %ld: unknown report \"%.32s\" ignored", job->id,
+                 (long)job->worker, type);
+        return;
+    }
+    const char *result = proto_get_str (m, "result", "");
+    job->reported_end = 1;
+    if (!strcmp (result, "committed") || !strcmp (result, "resumed")) {
+        if (!strcmp (result, "committed") && gen > 0)
+            job->last_gen = (int)gen;
+        job->last_error[0] = '\0';
+    } else
+        report_error (job, (int)gen, "%s", proto_get_str (m, "error", "(no reason given)"));
+}
+
+void server_worker_report (struct server *s, struct job *job)
+{
+    (void)s;
+    while (job->report_fd >= 0) {
+        json_object *m = NULL;
+        int rc = proto_reader_read (&job->report_rd, job->report_fd, &m);
+
+        if (rc == 1) {
+            worker_report (job, m);
+            json_object_put (m);
+            continue;
+        }
+        if (rc == 0)
+            return;
+        if (errno == EMSGSIZE || errno == EPROTO) {
+            log_msg (LOG_WARNING, "job %s: worker %ld: %s report dropped", job->id,
+                     (long)job->worker, errno == EMSGSIZE ? "oversized" : "malformed");
+            continue;
+        }
+        /* Its end closed (it exited, or a send timed out): nothing more
+         * will come. */
+        report_close (job);
+    }
+}
+
 void server_worker_done (struct server *s, pid_t pid, int status)
 {
     struct job *job;
@@ -397,7 +519,22 @@ void server_worker_done (struct server *s, pid_t pid, int status)
             break;
     if (!job)
         return;
+    /* It has exited: all it reported is in the channel. */
+    server_worker_report (s, job);
+    report_close (job);
+    if (!job->reported_end && status != 0) {
+        char why[256];
+        if (status > 128)
+            snprintf (why, sizeof (why), "killed by signal %d", status - 128);
+        else
+            snprintf (why, sizeof (why), "ended with status %d without a report", status);
+        report_error (job, job->phase_gen, "its worker (pid %ld) was %s%s%s", (long)pid,
+                      why, job->phase >= 0 ? " in phase " : "",
+                      job->phase >= 0 ? phase_name (job->phase) : "");
+    }
     job->worker = 0;
+    job->phase = -1;
+    job->phase_gen = 0;
     if (job->worker_kind == GEN_CHECKPOINT && is_leader (job)) {
         /* What the leader's worker saw of its generation, for status. */
         json_object *tl = timeline_load (s->conf->staging, job->id);
@@ -497,9 +634,9 @@ static long restore_deadlines (struct server *s)
         ended[0] = '\0';
         if (job) {
             missing_ranks (job, miss, sizeof (miss));
+            char why[256];
             for (struct task *t = job->tasks; t; t = t->next)
-                if (t->restored && t->pid > 0
-                    && jobs_task_check (job, t, job->last_error, sizeof (job->last_error)) == 0
+                if (t->restored && t->pid > 0 && jobs_task_check (job, t, why, sizeof (why)) == 0
                     && kill (t->pid, SIGKILL) == 0 && off + 16 < sizeof (ended))
                     off += (size_t)snprintf (ended + off, sizeof (ended) - off, "%s%d",
                                              off ? ", " : "", t->rank);
@@ -510,6 +647,11 @@ static long restore_deadlines (struct server *s)
                  c->resume_job, strchr (miss, ',') ? "s" : "", miss,
                  s->conf->timeout_restore / 1000.0, strchr (ended, ',') ? "s" : "",
                  ended[0] ? ended : "(none)", s->conf->node);
+        if (job)
+            snprintf (job->last_error, sizeof (job->last_error), "restart: rank%s %s not "
+                      "restored within timeout_restore (%.1f s); restored rank%s %s ended",
+                      strchr (miss, ',') ? "s" : "", miss, s->conf->timeout_restore / 1000.0,
+                      strchr (ended, ',') ? "s" : "", ended[0] ? ended : "(none)");
         json_object *o = proto_error ("resume-restored", ETIMEDOUT, "job %s: restart failed: "
                                       "rank%s %s of %d did not come back within "
                                       "timeout_restore (%.1f s); the restored ranks were "
@@ -648,7 +790,7 @@ static json_object *p_gen_begin (struct server *s, json_object *m)
                             s->conf->node);
     /* On the heap: a node may hold many tasks of one job. */
     tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
-    keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 1, sizeof (*keep));
+    keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 2, sizeof (*keep));
     if (tasks && keep)
         o = gen_begin_member (s, m, job, tasks, keep);
     free (tasks);
@@ -660,7 +802,7 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
                                      struct gen_task *tasks, int *keep)
 {
     const char *id = job->id;
-    struct gen g = { 0 };
+    struct gen g = { .report_fd = -1 };
     int nkeep = 0, n = 0, port;
     static char trigger[64];
     json_object *o;
@@ -720,13 +862,24 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     proto_set_str (o, "request", "gen-begin");
     proto_set_int (o, "port", port);
     json_object_object_add (o, "tasks", genl_tasks_json (&g));
-    pid = worker_start_member (&g, keep, nkeep);
+    int wfd = -1;
+    pid = report_open (job, &wfd) < 0 ? -1 : 0;
+    if (pid == 0) {
+        g.report_fd = keep[nkeep++] = wfd;
+        pid = worker_start_member (&g, keep, nkeep);
+        int e = errno;
+        close (wfd);
+        if (pid < 0)
+            report_close (job);
+        errno = e;
+    }
     peerauth_session_wipe (&g.ses);
     if (pid < 0) {
+        int e = errno;
         json_object_put (o);
         close (g.member_lfd);
-        return proto_error ("gen-begin", errno, "node %s: cannot fork: %s", s->conf->node,
-                            strerror (errno));
+        return proto_error ("gen-begin", e, "node %s: cannot start its worker: %s",
+                            s->conf->node, strerror (e));
     }
     close (g.member_lfd);
     job->worker = pid;

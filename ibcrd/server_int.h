@@ -70,6 +70,9 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
  * someone asked (server_gen.c); called whenever a rank registers. */
 void try_resume_restored (struct server *s, struct job *job);
 
+/* Read what job's worker reported (its phase, its end) into job; the
+ * channel is closed at its end (server_gen.c). */
+void server_worker_report (struct server *s, struct job *job);
 
 /* A member node tells the leader it holds a rank (server_gen.c). */
 void join_leader (struct server *s, struct job *job, int rank);

@@ -22,38 +22,19 @@
 #define TIMELINE_DIR ".timelines"
 #define TIMELINE_CAP (64 * 1024 * 1024)
 
-static const char *const names[PH_COUNT] = {
-    [PH_BEGIN] = "begin", [PH_QUIESCE] = "quiesce", [PH_DRAIN] = "drain",
-    [PH_RELEASE] = "release", [PH_DUMP] = "dump", [PH_REBUILD] = "rebuild",
-    [PH_CONNECT] = "connect", [PH_RESUME] = "resume", [PH_COPY] = "copy",
-    [PH_END] = "end", [PH_ABORT] = "abort",
-};
-
-int timeline_phase (const char *name)
+void timeline_open (struct gen_span *spans, enum gen_phase p, double now)
 {
-    for (int i = 0; i < PH_COUNT; i++)
-        if (!strcmp (names[i], name))
-            return i;
-    return -1;
-}
-
-void timeline_open (struct gen_span *spans, const char *phase, double now)
-{
-    int p = timeline_phase (phase);
-
-    if (p < 0)
+    if ((int)p < 0 || p >= PHASE_COUNT)
         return;
     if (!spans[p].n && !spans[p].open)
         spans[p].start = now;
     spans[p].open = 1;
 }
 
-void timeline_close (struct gen_span *spans, const char *phase, double now, double node_ms,
+void timeline_close (struct gen_span *spans, enum gen_phase p, double now, double node_ms,
                      int failed)
 {
-    int p = timeline_phase (phase);
-
-    if (p < 0 || !spans[p].open)
+    if ((int)p < 0 || p >= PHASE_COUNT || !spans[p].open)
         return;
     spans[p].open = 0;
     spans[p].end = now;
@@ -69,7 +50,7 @@ static json_object *node_json (const struct gen *g, const char *node, int leader
 
     json_object_object_add (o, "node", json_object_new_string (node));
     json_object_object_add (o, "leader", json_object_new_boolean (leader));
-    for (int p = 0; p < PH_COUNT; p++) {
+    for (int p = 0; p < PHASE_COUNT; p++) {
         const struct gen_span *s = &spans[p];
         json_object *e;
         if (!s->n && !s->failed && !s->open)
@@ -83,7 +64,7 @@ static json_object *node_json (const struct gen *g, const char *node, int leader
         json_object_object_add (e, "count", json_object_new_int (s->n));
         if (s->failed || s->open)
             json_object_object_add (e, "failed", json_object_new_boolean (1));
-        json_object_object_add (ph, names[p], e);
+        json_object_object_add (ph, phase_name (p), e);
     }
     json_object_object_add (o, "phases", ph);
     return o;

@@ -16,10 +16,7 @@
 
 #include <json-c/json.h>
 
-enum gen_phase_id {
-    PH_BEGIN, PH_QUIESCE, PH_DRAIN, PH_RELEASE, PH_DUMP, PH_REBUILD, PH_CONNECT,
-    PH_RESUME, PH_COPY, PH_END, PH_ABORT, PH_COUNT
-};
+#include "phase.h"
 
 struct gen_span {
     double start, end;      /* gen_now_ms () of the first request, last answer */
@@ -29,11 +26,9 @@ struct gen_span {
     int open;               /* a request is out */
 };
 
-/* The index of a phase name, or -1. */
-int timeline_phase (const char *name);
-
-void timeline_open (struct gen_span *spans, const char *phase, double now);
-void timeline_close (struct gen_span *spans, const char *phase, double now, double node_ms,
+/* spans[] has PHASE_COUNT entries, one per phase (phase.h). */
+void timeline_open (struct gen_span *spans, enum gen_phase phase, double now);
+void timeline_close (struct gen_span *spans, enum gen_phase phase, double now, double node_ms,
                      int failed);
 
 struct gen;

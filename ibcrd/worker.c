@@ -46,6 +46,14 @@ static void child_setup (int asker_fd, const int *keep, int nkeep)
     log_open ("ibcrd", log_syslog ? LOG_TO_SYSLOG : LOG_TO_STDERR, log_level);
 }
 
+/* In the child: no phase reported yet.  The reports are a few dozen
+ * short frames per generation, far below the socket pair's buffer, so
+ * sending them never waits for the daemon to read. */
+static void worker_report_setup (struct gen *g)
+{
+    g->phase = -1;
+}
+
 pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep)
 {
     pid_t pid = fork ();
@@ -54,7 +62,9 @@ pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep)
     if (pid != 0)
         return pid;
     child_setup (asker_fd, keep, nkeep);
+    worker_report_setup (g);
     rc = gen_run (g);
+    gen_report_end (g, rc);
     if (asker_fd >= 0) {
         json_object *rep = gen_reply (g, rc);
         if (rep && proto_send (asker_fd, rep) < 0)
@@ -68,11 +78,15 @@ pid_t worker_start (struct gen *g, int asker_fd, const int *keep, int nkeep)
 pid_t worker_start_member (struct gen *g, const int *keep, int nkeep)
 {
     pid_t pid = fork ();
+    int rc;
 
     if (pid != 0)
         return pid;
     child_setup (g->member_lfd, keep, nkeep);
-    _exit (gen_member_serve (g) == 0 ? 0 : 1);
+    worker_report_setup (g);
+    rc = gen_member_serve (g);
+    gen_report_end (g, rc);
+    _exit (rc == 0 ? 0 : 1);
 }
 
 pid_t worker_fork (int asker_fd)
