@@ -16,6 +16,22 @@ static void print_job (json_object *job)
 
     printf ("job %s  uid %lld  tasks %lld\n", proto_get_str (job, "job", "?"),
             (long long)proto_get_int (job, "uid", -1), (long long)proto_get_int (job, "ntasks", 0));
+    /* What the daemon's generation workers reported (ibcr(1)). */
+    if (proto_get_str (job, "phase", NULL)) {
+        int64_t running = proto_get_int (job, "running_gen", 0);
+        if (running > 0)
+            printf ("  checkpointing: generation %lld, phase %s\n", (long long)running,
+                    proto_get_str (job, "phase", "?"));
+        else
+            printf ("  checkpointing: phase %s\n", proto_get_str (job, "phase", "?"));
+    } else if (proto_get_bool (job, "checkpointing", 0))
+        printf ("  checkpointing: starting\n");
+    if (proto_get_int (job, "last_gen", 0) > 0)
+        printf ("  last generation: %lld\n", (long long)proto_get_int (job, "last_gen", 0));
+    else
+        printf ("  last generation: none committed since ibcrd started\n");
+    if (proto_get_str (job, "last_error", NULL))
+        printf ("  last error: %s\n", proto_get_str (job, "last_error", ""));
     if (!json_object_object_get_ex (job, "tasks", &tasks))
         return;
     printf ("  %-6s %-8s %-10s %-10s %s\n", "RANK", "STEP", "PID", "NODE", "VERBS PIDS");
