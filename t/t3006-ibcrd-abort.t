@@ -52,7 +52,15 @@ test_expect_success 'CRIU fails (established TCP connection): clear error, nothi
 	! test -e d/storage/local/tcp/gen-1 &&
 	! test -e d/staging/tcp/gen-1 &&
 	ibcrd_report tcp.out $APP | grep "pattern=ok" &&
-	grep "job tcp gen 1: aborted: dump" d/ibcrd.log
+	"$IBCR" status tcp --json >st.json &&
+	ibcrd_json_job last_error <st.json >lasterr &&
+	cat lasterr &&
+	grep "^generation 1: dump: rank 0 (pid [0-9]*): criu dump failed" lasterr &&
+	test "$(ibcrd_json_job last_gen <st.json)" = 0 &&
+	test -z "$(ibcrd_json_job phase <st.json)" &&
+	"$IBCR" status tcp >human &&
+	grep "^  last error: generation 1: dump: rank 0 (pid [0-9]*): criu dump failed" human &&
+	grep "^  last generation: none" human
 '
 
 test_expect_success 'storage fills up during the copy: ENOSPC aborts, the older generation stays' '
@@ -65,9 +73,16 @@ test_expect_success 'storage fills up during the copy: ENOSPC aborts, the older 
 	IBCR_SOCKET=$(ibcrd_sock f) &&
 	t6_start full 16 &&
 	"$IBCR" checkpoint full --wait &&
+	test "$(ibcrd_job_field full last_gen)" = "$(ibcrd_manifest_gen small/local/full/gen-1/manifest.json)" &&
+	test "$(ibcrd_job_field full last_gen)" = 1 &&
+	test -z "$(ibcrd_job_field full last_error)" &&
 	test_expect_code 1 "$IBCR" checkpoint full --wait 2>err &&
 	cat err &&
-	grep "generation 2 aborted in commit: cannot copy .*No space left on device (the checkpoint storage is full" err &&
+	grep "generation 2 aborted in copy: cannot copy .*No space left on device (the checkpoint storage is full" err &&
+	ibcrd_job_field full last_error >lasterr &&
+	cat lasterr &&
+	grep "^generation 2: copy: cannot copy .*No space left on device" lasterr &&
+	test "$(ibcrd_job_field full last_gen)" = 1 &&
 	test "$(ibcrd_gens full)" = "1 " &&
 	! test -e small/local/full/gen-2 &&
 	! test -e f/staging/full/gen-2 &&
@@ -98,7 +113,9 @@ test_expect_success 'ibcr run registers the task again with the restarted ibcrd'
 	ibcrd_wait_for grep -q "registered again with ibcrd" big.err &&
 	# the aborted number 2 is not given again
 	"$IBCR" checkpoint big --wait | grep "generation 3 committed" &&
-	test "$(ibcrd_gens big)" = "1 3 "
+	test "$(ibcrd_gens big)" = "1 3 " &&
+	test "$(ibcrd_job_field big last_gen)" = 3 &&
+	test -z "$(ibcrd_job_field big last_error)"
 '
 
 test_expect_success 'and the last good generation restores' '

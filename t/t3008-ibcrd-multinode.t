@@ -18,6 +18,17 @@ ibcr_require ROOT CRIU NETNS
 ibcrd_use_build
 unset IBCR_SOCKET
 
+# t8_last_gen_is HOST JOB N: HOST's ibcrd says JOB's last committed
+# generation is N.
+t8_last_gen_is() {
+	test "$(t8_ibcr $1 status $2 --json 2>/dev/null | ibcrd_json_job last_gen)" = "$3"
+}
+
+# t8_err_like HOST JOB PATTERN: JOB's last_error on HOST matches PATTERN.
+t8_err_like() {
+	t8_ibcr $1 status $2 --json 2>/dev/null | ibcrd_json_job last_error | grep -q "$3"
+}
+
 # t8_ibcr I ARGS: ibcr against host I's ibcrd, inside host I.
 t8_ibcr() {
 	t8_h=$1
@@ -73,7 +84,9 @@ test_expect_success 'a checkpoint on the leader commits both ranks in one genera
 	test -d shared/local/mj/gen-1/task-1 &&
 	grep "\"nodes\"" shared/local/mj/gen-1/manifest.json &&
 	t8_ibcr 1 verify mj &&
-	grep "job mj gen 1: member worker" h2/ibcrd.log &&
+	test "$(t8_ibcr 1 status mj --json | ibcrd_json_job last_gen)" = 1 &&
+	# the member took part: its own worker reports the generation committed
+	ibcrd_wait_for t8_last_gen_is 2 mj 1 &&
 	ibcrd_report mj.0.out $(cat mj.0.app) | grep pattern=ok &&
 	ibcrd_report mj.1.out $(cat mj.1.app) | grep pattern=ok
 '
@@ -90,6 +103,12 @@ test_expect_success 'CRIU fails on one node: the generation aborts on both, both
 	test_expect_code 1 t8_ibcr 1 checkpoint bad --wait 2>err &&
 	cat err &&
 	grep "generation 1 aborted in dump: node n2: dump: rank 1 (pid [0-9]*): criu dump failed.*TCP" err &&
+	# each node keeps the most specific cause: the leader names the node,
+	# the member its own rank
+	t8_ibcr 1 status bad --json | ibcrd_json_job last_error >e1 && cat e1 &&
+	grep "^generation 1: dump: node n2: dump: rank 1 (pid [0-9]*): criu dump failed" e1 &&
+	ibcrd_wait_for t8_err_like 2 bad "^generation 1: dump: rank 1 (pid [0-9]*): criu dump failed" &&
+	test "$(t8_ibcr 2 status bad --json | ibcrd_json_job last_gen)" = 0 &&
 	! t8_ibcr 1 list bad 2>/dev/null | grep "^1 " &&
 	! test -e shared/local/bad/gen-1 &&
 	! test -e h1/staging/bad/gen-1 && ! test -e h2/staging/bad/gen-1 &&

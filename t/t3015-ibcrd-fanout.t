@@ -34,6 +34,22 @@ t15_field() {
 		sed -n "s/.*\"$3\":\([0-9]*\).*/\1/p"
 }
 
+# t15_jf HOST JOB KEY: KEY of JOB in HOST's "ibcr status --json".
+t15_jf() {
+	t15_ibcr $1 status $2 --json 2>/dev/null | ibcrd_json_job $3
+}
+
+# t15_is HOST JOB KEY VALUE: it is VALUE (for ibcrd_wait_for).
+t15_is() {
+	test "$(t15_jf $1 $2 $3)" = "$4"
+}
+
+# t15_err_like HOST JOB PATTERN: JOB's last_error on HOST matches the
+# grep PATTERN.
+t15_err_like() {
+	t15_jf $1 $2 last_error | grep -q "$3"
+}
+
 t15_gens() {
 	t15_ibcr 1 list "$1" --json | grep -o "\"generation\":[0-9]*" | sed "s/.*://" | tr "\n" " "
 }
@@ -111,7 +127,13 @@ test_expect_success 'a three-rank job: the first generation commits on all three
 	grep "generation 1 committed" ck1.out &&
 	test "$(t15_gens fj)" = "1 " &&
 	for r in 0 1 2; do test -d shared/local/fj/gen-1/task-$r || return 1; done &&
-	t15_ibcr 1 verify fj
+	t15_ibcr 1 verify fj &&
+	# every node says so: a member tells its ibcrd once the leader said "end"
+	mg=$(ibcrd_manifest_gen shared/local/fj/gen-1/manifest.json) && test "$mg" = 1 &&
+	for h in 1 2 3; do
+		ibcrd_wait_for t15_is $h fj last_gen $mg &&
+		test -z "$(t15_jf $h fj last_error)" || return 1
+	done
 '
 
 # t15_overlap FILE: FILE (a manifest, or status --json) holds generation
@@ -158,9 +180,25 @@ test_expect_success 'a member stopped during the dump: the leader aborts after t
 	ibcrd_wait_for t15_worker 3 fj 2 2 &&
 	w=$(cat worker.pid) && ibcr_track $w &&
 	kill -STOP $w &&
+	# while it hangs: its node and the leader both say where they are
+	ibcrd_wait_for t15_is 3 fj phase dump &&
+	t15_jf 3 fj running_gen >run3 && test "$(cat run3)" = 2 &&
+	t15_ibcr 3 status fj | grep "^  checkpointing: generation 2, phase dump$" &&
+	ibcrd_wait_for t15_is 1 fj phase dump &&
 	test_expect_code 1 wait $ck &&
 	cat ck2.err &&
 	grep "generation 2 aborted in dump: node n3: no reply to dump within 5000 ms" ck2.err &&
+	# the leader says what failed, and where; the last good generation stays
+	t15_jf 1 fj last_error >err1 && cat err1 &&
+	grep "^generation 2: dump: node n3: no reply to dump within 5000 ms" err1 &&
+	test "$(t15_jf 1 fj last_gen)" = 1 &&
+	test -z "$(t15_jf 1 fj phase)" &&
+	# the other member undid its part when the leader told it to, and says why
+	ibcrd_wait_for t15_err_like 2 fj "^generation 2: abort: the leader aborted the generation: dump: node n3: no reply to dump" &&
+	test "$(t15_jf 2 fj last_gen)" = 1 &&
+	test -z "$(t15_jf 2 fj phase)" &&
+	# the stopped one is still in its dump
+	test "$(t15_jf 3 fj phase)" = dump &&
 	t15_ibcr 1 status fj --json >status2.json &&
 	python3 -c "import json,sys; lg = json.load(open(\"status2.json\"))[\"job\"][\"last_generation\"]; \
 		n3 = [n for n in lg[\"timeline\"][\"nodes\"] if n[\"node\"] == \"n3\"][0]; \
@@ -180,7 +218,10 @@ test_expect_success 'the stopped member, continued, finds the abort and undoes i
 	kill -CONT $w &&
 	ibcrd_wait_gone $w &&
 	! test -e h3/staging/fj/gen-2 &&
-	t15_all_ok fj
+	t15_all_ok fj &&
+	ibcrd_wait_for t15_err_like 3 fj "^generation 2: dump: the leader closed the session" &&
+	test "$(t15_jf 3 fj last_gen)" = 1 &&
+	test -z "$(t15_jf 3 fj phase)"
 '
 
 test_expect_success 'a member whose worker dies during the dump: the leader aborts at once' '
@@ -192,6 +233,9 @@ test_expect_success 'a member whose worker dies during the dump: the leader abor
 	test_expect_code 1 wait $ck &&
 	cat ck3.err &&
 	grep "generation 3 aborted in dump: node n3: it closed the connection before answering" ck3.err &&
+	t15_err_like 1 fj "^generation 3: dump: node n3: it closed the connection before answering" &&
+	ibcrd_wait_for t15_err_like 3 fj "^generation 3: its worker (pid $w) was killed by signal 9 in phase dump" &&
+	test "$(t15_jf 3 fj last_gen)" = 1 &&
 	test "$(t15_gens fj)" = "1 " &&
 	! test -e shared/local/fj/gen-3 &&
 	ibcrd_wait_for test ! -e h2/staging/fj/gen-3 &&
@@ -206,6 +250,11 @@ test_expect_success 'the next generation commits on all three nodes; the first s
 	for r in 0 1 2; do test -d shared/local/fj/gen-4/task-$r || return 1; done &&
 	t15_ibcr 1 verify fj &&
 	t15_all_ok fj &&
+	# a generation that commits clears the error of the ones before
+	for h in 1 2 3; do
+		ibcrd_wait_for t15_is $h fj last_gen 4 &&
+		test -z "$(t15_jf $h fj last_error)" || return 1
+	done &&
 	kill -9 $(cat fj.0.app) $(cat fj.1.app) $(cat fj.2.app)
 '
 

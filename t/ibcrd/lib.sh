@@ -29,6 +29,10 @@
 #   ibcrd_wait_for CMD...       ibcr_wait_for $ibcrd_wait_secs CMD...
 #                               (default 20 s)
 #   ibcrd_field JOB KEY         KEY of JOB's (last) task, "ibcr status --json"
+#   ibcrd_job_field JOB KEY     KEY of JOB itself (last_gen, last_error,
+#                               phase), "ibcr status --json"; empty if none
+#   ibcrd_json_job KEY          the same from a status reply on stdin
+#   ibcrd_manifest_gen FILE     the generation a manifest names
 #   ibcrd_task_fields JOB KEY   KEY of every task of JOB, one per line
 #   ibcrd_gens JOB              JOB's committed generations, as "1 2 "
 #   ibcrd_report FILE APP       SIGUSR1 to the pattern program APP (whose
@@ -274,6 +278,37 @@ for j in jobs:
             sys.exit(0)
 sys.exit(1)
 ' "$1" "$2"
+}
+
+# ibcrd_job_field JOB KEY: KEY of JOB itself (last_gen, last_error,
+# phase...), from "ibcr status JOB --json"; empty when JOB has no KEY.
+ibcrd_job_field() {
+	"$IBCR" status "$1" --json 2>/dev/null | ibcrd_json_job "$2"
+}
+
+# ibcrd_json_job KEY: the same, from a status reply on stdin; fails when
+# the reply names no job.
+ibcrd_json_job() {
+	/usr/bin/python3 -c '
+import json, sys
+try:
+    o = json.load(sys.stdin)
+except ValueError:
+    sys.exit(1)
+j = o.get("job")
+if not isinstance(j, dict):
+    sys.exit(1)
+v = j.get(sys.argv[1])
+print("" if v is None else v)
+' "$1"
+}
+
+# ibcrd_manifest_gen FILE: the "generation" a committed manifest names.
+ibcrd_manifest_gen() {
+	/usr/bin/python3 -c '
+import json, sys
+print(json.load(open(sys.argv[1]))["generation"])
+' "$1"
 }
 
 ibcrd_task_fields() {
