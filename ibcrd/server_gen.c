@@ -276,6 +276,7 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     errno = saved;
     if (pid < 0) {
         report_close (job);
+        errno = saved;
         goto done;
     }
     job->worker = pid;
