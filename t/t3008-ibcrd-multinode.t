@@ -69,7 +69,7 @@ test_expect_success 'setup: three hosts, munged, one ibcrd per host, shared stor
 test_expect_success 'a two-rank job on hosts 1 and 2; rank 1 joins the leader' '
 	t8_rank mj 0 1 &&
 	t8_rank mj 1 2 &&
-	ibcrd_wait_for grep -q "job mj: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for ibcrd_joined h1 mj n2 1 &&
 	t8_ibcr 1 status mj --json | grep "\"size\":2"
 '
 
@@ -99,7 +99,7 @@ test_expect_success 'a checkpoint asked of a member node is refused, naming the 
 test_expect_success 'CRIU fails on one node: the generation aborts on both, both run on' '
 	t8_rank bad 0 1 &&
 	t8_rank bad 1 2 "exec 3<>/dev/tcp/$(netns_ip 2)/7195" &&
-	ibcrd_wait_for grep -q "job bad: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for ibcrd_joined h1 bad n2 1 &&
 	test_expect_code 1 t8_ibcr 1 checkpoint bad --wait 2>err &&
 	cat err &&
 	grep "generation 1 aborted in dump: node n2: dump: rank 1 (pid [0-9]*): criu dump failed.*TCP" err &&
@@ -119,7 +119,7 @@ test_expect_success 'CRIU fails on one node: the generation aborts on both, both
 test_expect_success 'a member ibcrd killed during the dump: aborted on both nodes, both run on' '
 	t8_rank kd 0 1 &&
 	PATTERN_MIB=384 t8_rank kd 1 2 &&
-	ibcrd_wait_for grep -q "job kd: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for ibcrd_joined h1 kd n2 1 &&
 	{ t8_ibcr 1 checkpoint kd --wait >kd.ck.out 2>kd.ck.err & } &&
 	ck=$! &&
 	ibcrd_wait_for test -e h2/staging/kd/dump-gen-1-rank-1.log &&

@@ -137,7 +137,7 @@ test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while 
 	IBCRD_ON=$(ibcrd_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
 		ibcrd_bg mh 1 run --job mh --rank 1 --size 2 --leader $L -- \
 		ibv_rc_pingpong -c -n $ITERS -p $PORT $(netns_ip 1) &&
-	ibcrd_wait_for grep -q "job mh: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for ibcrd_joined h1 mh n2 1 &&
 	ibcrd_wait_for ibcrd_ctl 1 mh h1/ibcrd.log &&
 	ibcrd_wait_for ibcrd_ctl 1 mh h2/ibcrd.log &&
 	t9_let_run &&
@@ -160,7 +160,7 @@ test_expect_success 'two hosts: checkpoint twice, kill both ranks, restart both 
 	IBCRD_ON=$(ibcrd_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
 		ibcrd_bg mr 1 run --job mr --rank 1 --size 2 --leader $L -- \
 		ibv_rc_pingpong -c -n $ITERS -p $P $(netns_ip 1) &&
-	ibcrd_wait_for grep -q "job mr: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for ibcrd_joined h1 mr n2 1 &&
 	ibcrd_wait_for ibcrd_ctl 1 mr h1/ibcrd.log && ibcrd_wait_for ibcrd_ctl 1 mr h2/ibcrd.log &&
 	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mr --wait &&
@@ -254,7 +254,7 @@ t9_vs_case() {
 	IBCRD_ON=$(ibcrd_on 2) IBCR_SOCKET=$(ibcrd_sock h2) \
 		ibcrd_bg $j 1 run --job $j --rank 1 --size 2 --leader $L -- \
 		"$VS" -C -T 900 "$@" -o $op -n $VS_N -q $VS_QPS -r $VS_RATE -p $P $(netns_ip 1) &&
-	ibcrd_wait_for grep -q "job $j: node n2 (.*) joined with rank 1" h1/ibcrd.log &&
+	ibcrd_wait_for ibcrd_joined h1 $j n2 1 &&
 	ibcrd_wait_for ibcrd_ctl 1 $j h1/ibcrd.log && ibcrd_wait_for ibcrd_ctl 1 $j h2/ibcrd.log &&
 	ibcrd_wait_for grep -q "server: checkpointable" $j.0.err &&
 	ibcrd_wait_for grep -q "client: checkpointable" $j.1.err &&

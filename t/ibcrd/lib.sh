@@ -33,6 +33,9 @@
 #                               phase), "ibcr status --json"; empty if none
 #   ibcrd_json_job KEY          the same from a status reply on stdin
 #   ibcrd_manifest_gen FILE     the generation a manifest names
+#   ibcrd_joined NAME JOB NODE RANK
+#                               leader NAME lists NODE, with RANK, among
+#                               JOB's members
 #   ibcrd_task_fields JOB KEY   KEY of every task of JOB, one per line
 #   ibcrd_gens JOB              JOB's committed generations, as "1 2 "
 #   ibcrd_report FILE APP       SIGUSR1 to the pattern program APP (whose
@@ -301,6 +304,22 @@ if not isinstance(j, dict):
 v = j.get(sys.argv[1])
 print("" if v is None else v)
 ' "$1"
+}
+
+# ibcrd_joined NAME JOB NODE RANK: ibcrd NAME (the job's leader) lists
+# NODE among JOB's members, holding RANK ("members" of status --json).
+ibcrd_joined() {
+	IBCR_SOCKET=$(ibcrd_sock "$1") "$IBCR" status "$2" --json 2>/dev/null |
+		/usr/bin/python3 -c '
+import json, sys
+try:
+    j = json.load(sys.stdin)["job"]
+except (ValueError, KeyError):
+    sys.exit(1)
+ok = any(m["node"] == sys.argv[1] and int(sys.argv[2]) in m["ranks"]
+         for m in j.get("members", []))
+sys.exit(0 if ok else 1)
+' "$3" "$4"
 }
 
 # ibcrd_manifest_gen FILE: the "generation" a committed manifest names.
