@@ -55,15 +55,16 @@ test_expect_success 'a job with two committed generations, requeued: refused, no
 
 test_expect_success 'the configurations agreeing again, the same job restores its newest generation' '
 	spank_plugstack "$plugin" "$preload" &&
-	# The refused run must be wholly gone from the node first: a requeue
-	# while slurmd still ends it launches the next run into its kill
-	# ("Job 1 already killed, do not launch batch job"), seen under load.
+	# The refused run wholly gone from the node first.
 	{ ibcr_wait_for 60 sh -c "sinfo -h -N -o %t | grep -qx idle" ||
 		{ sinfo -N -o "%N %t %E" >&2; false; }; } &&
 	scontrol requeue $jobid &&
 	ibcr_wait_for 30 sh -c "scontrol -o show job $jobid | grep -q JobState=PENDING" &&
 	rm -f app.out app.err &&
-	scontrol update jobid=$jobid StartTime=now &&
+	# Not "scontrol update StartTime=now": the refused run ended an
+	# instant ago, and a run started within that second is killed before
+	# it starts ("Job credential revoked", see slurm_start_now).
+	slurm_start_now $jobid &&
 	{ spank_wait_lines app.out 5 ||
 		{ scontrol show job $jobid >&2; cat app.err job.out >&2; false; }; } &&
 	test "$(head -n 1 app.out)" -gt 10 &&

@@ -47,6 +47,13 @@
 #                         poll until the job's JobState is STATE (e.g.
 #                         RUNNING, COMPLETED); fails at once if the job ends
 #                         in another state, or after TIMEOUT s (default 60)
+#   slurm_start_now JOBID
+#                         let the pending (requeued) job start at once:
+#                         scontrol update StartTime=now, once the clock is
+#                         in a later second than when this was called.
+#                         Call it after the job was seen PENDING (its last
+#                         run's end, or the requeue that ended it, is then
+#                         done): see below.
 #   slurm_node_addr I     the address of node nI
 #   srun ...              as the job user (below), and bounded: stopped
 #                         after IBCR_SRUN_TIMEOUT s (600), saying so
@@ -522,6 +529,28 @@ slurm_wait_job() {
 	echo "slurm_wait_job: job $ibcr_wj_id is ${ibcr_wj_state:-unknown}, not $ibcr_wj_want, after ${3:-60} s" >&2
 	scontrol show job "$ibcr_wj_id" >&2
 	return 1
+}
+
+# slurmd revokes a job's credential when its run ends (the time of
+# slurmctld's terminate request) and refuses to launch the job on a
+# credential made in that second or before: slurmctld then kills the
+# requeued run before it starts ("Killing non-startable batch JobId=N:
+# Job credential revoked", slurmd "Job N already killed, do not launch
+# batch job") and the job is FAILED with exit code 1.  Both times are whole
+# seconds.  A requeued job would start some 120 s later; a test that lets
+# it start at once has slurmctld's next scheduling pass (about once a
+# second) make the credential, and that pass may come within the second
+# the last run ended: measured, ten requeues out of ten of a job that
+# ended just after a second began were refused so.  The job is seen
+# pending after that end, so once the clock has left the second it was
+# seen pending in, every credential is newer.
+slurm_clock_past() {
+	test "$(date +%s)" -gt "$1"
+}
+slurm_start_now() {
+	ibcr_sn_t=$(date +%s)
+	ibcr_wait_for 5 slurm_clock_past "$ibcr_sn_t" &&
+	scontrol update jobid="$1" StartTime=now
 }
 
 slurm_stop() {

@@ -214,5 +214,5 @@ spank_requeue() {
 	# The first run's files, out of the way of the next run's (a process
 	# still ending writes on into the renamed file).
 	mv app.out app.out.1 && mv app.err app.err.1 &&
-	scontrol update jobid="$1" StartTime=now
+	slurm_start_now "$1"
 }
