@@ -37,6 +37,14 @@ nocaps() {
 	done
 }
 
+# has_zombie PID: a child of PID has exited and is not yet waited for.
+has_zombie() {
+	for c in $(cat /proc/$1/task/*/children); do
+		grep -q "^State:.Z" /proc/$c/status && return 0
+	done
+	return 1
+}
+
 test_expect_success 'setup: an ibcrd with real CRIU and compressed images' '
 	ibcrd_use_build &&
 	ibcrd_setup d "criu = $IBCR_CRIU" "peer_port = 0" "compression = yes" &&
@@ -162,6 +170,28 @@ test_expect_success 'SIGTERM to the user s ibcr restart ends the program; its ex
 	kill -TERM $(cat rs.pid) &&
 	wait $(cat rs.pid) &&
 	grep "^final .*pattern=ok" rs.out
+'
+
+test_expect_success 'a task with a zombie child at the dump is restored: CRIU gives the zombie its own credentials, and a zombie runs nothing' '
+	# sleep never waits for the child sh left it: a zombie until the end.
+	{ $AS1 "$IBCR" run --name zz -- sh -c "true & exec sleep 100000" >zz.out 2>zz.err & } &&
+	echo $! >zz.pid && ibcr_track $! &&
+	ibcrd_wait_for "$IBCR" status zz &&
+	ZI=$(ibcrd_field zz pid) && ZA=$(ibcrd_field zz app_pid) && ibcr_track $ZI $ZA &&
+	ibcrd_wait_for has_zombie $ZA &&
+	as1 "$IBCR" checkpoint zz --wait &&
+	ibcr_kill 9 $(cat zz.pid) $ZI &&
+	ibcrd_wait_gone $ZA &&
+	{ $AS1 "$IBCR" restart zz >zr.out 2>zr.err & } &&
+	echo $! >zr.pid && ibcr_track $! &&
+	{ ibcrd_wait_for grep -q "restored from generation 1" zr.err ||
+		{ cat zr.err >&2; false; }; } &&
+	ZI2=$(ibcrd_field zz pid) && ZA2=$(ibcrd_field zz app_pid) && ibcr_track $ZI2 $ZA2 &&
+	test "$(ids $ZA2)" = "$U1 $IBCR_GID1" &&
+	nocaps $ZA2 && nocaps $ZI2 &&
+	has_zombie $ZA2 &&
+	kill -TERM $(cat zr.pid) &&
+	{ wait $(cat zr.pid) || true; }
 '
 
 test_expect_success 'two ranks of user 1s job on one node are dumped at once: their dump intervals overlap' '

@@ -85,8 +85,10 @@ int taskns_own_mnt (pid_t pid);
 
 /* Check every process of the tree rooted at 'root' (a pid as seen by the
  * caller): real, effective, saved and fs uids and gids equal uid/gid,
- * and, unless uid is 0, no capability in any set.  0, or -1 with what is
- * wrong (which pid, which field) in err. */
+ * and, unless uid is 0, no capability in any set.  Zombies (threads
+ * that have ended) are not checked: they run nothing, and CRIU gives a
+ * restored zombie its own credentials.  0, or -1 with what is wrong
+ * (which pid, which field) in err. */
 int taskns_check_tree (pid_t root, uid_t uid, gid_t gid, char *err, size_t len);
 
 /* Send sig to every process of the tree rooted at root. */
