@@ -96,8 +96,23 @@ void join_leader (struct server *s, struct job *job, int rank)
 static int worker_busy (struct server *s, struct job *job)
 {
     int status;
+    pid_t w;
 
-    if (job->worker && waitpid (job->worker, &status, WNOHANG) == job->worker)
+    if (!job->worker)
+        return 0;
+    /* Reaping first is not enough either: the asker may read the reply
+     * and ask again while the worker is still on its way out.  It sent
+     * its "worker-end" before the reply, so the end is there to read;
+     * then its exit is a matter of moments: wait for it, a bounded time. */
+    server_worker_report (s, job);
+    for (int ms = 0;; ms += 5) {
+        struct timespec ts = { 0, 5000000L };
+        if ((w = waitpid (job->worker, &status, WNOHANG)) != 0 || !job->reported_end
+            || ms >= 1000)
+            break;
+        (void)nanosleep (&ts, NULL);
+    }
+    if (w == job->worker)
         server_worker_done (s, job->worker, WIFEXITED (status) ? WEXITSTATUS (status) : 128
                             + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
     return job->worker != 0;
