@@ -44,7 +44,7 @@ test_expect_success 'scontrol requeue: the next run restores the newest generati
 	# The first run'"'"'s files, out of the way of the next run'"'"'s (a
 	# process still ending writes on into the renamed file).
 	mv app.out app.out.1 && mv app.err app.err.1 &&
-	scontrol update jobid=$jobid StartTime=now &&
+	slurm_start_now $jobid &&
 	slurm_wait_job $jobid RUNNING 60 &&
 	spank_wait_lines app.out 3 &&
 	cat app.err | ibcr_diag &&

@@ -74,7 +74,7 @@ test_expect_success BUILT 'scontrol requeue: both ranks come back from the newes
 	slurm_wait_job $J PENDING 30 &&
 	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
 	for r in 0 1; do mv pp.$r.out pp.$r.out.1; mv pp.$r.err pp.$r.err.1; done &&
-	scontrol update jobid=$J StartTime=now &&
+	slurm_start_now $J &&
 	slurm_wait_job $J RUNNING 60 &&
 	spank_wait_restored pp &&
 	cat pp.0.err pp.1.err | ibcr_diag &&
@@ -113,7 +113,7 @@ test_expect_success BUILT 'its newest generation damaged, it restores the previo
 	img=$(ls $store/$D/gen-$newest/task-1/pages-*.img | head -n 1) &&
 	printf "XXXXXXXX" | dd of="$img" bs=1 seek=100 conv=notrunc 2>/dev/null &&
 	for r in 0 1; do mv pp.$r.out pp.$r.out.d1; mv pp.$r.err pp.$r.err.d1; done &&
-	scontrol update jobid=$D StartTime=now &&
+	slurm_start_now $D &&
 	slurm_wait_job $D RUNNING 60 &&
 	test "$(spank_field $D NodeList)" = "n[1,3]" &&
 	slurm_wait_job $D COMPLETED 300 &&
@@ -154,7 +154,7 @@ test_expect_success BUILT 'preempted (bare --checkpoint-ib): SIGTERM held on bot
 test_expect_success BUILT 'the preempted job comes back from that checkpoint and finishes validated' '
 	slurm_wait_job $P PENDING 30 &&
 	for r in 0 1; do mv pp.$r.out pp.$r.out.p1; mv pp.$r.err pp.$r.err.p1; done &&
-	scontrol update jobid=$P StartTime=now &&
+	slurm_start_now $P &&
 	slurm_wait_job $P COMPLETED 300 &&
 	cat pp.0.err pp.1.err | ibcr_diag &&
 	grep "task 0 on .*: restored from generation 1 " pp.0.err &&

@@ -49,7 +49,7 @@ test_expect_success BUILT 'scontrol requeue: both ranks are restored, not starte
 	scontrol requeue $J &&
 	slurm_wait_job $J PENDING 30 &&
 	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
-	scontrol update jobid=$J StartTime=now &&
+	slurm_start_now $J &&
 	slurm_wait_job $J RUNNING 60 &&
 	spank_wait_restored vs &&
 	grep "task 0 on n1: restored from generation $newest" vs.0.err &&

@@ -82,7 +82,7 @@ test_expect_success 'the first job is now protected: drained, it is checkpointed
 	log_has "job $A: requeued" &&
 	slurm_wait_job $A PENDING 30 &&
 	scontrol update nodename=n1 state=resume &&
-	scontrol update jobid=$A StartTime=now &&
+	slurm_start_now $A &&
 	slurm_wait_job $A COMPLETED 120 &&
 	cat A.err | ibcr_diag &&
 	grep "ibcr: job $A step 0 task 0 on n1: restored from generation 1" A.err &&
