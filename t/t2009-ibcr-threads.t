@@ -13,11 +13,11 @@ on another thread wrote it.
 
 t/ibcr/udrace then runs four UD senders, each on a QP of its own, after
 one coordinator cycle (release and rebuild), when every UD send looks up
-a real address handle in the context'"'"'s cache (lib/ibcr/ah.c): under
+a real address handle in its QP'"'"'s cache (lib/ibcr/ah.c): under
 libibcr every datagram must arrive once and intact, and under the
 ThreadSanitizer build (QPs in error, so sends are translated and then
-flushed, no datagram travels) no data race may be reported.  Taking the
-lock around the cache (post.c) out makes that run fail, as did, before
+flushed, no datagram travels) no data race may be reported.  One cache
+shared by the QPs without a lock makes that run fail, as did, before
 they were fixed, the gate'"'"'s acquire fence that TSan does not model (every
 verb after a rebuild looked racy) and the control thread closing its
 socket while an exiting thread read its number.'

@@ -6,8 +6,9 @@
  *
  * Once libibcr has rebuilt its objects (the test runs one coordinator
  * cycle between READY and GO), every UD send looks up a real address
- * handle for its destination's current LID in a per-context cache
- * (lib/ibcr/ah.c) and makes one on a miss.  Here four threads, each with
+ * handle for its destination's current LID in a cache (lib/ibcr/ah.c;
+ * once per context under a global lock, now per QP) and makes one on a
+ * miss.  Here four threads, each with
  * its own UD QP and CQ and four AHs of its own service levels (so sixteen
  * cache entries, added while the table grows), start sending together
  * to one receiver QP of the same process, turning through their AHs: the
