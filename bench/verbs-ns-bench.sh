@@ -104,7 +104,7 @@ else
 	echo "|---|---|---|---|---|---|---|"
 fi
 for t in 1 4; do
-	for m in send recv wr poll; do
+	for m in send recv wr ud poll; do
 		p=$(med plain $t $m); i=$(med ibcr $t $m); b=$(med rebuilt $t $m)
 		base=
 		if test -n "$IBCR_LIB_BASE"; then
@@ -115,6 +115,7 @@ for t in 1 4; do
 		send) c="ibv_post_send (1 WR)" ;;
 		recv) c="ibv_post_recv (1 WR)" ;;
 		wr) c="ibv_wr_start/send/set_sge/complete" ;;
+		ud) c="ibv_post_send UD (1 WR)" ;;
 		poll) c="ibv_poll_cq (1 completion)" ;;
 		esac
 		awk -v t=$t -v c="$c" -v p=$p -v i=$i -v b=$b -v base="$base" 'BEGIN {

@@ -13,6 +13,10 @@
  *          completions are polled untimed
  *   wr     BATCH ibv_wr_start/ibv_wr_send/ibv_wr_set_sge/ibv_wr_complete
  *          (one WR each), polled untimed
+ *   ud     BATCH ibv_post_send of one signaled 8-byte SEND each on the
+ *          thread's UD QP (also in error), through an AH to that QP
+ *          itself, polled untimed; after a rebuild each one looks up the
+ *          destination and its real AH (libibcr's AH cache)
  * and prints, per measure, the median over threads x repetitions of the
  * ns per call:  "send 123.4" ...  A CQ is never polled empty (softib
  * yields the CPU on an empty poll).
@@ -32,8 +36,8 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 
-enum { M_SEND, M_POLL, M_RECV, M_WR, NM };
-static const char *mname[NM] = { "send", "poll", "recv", "wr" };
+enum { M_SEND, M_POLL, M_RECV, M_WR, M_UD, NM };
+static const char *mname[NM] = { "send", "poll", "recv", "wr", "ud" };
 
 static int nthreads = 1, batch = 64, reps = 2000;
 static struct ibv_context *ctx;
@@ -41,12 +45,15 @@ static struct ibv_pd *pd;
 static struct ibv_mr *mr;
 static char buf[64];
 static pthread_barrier_t bar;
+static uint16_t lid;
 
 struct thr {
     pthread_t t;
     struct ibv_cq *cq;
     struct ibv_qp *qp;
     struct ibv_qp_ex *qx;
+    struct ibv_qp *ud;
+    struct ibv_ah *ah;
     double *ns[NM];
 };
 
@@ -84,6 +91,20 @@ static void setup (struct thr *th)
     if (ibv_modify_qp (th->qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
                        | IBV_QP_ACCESS_FLAGS))
         die ("modify to INIT");
+    struct ibv_qp_init_attr u = {
+        .send_cq = th->cq, .recv_cq = th->cq, .qp_type = IBV_QPT_UD,
+        .cap = { .max_send_wr = batch + 1, .max_recv_wr = 1,
+                 .max_send_sge = 1, .max_recv_sge = 1 },
+    };
+    th->ud = ibv_create_qp (pd, &u);
+    struct ibv_qp_attr um = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111 };
+    if (!th->ud || ibv_modify_qp (th->ud, &um, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
+                                  | IBV_QP_QKEY))
+        die ("UD QP");
+    struct ibv_ah_attr aa = { .dlid = lid, .port_num = 1 };
+    th->ah = ibv_create_ah (pd, &aa);
+    if (!th->ah)
+        die ("ibv_create_ah");
     for (int i = 0; i < NM; i++)
         th->ns[i] = calloc (reps, sizeof (double));
 }
@@ -91,7 +112,7 @@ static void setup (struct thr *th)
 static void to_err (struct thr *th)
 {
     struct ibv_qp_attr m = { .qp_state = IBV_QPS_ERR };
-    if (ibv_modify_qp (th->qp, &m, IBV_QP_STATE))
+    if (ibv_modify_qp (th->qp, &m, IBV_QP_STATE) || ibv_modify_qp (th->ud, &m, IBV_QP_STATE))
         die ("modify to ERR");
 }
 
@@ -154,7 +175,20 @@ static void *run (void *p)
         }
         double t5 = now_ns ();
         drain (th, batch);
+        struct ibv_send_wr uw = sw;
+        uw.wr.ud.ah = th->ah;
+        uw.wr.ud.remote_qpn = th->ud->qp_num;
+        uw.wr.ud.remote_qkey = 0x11111111;
+        double t6 = now_ns ();
+        for (int i = 0; i < batch; i++) {
+            uw.wr_id = i;
+            if (ibv_post_send (th->ud, &uw, &bs))
+                die ("ibv_post_send (UD)");
+        }
+        double t7 = now_ns ();
+        drain (th, batch);
         if (r >= 0) {
+            th->ns[M_UD][r] = (t7 - t6) / batch;
             th->ns[M_SEND][r] = (t1 - t0) / batch;
             th->ns[M_POLL][r] = (t2 - t1) / batch;
             th->ns[M_RECV][r] = (t3 - t2) / batch;
@@ -199,6 +233,10 @@ int main (int argc, char **argv)
     pd = ibv_alloc_pd (ctx);
     if (!pd)
         die ("ibv_alloc_pd");
+    struct ibv_port_attr pa;
+    if (ibv_query_port (ctx, 1, &pa))
+        die ("ibv_query_port");
+    lid = pa.lid;
     mr = ibv_reg_mr (pd, buf, sizeof (buf), IBV_ACCESS_LOCAL_WRITE);
     if (!mr)
         die ("ibv_reg_mr");

@@ -46,6 +46,9 @@ ibcr_refuse_LDADD = libtap.la -libverbs
 check_PROGRAMS += ibcr/race
 ibcr_race_SOURCES = ibcr/race.c ibcr/selfqp.c ibcr/selfqp.h
 ibcr_race_LDADD = libtap.la -libverbs $(AX_PTHREAD_LIBS)
+check_PROGRAMS += ibcr/udrace
+ibcr_udrace_SOURCES = ibcr/udrace.c ibcr/selfqp.c ibcr/selfqp.h
+ibcr_udrace_LDADD = libtap.la -libverbs $(AX_PTHREAD_LIBS)
 
 # libibcr built with ThreadSanitizer, for t2009 (data races on the data
 # path).  The same sources as lib/ibcr/libibcr.la; gcc warns that TSan

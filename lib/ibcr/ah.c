@@ -106,14 +106,17 @@ struct ibv_ah *ibcr_create_ah_from_wc (struct ibv_pd *pd, struct ibv_wc *wc,
     return ibcr_create_ah (pd, &a);
 }
 
-/* A real AH for a real destination LID, cached per context (UD sends
- * after a rebuild). */
-struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid, int rank)
+/* A real AH for a real destination LID (UD sends after a rebuild), cached
+ * per QP: the caller holds the QP's send lock, as every poster and the
+ * rebuild's replay (gate closed) do, so no lock is shared between threads
+ * that send on different QPs.  The cache holds real AHs of the current
+ * backend: emptied at release (ckpt.c) and when the QP is destroyed. */
+struct ibv_ah *ibcr_ah_real_for (struct ibcr_qp *vqp, struct ibcr_ah *vah, uint16_t rlid,
+                                 int rank)
 {
-    struct ibcr_ctx *vctx = vah->vpd->ctx;
     uint64_t key = ((uint64_t)(uintptr_t)vah->vpd << 16) ^ rlid;
     key = (key << 9) | ((uint64_t)vah->attr.is_global << 8) | vah->attr.sl;
-    struct ibv_ah *r = map_get (&vctx->ah_cache, key);
+    struct ibv_ah *r = map_get (&vqp->ah_cache, key);
     if (r)
         return r;
     struct ibv_ah_attr a = vah->attr;
@@ -126,10 +129,19 @@ struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid, int rank)
         be_errno ();
         return NULL;
     }
-    if (map_put (&vctx->ah_cache, key, r) < 0) {
+    if (map_put (&vqp->ah_cache, key, r) < 0) {
         ibcr_be.destroy_ah (r);
         errno = ENOMEM;
         return NULL;
     }
     return r;
+}
+
+/* Destroys the real AHs a QP cached (its real objects are going away). */
+void ibcr_ah_cache_clear (struct ibcr_qp *vqp)
+{
+    for (long i = map_next (&vqp->ah_cache, 0); i >= 0; i = map_next (&vqp->ah_cache, i + 1))
+        if (ibcr_be.destroy_ah (vqp->ah_cache.slot[i].val))
+            ibcr_log ("destroying a cached AH of QP %u failed", vqp->vqpn);
+    map_clear (&vqp->ah_cache);
 }

@@ -110,9 +110,8 @@ static void release_ctx (struct ibcr_ctx *vctx)
     /* Events of objects being destroyed are not the application's. */
     pump_del_ctx (vctx);
     /* Reverse dependency order: nothing is destroyed while in use. */
-    for (long i = map_next (&vctx->ah_cache, 0); i >= 0; i = map_next (&vctx->ah_cache, i + 1))
-        ibcr_be.destroy_ah (vctx->ah_cache.slot[i].val);
-    map_clear (&vctx->ah_cache);
+    OBJ_FOREACH_REV (struct ibcr_qp, v, &vctx->qps)
+        ibcr_ah_cache_clear (v);
     OBJ_FOREACH_REV (struct ibcr_ah, v, &vctx->ahs) {
         if (v->real && ibcr_be.destroy_ah (v->real))
             ibcr_log ("release: destroying an AH failed");

@@ -177,8 +177,14 @@ static void *ctl_main (void *arg)
         gate_open ();
     }
     cycle_end ();
+    /* ctl_atexit reads ctl_fd under cycle_lock: without it, an exiting
+     * thread could read the number just before this close and shut down
+     * whatever the application opened under that number next.  If exit
+     * holds the lock, it keeps it, and this thread waits here to die. */
+    pthread_mutex_lock (&cycle_lock);
     int fd = ctl_fd;
     ctl_fd = -1;
+    pthread_mutex_unlock (&cycle_lock);
     close (fd);
     return NULL;
 }

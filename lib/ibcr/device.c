@@ -199,7 +199,6 @@ struct ibv_context *ibcr_open_device (struct ibv_device *dev)
     ibcr_list_init (&vctx->ahs);
     idtab_init (&vctx->qp_by_rqpn);
     idtab_init (&vctx->mr_by_vlkey);
-    map_init (&vctx->ah_cache);
     gate_enter ();
     pthread_mutex_lock (&ibcr_lock);
     if (ibcr_ctx_open_real (vctx) < 0)
@@ -253,7 +252,6 @@ int ibcr_close_device (struct ibv_context *ctx)
         close (vctx->async_efd);
     idtab_fini (&vctx->qp_by_rqpn);
     idtab_fini (&vctx->mr_by_vlkey);
-    map_fini (&vctx->ah_cache);
     free (vctx->aq);
     free (vctx);
     return rc;

@@ -153,6 +153,8 @@ struct ibcr_qp {
     uint64_t recv_done;         /* receive completions (messages from peer) */
     struct ibcr_map ud_sent;    /* UD: (vlid<<32|vqpn) of dest -> sends done */
     struct ibcr_map ud_recv;    /* UD: (vlid<<32|vqpn) of source -> received */
+    struct ibcr_map ah_cache;   /* UD after a rebuild: real dest -> real AH,
+                                 * under slock like every send (ah.c) */
     struct ibcr_wrb *wrb;       /* ibv_wr_* batch being built (qpx.c) */
     struct ibcr_link link;
 };
@@ -178,7 +180,6 @@ struct ibcr_ctx {
     struct ibcr_link pds, mrs, chans, cqs, srqs, qps, ahs;
     struct idtab qp_by_rqpn;        /* real QPN -> ibcr_qp (read unlocked: idtab.h) */
     struct idtab mr_by_vlkey;       /* virtual lkey -> ibcr_mr (read unlocked) */
-    struct ibcr_map ah_cache;       /* real dest -> real AH for UD sends */
     struct ibcr_link link;
 };
 
@@ -254,6 +255,9 @@ int ibcr_qp_connect_real (struct ibcr_qp *vqp);
 int ibcr_qp_repost (struct ibcr_qp *vqp);
 int ibcr_srq_repost (struct ibcr_srq *vsrq);
 int ibcr_ah_open_real (struct ibcr_ah *vah);
+struct ibv_ah *ibcr_ah_real_for (struct ibcr_qp *vqp, struct ibcr_ah *vah, uint16_t rlid,
+                                 int rank);
+void ibcr_ah_cache_clear (struct ibcr_qp *vqp);
 /* Account one real completion: update logs and counters; translate it to
  * virtual ids; false when the application must not see it (a WR it posted
  * unsignaled, which libibcr signals to know exactly when it is done). */

@@ -17,8 +17,6 @@
 #include "xlate.h"
 #include "exports.h"
 
-struct ibv_ah *ibcr_ah_real_for (struct ibcr_ah *vah, uint16_t rlid, int rank);
-
 static uint32_t lkey_real (struct ibcr_ctx *vctx, uint32_t vlkey)
 {
     struct ibcr_mr *vmr = idtab_get (&vctx->mr_by_vlkey, vlkey);
@@ -76,9 +74,7 @@ static int send_real (struct ibcr_qp *vqp, struct wrlog_send *e, struct ibv_send
         if (ibcr_xlate) {
             const struct xl_qp *x = xlate_qp (e->vah->attr.dlid, e->remote_qpn);
             if (x) {
-                pthread_mutex_lock (&ibcr_lock);
-                struct ibv_ah *ra = ibcr_ah_real_for (e->vah, x->rlid, x->rank);
-                pthread_mutex_unlock (&ibcr_lock);
+                struct ibv_ah *ra = ibcr_ah_real_for (vqp, e->vah, x->rlid, x->rank);
                 if (!ra)
                     return errno;
                 out->wr.ud.ah = ra;

@@ -111,6 +111,7 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
     block_init (&vqp->slock);
     block_init (&vqp->rlock);
     map_init (&vqp->ud_sent);
+    map_init (&vqp->ah_cache);
     map_init (&vqp->ud_recv);
 
     gate_enter ();
@@ -414,6 +415,7 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
         ibcr_cq_grow (vqp->vscq, -(int)vqp->init.cap.max_send_wr);
         if (!vqp->vsrq)
             ibcr_cq_grow (vqp->vrcq, -(int)vqp->init.cap.max_recv_wr);
+        ibcr_ah_cache_clear (vqp);
     }
     pthread_mutex_unlock (&ibcr_lock);
     if (rc == 0) {
@@ -430,6 +432,7 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
         wrlog_rq_fini (&vqp->rq);
         map_fini (&vqp->ud_sent);
         map_fini (&vqp->ud_recv);
+        map_fini (&vqp->ah_cache);
         ibcr_qpx_free (vqp);
         free (vqp);
     }
