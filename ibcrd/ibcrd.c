@@ -32,7 +32,11 @@
 #include "jobs.h"
 #include "lock.h"
 #include "peer.h"
+#include "member.h"
+#include "request.h"
+#include "schedule.h"
 #include "server.h"
+#include "tasks.h"
 #include "slurm_hook.h"
 #include "worker.h"
 
@@ -58,7 +62,7 @@ static void reap_workers (struct server *srv)
 
     got_chld = 0;
     while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
-        server_worker_done (srv, pid, WIFEXITED (status) ? WEXITSTATUS (status) : 128
+        sched_worker_done (srv, pid, WIFEXITED (status) ? WEXITSTATUS (status) : 128
                             + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
 }
 
@@ -153,6 +157,26 @@ static void report (int fd, const char *msg)
         (void)n;
         close (fd);
     }
+}
+
+/* The daemon's layers, bottom up: the request layer (server.c), the
+ * scheduling of generations (schedule.c), node membership (member.c), the
+ * Slurm policy (slurm_hook.c).  Each calls only those below it; what a
+ * lower one must reach above it is wired here, once. */
+static void wire (struct server *s)
+{
+    server_add_handler (s, "spawn", h_spawn);
+    server_add_handler (s, "restore", h_restore);
+    server_add_handler (s, "checkpoint", h_checkpoint);
+    server_add_handler (s, "ctl-attach", h_ctl_attach);
+    server_add_handler (s, "resume-restored", h_resume_restored);
+    server_add_handler (s, "term", slurm_hook_term);
+    /* In this order: a member joins its leader, a restarted job may then
+     * be complete, and Slurm watches the job. */
+    server_on_register (s, member_registered);
+    server_on_register (s, sched_registered);
+    server_on_register (s, slurm_hook_registered);
+    sched_set_observer (slurm_hook_gen_started, slurm_hook_gen_done);
 }
 
 static void detach_stdio (void)
@@ -404,6 +428,7 @@ int main (int argc, char **argv)
         snprintf (err, sizeof (err), "cannot listen on %s: %s", conf->socket, strerror (errno));
         goto startup_error;
     }
+    wire (srv);
     if (conf->peer_port != 0) {
         if (!(pa = peerauth_create (conf->munge_socket))) {
             snprintf (err, sizeof (err), "cannot set up MUNGE: %s", strerror (errno));
@@ -422,7 +447,7 @@ int main (int argc, char **argv)
     if (peer) {
         server_set_peer_port (srv, peer_port (peer));
         server_set_peerauth (srv, pa);
-        peer_set_handler (peer, server_peer_request, srv);
+        peer_set_handler (peer, member_peer_request, srv);
         log_msg (LOG_INFO, "listening for peer ibcrd's on %s:%d (MUNGE%s%s)",
                  conf->peer_address, peer_port (peer), conf->munge_socket ? " socket " : "",
                  conf->munge_socket ? conf->munge_socket : "");
@@ -443,13 +468,17 @@ int main (int argc, char **argv)
         /* The timer first: a generation it starts lends the tasks' libibcr
          * connections to its worker, and those must then stay out of the
          * pollfds, or this loop would read the worker's replies. */
-        int next = server_timer (srv), hnext = slurm_hook_timer ();
+        int next = sched_timer (srv), hnext = slurm_hook_timer ();
         int pnext = peer ? peer_timer (peer) : -1;
         if (hnext >= 0 && (next < 0 || hnext < next))
             next = hnext;
         if (pnext >= 0 && (next < 0 || pnext < next))
             next = pnext;
-        int n = server_pollfds (srv, pfd, MAX_POLLFDS);
+        /* The workers' reports first: one that answered its asker has
+         * told the daemon its end before, and a "status" the asker sends
+         * next must see it. */
+        int nw = sched_pollfds (srv, pfd, MAX_POLLFDS);
+        int n = nw + server_pollfds (srv, pfd + nw, MAX_POLLFDS - nw);
         int np = peer ? peer_pollfds (peer, pfd + n, MAX_POLLFDS - n) : 0;
         int nh = slurm_hook_pollfd (&pfd[n + np]);
 
@@ -461,7 +490,8 @@ int main (int argc, char **argv)
                 break;
             }
         } else {
-            server_dispatch (srv, pfd, n);
+            sched_dispatch (srv, pfd, nw);
+            server_dispatch (srv, pfd + nw, n - nw);
             if (peer)
                 peer_dispatch (peer, pfd + n, np);
         }

@@ -97,7 +97,7 @@ struct job {
     int phase;                  /* the phase it reported last (phase.h), -1 none */
     int phase_gen;              /* the generation it works on, 0 not numbered yet */
     int reported_end;           /* it sent its "worker-end" */
-    /* What the workers reported, for "ibcr status" (server_gen.c):
+    /* What the workers reported, for "ibcr status" (schedule.c):
      * last_gen is the newest generation whose part on this node
      * committed while this ibcrd ran (0: none yet; the store lists the
      * older ones); last_error is why the newest generation (or restart)

@@ -27,9 +27,7 @@
 #include "common/usock.h"
 #include "server.h"
 #include "sockdiag.h"
-#include "server_int.h"
-#include "slurm_hook.h"
-#include "tasks.h"
+#include "request.h"
 
 char server_no_reply_marker;
 
@@ -52,6 +50,12 @@ static int flood_log_ok (struct server *s, int *quiet)
     return 1;
 }
 
+static json_object *h_ping (struct server *s, struct client *c, json_object *req);
+static json_object *h_register (struct server *s, struct client *c, json_object *req);
+static json_object *h_hello (struct server *s, struct client *c, json_object *req);
+static json_object *h_status (struct server *s, struct client *c, json_object *req);
+static json_object *h_prune (struct server *s, struct client *c, json_object *req);
+
 struct server *server_create (struct conf *conf, struct jobs *jobs)
 {
     struct server *s = calloc (1, sizeof (*s));
@@ -69,6 +73,11 @@ struct server *server_create (struct conf *conf, struct jobs *jobs)
         return NULL;
     }
     fcntl (s->lfd, F_SETFL, fcntl (s->lfd, F_GETFL) | O_NONBLOCK);
+    server_add_handler (s, "ibcr-hello", h_hello);
+    server_add_handler (s, "ping", h_ping);
+    server_add_handler (s, "prune", h_prune);
+    server_add_handler (s, "register", h_register);
+    server_add_handler (s, "status", h_status);
     return s;
 }
 
@@ -128,9 +137,6 @@ int server_pollfds (struct server *s, struct pollfd *pfd, int max)
     /* The workers' reports first: one that answered its asker has told
      * the daemon its end before, and a "status" the asker sends next must
      * see it (server_dispatch keeps this order). */
-    for (struct job *job = jobs_first (s->jobs); job && n < max; job = job->next)
-        if (job->report_fd >= 0)
-            pfd[n++] = (struct pollfd){ .fd = job->report_fd, .events = POLLIN };
     if (n < max && s->nclients < SERVER_MAX_CLIENTS && mono_ms () >= s->accept_paused_until)
         pfd[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
     /* A lent connection is the worker's: reading it here would steal
@@ -289,10 +295,8 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
                          t->rank, (long)t->pid, (long)owner);
             }
     }
-    if (job->leader[0] && !jobs_task (job, 0))
-        join_leader (s, job, (int)proto_get_int (req, "rank", -1));
-    try_resume_restored (s, job);
-    slurm_hook_registered (s, job, req);
+    for (int i = 0; i < s->non_register; i++)
+        s->on_register[i] (s, job, req);
     if ((o = ok_reply ("register"))) {
         proto_set_str (o, "job", job->id);
         proto_set_str (o, "node", s->conf->node);
@@ -480,28 +484,50 @@ static json_object *h_prune (struct server *s, struct client *c, json_object *re
     return o;
 }
 
-static const struct {
-    const char *type;
-    handler_f fn;
-} handlers[] = {
-    { "checkpoint", h_checkpoint },
-    { "ctl-attach", h_ctl_attach },
-    { "ibcr-hello", h_hello },
-    { "ping", h_ping },
-    { "prune", h_prune },
-    { "register", h_register },
-    { "restore", h_restore },
-    { "resume-restored", h_resume_restored },
-    { "spawn", h_spawn },
-    { "status", h_status },
-    { "term", slurm_hook_term },
-};
-#define NHANDLERS (sizeof (handlers) / sizeof (handlers[0]))
-
-static const char *known_types (void)
+int server_add_handler (struct server *s, const char *type, handler_f fn)
 {
-    return "checkpoint, ctl-attach, ibcr-hello, ping, prune, register, restore, "
-           "resume-restored, spawn, status, term";
+    for (int i = 0; i < s->nhandlers; i++)
+        if (!strcmp (s->handlers[i].type, type)) {
+            errno = EEXIST;
+            return -1;
+        }
+    if (s->nhandlers == SERVER_MAX_HANDLERS) {
+        errno = ENOSPC;
+        return -1;
+    }
+    s->handlers[s->nhandlers].type = type;
+    s->handlers[s->nhandlers++].fn = fn;
+    return 0;
+}
+
+int server_on_register (struct server *s, on_register_f fn)
+{
+    if (s->non_register == SERVER_MAX_ON_REGISTER) {
+        errno = ENOSPC;
+        return -1;
+    }
+    s->on_register[s->non_register++] = fn;
+    return 0;
+}
+
+static int cmp_str (const void *a, const void *b)
+{
+    return strcmp (*(const char *const *)a, *(const char *const *)b);
+}
+
+/* "a, b, c": the request types served, sorted, for an error reply. */
+static const char *known_types (struct server *s, char *buf, size_t len)
+{
+    const char *types[SERVER_MAX_HANDLERS];
+    size_t off = 0;
+
+    for (int i = 0; i < s->nhandlers; i++)
+        types[i] = s->handlers[i].type;
+    qsort (types, (size_t)s->nhandlers, sizeof (types[0]), cmp_str);
+    buf[0] = '\0';
+    for (int i = 0; i < s->nhandlers && off < len; i++)
+        off += (size_t)snprintf (buf + off, len - off, "%s%s", i ? ", " : "", types[i]);
+    return buf;
 }
 
 static void handle (struct server *s, struct client *c, json_object *req)
@@ -532,19 +558,20 @@ static void handle (struct server *s, struct client *c, json_object *req)
                "your own", c->attach_job, type));
         return;
     }
-    for (size_t i = 0; i < NHANDLERS; i++)
-        if (!strcmp (handlers[i].type, type)) {
+    for (int i = 0; i < s->nhandlers; i++)
+        if (!strcmp (s->handlers[i].type, type)) {
             json_object *rep;
             log_msg (LOG_DEBUG, "client pid %ld uid %u: %s", (long)c->pid,
                      (unsigned)c->uid, type);
-            if ((rep = handlers[i].fn (s, c, req)) != NO_REPLY)
+            if ((rep = s->handlers[i].fn (s, c, req)) != NO_REPLY)
                 reply (s, c, req, rep);
             return;
         }
     log_msg (LOG_WARNING, "client pid %ld uid %u: unknown request type '%.64s'",
              (long)c->pid, (unsigned)c->uid, type);
+    char known[512];
     reply (s, c, req, proto_error (type, EOPNOTSUPP, "unknown request type '%.64s'; this "
-           "ibcrd knows: %s", type, known_types ()));
+           "ibcrd knows: %s", type, known_types (s, known, sizeof (known))));
 }
 
 static int uid_conns (struct server *s, uid_t uid)
@@ -688,14 +715,6 @@ void server_dispatch (struct server *s, struct pollfd *pfd, int n)
             accept_clients (s);
             continue;
         }
-        struct job *job;
-        for (job = jobs_first (s->jobs); job; job = job->next)
-            if (job->report_fd == pfd[i].fd) {
-                server_worker_report (s, job);
-                break;
-            }
-        if (job)
-            continue;
         for (struct client *c = s->clients; c; c = c->next)
             if (c->fd == pfd[i].fd) {
                 if (serve_client (s, c) < 0)

@@ -5,6 +5,9 @@
  * Any malformed, oversized, wrong-version or unknown-type message gets an
  * error reply and is logged; the daemon serves on.  Nothing here trusts an
  * identity written in a message.
+ *
+ * The bottom layer of the daemon: the modules that handle requests
+ * (request.h) add their types to it; it calls none of them by name.
  */
 #ifndef IBCRD_SERVER_H
 #define IBCRD_SERVER_H
@@ -35,25 +38,8 @@ void server_dispatch (struct server *s, struct pollfd *pfd, int n);
 
 int server_nclients (struct server *s);
 
-/* A generation's worker ended (status 0: committed or resumed); the
- * connections it owned are read here again. */
-void server_worker_done (struct server *s, pid_t pid, int status);
-
-/* Start the periodic generations that are due; returns the ms until the
- * next one is due, or -1 when none is scheduled. */
-int server_timer (struct server *s);
-
 /* MUNGE for talking to the other nodes of multi-node jobs. */
 void server_set_peerauth (struct server *s, struct peerauth *pa);
-
-/* Peer requests about jobs ("join", "gen-begin"); for peer_set_handler. */
-json_object *server_peer_request (void *arg, json_object *msg, const char *addr);
-
-/* A final generation of job for a Slurm trigger ("timelimit", "drain",
- * "preempt", "cancel"; slurm_hook.c), the job left running.  0, or -1
- * with errno: EINVAL not the job's leader, EBUSY a generation runs,
- * EAGAIN not every rank registered yet. */
-int server_start_trigger (struct server *s, struct job *job, const char *trigger);
 
 /* The peer port actually bound, for status replies (0: none). */
 void server_set_peer_port (struct server *s, int port);

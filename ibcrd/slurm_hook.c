@@ -31,8 +31,9 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "gen.h"
+#include "request.h"
+#include "schedule.h"
 #include "server.h"
-#include "server_int.h"
 #include "slurm_hook.h"
 #include "slurm_watch.h"
 
@@ -495,7 +496,7 @@ static void hk_trigger (struct server *s, uint32_t id, const char *trigger, int 
     }
     log_msg (LOG_NOTICE, "job %u: %s: final checkpoint%s", id, trigger,
              action == CONF_ACT_REQUEUE ? ", then requeue" : "");
-    if (server_start_trigger (s, job, trigger) < 0) {
+    if (sched_start_trigger (s, job, trigger) < 0) {
         log_err (errno, "job %u: %s: the final checkpoint cannot start", id, trigger);
         if (action == CONF_ACT_REQUEUE) {
             /* Better back from the last committed generation than lost. */

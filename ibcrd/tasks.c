@@ -29,7 +29,7 @@
 #include "common/tasktree.h"
 #include "imgcopy.h"
 #include "jobs.h"
-#include "server_int.h"
+#include "request.h"
 #include "tasks.h"
 #include "worker.h"
 

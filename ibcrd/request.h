@@ -1,8 +1,13 @@
-/* server_int.h - what server.c (the local socket) and server_gen.c (the
- * requests that start generations, and the peer requests about jobs)
- * share: the client and server structures.  Private to those two files. */
-#ifndef IBCRD_SERVER_INT_H
-#define IBCRD_SERVER_INT_H
+/* request.h - the request layer's interface for the modules that handle
+ * requests of the local socket (schedule.c, member.c, tasks.c,
+ * slurm_hook.c): the client and server structures, and how a module adds
+ * request types and hears of registrations.  server.c owns both
+ * structures; a handler reads them and answers through its return value
+ * (or NO_REPLY and a later proto_send on c->fd).  server.c calls no
+ * module above it: what it dispatches to was added with
+ * server_add_handler and server_on_register at start-up (ibcrd.c). */
+#ifndef IBCRD_REQUEST_H
+#define IBCRD_REQUEST_H
 
 #include <json-c/json.h>
 
@@ -14,6 +19,14 @@
 #include "jobs.h"
 
 #define SERVER_MAX_CLIENTS 1024
+#define SERVER_MAX_HANDLERS 32
+#define SERVER_MAX_ON_REGISTER 4
+
+struct server;
+struct client;
+typedef json_object *(*handler_f) (struct server *s, struct client *c, json_object *req);
+/* After a task registered (h_register): job, and the request. */
+typedef void (*on_register_f) (struct server *s, struct job *job, json_object *req);
 
 /* A client's identity (uid, gid, pid) is whom it acts for: SO_PEERCRED
  * at accept, except on a connection made for a restored task (ctl-attach),
@@ -50,6 +63,13 @@ struct server {
     struct peerauth *pa;
     time_t started;
     struct client *clients;
+    struct {
+        const char *type;
+        handler_f fn;
+    } handlers[SERVER_MAX_HANDLERS];
+    int nhandlers;
+    on_register_f on_register[SERVER_MAX_ON_REGISTER];
+    int non_register;
 };
 
 /* Returned by a handler that must not answer (libibcr's hello: libibcr
@@ -57,24 +77,13 @@ struct server {
 extern char server_no_reply_marker;     /* one object for both files */
 #define NO_REPLY ((json_object *)(void *)&server_no_reply_marker)
 
-typedef json_object *(*handler_f) (struct server *s, struct client *c, json_object *req);
+/* Add a request type to the local socket (type must live as long as s);
+ * and a function called after every registration, in the order added.
+ * 0, or -1 (EEXIST, ENOSPC). */
+int server_add_handler (struct server *s, const char *type, handler_f fn);
+int server_on_register (struct server *s, on_register_f fn);
+
 void client_close (struct server *s, struct client *c);
 json_object *ok_reply (const char *request);
-
-/* Handlers of server_gen.c, in server.c's table. */
-json_object *h_checkpoint (struct server *s, struct client *c, json_object *req);
-json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req);
-json_object *h_resume_restored (struct server *s, struct client *c, json_object *req);
-
-/* Start the rebuild of a restarted job once every rank is back and
- * someone asked (server_gen.c); called whenever a rank registers. */
-void try_resume_restored (struct server *s, struct job *job);
-
-/* Read what job's worker reported (its phase, its end) into job; the
- * channel is closed at its end (server_gen.c). */
-void server_worker_report (struct server *s, struct job *job);
-
-/* A member node tells the leader it holds a rank (server_gen.c). */
-void join_leader (struct server *s, struct job *job, int rank);
 
 #endif

@@ -1,12 +1,12 @@
-/* server_gen.c - the requests that start generations ("checkpoint",
- * "resume-restored"), the restored tasks' control sockets ("ctl-attach"),
- * the periodic timer, the workers' end, and the peer requests about jobs
- * ("join" from members to the leader, "gen-begin" from the leader). */
+/* schedule.c - the scheduling of generations on this node (schedule.h):
+ * the requests that start them ("checkpoint", "resume-restored"), the
+ * restored tasks' control sockets ("ctl-attach"), the periodic timer,
+ * Slurm's triggers (sched_start_trigger), restore deadlines, a member's
+ * part of a leader's generation, and the workers' reports and ends. */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/close_range.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
@@ -21,74 +21,54 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fds.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "gen.h"
 #include "peer.h"
 #include "phase.h"
-#include "server.h"
-#include "server_int.h"
-#include "slurm_hook.h"
+#include "request.h"
+#include "schedule.h"
 #include "tasks.h"
 #include "worker.h"
 
-/* A member node tells the job's leader (rank 0's ibcrd) that it holds a
- * rank, so that the leader's generations include it.  In a short-lived
- * child, retried while the leader has not registered rank 0 yet, so the
- * ranks of a job may start in any order. */
-void join_leader (struct server *s, struct job *job, int rank)
-{
-    char node[IDENT_MAX + 1], host[256], err[1024];
-    int port = job->leader_port ? job->leader_port : 7195;
-    const char *at = strchr (job->leader, '@');
-    pid_t pid;
+static sched_started_f observe_started;
+static sched_done_f observe_done;
 
-    if (!s->pa) {
-        log_msg (LOG_ERR, "job %s: rank %d cannot join leader %s: this ibcrd has no peer "
-                 "listener (set peer_port)", job->id, rank, job->leader);
-        return;
-    }
-    if (at) {
-        snprintf (node, sizeof (node), "%.*s", (int)(at - job->leader), job->leader);
-        snprintf (host, sizeof (host), "%s", at + 1);
-    } else {
-        snprintf (node, sizeof (node), "%.*s", IDENT_MAX, job->leader);
-        snprintf (host, sizeof (host), "%s", job->leader);
-    }
-    if ((pid = fork ()) != 0) {
-        if (pid < 0)
-            log_err (errno, "job %s: cannot fork to join the leader", job->id);
-        return;
-    }
-    close_range (3, ~0U, 0);
-    for (int attempt = 0; attempt < 300; attempt++) {
-        json_object *m = proto_new ("join"), *rep = NULL;
-        proto_set_str (m, "from", s->conf->node);
-        proto_set_str (m, "job", job->id);
-        proto_set_int (m, "rank", rank);
-        proto_set_int (m, "uid", job->uid);
-        proto_set_int (m, "port", s->peer_port);
-        int rc = peer_request (s->pa, host, port, node, m, (int)s->conf->timeout_request, &rep,
-                               err, sizeof (err));
-        json_object_put (m);
-        if (rc == 0 && !strcmp (proto_type (rep), "ok")) {
-            log_msg (LOG_INFO, "job %s: rank %d joined leader %s (%s:%d)", job->id, rank, node,
-                     host, port);
-            _exit (0);
-        }
-        if (rc == 0) {
-            snprintf (err, sizeof (err), "%s", proto_get_str (rep, "message", "?"));
-            if (proto_get_int (rep, "errno", 0) != ENOENT)
-                attempt = 1000;     /* refused for good */
-        }
-        json_object_put (rep);
-        usleep (200000);
-    }
-    log_msg (LOG_ERR, "job %s: rank %d could not join leader %s (%s:%d): %s; its generations "
-             "will not include this node", job->id, rank, node, host, port, err);
-    _exit (1);
+void sched_set_observer (sched_started_f started, sched_done_f done)
+{
+    observe_started = started;
+    observe_done = done;
 }
 
+int sched_pollfds (struct server *s, struct pollfd *pfd, int max)
+{
+    int n = 0;
+
+    for (struct job *job = jobs_first (s->jobs); job && n < max; job = job->next)
+        if (job->report_fd >= 0)
+            pfd[n++] = (struct pollfd){ .fd = job->report_fd, .events = POLLIN };
+    return n;
+}
+
+void sched_dispatch (struct server *s, const struct pollfd *pfd, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!pfd[i].revents)
+            continue;
+        for (struct job *job = jobs_first (s->jobs); job; job = job->next)
+            if (job->report_fd == pfd[i].fd) {
+                sched_worker_report (s, job);
+                break;
+            }
+    }
+}
+
+void sched_registered (struct server *s, struct job *job, json_object *req)
+{
+    (void)req;
+    sched_try_resume (s, job);
+}
 /* Whether job's worker still runs.  A worker answers its asker (or the
  * leader's "end") just before it exits, so the next request can arrive
  * before SIGCHLD is handled: reap it here then, rather than answer
@@ -104,7 +84,7 @@ static int worker_busy (struct server *s, struct job *job)
      * and ask again while the worker is still on its way out.  It sent
      * its "worker-end" before the reply, so the end is there to read;
      * then its exit is a matter of moments: wait for it, a bounded time. */
-    server_worker_report (s, job);
+    sched_worker_report (s, job);
     for (int ms = 0;; ms += 5) {
         struct timespec ts = { 0, 5000000L };
         if ((w = waitpid (job->worker, &status, WNOHANG)) != 0 || !job->reported_end
@@ -113,7 +93,7 @@ static int worker_busy (struct server *s, struct job *job)
         (void)nanosleep (&ts, NULL);
     }
     if (w == job->worker)
-        server_worker_done (s, job->worker, WIFEXITED (status) ? WEXITSTATUS (status) : 128
+        sched_worker_done (s, job->worker, WIFEXITED (status) ? WEXITSTATUS (status) : 128
                             + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
     return job->worker != 0;
 }
@@ -296,7 +276,8 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     }
     job->worker = pid;
     job->worker_kind = kind;
-    slurm_hook_gen_started (job, kind, trigger);
+    if (observe_started)
+        observe_started (job, kind, trigger);
     lend_ctls (s, job, pid);
     log_msg (LOG_INFO, "job %s: %s started (%s, worker pid %ld)", job->id,
              kind == GEN_RESTORED ? "resume of restored tasks" : "generation", trigger,
@@ -426,11 +407,11 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
                             "try again when it ends", id);
     snprintf (c->resume_job, sizeof (c->resume_job), "%s", job->id);
     c->resume_deadline = mono_ms () + (long)s->conf->timeout_restore;
-    try_resume_restored (s, job);
-    return NO_REPLY;    /* answered when the rebuild ends (server_worker_done) */
+    sched_try_resume (s, job);
+    return NO_REPLY;    /* answered when the rebuild ends (sched_worker_done) */
 }
 
-void try_resume_restored (struct server *s, struct job *job)
+void sched_try_resume (struct server *s, struct job *job)
 {
     int asked = 0;
 
@@ -496,7 +477,7 @@ static void worker_report (struct job *job, json_object *m)
         report_error (job, (int)gen, "%s", proto_get_str (m, "error", "(no reason given)"));
 }
 
-void server_worker_report (struct server *s, struct job *job)
+void sched_worker_report (struct server *s, struct job *job)
 {
     (void)s;
     while (job->report_fd >= 0) {
@@ -521,7 +502,7 @@ void server_worker_report (struct server *s, struct job *job)
     }
 }
 
-void server_worker_done (struct server *s, pid_t pid, int status)
+void sched_worker_done (struct server *s, pid_t pid, int status)
 {
     struct job *job;
 
@@ -536,7 +517,7 @@ void server_worker_done (struct server *s, pid_t pid, int status)
     if (!job)
         return;
     /* It has exited: all it reported is in the channel. */
-    server_worker_report (s, job);
+    sched_worker_report (s, job);
     report_close (job);
     if (!job->reported_end && status != 0) {
         char why[256];
@@ -576,10 +557,11 @@ void server_worker_done (struct server *s, pid_t pid, int status)
     }
     log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id,
              (long)pid, status == 0 ? "done" : "failed (see its lines above)");
-    slurm_hook_gen_done (s, job, status);
+    if (observe_done)
+        observe_done (s, job, status);
 }
 
-int server_start_trigger (struct server *s, struct job *job, const char *trigger)
+int sched_start_trigger (struct server *s, struct job *job, const char *trigger)
 {
     if (!is_leader (job)) {
         errno = EINVAL;
@@ -690,7 +672,7 @@ static long restore_deadlines (struct server *s)
     return best;
 }
 
-int server_timer (struct server *s)
+int sched_timer (struct server *s)
 {
     struct timespec now;
     long best = restore_deadlines (s), paused = s->accept_paused_until - mono_ms ();
@@ -724,52 +706,6 @@ int server_timer (struct server *s)
     return (int)best;
 }
 
-/* Peer "join" {job, rank, uid, port, from}: a member node holds a rank
- * of a job led here. */
-static json_object *p_join (struct server *s, json_object *m, const char *addr)
-{
-    const char *id = proto_get_str (m, "job", ""), *from = proto_get_str (m, "from", "");
-    int64_t uid = proto_get_int (m, "uid", -1);
-    struct job *job = ident_ok (id) && uid >= 0 ? jobs_find_owned (s->jobs, id, (uid_t)uid)
-        : NULL;
-    struct job_member *mb = NULL;
-    json_object *o;
-
-    if (!job || !jobs_task (job, 0))
-        return proto_error ("join", ENOENT, "rank 0 of job %s is not registered on node %s "
-                            "(yet)", id, s->conf->node);
-    if ((int64_t)job->uid != proto_get_int (m, "uid", -1))
-        return proto_error ("join", EPERM, "job %s belongs to another user on node %s", id,
-                            s->conf->node);
-    if (!ident_ok (from))
-        return proto_error ("join", EINVAL, "\"from\" is not a node name");
-    for (int i = 0; i < job->nmembers; i++)
-        if (!strcmp (job->members[i].node, from))
-            mb = &job->members[i];
-    if (!mb) {
-        if (job->nmembers >= JOB_MAX_MEMBERS)
-            return proto_error ("join", ENOSPC, "job %s has too many nodes", id);
-        mb = &job->members[job->nmembers++];
-        memset (mb, 0, sizeof (*mb));
-        snprintf (mb->node, sizeof (mb->node), "%s", from);
-    }
-    /* The address the join came from: identity is MUNGE's, this is only
-     * where to reach that node's ibcrd. */
-    snprintf (mb->host, sizeof (mb->host), "%.*s", (int)strcspn (addr, ":"), addr);
-    mb->port = (int)proto_get_int (m, "port", 7195);
-    int rank = (int)proto_get_int (m, "rank", -1), known = 0;
-    for (int i = 0; i < mb->nranks; i++)
-        known |= mb->ranks[i] == rank;
-    if (!known && mb->nranks < MEMBER_MAX_RANKS)
-        mb->ranks[mb->nranks++] = rank;
-    log_msg (LOG_INFO, "job %s: node %s (%s:%d) joined with rank %lld", id, from, mb->host,
-             mb->port, (long long)proto_get_int (m, "rank", -1));
-    try_resume_restored (s, job);
-    if ((o = proto_new ("ok")))
-        proto_set_str (o, "request", "join");
-    return o;
-}
-
 /* A TCP listener on our peer address, any port, for a member worker. */
 static int member_listener (struct server *s, int *port)
 {
@@ -789,33 +725,7 @@ static int member_listener (struct server *s, int *port)
 }
 
 static json_object *gen_begin_member (struct server *s, json_object *m, struct job *job,
-                                     struct gen_task *tasks, int *keep);
-
-/* Peer "gen-begin" {job, gen, trigger, leave_running}: the leader starts a
- * generation; a worker here will serve its phases. */
-static json_object *p_gen_begin (struct server *s, json_object *m)
-{
-    const char *id = proto_get_str (m, "job", "");
-    struct job *job = ident_ok (id) ? jobs_find (s->jobs, id, 0) : NULL;
-    struct gen_task *tasks;
-    int *keep;
-    json_object *o = NULL;
-
-    if (!job)
-        return proto_error ("gen-begin", ENOENT, "job %s has no task on node %s", id,
-                            s->conf->node);
-    /* On the heap: a node may hold many tasks of one job. */
-    tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
-    keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 2, sizeof (*keep));
-    if (tasks && keep)
-        o = gen_begin_member (s, m, job, tasks, keep);
-    free (tasks);
-    free (keep);
-    return o;
-}
-
-static json_object *gen_begin_member (struct server *s, json_object *m, struct job *job,
-                                     struct gen_task *tasks, int *keep)
+                                      struct gen_task *tasks, int *keep)
 {
     const char *id = job->id;
     struct gen g = { .report_fd = -1 };
@@ -900,22 +810,26 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     close (g.member_lfd);
     job->worker = pid;
     job->worker_kind = GEN_CHECKPOINT;
-    slurm_hook_gen_started (job, GEN_CHECKPOINT, trigger);
+    if (observe_started)
+        observe_started (job, GEN_CHECKPOINT, trigger);
     lend_ctls (s, job, pid);
     log_msg (LOG_INFO, "job %s gen %d: member worker pid %ld on port %d", job->id, g.gen,
              (long)pid, port);
     return o;
 }
 
-json_object *server_peer_request (void *arg, json_object *m, const char *addr)
+json_object *sched_member_begin (struct server *s, json_object *m, struct job *job)
 {
-    struct server *s = arg;
-    const char *type = proto_type (m);
+    /* On the heap: a node may hold many tasks of one job. */
+    struct gen_task *tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
+    int *keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 2, sizeof (*keep));
+    json_object *o = NULL;
 
-    if (!strcmp (type, "join"))
-        return p_join (s, m, addr);
-    if (!strcmp (type, "gen-begin"))
-        return p_gen_begin (s, m);
-    return NULL;
+    if (tasks && keep)
+        o = gen_begin_member (s, m, job, tasks, keep);
+    else
+        o = proto_error ("gen-begin", ENOMEM, "node %s: out of memory", s->conf->node);
+    free (tasks);
+    free (keep);
+    return o;
 }
-
