@@ -852,6 +852,36 @@ static void shm_service(struct sib_conn *c, struct sib_qp *qp, bool force)
 	sib_shm_kick_self(c);	/* busy: come back after the others */
 }
 
+/* shm_service, then, if the ring is armed (no application thread is
+ * polling it), a short unlocked busy wait before sleeping: a stream keeps
+ * the progress thread on its CPU instead of costing the producer an
+ * eventfd write and us a wake-up per burst.  Bounded, so commands and the
+ * other connections wait at most SIB_SHM_SPIN_ROUNDS spins. */
+static void shm_serve_spin(struct sib_conn *c, struct sib_qp **qp)
+{
+	bool last = false;
+
+	for (int k = 0; k < SIB_SHM_SPIN_ROUNDS; k++) {
+		bool work;
+
+		shm_service(c, *qp, false);
+		if (last || c->dead || !c->shm || c->shm->lazy_until
+		    || c->parked || c->handoff || c->peer_gone)
+			return;
+		/* the connection stays allocated: only this thread frees */
+		unlock_owner(c, *qp);
+		work = sib_shm_spin(c);
+		lock_owner(c, qp);
+		if (c->dead)
+			return;
+		last = !work;	/* timed out: arm again, then sleep */
+	}
+	/* rounds used up with bytes still coming: the spin left the ring
+	 * disarmed, so come back after the other events */
+	if (!c->dead && c->shm)
+		sib_shm_kick_self(c);
+}
+
 uint64_t sib_conn_shm_timers(struct sib_ctx *ctx, uint64_t now, bool all)
 {
 	uint64_t next = 0;
@@ -910,7 +940,7 @@ void sib_conn_event(struct sib_conn *c, uint32_t events)
 		if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			c->peer_gone = true;
 		sib_shm_drain_wake(c);
-		shm_service(c, qp, false);
+		shm_serve_spin(c, &qp);
 		goto out;
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))

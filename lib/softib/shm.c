@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,7 +481,7 @@ void sib_shm_consumed(struct sib_conn *c, uint32_t n)
 
 	if (!n)
 		return;
-	s->rx_tail += n;
+	__atomic_store_n(&s->rx_tail, s->rx_tail + n, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->rx->tail, s->rx_tail, __ATOMIC_RELEASE);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&s->rx->want_space, __ATOMIC_RELAXED)
@@ -491,6 +492,30 @@ void sib_shm_consumed(struct sib_conn *c, uint32_t n)
 void sib_shm_disarm(struct sib_conn *c)
 {
 	__atomic_store_n(&c->shm->rx->armed, 0u, __ATOMIC_RELAXED);
+}
+
+bool sib_shm_spin(struct sib_conn *c)
+{
+	struct sib_shm *s = c->shm;
+	uint64_t end = sib_now_ns() + SIB_SHM_SPIN_NS;
+	uint64_t tail = __atomic_load_n(&s->rx_tail, __ATOMIC_RELAXED);
+	bool want_room = __atomic_load_n(&c->out_armed, __ATOMIC_RELAXED);
+	uint64_t head = __atomic_load_n(&s->tx_head, __ATOMIC_RELAXED);
+
+	/* the producer need not poke us while we look ourselves */
+	sib_shm_disarm(c);
+	do {
+		if (__atomic_load_n(&s->rx->head, __ATOMIC_ACQUIRE) != tail)
+			return true;
+		if (want_room && head - __atomic_load_n(&s->tx->tail,
+					__ATOMIC_ACQUIRE) < s->size)
+			return true;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+		sched_yield();	/* few cores: let the producer run */
+	} while (sib_now_ns() < end);
+	return false;
 }
 
 void sib_shm_app_sleeps(struct sib_ctx *ctx)

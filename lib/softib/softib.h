@@ -354,6 +354,8 @@ struct sib_shm {
 };
 
 #define SIB_SHM_LAZY_NS	1000000ull
+#define SIB_SHM_SPIN_NS	50000ull	/* progress thread: wait before sleep */
+#define SIB_SHM_SPIN_ROUNDS 256
 
 
 SIB_HIDDEN bool sib_shm_wanted(void);
@@ -373,6 +375,9 @@ SIB_HIDDEN int64_t sib_shm_peek(struct sib_conn *c, uint8_t **p);
 SIB_HIDDEN void sib_shm_consumed(struct sib_conn *c, uint32_t n);
 SIB_HIDDEN bool sib_shm_arm(struct sib_conn *c);
 SIB_HIDDEN void sib_shm_disarm(struct sib_conn *c);
+/* Unlocked: disarms and waits up to SIB_SHM_SPIN_NS for bytes (or room
+ * the connection waits for); true if some came. */
+SIB_HIDDEN bool sib_shm_spin(struct sib_conn *c);
 /* An application thread arms a CQ (it may block): every lazy ring of the
  * context is armed by the progress thread at once. */
 SIB_HIDDEN void sib_shm_app_sleeps(struct sib_ctx *ctx);
