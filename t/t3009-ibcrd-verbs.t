@@ -74,7 +74,11 @@ t9_let_run() {
 # t9_shm JOB: every rank of JOB maps softib's same-host rings (the
 # pingpong on one host goes through shared memory, also after a rebuild)
 t9_shm() {
-	t9_apps=$(ibcrd_task_fields $1 app_pid) && test -n "$t9_apps" &&
+	t9_apps=$("$IBCR" status $1 --json | /usr/bin/python3 -c '
+import json, sys
+tasks = json.load(sys.stdin)["job"]["tasks"]
+print(" ".join(str(p) for t in tasks for p in t.get("verbs_pids", [t["app_pid"]])))
+') && test -n "$t9_apps" &&
 	for p in $t9_apps; do
 		grep -q "memfd:softib-shm" /proc/$p/maps || return 1
 	done
