@@ -3,9 +3,12 @@ test_description='softib: Debian'"'"'s ibv_*_pingpong with validation
 
 ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong,
 unmodified, run with -c (the receiver checks every buffer) between two
-processes on one host and between two network-namespace hosts, polling
-and with completion events, with the classic and the ibv_wr_* send API,
-addressed by LID and by GID.'
+processes on one host (through shared-memory rings, and again over TCP
+with SOFTIB_SHM=0) and between two network-namespace hosts, polling and
+with completion events, with the classic and the ibv_wr_* send API,
+addressed by LID and by GID.  While an rc_pingpong runs on one host,
+both processes map softib'"'"'s rings and open no TCP connection to
+each other'"'"'s softib endpoint; with SOFTIB_SHM=0 they do the opposite.'
 
 . $(dirname $0)/sharness.sh
 ibcr_require ROOT NETNS IBVUTILS
@@ -54,9 +57,16 @@ test_expect_success 'set up two network-namespace hosts' '
 	netns_create 2
 '
 
-for where in "0 0" "1 2"; do
+for where in "0 0" "0 0 tcp" "1 2"; do
 	set -- $where
 	if test "$1" = 0; then place="one host"; else place="two netns hosts"; fi
+	if test "$3" = tcp; then
+		place="one host, TCP with SOFTIB_SHM=0"
+		SOFTIB_SHM=0
+		export SOFTIB_SHM
+	else
+		unset SOFTIB_SHM
+	fi
 	test_expect_success "rc_pingpong -c, polling ($place)" "
 		pp_run $1 $2 ibv_rc_pingpong -c -n 300
 	"
@@ -88,6 +98,54 @@ for where in "0 0" "1 2"; do
 		pp_run $1 $2 ibv_srq_pingpong -c -e -q 4 -n 100
 	"
 done
+
+unset SOFTIB_SHM
+
+# pp_child PID: the pid of the tool that timeout PID runs
+pp_child() { pgrep -P "$1" | head -n 1; }
+# maps_shm PID: the tool under timeout PID maps softib's rings
+maps_shm() {
+	c=$(pp_child "$1") && test -n "$c" && grep -q "memfd:softib-shm" /proc/$c/maps
+}
+# softib_tcp PID: the tool under timeout PID has an established TCP
+# connection to a softib endpoint (default port base 24576)
+softib_tcp() {
+	c=$(pp_child "$1") && test -n "$c" &&
+	ss -Htnp state established "( dport >= :24577 and dport <= :28671 )" |
+		grep -q "pid=$c,"
+}
+# pp_watch MODE N: an rc_pingpong -c of N iterations (long enough to be
+# seen) on one host; while it runs, both ranks use shared memory (MODE
+# shm) or TCP (MODE tcp) and not the other
+pp_watch() {
+	port=$(( 32000 + $$ % 2000 )) n=$2
+	timeout 60 ibv_rc_pingpong -c -n $n -p $port >srv.out 2>srv.err &
+	spid=$!
+	ibcr_wait_for 10 pp_listening 0 $port || { kill $spid; return 1; }
+	timeout 60 ibv_rc_pingpong -c -n $n -p $port 127.0.0.1 >cli.out 2>cli.err &
+	cpid=$!
+	ok=0
+	if test $1 = shm; then
+		ibcr_wait_for 20 maps_shm $spid && ibcr_wait_for 20 maps_shm $cpid &&
+		! softib_tcp $spid && ! softib_tcp $cpid || ok=1
+	else
+		ibcr_wait_for 20 softib_tcp $cpid &&
+		! maps_shm $spid && ! maps_shm $cpid || ok=1
+	fi
+	wait $cpid || ok=1
+	wait $spid || ok=1
+	cat srv.out cli.out srv.err cli.err
+	test $ok = 0 && grep -q "^$n iters in" srv.out &&
+	grep -q "^$n iters in" cli.out
+}
+
+test_expect_success 'one host: rc_pingpong traffic goes through shared rings' '
+	pp_watch shm 200000
+'
+
+test_expect_success 'one host, SOFTIB_SHM=0: rc_pingpong traffic goes over TCP' '
+	(SOFTIB_SHM=0 && export SOFTIB_SHM && pp_watch tcp 10000)
+'
 
 test_expect_success 'the two hosts had distinct LIDs' '
 	l1=$(netns_exec 1 ibv_devinfo | sed -n "s/.*port_lid:[[:space:]]*//p") &&

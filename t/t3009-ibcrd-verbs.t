@@ -9,7 +9,9 @@ libibcr quiesces, drains exactly, releases every verbs object, CRIU dumps
 both ranks with libibcr'"'"'s control socket external, libibcr rebuilds with
 new real ids that are exchanged between the ranks, and the pingpong goes
 on and finishes, every buffer validated.  First with both ranks on one
-host, then on two network-namespace hosts with one ibcrd each (the leader
+host (where softib carries the pingpong through shared-memory rings,
+checked before the checkpoints, after them and after a restart: the
+dumps hold none of it, the rebuilt QPs map new rings), then on two network-namespace hosts with one ibcrd each (the leader
 drives the member node'"'"'s phases over MUNGE).  Then the project'"'"'s own
 sequence-checked stream (verbs_stream -C: RC SEND and RDMA WRITE_WITH_IMM,
 every message checked for sequence number and content, totals compared
@@ -69,6 +71,19 @@ t9_let_run() {
 	sleep 0.5
 }
 
+# t9_shm JOB: every rank of JOB maps softib's same-host rings (the
+# pingpong on one host goes through shared memory, also after a rebuild)
+t9_shm() {
+	t9_apps=$("$IBCR" status $1 --json | /usr/bin/python3 -c '
+import json, sys
+tasks = json.load(sys.stdin)["job"]["tasks"]
+print(" ".join(str(p) for t in tasks for p in t.get("verbs_pids", [t["app_pid"]])))
+') && test -n "$t9_apps" &&
+	for p in $t9_apps; do
+		grep -q "memfd:softib-shm" /proc/$p/maps || return 1
+	done
+}
+
 # Until both ranks of NAME ended, at most 120 s (the pingpong runs ~20 s).
 t9_wait_done() {
 	ibcr_wait_for 120 t9_done "$1"
@@ -83,9 +98,11 @@ test_expect_success 'setup: ibcrd' '
 test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 	ibcrd_pingpong pp pp $PORT $ITERS &&
 	t9_let_run &&
+	ibcrd_wait_for t9_shm pp &&
 	"$IBCR" checkpoint pp --wait &&
 	t9_let_run &&
 	"$IBCR" checkpoint pp --wait &&
+	ibcrd_wait_for t9_shm pp &&
 	! t9_done pp &&
 	grep -c "\"ctl_ino\"" d/storage/local/pp/gen-2/manifest.json >n && test "$(cat n)" -eq 2 &&
 	t9_drained d pp 2 &&
@@ -113,6 +130,7 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 	ibcrd_wait_for grep -q "restored from generation 2" rs.0.err &&
 	ibcrd_wait_for grep -q "restored from generation 2" rs.1.err &&
 	ibcrd_wait_for grep -q "job rs: restored tasks rebuilt and resumed" d/ibcrd.log &&
+	ibcrd_wait_for t9_shm rs &&
 	t9_wait_done rs &&
 	t9_pp_ok rs
 '

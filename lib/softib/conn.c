@@ -35,6 +35,7 @@ static void set_sockopts(int fd)
 {
 	int one = 1;
 
+	/* fails harmlessly (ENOTSUP) on a unix socket */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
@@ -75,21 +76,27 @@ static int start_connect(struct sib_conn *c)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
-	int fd;
+	int fd = -1;
 
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	set_sockopts(fd);
-	sin.sin_addr.s_addr = c->peer_ip;
-	sin.sin_port = htons(c->peer_port);
-	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0
-	    && errno != EINPROGRESS) {
-		int err = errno;
+	/* same host: the peer's unix endpoint and shared rings (shm.c) */
+	if (c->ctx->shm_on && c->peer_ip == c->ctx->addr.ip)
+		fd = sib_shm_connect(c);
+	if (fd < 0) {
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			    0);
+		if (fd < 0)
+			return -1;
+		set_sockopts(fd);
+		sin.sin_addr.s_addr = c->peer_ip;
+		sin.sin_port = htons(c->peer_port);
+		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0
+		    && errno != EINPROGRESS) {
+			int err = errno;
 
-		close(fd);
-		errno = err;
-		return -1;
+			close(fd);
+			errno = err;
+			return -1;
+		}
 	}
 	c->fd = fd;
 	c->connecting = true;
@@ -99,6 +106,7 @@ static int start_connect(struct sib_conn *c)
 
 		close(fd);
 		c->fd = -1;
+		sib_shm_free(c);
 		errno = err;
 		return -1;
 	}
@@ -117,6 +125,16 @@ void sib_conn_want_out(struct sib_conn *c, bool on)
 {
 	struct epoll_event ev = { .data.ptr = c };
 
+	if (c->shm && !c->connecting) {
+		/* the consumer wakes us when it frees room; want_space is
+		 * cleared by that wake, so set it again every time */
+		if (c->dead || (!on && !c->out_armed))
+			return;
+		c->out_armed = on;
+		if (sib_shm_want_space(c, on))
+			sib_shm_kick_self(c);
+		return;
+	}
 	if (c->dead || c->fd < 0 || c->out_armed == on || c->parked)
 		return;
 	ev.events = EPOLLIN | (on ? EPOLLOUT : 0);
@@ -131,6 +149,15 @@ void sib_conn_resume(struct sib_conn *c)
 	if (!c->parked || c->dead)
 		return;
 	c->parked = false;
+	if (c->shm) {
+		/* what waits in the ring is read by the progress thread */
+		ev.events = EPOLLRDHUP;
+		if (epoll_ctl(c->ctx->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+			sib_conn_kill(c, "cannot watch the connection");
+		else
+			sib_shm_kick_self(c);
+		return;
+	}
 	c->out_armed = false;
 	if (epoll_ctl(c->ctx->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
 		sib_conn_kill(c, "cannot watch the connection");
@@ -140,6 +167,8 @@ static void park(struct sib_conn *c)
 {
 	struct epoll_event ev = { .events = 0, .data.ptr = c };
 
+	/* shm: the socket's hang-up waits too; the eventfd keeps firing
+	 * (drained each time) and the ring waits in place */
 	c->parked = true;
 	epoll_ctl(c->ctx->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
@@ -153,6 +182,7 @@ void sib_conn_kill(struct sib_conn *c, const char *why)
 		epoll_ctl(c->ctx->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 		shutdown(c->fd, SHUT_RDWR);
 	}
+	sib_shm_unwatch(c);
 	if (c->qp) {
 		if (c->qp->req == c)
 			c->qp->req = NULL;
@@ -167,6 +197,7 @@ void sib_conn_free(struct sib_conn *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
+	sib_shm_free(c);
 	free(c->stage);
 	free(c->obuf);
 	pthread_mutex_destroy(&c->lock);
@@ -217,12 +248,24 @@ int sib_conn_queue(struct sib_conn *c, const void *a, size_t alen,
 	return 0;
 }
 
-/* Writes what the socket takes; 0 (maybe partial) or -1 on a dead peer. */
+ssize_t sib_conn_writev(struct sib_conn *c, struct iovec *iov, int cnt)
+{
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+
+	if (c->shm)
+		return sib_shm_writev(c, iov, cnt);
+	/* sendmsg, not writev: a peer gone raises EPIPE, never a SIGPIPE
+	 * that would kill the application */
+	return sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* Writes what the stream takes; 0 (maybe partial) or -1 on a dead peer. */
 int sib_conn_flush(struct sib_conn *c)
 {
 	while (c->ooff < c->olen && !c->connecting && c->fd >= 0) {
-		ssize_t n = send(c->fd, c->obuf + c->ooff, c->olen - c->ooff,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		struct iovec v = { .iov_base = c->obuf + c->ooff,
+				   .iov_len = c->olen - c->ooff };
+		ssize_t n = sib_conn_writev(c, &v, 1);
 
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -271,6 +314,14 @@ static void queue_hello(struct sib_conn *c)
 static void connected(struct sib_conn *c)
 {
 	c->connecting = false;
+	if (c->shm)
+		c->out_armed = false;	/* the socket's EPOLLOUT goes */
+	if (c->shm && sib_shm_watch(c) < 0) {
+		if (c->kind == SIB_CONN_RC_REQ && c->qp)
+			sib_req_lost(c->qp, "cannot watch the connection");
+		sib_conn_kill(c, "cannot watch the connection");
+		return;
+	}
 	if (c->kind == SIB_CONN_RC_REQ) {
 		queue_hello(c);
 		sib_tx_progress(c->qp);
@@ -290,6 +341,7 @@ static void connect_failed(struct sib_conn *c, int err)
 	close(c->fd);
 	c->fd = -1;
 	c->out_armed = false;
+	sib_shm_free(c);
 	if (now < c->give_up_at) {
 		/* the peer may not listen yet: retry, as an HCA retries */
 		c->retry_at = now + 20000000ull;
@@ -328,6 +380,7 @@ void sib_conn_timer(struct sib_conn *c, uint64_t now)
 static void hello_reject(struct sib_conn *c, uint32_t reason, const char *why)
 {
 	struct sib_hdr h;
+	struct iovec v = { .iov_base = &h, .iov_len = sizeof(h) };
 
 	memset(&h, 0, sizeof(h));
 	h.op = SIB_OP_HELLO_NAK;
@@ -335,7 +388,7 @@ static void hello_reject(struct sib_conn *c, uint32_t reason, const char *why)
 	sib_hdr_to_wire(&h);
 	sib_log("refusing connection from %s: %s",
 		inet_ntoa(*(struct in_addr *)&c->peer_ip), why);
-	if (send(c->fd, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+	if (sib_conn_writev(c, &v, 1) < 0)
 		sib_log("refusal not sent: %s", strerror(errno));
 	sib_conn_kill(c, why);
 }
@@ -540,7 +593,7 @@ static bool consume(struct sib_conn *c)
 	while (c->st_off < c->st_len && !c->dead && !c->parked
 	       && !c->handoff) {
 		uint32_t avail = c->st_len - c->st_off;
-		uint8_t *p = c->stage + c->st_off;
+		uint8_t *p = c->rbuf + c->st_off;
 
 		if (!c->in_payload) {
 			uint32_t k = sizeof(c->rh) - c->rh_have;
@@ -602,10 +655,61 @@ static void rx_eof(struct sib_conn *c, int err)
 	sib_conn_kill(c, "end of stream");
 }
 
+static void rx_end(struct sib_conn *c)
+{
+	if (c->kind == SIB_CONN_RC_RESP && c->qp)
+		sib_resp_batch_end(c);
+	if (c->olen > c->ooff && sib_conn_flush(c) < 0)
+		rx_eof(c, errno);
+}
+
+/* The same-host stream: messages are parsed straight from the ring and
+ * their payloads copied once, into place. */
+static void shm_rx(struct sib_conn *c)
+{
+	uint32_t budget = SIB_RX_BUDGET;
+	uint8_t *p;
+
+	while (!c->dead && !c->parked && !c->handoff && budget) {
+		int64_t n = sib_shm_peek(c, &p);
+		uint32_t used;
+
+		if (n < 0) {
+			garbage(c, "corrupt shared ring");
+			return;
+		}
+		if (n == 0)
+			break;
+		c->rbuf = p;
+		c->st_len = (uint32_t)n;
+		c->st_off = 0;
+		consume(c);
+		used = c->st_off;
+		c->st_len = c->st_off = 0;
+		if (c->dead)
+			return;
+		sib_shm_consumed(c, used);
+		if (!used)
+			break;
+		budget = used >= budget ? 0 : budget - used;
+	}
+	if (c->dead || c->parked || c->handoff)
+		return;
+	if (c->peer_gone && sib_shm_peek(c, &p) == 0) {
+		rx_eof(c, 0);
+		return;
+	}
+	rx_end(c);
+}
+
 static void rx_loop(struct sib_conn *c)
 {
 	uint32_t budget = SIB_RX_BUDGET;
 
+	if (c->shm) {
+		shm_rx(c);
+		return;
+	}
 	if (!c->stage) {
 		c->stage = malloc(SIB_STAGE);
 		if (!c->stage) {
@@ -613,6 +717,7 @@ static void rx_loop(struct sib_conn *c)
 			return;
 		}
 	}
+	c->rbuf = c->stage;
 	while (!c->dead && !c->parked && budget) {
 		ssize_t n;
 
@@ -620,6 +725,12 @@ static void rx_loop(struct sib_conn *c)
 			return;	/* sib_conn_event goes on under the lock */
 		if (c->parked)
 			break;
+		if (c->shm) {
+			/* the HELLO brought the rings: the rest is there */
+			c->st_len = c->st_off = 0;
+			shm_rx(c);
+			return;
+		}
 		if (c->in_payload && !c->rdiscard && c->riovcnt
 		    && c->rleft >= SIB_DIRECT_MIN) {
 			/* large payload: straight into its destination */
@@ -644,7 +755,16 @@ static void rx_loop(struct sib_conn *c)
 				continue;
 			}
 		} else {
-			n = read(c->fd, c->stage, SIB_STAGE);
+			if (c->is_unix) {
+				n = sib_shm_recv_hello(c, c->stage, SIB_STAGE);
+				if (c->shm && sib_shm_watch(c) < 0) {
+					sib_conn_kill(c, "cannot watch the "
+						      "connection");
+					return;
+				}
+			} else {
+				n = read(c->fd, c->stage, SIB_STAGE);
+			}
 			if (n > 0) {
 				c->st_len = (uint32_t)n;
 				c->st_off = 0;
@@ -666,10 +786,7 @@ static void rx_loop(struct sib_conn *c)
 	}
 	if (c->dead)
 		return;
-	if (c->kind == SIB_CONN_RC_RESP && c->qp)
-		sib_resp_batch_end(c);
-	if (c->olen > c->ooff && sib_conn_flush(c) < 0)
-		rx_eof(c, errno);
+	rx_end(c);
 }
 
 void sib_conn_poll(struct sib_conn *c)
@@ -677,6 +794,8 @@ void sib_conn_poll(struct sib_conn *c)
 	if (c->dead || c->connecting || c->parked || c->fd < 0
 	    || !c->pollable)
 		return;
+	if (c->shm)
+		c->shm->app_polls++;	/* see shm_service */
 	rx_loop(c);
 }
 
@@ -698,6 +817,94 @@ static void unlock_owner(struct sib_conn *c, struct sib_qp *qp)
 		pthread_mutex_unlock(&qp->lock);
 	else if (c->kind == SIB_CONN_UD_TX)
 		pthread_mutex_unlock(&c->lock);
+}
+
+/* Progress thread, owner locked: serves a same-host connection, then
+ * asks for a wake-up before going back to sleep, unless an application
+ * thread polled it since the last look (it will read what comes; a timer
+ * brings us back, or sib_shm_app_sleeps). */
+static void shm_service(struct sib_conn *c, struct sib_qp *qp, bool force)
+{
+	struct sib_shm *s;
+
+	for (int k = 0; k < 8 && !c->dead; k++) {
+		rx_loop(c);
+		if (c->dead || c->handoff)
+			return;
+		if (c->kind == SIB_CONN_RC_REQ && qp)
+			sib_tx_progress(qp);
+		else if (c->olen > c->ooff && sib_conn_flush(c) < 0)
+			sib_conn_kill(c, "write failed");
+		if (c->dead || c->parked)
+			return;
+		s = c->shm;
+		if (!force && s->app_polls != s->seen_polls) {
+			s->seen_polls = s->app_polls;
+			s->lazy_until = sib_now_ns() + SIB_SHM_LAZY_NS;
+			sib_shm_disarm(c);
+			return;
+		}
+		s->seen_polls = s->app_polls;
+		s->lazy_until = 0;
+		if (!sib_shm_arm(c))
+			return;
+	}
+	sib_shm_kick_self(c);	/* busy: come back after the others */
+}
+
+/* shm_service, then, if the ring is armed (no application thread is
+ * polling it), a short unlocked busy wait before sleeping: a stream keeps
+ * the progress thread on its CPU instead of costing the producer an
+ * eventfd write and us a wake-up per burst.  Bounded, so commands and the
+ * other connections wait at most SIB_SHM_SPIN_ROUNDS spins. */
+static void shm_serve_spin(struct sib_conn *c, struct sib_qp **qp)
+{
+	bool last = false;
+
+	for (int k = 0; k < SIB_SHM_SPIN_ROUNDS; k++) {
+		bool work;
+
+		shm_service(c, *qp, false);
+		if (last || c->dead || !c->shm || c->shm->lazy_until
+		    || c->parked || c->handoff || c->peer_gone)
+			return;
+		/* the connection stays allocated: only this thread frees */
+		unlock_owner(c, *qp);
+		work = sib_shm_spin(c);
+		lock_owner(c, qp);
+		if (c->dead)
+			return;
+		last = !work;	/* timed out: arm again, then sleep */
+	}
+	/* rounds used up with bytes still coming: the spin left the ring
+	 * disarmed, so come back after the other events */
+	if (!c->dead && c->shm)
+		sib_shm_kick_self(c);
+}
+
+uint64_t sib_conn_shm_timers(struct sib_ctx *ctx, uint64_t now, bool all)
+{
+	uint64_t next = 0;
+	struct sib_conn *c;
+
+	/* the list is only unlinked by this thread (reap) */
+	for (c = ctx->conns; c; c = c->next) {
+		struct sib_qp *qp;
+		uint64_t t;
+
+		if (c->dead || !c->shm || !c->shm->watched
+		    || !__atomic_load_n(&c->shm->lazy_until, __ATOMIC_RELAXED))
+			continue;
+		lock_owner(c, &qp);
+		t = c->shm ? c->shm->lazy_until : 0;
+		if (!c->dead && t && (all || t <= now))
+			shm_service(c, qp, all);
+		t = c->dead || !c->shm ? 0 : c->shm->lazy_until;
+		unlock_owner(c, qp);
+		if (t && (!next || t < next))
+			next = t;
+	}
+	return next;
 }
 
 void sib_conn_event(struct sib_conn *c, uint32_t events)
@@ -724,9 +931,25 @@ void sib_conn_event(struct sib_conn *c, uint32_t events)
 		connected(c);
 		if (c->dead)
 			goto out;
+		if (c->shm) {
+			shm_service(c, qp, false);
+			goto out;
+		}
+	}
+	if (c->shm && c->shm->watched) {
+		if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+			c->peer_gone = true;
+		sib_shm_drain_wake(c);
+		shm_serve_spin(c, &qp);
+		goto out;
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
 		rx_loop(c);
+	if (c->shm && !c->dead && !c->handoff) {
+		/* a unix HELLO just brought the rings (UD receiver) */
+		shm_service(c, qp, false);
+		goto out;
+	}
 	if (!c->dead && (events & EPOLLOUT)) {
 		if (c->kind == SIB_CONN_RC_REQ && qp)
 			sib_tx_progress(qp);
@@ -745,7 +968,10 @@ out:
 		lock_owner(c, &qp);
 		if (!c->dead) {
 			c->pollable = true;
-			rx_loop(c);
+			if (c->shm)
+				shm_service(c, qp, false);
+			else
+				rx_loop(c);
 		}
 		unlock_owner(c, qp);
 	}

@@ -269,6 +269,9 @@ static int sib_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	cq->armed = true;
 	cq->solicited_only = solicited_only != 0;
 	pthread_mutex_unlock(&cq->lock);
+	/* the application may sleep now: same-host rings it was polling
+	 * must wake the progress thread again (see shm_service) */
+	sib_shm_app_sleeps(sib_ctx_of(ibcq->context));
 	return 0;
 }
 

@@ -510,7 +510,7 @@ SIB_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = ENOMEM;
 		return NULL;
 	}
-	ctx->epfd = ctx->listen_fd = ctx->wake_fd = -1;
+	ctx->epfd = ctx->listen_fd = ctx->ulisten_fd = ctx->wake_fd = -1;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->ev_lock, NULL);
 	pthread_mutex_init(&ctx->cmd_lock, NULL);

@@ -30,7 +30,7 @@
  * is under about 900 KiB.  Only what is touched gets committed. */
 #define SIB_STACK (1024 * 1024)
 
-static char sib_tag_wake, sib_tag_listen;
+static char sib_tag_wake, sib_tag_listen, sib_tag_ulisten;
 
 void sib_progress_kick(struct sib_ctx *ctx)
 {
@@ -200,6 +200,14 @@ static int run_timers(struct sib_ctx *ctx)
 				next = c->retry_at;
 		pthread_mutex_unlock(&ctx->lock);
 	}
+	{
+		bool all = __atomic_exchange_n(&ctx->shm_wake_all, false,
+					       __ATOMIC_ACQ_REL);
+		uint64_t t = sib_conn_shm_timers(ctx, now, all);
+
+		if (t && (!next || t < next))
+			next = t;
+	}
 	for (uint32_t i = 0; i < SIB_MAX_QP; i++) {
 		struct sib_qp *qp = ctx->qps[i];
 		uint64_t t;
@@ -268,11 +276,10 @@ static void reap(struct sib_ctx *ctx, bool all)
 	}
 }
 
-static void accept_all(struct sib_ctx *ctx)
+static void accept_all(struct sib_ctx *ctx, int lfd)
 {
 	for (;;) {
-		int fd = accept4(ctx->listen_fd, NULL, NULL,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct sib_conn *c;
 
 		if (fd < 0) {
@@ -286,6 +293,8 @@ static void accept_all(struct sib_ctx *ctx)
 			sib_log("cannot take a connection: %s",
 				strerror(errno));
 			close(fd);
+		} else if (lfd == ctx->ulisten_fd) {
+			c->is_unix = true;	/* its HELLO brings rings */
 		}
 	}
 }
@@ -308,7 +317,9 @@ static void *progress_main(void *arg)
 				if (read(ctx->wake_fd, &v, sizeof(v)) < 0)
 					continue;
 			} else if (tag == &sib_tag_listen) {
-				accept_all(ctx);
+				accept_all(ctx, ctx->listen_fd);
+			} else if (tag == &sib_tag_ulisten) {
+				accept_all(ctx, ctx->ulisten_fd);
 			} else {
 				sib_conn_event(tag, evs[i].events);
 			}
@@ -371,6 +382,19 @@ int sib_progress_start(struct sib_ctx *ctx)
 	ev.data.ptr = &sib_tag_listen;
 	if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->listen_fd, &ev) < 0)
 		goto error;
+	ctx->shm_on = sib_shm_wanted();
+	if (ctx->shm_on) {
+		/* same-host peers come here first; without it they use TCP */
+		ctx->ulisten_fd = sib_shm_listen(ctx);
+		ev.data.ptr = &sib_tag_ulisten;
+		if (ctx->ulisten_fd < 0) {
+			sib_log("no same-host endpoint (%s); peers on this "
+				"host will use TCP", strerror(errno));
+		} else if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD,
+				     ctx->ulisten_fd, &ev) < 0) {
+			goto error;
+		}
+	}
 	/* our own stack, unmapped at stop: glibc would cache a stack it
 	 * allocated after the join, and softib must leave no mapping */
 	ctx->stack = mmap(NULL, SIB_STACK, PROT_READ | PROT_WRITE,
@@ -396,6 +420,8 @@ error:
 	err = errno;
 	if (ctx->listen_fd >= 0)
 		close(ctx->listen_fd);
+	if (ctx->ulisten_fd >= 0)
+		close(ctx->ulisten_fd);
 	if (ctx->wake_fd >= 0)
 		close(ctx->wake_fd);
 	if (ctx->epfd >= 0)
@@ -403,7 +429,7 @@ error:
 	if (ctx->stack)
 		munmap(ctx->stack, SIB_STACK);
 	ctx->stack = NULL;
-	ctx->listen_fd = ctx->wake_fd = ctx->epfd = -1;
+	ctx->listen_fd = ctx->ulisten_fd = ctx->wake_fd = ctx->epfd = -1;
 	errno = err;
 	return -1;
 }
@@ -418,9 +444,11 @@ void sib_progress_stop(struct sib_ctx *ctx)
 	run_cmds(ctx);	/* release anyone still waiting */
 	reap(ctx, true);
 	close(ctx->listen_fd);
+	if (ctx->ulisten_fd >= 0)
+		close(ctx->ulisten_fd);
 	close(ctx->wake_fd);
 	close(ctx->epfd);
 	munmap(ctx->stack, SIB_STACK);
 	ctx->stack = NULL;
-	ctx->listen_fd = ctx->wake_fd = ctx->epfd = -1;
+	ctx->listen_fd = ctx->ulisten_fd = ctx->wake_fd = ctx->epfd = -1;
 }

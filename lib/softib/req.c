@@ -80,9 +80,26 @@ static struct sib_swqe *head_wqe(struct sib_qp *qp, uint32_t seq)
 	return w->seq == seq && w->sent ? w : NULL;
 }
 
+/* The WQE a NAK for seq names: the head of the transmitted ones, or the
+ * one still being written when nothing before it is outstanding (the
+ * responder acts on a request's header while its payload is still on the
+ * way: with a full same-host ring that is common, on TCP it is rare). */
+static struct sib_swqe *nak_wqe(struct sib_qp *qp, uint32_t seq)
+{
+	struct sib_swqe *w = head_wqe(qp, seq);
+
+	if (w || qp->sq_done != qp->sq_tx || !qp->tx_off
+	    || qp->sq_tx == qp->sq_head)
+		return w;
+	w = &qp->sq[qp->sq_tx & (qp->sq_cap - 1)];
+	return w->seq == seq ? w : NULL;
+}
+
 static void fail_head(struct sib_qp *qp, struct sib_swqe *w,
 		      enum ibv_wc_status st, const char *why)
 {
+	if (!w->sent)
+		qp->tx_off = 0;	/* the partly written one: none goes on */
 	sib_send_complete(qp, w, st);
 	sib_qp_error(qp, why);
 }
@@ -116,7 +133,7 @@ void sib_req_header(struct sib_conn *c)
 		if (h->len)
 			break;
 		sib_sq_ack(qp, h->seq);
-		w = head_wqe(qp, h->seq);
+		w = nak_wqe(qp, h->seq);
 		if (!w)
 			break;
 		if (qp->attr.rnr_retry != 7 && qp->rnr_left-- <= 0) {
@@ -144,7 +161,7 @@ void sib_req_header(struct sib_conn *c)
 		if (h->len)
 			break;
 		sib_sq_ack(qp, h->seq);
-		w = head_wqe(qp, h->seq);
+		w = nak_wqe(qp, h->seq);
 		if (!w)
 			break;
 		if (h->op == SIB_OP_NAK_ACCESS)

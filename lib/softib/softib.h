@@ -321,10 +321,66 @@ struct sib_conn {
 	enum ibv_wc_status rstatus;
 	uint32_t rx_key;	/* rkey being written into, 0 if none */
 
+	/* same host: the stream goes through shared rings (shm.c); fd is
+	 * then a unix socket kept for the peer's end of life */
+	struct sib_shm *shm;
+	bool is_unix;		/* accepted on the unix listener */
+	bool peer_gone;		/* its socket hung up: EOF after the ring */
+	uint8_t *rbuf;		/* what consume() reads: stage or ring */
+
 	/* send side byte queue (responses, UD datagrams) */
 	uint8_t *obuf;
 	size_t olen, ooff, ocap;
 };
+
+/* shm.c: the same-host transport (rings in a memfd shared with the peer) */
+struct sib_ring_ctl;
+struct sib_shm {
+	void *map;
+	struct sib_ring_ctl *tx, *rx;
+	uint8_t *txd, *rxd;
+	uint32_t size;		/* bytes per ring, a power of two */
+	uint64_t tx_head, tx_tail;	/* ours; tx_tail a cached copy */
+	uint64_t rx_tail;
+	int memfd;		/* connector, until the HELLO carried it */
+	int efd_self, efd_peer;	/* wakes us / wakes the peer */
+	uint32_t hello_left;	/* connector: HELLO bytes still to send */
+	bool watched;		/* efd_self is in the epoll set */
+	/* an application thread polling a CQ reads the ring itself; while
+	 * it does, the progress thread is not woken per message (app_polls
+	 * moves) and only looks again every SIB_SHM_LAZY_NS */
+	uint32_t app_polls, seen_polls;
+	uint64_t lazy_until;	/* progress thread: look again then; 0 = armed */
+};
+
+#define SIB_SHM_LAZY_NS	1000000ull
+#define SIB_SHM_SPIN_NS	50000ull	/* progress thread: wait before sleep */
+#define SIB_SHM_SPIN_ROUNDS 256
+
+
+SIB_HIDDEN bool sib_shm_wanted(void);
+SIB_HIDDEN int sib_shm_listen(struct sib_ctx *ctx);
+SIB_HIDDEN int sib_shm_connect(struct sib_conn *c);
+SIB_HIDDEN ssize_t sib_shm_recv_hello(struct sib_conn *c, void *buf,
+				      size_t len);
+SIB_HIDDEN int sib_shm_watch(struct sib_conn *c);
+SIB_HIDDEN void sib_shm_unwatch(struct sib_conn *c);
+SIB_HIDDEN void sib_shm_free(struct sib_conn *c);
+SIB_HIDDEN void sib_shm_kick_self(struct sib_conn *c);
+SIB_HIDDEN void sib_shm_drain_wake(struct sib_conn *c);
+SIB_HIDDEN ssize_t sib_shm_writev(struct sib_conn *c, const struct iovec *iov,
+				  int cnt);
+SIB_HIDDEN bool sib_shm_want_space(struct sib_conn *c, bool on);
+SIB_HIDDEN int64_t sib_shm_peek(struct sib_conn *c, uint8_t **p);
+SIB_HIDDEN void sib_shm_consumed(struct sib_conn *c, uint32_t n);
+SIB_HIDDEN bool sib_shm_arm(struct sib_conn *c);
+SIB_HIDDEN void sib_shm_disarm(struct sib_conn *c);
+/* Unlocked: disarms and waits up to SIB_SHM_SPIN_NS for bytes (or room
+ * the connection waits for); true if some came. */
+SIB_HIDDEN bool sib_shm_spin(struct sib_conn *c);
+/* An application thread arms a CQ (it may block): every lazy ring of the
+ * context is armed by the progress thread at once. */
+SIB_HIDDEN void sib_shm_app_sleeps(struct sib_ctx *ctx);
 
 struct sib_cmd {
 	struct sib_cmd *next;
@@ -352,6 +408,9 @@ struct sib_ctx {
 
 	/* progress thread */
 	int epfd, listen_fd, wake_fd;
+	int ulisten_fd;		/* same-host endpoint (shm.c), -1 if none */
+	bool shm_on;		/* SOFTIB_SHM is not 0 */
+	bool shm_wake_all;	/* sib_shm_app_sleeps: arm every lazy ring */
 	pthread_t thread;
 	void *stack;
 	bool stop;
@@ -387,6 +446,10 @@ SIB_HIDDEN int sib_conn_connect(struct sib_conn *c, uint32_t ip,
 SIB_HIDDEN void sib_conn_kill(struct sib_conn *c, const char *why);
 SIB_HIDDEN void sib_conn_want_out(struct sib_conn *c, bool on);
 SIB_HIDDEN int sib_conn_flush(struct sib_conn *c);
+/* Writes iov to the connection's stream (socket or rings) without
+ * blocking: bytes taken, or -1 with errno (EAGAIN: full). */
+SIB_HIDDEN ssize_t sib_conn_writev(struct sib_conn *c, struct iovec *iov,
+				   int cnt);
 SIB_HIDDEN int sib_conn_queue(struct sib_conn *c, const void *a, size_t alen,
 			      const void *b, size_t blen);
 SIB_HIDDEN void sib_conn_event(struct sib_conn *c, uint32_t events);
@@ -396,6 +459,10 @@ SIB_HIDDEN void sib_conn_resume(struct sib_conn *c);
 /* Reads and handles what already arrived on an RC connection, from an
  * application thread that polls a CQ (owner qp->lock held). */
 SIB_HIDDEN void sib_conn_poll(struct sib_conn *c);
+/* Progress thread: lazy same-host rings whose time came (or all, after
+ * sib_shm_app_sleeps); returns the next such time, 0 if none. */
+SIB_HIDDEN uint64_t sib_conn_shm_timers(struct sib_ctx *ctx, uint64_t now,
+					bool all);
 /* Ends a connection that sent something invalid (and its RC QP). */
 SIB_HIDDEN void sib_conn_garbage(struct sib_conn *c, const char *why);
 SIB_HIDDEN bool sib_hello_matches(struct sib_conn *c, struct sib_qp *qp);

@@ -5,9 +5,10 @@
  * to the requester connection (sq_tx), completed (sq_done).  A WQE
  * completes only when the responder's answer covers it (ACK, READ or
  * ATOMIC response): "completion only after the peer accepted it".  The
- * posting thread writes straight to the socket (gathering header and the
- * application's buffers with writev); the progress thread only continues
- * a write the socket could not take at once.
+ * posting thread writes straight to the stream (gathering header and the
+ * application's buffers: one sendmsg on a socket, one copy into the ring
+ * on the same host); the progress thread only continues a write the
+ * stream could not take at once.
  */
 #include "config.h"
 
@@ -170,7 +171,6 @@ void sib_tx_progress(struct sib_qp *qp)
 		size_t skip = qp->tx_off, built = 0;
 		int n = 0;
 		ssize_t wr;
-		struct msghdr msg = { 0 };
 
 		if (qp->tx_off == 0 && qp->rnr_rewind) {
 			qp->rnr_rewind = false;
@@ -211,11 +211,7 @@ void sib_tx_progress(struct sib_qp *qp)
 			}
 			iov[k].iov_base = (char *)iov[k].iov_base + skip;
 			iov[k].iov_len -= skip;
-			/* sendmsg, not writev: a peer gone raises EPIPE, never
-			 * a SIGPIPE that would kill the application */
-			msg.msg_iov = iov + k;
-			msg.msg_iovlen = (size_t)(n - k);
-			wr = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+			wr = sib_conn_writev(c, iov + k, n - k);
 		}
 		if (wr < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {

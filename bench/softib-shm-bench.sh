@@ -1,0 +1,85 @@
+#!/bin/sh
+# softib-shm-bench.sh - softib between two processes on one host: its
+# shared-memory path against a raw shared-memory ring, and its TCP path.
+#
+# Run from the build tree after `make` (no root needed):
+#   sh bench/softib-shm-bench.sh [ROUNDS]
+# It builds bench/shm_ring.c, then runs ROUNDS rounds (default 3); each
+# round measures, one after another:
+#   raw ring:    shm_ring at 8 bytes (message rate) and 64 KiB (bandwidth)
+#   softib shm:  ib_send_bw and ib_write_bw at 8 bytes and 64 KiB
+#   softib TCP:  the same with SOFTIB_SHM=0 (loopback TCP)
+# and prints a markdown table of the medians over the rounds with the
+# ratios softib shm / raw ring (the one in doc/softib-shm.md).
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+top=${IBCR_BUILDDIR:-$(cd "$here/.." && pwd)}
+src=$(cd "$here/.." && pwd)
+rounds=${1:-3}
+for t in ib_send_bw ib_write_bw ss; do
+	command -v $t >/dev/null || { echo "softib-shm-bench: $t not found (run contrib/deps.sh)" >&2; exit 1; }
+done
+lib=$top/lib/softib/.libs
+test -f "$lib/libibverbs.so.1" || { echo "softib-shm-bench: build softib first (make)" >&2; exit 1; }
+
+work=$(mktemp -d)
+spid=
+trap 'test -z "$spid" || kill $spid 2>/dev/null; rm -rf "$work"' EXIT INT TERM
+${CC:-cc} -O2 -o "$work/shm_ring" "$src/bench/shm_ring.c"
+
+# iterations: enough for a few tenths of a second each on the shared-memory
+# paths (SHM_BENCH_N8, _N64, _RAW8, _RAW64 override them)
+n8=${SHM_BENCH_N8:-500000}
+n64=${SHM_BENCH_N64:-50000}
+raw8=${SHM_BENCH_RAW8:-10000000}
+raw64=${SHM_BENCH_RAW64:-200000}
+
+port=$((42000 + $$ % 1000))
+# pf SHM TOOL SIZE ITERS -> "MB/s Mpps" of the client (perftest's average)
+pf() {
+	shm=$1 tool=$2 size=$3 n=$4
+	port=$((port + 1))
+	SOFTIB_SHM=$shm LD_LIBRARY_PATH="$lib" $tool -s "$size" -n "$n" -p $port >"$work/srv" 2>&1 &
+	spid=$!
+	i=0
+	until ss -Hltn "sport = :$port" | grep -q LISTEN; do
+		i=$((i + 1)); test $i -lt 400 || { kill $spid; cat "$work/srv" >&2; return 1; }
+		sleep 0.05
+	done
+	SOFTIB_SHM=$shm LD_LIBRARY_PATH="$lib" $tool -s "$size" -n "$n" -p $port 127.0.0.1 >"$work/cli" 2>&1 ||
+		{ cat "$work/cli" >&2; kill $spid 2>/dev/null; spid=; return 1; }
+	wait $spid
+	spid=
+	awk -v s="$size" '$1 == s { print $4, $5 }' "$work/cli"
+}
+raw() { "$work/shm_ring" -s "$1" -n "$2" | awk '{ print $3, $4 }'; }
+
+# collect NAME VALUE: appends VALUE to the file of NAME
+collect() { echo "$2" >>"$work/v.$1"; }
+median() { sort -g "$work/v.$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+r=0
+while test $r -lt "$rounds"; do
+	r=$((r + 1))
+	set -- $(raw 8 "$raw8"); collect raw_mr "$2"
+	set -- $(raw 65536 "$raw64"); collect raw_bw "$1"
+	for shm in 1 0; do
+		set -- $(pf $shm ib_send_bw 8 "$n8"); collect s${shm}_smr "$2"
+		set -- $(pf $shm ib_write_bw 8 "$n8"); collect s${shm}_wmr "$2"
+		set -- $(pf $shm ib_send_bw 65536 "$n64"); collect s${shm}_sbw "$1"
+		set -- $(pf $shm ib_write_bw 65536 "$n64"); collect s${shm}_wbw "$1"
+	done
+	echo "round $r of $rounds done" >&2
+done
+
+raw_mr=$(median raw_mr) raw_bw=$(median raw_bw)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+row() { # LABEL RAW SHM TCP
+	echo "| $1 | $2 | $3 | $4 | $(ratio "$3" "$2") | $(ratio "$3" "$4") |"
+}
+echo "| one host, median of $rounds rounds | raw shm ring | softib shm | softib TCP | shm / raw | shm / TCP |"
+echo "|---|---|---|---|---|---|"
+row "send 8 B, Mmsg/s" "$raw_mr" "$(median s1_smr)" "$(median s0_smr)"
+row "RDMA write 8 B, Mmsg/s" "$raw_mr" "$(median s1_wmr)" "$(median s0_wmr)"
+row "send 64 KiB, MB/s" "$raw_bw" "$(median s1_sbw)" "$(median s0_sbw)"
+row "RDMA write 64 KiB, MB/s" "$raw_bw" "$(median s1_wbw)" "$(median s0_wbw)"
