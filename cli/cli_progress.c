@@ -10,20 +10,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/clock.h"
 
 static struct {
     int shown;              /* a line is on the terminal */
     char phase[32];
     double t0;              /* when this phase began (its rate's origin) */
 } prog;
-
-static double now_s (void)
-{
-    struct timespec t;
-
-    clock_gettime (CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 int cli_progress_wanted (void)
 {
@@ -39,9 +32,9 @@ void cli_progress_show (const char *what, const char *phase, uint64_t done, uint
         return;
     if (strcmp (prog.phase, phase)) {
         snprintf (prog.phase, sizeof (prog.phase), "%s", phase);
-        prog.t0 = now_s ();
+        prog.t0 = mono_ms_f () / 1e3;
     }
-    el = now_s () - prog.t0;
+    el = mono_ms_f () / 1e3 - prog.t0;
     if (total || done) {
         cli_bytes (done, d, sizeof (d));
         cli_bytes (total, t, sizeof (t));

@@ -107,7 +107,7 @@ static int member_lost (struct gen *g, struct gen_member *m, enum gen_phase phas
                         const char *why)
 {
     char msg[1400];
-    double now = gen_now_ms ();
+    double now = mono_ms_f ();
 
     timeline_open (m->span, phase, now);
     timeline_close (m->span, phase, now, 0, 1);
@@ -141,7 +141,7 @@ static int post (struct gen *g, struct gen_member *m, int port, enum gen_phase p
         }
         json_object_put (env);
         m->rid = g->rid;
-        m->t_sent = gen_now_ms ();
+        m->t_sent = mono_ms_f ();
         timeline_open (m->span, phase, m->t_sent);
         return 0;
     }
@@ -166,7 +166,7 @@ static int post (struct gen *g, struct gen_member *m, int port, enum gen_phase p
     }
     json_object_put (env);
     m->rid = g->rid;
-    m->t_sent = gen_now_ms ();
+    m->t_sent = mono_ms_f ();
     timeline_open (m->span, phase, m->t_sent);
     return 0;
 }
@@ -232,7 +232,7 @@ static int take_reply (struct gen *g, struct gen_member *m, enum gen_phase phase
         }
         json_object *ms = NULL;
         json_object_object_get_ex (in, "ms", &ms);
-        timeline_close (m->span, phase, gen_now_ms (), ms ? json_object_get_double (ms) : 0,
+        timeline_close (m->span, phase, mono_ms_f (), ms ? json_object_get_double (ms) : 0,
                         !strcmp (itype, "error"));
         if (!strcmp (itype, "error")) {
             snprintf (why, sizeof (why), "node %s: %s", m->node,
@@ -260,7 +260,7 @@ int fan_wait (struct gen *g, enum gen_phase phase, json_object **replies, uint64
 static int fan_wait_ (struct gen *g, enum gen_phase phase, json_object **replies,
                       uint64_t timeout_ms)
 {
-    double deadline = gen_now_ms () + (double)timeout_ms;
+    double deadline = mono_ms_f () + (double)timeout_ms;
     int pending = 0;
 
     for (int i = 0; i < g->nmembers; i++) {
@@ -273,7 +273,7 @@ static int fan_wait_ (struct gen *g, enum gen_phase phase, json_object **replies
     /* epoll: a wake-up costs the replies it brings, not the members. */
     while (pending > 0) {
         struct epoll_event ev[64];
-        double left = deadline - gen_now_ms ();
+        double left = deadline - mono_ms_f ();
         int n;
 
         if (left <= 0) {
@@ -289,7 +289,7 @@ static int fan_wait_ (struct gen *g, enum gen_phase phase, json_object **replies
                 if (first)
                     member_lost (g, m, phase, why);
                 else {
-                    timeline_close (m->span, phase, gen_now_ms (), 0, 1);
+                    timeline_close (m->span, phase, mono_ms_f (), 0, 1);
                     m->lost = 1;
                     link_close (m);
                 }
@@ -483,7 +483,7 @@ static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
     }
     /* A member still busy with the last generation's worker (it answered
      * "end", it has not exited yet) is asked again, until timeout_ms. */
-    for (double until = gen_now_ms () + (double)timeout_ms; rc == 0;) {
+    for (double until = mono_ms_f () + (double)timeout_ms; rc == 0;) {
         int asked = 0;
         for (int i = 0; i < g->nmembers && rc == 0; i++)
             if (g->members[i].busy) {
@@ -505,7 +505,7 @@ static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
             busy += g->members[i].busy;
         if (rc < 0 || !busy)
             break;
-        if (gen_now_ms () >= until) {
+        if (mono_ms_f () >= until) {
             for (int i = 0; i < g->nmembers; i++)
                 if (g->members[i].busy) {
                     char why[256];

@@ -28,12 +28,12 @@
 /* This node's part of a phase, in its timeline. */
 static int local_part (struct gen *g, enum gen_phase phase, int (*fn) (struct gen *))
 {
-    double t = gen_now_ms ();
+    double t = mono_ms_f ();
     int rc;
 
     timeline_open (g->span, phase, t);
     rc = fn (g);
-    timeline_close (g->span, phase, gen_now_ms (), gen_now_ms () - t, rc < 0);
+    timeline_close (g->span, phase, mono_ms_f (), mono_ms_f () - t, rc < 0);
     return rc;
 }
 
@@ -80,13 +80,13 @@ static int gen_begin (struct gen *g)
 static int gen_step (struct gen *g, enum gen_phase phase, int (*local) (struct gen *),
                      uint64_t timeout_ms, double *took)
 {
-    double t0 = gen_now_ms ();
+    double t0 = mono_ms_f ();
 
     gen_enter (g, phase);
     gen_progress (g, phase, 0, 0, 1);
     if (phase_all (g, phase, local, NULL, NULL, timeout_ms) < 0)
         return -1;
-    *took = gen_now_ms () - t0;
+    *took = mono_ms_f () - t0;
     return 0;
 }
 
@@ -99,7 +99,7 @@ static int gen_quiesce (struct gen *g)
  * is drained exactly (lib/ibcr/drain.h: delivered == acknowledged). */
 static int gen_drain (struct gen *g)
 {
-    double t0 = gen_now_ms (), deadline = t0 + g->conf->timeout_drain;
+    double t0 = mono_ms_f (), deadline = t0 + g->conf->timeout_drain;
     json_object *rep[g->nmembers + 1];
     char why[512] = "", err[700];
 
@@ -112,12 +112,12 @@ static int gen_drain (struct gen *g)
         json_object_object_add (x, "round", json_object_new_int (round));
         for (int i = 0; i < g->nmembers; i++)
             rep[i] = NULL;
-        double tl = gen_now_ms ();
+        double tl = mono_ms_f ();
         int lrc = -1;
         if (fan_send (g, PHASE_DRAIN, x) == 0) {
             timeline_open (g->span, PHASE_DRAIN, tl);
             lrc = genl_drain_round (g, round, all);
-            timeline_close (g->span, PHASE_DRAIN, gen_now_ms (), gen_now_ms () - tl, lrc < 0);
+            timeline_close (g->span, PHASE_DRAIN, mono_ms_f (), mono_ms_f () - tl, lrc < 0);
         }
         if (lrc < 0 || fan_wait (g, PHASE_DRAIN, rep, g->conf->timeout_drain) < 0) {
             fan_put (g, rep);
@@ -142,14 +142,14 @@ static int gen_drain (struct gen *g)
         g->drain_rounds = round + 1;
         if (done)
             break;
-        if (gen_now_ms () > deadline || round >= DRAIN_MAX_ROUNDS) {
+        if (mono_ms_f () > deadline || round >= DRAIN_MAX_ROUNDS) {
             snprintf (err, sizeof (err), "not drained after %d rounds (%s); raise "
                       "timeout_drain if the job's messages are very large", round + 1, why);
             return gen_fail (g, PHASE_DRAIN, err);
         }
         usleep (round < 10 ? 100 : 1000);
     }
-    g->t_drain = gen_now_ms () - t0;
+    g->t_drain = mono_ms_f () - t0;
     return 0;
 }
 
@@ -173,7 +173,7 @@ static int gen_dump (struct gen *g)
 static int gen_rebuild (struct gen *g)
 {
     json_object *rep[g->nmembers + 1], *procs = json_object_new_array (), *x;
-    double t0 = gen_now_ms ();
+    double t0 = mono_ms_f ();
     int rc;
 
     gen_enter (g, PHASE_REBUILD);
@@ -181,10 +181,10 @@ static int gen_rebuild (struct gen *g)
     for (int i = 0; i < g->nmembers; i++)
         rep[i] = NULL;
     if ((rc = fan_send (g, PHASE_REBUILD, NULL)) == 0) {
-        double tl = gen_now_ms ();
+        double tl = mono_ms_f ();
         timeline_open (g->span, PHASE_REBUILD, tl);
         rc = genl_rebuild_ids (g, procs);
-        timeline_close (g->span, PHASE_REBUILD, gen_now_ms (), gen_now_ms () - tl, rc < 0);
+        timeline_close (g->span, PHASE_REBUILD, mono_ms_f (), mono_ms_f () - tl, rc < 0);
     }
     if (rc < 0 || fan_wait (g, PHASE_REBUILD, rep, g->conf->timeout_rebuild) < 0) {
         fan_put (g, rep);
@@ -198,16 +198,16 @@ static int gen_rebuild (struct gen *g)
      * requests carry the whole table, so they go before our own. */
     gen_enter (g, PHASE_CONNECT);
     if ((rc = fan_send (g, PHASE_CONNECT, x)) == 0) {
-        double tl = gen_now_ms ();
+        double tl = mono_ms_f ();
         timeline_open (g->span, PHASE_CONNECT, tl);
         rc = genl_connect (g, procs);
-        timeline_close (g->span, PHASE_CONNECT, gen_now_ms (), gen_now_ms () - tl, rc < 0);
+        timeline_close (g->span, PHASE_CONNECT, mono_ms_f (), mono_ms_f () - tl, rc < 0);
     }
     if (rc == 0)
         rc = fan_wait (g, PHASE_CONNECT, NULL, g->conf->timeout_rebuild);
     json_object_put (x);
     json_object_put (procs);
-    g->t_rebuild = gen_now_ms () - t0;
+    g->t_rebuild = mono_ms_f () - t0;
     return rc;
 }
 
@@ -246,7 +246,7 @@ static int gen_commit (struct gen *g, json_object *tasks)
 {
     struct store st = { .root = g->conf->storage, .cluster = g->conf->cluster };
     char err[1536];
-    double t0 = gen_now_ms ();
+    double t0 = mono_ms_f ();
     json_object *meta, *rep[g->nmembers + 1], *nodes;
     int rc;
 
@@ -258,7 +258,7 @@ static int gen_commit (struct gen *g, json_object *tasks)
     for (int i = 0; i < g->nmembers; i++)
         g->bytes += (uint64_t)proto_get_int (rep[i], "bytes", 0);
     fan_put (g, rep);
-    g->t_commit = gen_now_ms () - t0;
+    g->t_commit = mono_ms_f () - t0;
     if (gen_daemon_gone (g, PHASE_COPY))
         return -1;
     gen_enter (g, PHASE_COMMIT);
@@ -273,7 +273,7 @@ static int gen_commit (struct gen *g, json_object *tasks)
     json_object_put (meta);
     if (rc < 0)
         return gen_fail (g, PHASE_COMMIT, err);
-    g->t_commit = gen_now_ms () - t0;
+    g->t_commit = mono_ms_f () - t0;
     json_object *removed = json_object_new_array ();
     if (store_prune (&st, g->job, g->conf->retention, removed, err, sizeof (err)) < 0)
         log_msg (LOG_WARNING, "job %s gen %d: retention: %s", g->job, g->gen, err);
@@ -328,7 +328,7 @@ static void gen_start_clock (struct gen *g)
 {
     struct timespec ts;
 
-    g->t0 = gen_now_ms ();
+    g->t0 = mono_ms_f ();
     clock_gettime (CLOCK_REALTIME, &ts);
     g->t0_wall = (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
@@ -362,7 +362,7 @@ int gen_run (struct gen *g)
     struct store st = { .root = g->conf->storage, .cluster = g->conf->cluster };
     char dir[PATH_MAX], err[1024];
     json_object *tasks = NULL;
-    double t0 = gen_now_ms ();
+    double t0 = mono_ms_f ();
     int rc = -1;
 
     if (g->kind == GEN_RESTORED)
@@ -392,7 +392,7 @@ int gen_run (struct gen *g)
         goto abort;
     log_msg (LOG_INFO, "job %s gen %d: dumped and resumed in %.1f ms (quiesce %.1f, drain "
              "%.1f in %d rounds, release %.1f, dump %.1f, rebuild %.1f, resume %.1f)",
-             g->job, g->gen, gen_now_ms () - t0, g->t_quiesce, g->t_drain, g->drain_rounds,
+             g->job, g->gen, mono_ms_f () - t0, g->t_quiesce, g->t_drain, g->drain_rounds,
              g->t_release, g->t_dump, g->t_rebuild, g->t_resume);
     if (gen_commit (g, tasks) < 0)
         goto abort;

@@ -25,6 +25,7 @@
 #include "common/ident.h"
 #include "common/peerauth.h"
 #include "common/proto.h"
+#include "common/clock.h"
 #include "phase.h"
 #include "timeline.h"
 
@@ -41,7 +42,7 @@ struct gen_task {
     int restored;           /* restart: waits for rebuild, not dumped */
     char node[IDENT_MAX + 1];
     json_object *entry;     /* its manifest entry (genl_tasks_json), or NULL */
-    double dump_t0, dump_t1;    /* its CRIU dump's start and end (gen_now_ms) */
+    double dump_t0, dump_t1;    /* its CRIU dump's start and end (mono_ms_f) */
 };
 
 /* Another node of the job, as the leader knows it. */
@@ -60,7 +61,7 @@ struct gen_member {
     unsigned rid;           /* the request awaited, 0 when none */
     int lost;               /* died, hung or unreachable: asked nothing more */
     int busy;               /* answered gen-begin with EBUSY: asked again */
-    double t_sent;          /* when that request went (gen_now_ms) */
+    double t_sent;          /* when that request went (mono_ms_f) */
     struct gen_span span[PHASE_COUNT];     /* its timeline (timeline.h) */
 };
 
@@ -90,7 +91,7 @@ struct gen {
     int report_fd;          /* the daemon hears its phase and end here (worker.h), or -1 */
     unsigned rid;           /* leader: the last request id given (fanout.c) */
     int epfd;               /* leader: epoll over the members' connections */
-    double t0, t0_wall;     /* leader: its start, gen_now_ms () and epoch s */
+    double t0, t0_wall;     /* leader: its start, mono_ms_f () and epoch s */
     double fan_cpu_ms;      /* leader: CPU spent sending and reading requests */
     double begin_cpu_ms;    /* leader: of which for gen-begin (MUNGE) */
     struct gen_span span[PHASE_COUNT];     /* leader: this node's own timeline */
@@ -151,7 +152,6 @@ void genl_cleanup (struct gen *g, int committed);
 void genl_undo (struct gen *g);
 
 /* Helpers shared by the three files. */
-double gen_now_ms (void);
 
 /* g->err = "PHASE: why" (and g->err_phase); returns -1. */
 int gen_fail (struct gen *g, enum gen_phase phase, const char *why);

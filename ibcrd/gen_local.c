@@ -31,13 +31,6 @@
 #include "libctl.h"
 #include "sockdiag.h"
 
-double gen_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Every process of this node's tasks that uses verbs: its libibcr
  * control connection, its task's rank and its pid.  A task may have
  * several (a forked second rank, a script starting two verbs programs),
@@ -173,7 +166,7 @@ void gen_enter (struct gen *g, enum gen_phase phase)
 void gen_progress (struct gen *g, enum gen_phase phase, uint64_t done, uint64_t total,
                    int force)
 {
-    double now = gen_now_ms ();
+    double now = mono_ms_f ();
     json_object *o;
 
     if (g->progress_fd < 0 || (!force && now - g->progress_last < 200))
@@ -418,7 +411,7 @@ static void dump_wait (struct gen *g, struct dump_run *run, int only, double dea
     for (int i = 0; i < g->ntasks; i++)
         left += run[i].criu > 0 && (only < 0 || only == i);
     for (long sleep_us = 1000; left > 0;) {
-        int expired = gen_now_ms () > deadline;
+        int expired = mono_ms_f () > deadline;
         for (int i = 0; i < g->ntasks; i++) {
             if (run[i].criu <= 0 || (only >= 0 && only != i))
                 continue;
@@ -431,7 +424,7 @@ static void dump_wait (struct gen *g, struct dump_run *run, int only, double dea
                      && WEXITSTATUS (run[i].status) == 0;
             run[i].criu = 0;
             left--;
-            g->tasks[i].dump_t1 = gen_now_ms ();
+            g->tasks[i].dump_t1 = mono_ms_f ();
             if (ok && run[i].end > 0)
                 (void)kill (run[i].end, SIGKILL);
             if (ok || *failed >= 0)
@@ -506,7 +499,7 @@ static int proc_dir_clash (const char *log)
 int genl_dump (struct gen *g)
 {
     struct dump_run run[g->ntasks + 1];
-    double t0 = gen_now_ms (), deadline = t0 + (double)g->conf->timeout_dump;
+    double t0 = mono_ms_f (), deadline = t0 + (double)g->conf->timeout_dump;
     char err[1536], msg[2048];
     int failed = -1, lock = -1;
 
@@ -519,7 +512,7 @@ int genl_dump (struct gen *g)
                 continue;
             if (!in_ns && lock < 0)
                 lock = legacy_lock (g);
-            g->tasks[i].dump_t0 = gen_now_ms ();
+            g->tasks[i].dump_t0 = mono_ms_f ();
             if (dump_start (g, &g->tasks[i], &run[i], err, sizeof (err)) < 0) {
                 snprintf (msg, sizeof (msg), "rank %d (pid %ld): %s", g->tasks[i].rank,
                           (long)g->tasks[i].pid, err);
@@ -534,7 +527,7 @@ int genl_dump (struct gen *g)
                              g->tasks[i].rank);
                     /* Workers of other nodes back off differently. */
                     if (attempt == 1)
-                        srandom ((unsigned)getpid () ^ (unsigned)gen_now_ms ());
+                        srandom ((unsigned)getpid () ^ (unsigned)mono_ms_f ());
                     usleep (5000 + (useconds_t)(random () % (20000 * attempt)));
                     failed = -1;
                     if (dump_start (g, &g->tasks[i], &run[i], err, sizeof (err)) < 0) {
@@ -563,7 +556,7 @@ int genl_dump (struct gen *g)
             json_object_object_add (g->tasks[i].entry, "dump", d);
         }
     g->dumped = 1;
-    g->t_dump = gen_now_ms () - t0;
+    g->t_dump = mono_ms_f () - t0;
     return 0;
 }
 
@@ -683,7 +676,7 @@ int genl_copy (struct gen *g)
 {
     struct store st = { .root = g->conf->storage, .cluster = g->conf->cluster };
     char gdir[PATH_MAX], err[1536];
-    double t0 = gen_now_ms ();
+    double t0 = mono_ms_f ();
 
     if (store_gen_path (&st, g->job, g->gen, gdir, sizeof (gdir)) < 0)
         return gen_fail (g, PHASE_COPY, "bad job name");
@@ -705,7 +698,7 @@ int genl_copy (struct gen *g)
             return gen_fail (g, PHASE_COPY, err);
         g->bytes += bytes;
     }
-    g->t_commit = gen_now_ms () - t0;
+    g->t_commit = mono_ms_f () - t0;
     return 0;
 }
 

@@ -39,7 +39,7 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
     const char *name = proto_get_str (m, "phase", "");
     int phase = phase_from_name (name);
     json_object *o = NULL, *arr;
-    double t0 = gen_now_ms ();
+    double t0 = mono_ms_f ();
     int rc = 0;
 
     if (strcmp (proto_get_str (m, "job", ""), g->job) || proto_get_int (m, "gen", -1) != g->gen)
@@ -113,7 +113,7 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
         return proto_error (name, EIO, "%s", g->err);   /* the leader names the node */
     }
     /* This node's own time in the phase, for the leader's timeline. */
-    json_object_object_add (o, "ms", json_object_new_double (gen_now_ms () - t0));
+    json_object_object_add (o, "ms", json_object_new_double (mono_ms_f () - t0));
     return o;
 }
 
@@ -183,7 +183,7 @@ int gen_member_serve (struct gen *g)
                     : g->conf->timeout_commit;
     /* The leader opens its session once every member answered its
      * gen-begin (each within timeout_request). */
-    double start_by = gen_now_ms () + 2.0 * (double)g->conf->timeout_request
+    double start_by = mono_ms_f () + 2.0 * (double)g->conf->timeout_request
                       + (double)g->conf->timeout_connect;
     struct cand cand[MEMBER_MAX_CANDIDATES];
     struct proto_reader srd;
@@ -197,7 +197,7 @@ int gen_member_serve (struct gen *g)
              g->ntasks, g->ntasks == 1 ? "" : "s");
     while (state == MEMBER_OK) {
         struct pollfd pfd[MEMBER_MAX_CANDIDATES + 1];
-        double now = gen_now_ms (), until = sfd >= 0 ? now + (double)idle : start_by;
+        double now = mono_ms_f (), until = sfd >= 0 ? now + (double)idle : start_by;
         int n = 0;
 
         if (sfd >= 0)
@@ -215,7 +215,7 @@ int gen_member_serve (struct gen *g)
                 continue;
             return member_give_up (g, "poll failed; undoing this node's part");
         }
-        now = gen_now_ms ();
+        now = mono_ms_f ();
         if (sfd >= 0) {
             if (!pfd[0].revents) {
                 if (now >= until)

@@ -84,7 +84,7 @@ json_object *timeline_json (const struct gen *g)
     json_object_object_add (o, "start_wall", json_object_new_string (wall));
     json_object_object_add (o, "start_epoch", json_object_new_double (g->t0_wall));
     json_object_object_add (o, "start_mono_ms", json_object_new_double (g->t0));
-    json_object_object_add (o, "total_ms", json_object_new_double (gen_now_ms () - g->t0));
+    json_object_object_add (o, "total_ms", json_object_new_double (mono_ms_f () - g->t0));
     /* What the fan-out cost the leader's CPU, and for how many requests. */
     json_object_object_add (o, "requests", json_object_new_int ((int)g->rid));
     json_object_object_add (o, "fanout_cpu_ms", json_object_new_double (g->fan_cpu_ms));

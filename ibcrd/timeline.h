@@ -19,7 +19,7 @@
 #include "phase.h"
 
 struct gen_span {
-    double start, end;      /* gen_now_ms () of the first request, last answer */
+    double start, end;      /* mono_ms_f () of the first request, last answer */
     double node_ms;         /* what the node reports it spent, summed */
     int n;                  /* requests answered */
     int failed;             /* it failed or did not answer */

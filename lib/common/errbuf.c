@@ -7,31 +7,32 @@
 
 #include "errbuf.h"
 
-static void vput (char *buf, size_t len, const char *fmt, va_list ap)
+static int put (char *buf, size_t len, int errnum, const char *fmt, va_list ap)
 {
     if (buf && len)
         (void)vsnprintf (buf, len, fmt, ap);
+    errno = errnum;
+    return -1;
 }
 
 int errprintf (char *buf, size_t len, const char *fmt, ...)
 {
-    int saved = errno;
+    int errnum = errno, rc;
     va_list ap;
 
     va_start (ap, fmt);
-    vput (buf, len, fmt, ap);
+    rc = put (buf, len, errnum, fmt, ap);
     va_end (ap);
-    errno = saved;
-    return -1;
+    return rc;
 }
 
 int errnprintf (char *buf, size_t len, int errnum, const char *fmt, ...)
 {
+    int rc;
     va_list ap;
 
     va_start (ap, fmt);
-    vput (buf, len, fmt, ap);
+    rc = put (buf, len, errnum, fmt, ap);
     va_end (ap);
-    errno = errnum;
-    return -1;
+    return rc;
 }
