@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/clock.h"
 #include "common/ident.h"
 #include "common/proto.h"
 #include "common/restore.h"
@@ -126,6 +127,7 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     fds[0] = out[1];
     fds[1] = err[1];
     cli_progress_show (what, "restore", 0, bytes);
+    double t_restore = mono_ms_f ();
     rc = cli_relay_send_fds (fd, fds, 2 + nctl);
     for (int i = 0; i < 2 + nctl; i++)
         if (fds[i] >= 0)
@@ -148,6 +150,9 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     json_object_object_add (f, "rank", json_object_new_int (rank));
     json_object_object_add (f, "size", json_object_new_int ((int)proto_get_int (rep, "size", 1)));
     json_object_object_add (f, "restored", json_object_new_boolean (nctl > 0));
+    /* For the leader's restore timeline (ibcrd(8)). */
+    json_object_object_add (f, "restore_ms", json_object_new_int64 ((int64_t)(mono_ms_f ()
+                                                                           - t_restore)));
     json_object_object_add (f, "source", json_object_new_string ("restart"));
     json_object_object_add (f, "ns_pid", json_object_new_int (TASKNS_FIRST_PID));
     /* Root restores a user's generation as that user: the task is theirs. */

@@ -313,6 +313,7 @@ static void gen_abort (struct gen *g)
     json_object_put (why);
     while (fan_wait (g, PHASE_ABORT, NULL, g->conf->timeout_rebuild) < 0)
         log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);
+    fan_abort_orphans (g);
     g->released = 0;
     genl_undo (g);
     memcpy (g->err, first, sizeof (first));
@@ -323,11 +324,13 @@ static void gen_abort (struct gen *g)
                  g->job, g->gen, strerror (errno));
 }
 
-/* The timeline's origin (timeline.h). */
+/* The timeline's origin (timeline.h), and the tree's shape (fanout.h). */
 static void gen_start_clock (struct gen *g)
 {
     struct timespec ts;
 
+    fan_shape (g);
+    g->levels = g->height;
     g->t0 = mono_ms_f ();
     clock_gettime (CLOCK_REALTIME, &ts);
     g->t0_wall = (double)ts.tv_sec + ts.tv_nsec / 1e9;
@@ -342,9 +345,16 @@ static int gen_restored (struct gen *g)
     g->gen = 0;
     gen_start_clock (g);
     fan_init (g);
+    if (g->restore_t1 > 0) {
+        /* This node's own restore, before the generation began. */
+        struct gen_span *r = &g->span[PHASE_RESTORE];
+        *r = (struct gen_span){ .start = g->restore_t0, .end = g->restore_t1,
+                                .node_ms = g->restore_t1 - g->restore_t0, .n = 1 };
+    }
     if (gen_begin (g) < 0 || gen_rebuild (g) < 0 || gen_resume (g) < 0) {
         log_msg (LOG_ERR, "job %s: restored tasks not resumed: %s", g->job, g->err);
         fan_fini (g);
+        timeline_save (g, 0);
         return -1;
     }
     gen_enter (g, PHASE_END);
@@ -352,6 +362,7 @@ static int gen_restored (struct gen *g)
         || fan_wait (g, PHASE_END, NULL, g->conf->timeout_request) < 0)
         log_msg (LOG_WARNING, "job %s: end: %s", g->job, g->err);
     fan_fini (g);
+    timeline_save (g, 1);
     log_msg (LOG_INFO, "job %s: restored tasks rebuilt and resumed (rebuild %.1f ms)", g->job,
              g->t_rebuild);
     return 0;

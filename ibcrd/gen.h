@@ -63,6 +63,16 @@ struct gen_member {
     int busy;               /* answered gen-begin with EBUSY: asked again */
     double t_sent;          /* when that request went (mono_ms_f) */
     struct gen_span span[PHASE_COUNT];     /* its timeline (timeline.h) */
+    unsigned touched;       /* phases (bits) whose span changed since the
+                               request this worker serves came (relayed up) */
+
+    /* Its place in the tree (fanout.h): a child of this node is asked
+     * directly; the others are reached through one. */
+    int child;
+    int parent;             /* the member it is a child of, -1 this node */
+    int sub_lo, sub_hi;     /* its descendants: members[sub_lo, sub_hi) */
+    int height;             /* levels below it, 0 for a leaf */
+    double restore_t0, restore_t1;  /* restart: its tasks' restore (mono_ms_f), 0 unknown */
 };
 
 enum gen_kind {
@@ -83,12 +93,22 @@ struct gen {
     struct gen_task *tasks;
     pid_t daemon;           /* the ibcrd that started this worker */
     struct peerauth *pa;    /* MUNGE, for the other nodes */
-    int nmembers;           /* leader: the other nodes of the job */
+    int nmembers;           /* the nodes this one leads: the leader's are the
+                               other nodes of the job, a member's those of
+                               its subtree (fanout.h) */
     struct gen_member *members;
+    int fanout;             /* at most this many children per node (conf) */
+    int height;             /* levels below this node */
+    int levels;             /* levels below the leader (its height) */
+    double t_fan;           /* when the last phase's requests went out */
+    double restore_t0, restore_t1;  /* restart: this node's tasks' restore */
     int member_lfd;         /* member: where the leader reaches this worker */
     struct peerauth_session ses;    /* member: its session with the leader */
     int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
-    int report_fd;          /* the daemon hears its phase and end here (worker.h), or -1 */
+    int report_fd;          /* the daemon hears its phase and end here (worker.h), or -1;
+                               a member's worker reads "A" on it: abort (fanout.h) */
+    int abort_asked;        /* member: it did (or the daemon is gone: -1) */
+    int member;             /* this is a member node's worker (gen_member_serve) */
     unsigned rid;           /* leader: the last request id given (fanout.c) */
     int epfd;               /* leader: epoll over the members' connections */
     double t0, t0_wall;     /* leader: its start, mono_ms_f () and epoch s */

@@ -29,30 +29,71 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/store.h"
+#include "fanout.h"
 #include "gen.h"
 
 enum { MEMBER_OK, MEMBER_ENDED, MEMBER_ABORTED };
 
-/* One phase on this node; the reply, and *state when the generation ends. */
-static json_object *serve_phase (struct gen *g, json_object *m, int *state)
+/* The longest this node may wait on its children in phase (the leader's
+ * own timeouts, gen.c). */
+static uint64_t phase_timeout (const struct gen *g, enum gen_phase phase)
 {
-    const char *name = proto_get_str (m, "phase", "");
-    int phase = phase_from_name (name);
-    json_object *o = NULL, *arr;
-    double t0 = mono_ms_f ();
+    switch (phase) {
+    case PHASE_DRAIN:
+        return g->conf->timeout_drain;
+    case PHASE_DUMP:
+        return g->conf->timeout_dump;
+    case PHASE_REBUILD:
+    case PHASE_CONNECT:
+    case PHASE_ABORT:
+        return g->conf->timeout_rebuild;
+    case PHASE_COPY:
+        return g->conf->timeout_commit;
+    case PHASE_BEGIN:
+    case PHASE_END:
+        return g->conf->timeout_request;
+    default:
+        return g->conf->timeout_quiesce;
+    }
+}
+
+/* The keys of the parent's request that its children get too. */
+static json_object *relay_extra (json_object *m)
+{
+    static const char *const own[] = { "type", "job", "gen", "phase", "rid", "to" };
+    json_object *x = json_object_new_object ();
+
+    json_object_object_foreach (m, key, val) {
+        int skip = 0;
+        for (size_t i = 0; i < sizeof (own) / sizeof (own[0]); i++)
+            skip |= !strcmp (key, own[i]);
+        if (!skip && x)
+            json_object_object_add (x, key, json_object_get (val));
+    }
+    return x;
+}
+
+/* Append the elements of the children's replies' arrays 'key' to o's. */
+static void merge_arrays (struct gen *g, json_object **rep, const char *key, json_object *o)
+{
+    json_object *mine = NULL, *a;
+
+    if (!json_object_object_get_ex (o, key, &mine))
+        json_object_object_add (o, key, mine = json_object_new_array ());
+    for (int i = 0; mine && i < g->nmembers; i++)
+        if (rep[i] && json_object_object_get_ex (rep[i], key, &a)
+            && json_object_is_type (a, json_type_array))
+            for (size_t k = 0; k < json_object_array_length (a); k++)
+                json_object_array_add (mine, json_object_get (json_object_array_get_idx (a, k)));
+}
+
+/* This node's part of phase (the leader's request m). */
+static int local_phase (struct gen *g, enum gen_phase phase, json_object *m, json_object *o)
+{
+    json_object *arr;
     int rc = 0;
 
-    if (strcmp (proto_get_str (m, "job", ""), g->job) || proto_get_int (m, "gen", -1) != g->gen)
-        return proto_error (name, EINVAL, "node %s: this worker serves job %s generation %d",
-                            g->conf->node, g->job, g->gen);
-    if (phase < 0 || phase == PHASE_BEGIN || phase == PHASE_COMMIT)
-        return proto_error (name, EINVAL, "node %s: no phase \"%.64s\" here", g->conf->node,
-                            name);
-    if (!(o = proto_new ("ok")))
-        return NULL;
-    proto_set_str (o, "request", name);
-    gen_enter (g, (enum gen_phase)phase);
-    switch ((enum gen_phase)phase) {
+    switch (phase) {
     case PHASE_QUIESCE:
         rc = genl_quiesce (g);
         break;
@@ -83,37 +124,124 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
         break;
     case PHASE_COPY:
         rc = genl_copy (g) < 0 || gen_daemon_gone (g, PHASE_COPY) ? -1 : 0;
-        proto_set_int (o, "bytes", (int64_t)g->bytes);
         break;
+    default:
+        break;
+    }
+    return rc;
+}
+
+/* One phase on this node and, at once, on the nodes it leads (fanout.h):
+ * the reply, with theirs merged in, and *state when the generation ends. */
+static json_object *serve_phase (struct gen *g, json_object *m, int *state)
+{
+    const char *name = proto_get_str (m, "phase", "");
+    int phase = phase_from_name (name);
+    json_object *o = NULL, *x, *rep[g->nmembers + 1];
+    double t0 = mono_ms_f ();
+    int rc = 0, relayed = 0;
+
+    if (strcmp (proto_get_str (m, "job", ""), g->job) || proto_get_int (m, "gen", -1) != g->gen)
+        return proto_error (name, EINVAL, "node %s: this worker serves job %s generation %d",
+                            g->conf->node, g->job, g->gen);
+    if (phase < 0 || phase == PHASE_COMMIT || phase == PHASE_RESTORE)
+        return proto_error (name, EINVAL, "node %s: no phase \"%.64s\" here", g->conf->node,
+                            name);
+    if (!(o = proto_new ("ok")))
+        return NULL;
+    for (int i = 0; i < g->nmembers; i++)
+        rep[i] = NULL;
+    proto_set_str (o, "request", name);
+    gen_enter (g, (enum gen_phase)phase);
+    x = relay_extra (m);
+    switch ((enum gen_phase)phase) {
+    case PHASE_BEGIN: {
+        /* This node's own begin was its daemon's answer; now the nodes it
+         * leads, with their subtrees' tasks. */
+        json_object *tasks = json_object_new_array ();
+        rc = g->nmembers ? fan_begin (g, g->conf->timeout_request) : 0;
+        relayed = rc < 0;
+        for (int i = 0; tasks && i < g->nmembers; i++)
+            for (size_t k = 0; g->members[i].child && g->members[i].tasks
+                 && k < json_object_array_length (g->members[i].tasks); k++)
+                json_object_array_add (tasks, json_object_get (
+                    json_object_array_get_idx (g->members[i].tasks, k)));
+        json_object_object_add (o, "tasks", tasks);
+        break;
+    }
     case PHASE_END:
+        /* Committed: the nodes below clean up too; one that does not
+         * answer is only logged, as the leader does. */
+        fan_send (g, PHASE_END, NULL);
         genl_cleanup (g, 1);
+        if (fan_wait (g, PHASE_END, NULL, phase_timeout (g, PHASE_END)) < 0)
+            log_msg (LOG_WARNING, "job %s gen %d: end: %s", g->job, g->gen, g->err);
+        g->err[0] = '\0';
         *state = MEMBER_ENDED;
         break;
     case PHASE_ABORT: {
         /* Why the leader aborted is this node's outcome too (its own
          * failure, if it had one, was the leader's reason). */
-        char why[sizeof (g->err)];
+        char why[sizeof (g->err)], first[sizeof (g->err)];
         snprintf (why, sizeof (why), "the leader aborted the generation: %s",
                   proto_get_str (m, "why", "(no reason given)"));
         if (!g->err[0])
             gen_fail (g, PHASE_ABORT, why);
+        memcpy (first, g->err, sizeof (first));
+        fan_send (g, PHASE_ABORT, x);
         genl_undo (g);
         genl_cleanup (g, 0);
+        while (fan_wait (g, PHASE_ABORT, NULL, phase_timeout (g, PHASE_ABORT)) < 0)
+            log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);
+        memcpy (g->err, first, sizeof (first));
         *state = MEMBER_ABORTED;
         break;
     }
-    case PHASE_BEGIN:
-    case PHASE_COMMIT:
-    case PHASE_COUNT:
+    default:
+        /* The children first, this node meanwhile, then their answers. */
+        if (fan_send (g, (enum gen_phase)phase, x) < 0)
+            rc = -1, relayed = 1;
+        else if ((rc = local_phase (g, (enum gen_phase)phase, m, o)) == 0
+                 && (rc = fan_wait (g, (enum gen_phase)phase, rep,
+                                    phase_timeout (g, (enum gen_phase)phase))) < 0)
+            relayed = 1;
+        if (rc == 0 && phase == PHASE_DRAIN)
+            merge_arrays (g, rep, "reports", o);
+        if (rc == 0 && phase == PHASE_REBUILD)
+            merge_arrays (g, rep, "ids", o);
+        if (phase == PHASE_COPY) {
+            uint64_t bytes = g->bytes;
+            for (int i = 0; i < g->nmembers; i++)
+                bytes += (uint64_t)proto_get_int (rep[i], "bytes", 0);
+            proto_set_int (o, "bytes", (int64_t)bytes);
+        }
+        fan_put (g, rep);
         break;
     }
+    json_object_put (x);
     if (rc < 0) {
+        json_object *e;
         json_object_put (o);
         log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
-        return proto_error (name, EIO, "%s", g->err);   /* the leader names the node */
+        /* the leader names the node: this one, or one below that it named */
+        e = proto_error (name, EIO, "%s", g->err);
+        if (e && relayed)
+            proto_set_bool (e, "relayed", 1);
+        if (e && g->nmembers) {
+            json_object_object_add (e, "tl", fan_tl_json (g, t0));
+            fan_untouch (g);
+        }
+        return e;
     }
-    /* This node's own time in the phase, for the leader's timeline. */
+    /* This node's own time in the phase, for the leader's timeline; and
+     * what it saw below since it last told: with the copy (before the
+     * manifest), the end and the abort, not with every phase, so that a
+     * phase's messages do not grow with the nodes below. */
     json_object_object_add (o, "ms", json_object_new_double (mono_ms_f () - t0));
+    if (g->nmembers && (phase == PHASE_COPY || phase == PHASE_END || phase == PHASE_ABORT)) {
+        json_object_object_add (o, "tl", fan_tl_json (g, t0));
+        fan_untouch (g);
+    }
     return o;
 }
 
@@ -123,6 +251,8 @@ static int member_give_up (struct gen *g, const char *why)
 {
     gen_fail (g, g->phase >= 0 ? (enum gen_phase)g->phase : PHASE_BEGIN, why);
     gen_enter (g, PHASE_ABORT);
+    /* The nodes below: their sessions closed is their abort. */
+    fan_fini (g);
     log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
     genl_undo (g);
     genl_cleanup (g, 0);
@@ -178,13 +308,18 @@ static void cand_drop (struct cand *c, int *n, int i)
 
 int gen_member_serve (struct gen *g)
 {
-    /* The longest a leader may stay silent: any one phase's timeout. */
-    uint64_t idle = g->conf->timeout_dump > g->conf->timeout_commit ? g->conf->timeout_dump
-                    : g->conf->timeout_commit;
-    /* The leader opens its session once every member answered its
-     * gen-begin (each within timeout_request). */
-    double start_by = mono_ms_f () + 2.0 * (double)g->conf->timeout_request
-                      + (double)g->conf->timeout_connect;
+    /* The longest a parent may stay silent: any one phase's timeout, and
+     * what the levels of the tree add to it (fanout.h). */
+    double hop = (double)g->conf->timeout_connect, begin_hop = 2.0
+        * (double)g->conf->timeout_request + 2.0 * (double)g->conf->timeout_connect;
+    double idle = (double)(g->conf->timeout_dump > g->conf->timeout_commit
+                           ? g->conf->timeout_dump : g->conf->timeout_commit);
+    if (idle < (g->levels + 1) * begin_hop)
+        idle = (g->levels + 1) * begin_hop;
+    idle += (g->levels + 1) * hop;
+    /* The parent opens its session once every child of its answered
+     * gen-begin (each within timeout_request), after its own parent's. */
+    double start_by = mono_ms_f () + (g->levels + 1) * begin_hop;
     struct cand cand[MEMBER_MAX_CANDIDATES];
     struct proto_reader srd;
     int state = MEMBER_OK, ncand = 0, sfd = -1;
@@ -193,13 +328,22 @@ int gen_member_serve (struct gen *g)
     snprintf (g->staging, sizeof (g->staging), "%s/%s/gen-%d", g->conf->staging, g->job,
               g->gen);
     store_rmtree (g->staging);
-    log_msg (LOG_INFO, "job %s gen %d: member worker for %d task%s", g->job, g->gen,
-             g->ntasks, g->ntasks == 1 ? "" : "s");
+    log_msg (LOG_INFO, "job %s gen %d: member worker for %d task%s, leading %d node%s",
+             g->job, g->gen, g->ntasks, g->ntasks == 1 ? "" : "s", g->nmembers,
+             g->nmembers == 1 ? "" : "s");
+    g->member = 1;
+    fan_shape (g);
+    fan_init (g);
     while (state == MEMBER_OK) {
         struct pollfd pfd[MEMBER_MAX_CANDIDATES + 1];
         double now = mono_ms_f (), until = sfd >= 0 ? now + (double)idle : start_by;
         int n = 0;
 
+        /* The daemon's word that the leader aborted (fanout.h) */
+        if (fan_abort_heard (g))
+            return member_give_up (g, "the leader aborted the generation (it lost the node "
+                                   "above this one); undoing this node's part");
+        int rfd = g->abort_asked == 0 && g->report_fd >= 0 ? g->report_fd : -1;
         if (sfd >= 0)
             pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
         else {
@@ -210,11 +354,17 @@ int gen_member_serve (struct gen *g)
                     until = cand[i].deadline;
             }
         }
-        if (poll (pfd, (nfds_t)n, until > now ? (int)(until - now) + 1 : 0) < 0) {
+        struct pollfd all[MEMBER_MAX_CANDIDATES + 2];
+        memcpy (all, pfd, (size_t)n * sizeof (*pfd));
+        all[n] = (struct pollfd){ .fd = rfd, .events = POLLIN };
+        if (poll (all, (nfds_t)n + 1, until > now ? (int)(until - now) + 1 : 0) < 0) {
             if (errno == EINTR)
                 continue;
             return member_give_up (g, "poll failed; undoing this node's part");
         }
+        memcpy (pfd, all, (size_t)n * sizeof (*pfd));
+        if (all[n].revents)
+            continue;       /* fan_abort_heard reads it */
         now = mono_ms_f ();
         if (sfd >= 0) {
             if (!pfd[0].revents) {
@@ -311,6 +461,7 @@ int gen_member_serve (struct gen *g)
         proto_reader_fini (&srd);
         close (sfd);
     }
+    fan_fini (g);
     peerauth_session_wipe (&g->ses);
     return state == MEMBER_ENDED ? 0 : -1;
 }

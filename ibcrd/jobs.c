@@ -9,6 +9,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/proto.h"
@@ -33,6 +34,7 @@ static void job_free (struct job *job)
         free (t);
     }
     json_object_put (job->last_generation);
+    json_object_put (job->last_restore);
     if (job->report_fd >= 0) {
         proto_reader_fini (&job->report_rd);
         close (job->report_fd);
@@ -521,6 +523,15 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     t->app_pid = app_pid;
     t->app_ident = app_pid >= 0 && app_pid != pid ? app_ident : ident;
     t->restored = proto_get_bool (req, "restored", 0);
+    if (t->restored) {
+        /* How long its restore took, as its restarter (the user's) says:
+         * for the timeline only, so only kept within a day. */
+        int64_t ms = proto_get_int (req, "restore_ms", -1);
+        if (ms >= 0 && ms <= 86400000) {
+            t->restore_t1 = mono_ms_f ();
+            t->restore_t0 = t->restore_t1 - (double)ms;
+        }
+    }
     t->rank = (int)rank;
     strcpy (t->step, step);
     strcpy (t->node, tnode);
@@ -653,6 +664,8 @@ json_object *jobs_job_json (const struct job *job)
     }
     if (job->last_generation)
         json_object_object_add (o, "last_generation", json_object_get (job->last_generation));
+    if (job->last_restore)
+        json_object_object_add (o, "last_restore", json_object_get (job->last_restore));
     for (const struct task *t = job->tasks; t; t = t->next) {
         json_object *to = json_object_new_object ();
         if (!to)

@@ -62,6 +62,9 @@ struct task {
     struct task_proc procs[TASK_MAX_PROCS];
     int restored;               /* came back from an image: libibcr waits
                                    for a rebuild before the job runs on */
+    double restore_t0, restore_t1;  /* then its restore (mono_ms_f), as long as
+                                   its restarter says it took, ending at its
+                                   registration; 0 unknown (timeline only) */
     time_t since;
     struct task *next;
 };
@@ -108,6 +111,7 @@ struct job {
     struct job_member members[JOB_MAX_MEMBERS];
     char last_error[2048];
     json_object *last_generation;   /* leader: its timeline (timeline.h), or NULL */
+    json_object *last_restore;      /* leader: the last restart's, or NULL */
     struct task *tasks;
     struct job *next;
 };

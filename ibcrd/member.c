@@ -1,6 +1,6 @@
 /* member.c - node membership (member.h): a member node joins its
  * job's leader ("join"), the leader records it, and the peer requests
- * about jobs are routed ("join", "gen-begin"). */
+ * about jobs are routed ("join", "gen-begin", "gen-abort"). */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -158,5 +158,13 @@ json_object *member_peer_request (void *arg, json_object *m, const char *addr)
         return p_join (s, m, addr);
     if (!strcmp (type, "gen-begin"))
         return p_gen_begin (s, m);
+    if (!strcmp (type, "gen-abort")) {
+        const char *id = proto_get_str (m, "job", "");
+        struct job *job = ident_ok (id) ? jobs_find (s->jobs, id, 0) : NULL;
+        if (!job)
+            return proto_error ("gen-abort", ENOENT, "job %s has no task on node %s", id,
+                                s->conf->node);
+        return sched_member_abort (s, m, job);
+    }
     return NULL;
 }

@@ -10,6 +10,7 @@ static const char *const names[PHASE_COUNT] = {
     [PHASE_RELEASE] = "release", [PHASE_DUMP] = "dump", [PHASE_REBUILD] = "rebuild",
     [PHASE_CONNECT] = "connect", [PHASE_RESUME] = "resume", [PHASE_COPY] = "copy",
     [PHASE_COMMIT] = "commit", [PHASE_END] = "end", [PHASE_ABORT] = "abort",
+    [PHASE_RESTORE] = "restore",
 };
 
 const char *phase_name (int phase)

@@ -30,6 +30,8 @@ enum gen_phase {
     PHASE_COMMIT,       /* the manifest renamed into place; retention */
     PHASE_END,          /* committed: members clean up and exit */
     PHASE_ABORT,        /* undone everywhere */
+    PHASE_RESTORE,      /* a restart: CRIU restores the tasks (timeline only,
+                           before begin; never asked of a member) */
     PHASE_COUNT
 };
 

@@ -238,6 +238,12 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
         }
         tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
                                       .restored = t->restored };
+        if (kind == GEN_RESTORED && t->restore_t1 > 0) {
+            if (!g.restore_t1 || t->restore_t0 < g.restore_t0)
+                g.restore_t0 = t->restore_t0;
+            if (t->restore_t1 > g.restore_t1)
+                g.restore_t1 = t->restore_t1;
+        }
         snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
         gen_task_ctls (s, t, &tasks[n], keep, &nkeep);
         n++;
@@ -254,6 +260,7 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
     g.tasks = tasks;
     g.daemon = getpid ();
     g.pa = s->pa;
+    g.fanout = s->conf->fanout;
     for (int i = 0; i < job->nmembers; i++) {
         snprintf (members[i].node, sizeof (members[i].node), "%s", job->members[i].node);
         snprintf (members[i].host, sizeof (members[i].host), "%s", job->members[i].host);
@@ -532,12 +539,15 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
     job->worker = 0;
     job->phase = -1;
     job->phase_gen = 0;
-    if (job->worker_kind == GEN_CHECKPOINT && is_leader (job)) {
-        /* What the leader's worker saw of its generation, for status. */
-        json_object *tl = timeline_load (s->conf->staging, job->id);
+    if (is_leader (job)) {
+        /* What the leader's worker saw of its generation (or of the
+         * restart's rebuild), for status. */
+        int restore = job->worker_kind == GEN_RESTORED;
+        json_object *tl = timeline_load (s->conf->staging, job->id, restore);
+        json_object **to = restore ? &job->last_restore : &job->last_generation;
         if (tl) {
-            json_object_put (job->last_generation);
-            job->last_generation = tl;
+            json_object_put (*to);
+            *to = tl;
         }
     }
     if (job->worker_kind == GEN_RESTORED) {
@@ -725,7 +735,8 @@ static int member_listener (struct server *s, int *port)
 }
 
 static json_object *gen_begin_member (struct server *s, json_object *m, struct job *job,
-                                      struct gen_task *tasks, int *keep)
+                                      struct gen_task *tasks, int *keep,
+                                      struct gen_member **members)
 {
     const char *id = job->id;
     struct gen g = { .report_fd = -1 };
@@ -737,12 +748,19 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     if (worker_busy (s, job))
         return proto_error ("gen-begin", EBUSY, "job %s: node %s is busy with another "
                             "generation", id, s->conf->node);
+    double r0 = 0, r1 = 0;
     for (struct task *t = job->tasks; t; t = t->next) {
         char why[512];
         if (jobs_task_check (job, t, why, sizeof (why)) < 0) {
             int e = errno;
             log_msg (LOG_WARNING, "%s: not dumped", why);
             return proto_error ("gen-begin", e, "node %s: %s", s->conf->node, why);
+        }
+        if (t->restored && t->restore_t1 > 0) {
+            if (!r1 || t->restore_t0 < r0)
+                r0 = t->restore_t0;
+            if (t->restore_t1 > r1)
+                r1 = t->restore_t1;
         }
         tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid };
         snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
@@ -751,7 +769,8 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     }
     snprintf (trigger, sizeof (trigger), "%s", proto_get_str (m, "trigger", "manual"));
     g.conf = s->conf;
-    g.kind = GEN_CHECKPOINT;
+    /* A restart's rebuild: the nodes it leads are told so too. */
+    g.kind = proto_get_bool (m, "restored", 0) ? GEN_RESTORED : GEN_CHECKPOINT;
     snprintf (g.job, sizeof (g.job), "%s", job->id);
     g.uid = job->uid;
     g.size = job->size;
@@ -763,6 +782,37 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     g.pa = s->pa;
     g.daemon = getpid ();
     g.progress_fd = -1;     /* the leader's worker reports to its asker */
+    /* The nodes this one leads in the tree (fanout.h), from the leader or
+     * the node above (root's ibcrd, MUNGE-authenticated): checked all the
+     * same, they are where MUNGE credentials go. */
+    json_object *sub = NULL;
+    g.fanout = (int)proto_get_int (m, "fanout", s->conf->fanout);
+    g.levels = (int)proto_get_int (m, "levels", 0);
+    if (g.fanout < 1 || g.levels < 0 || g.levels > 64)
+        return proto_error ("gen-begin", EINVAL, "node %s: bad \"fanout\" or \"levels\"",
+                            s->conf->node);
+    if (json_object_object_get_ex (m, "subtree", &sub)) {
+        size_t ns = json_object_is_type (sub, json_type_array) ? json_object_array_length (sub)
+            : 0;
+        /* The caller frees it (the worker has its copy). */
+        if (ns == 0 || ns > JOB_MAX_MEMBERS
+            || !(*members = g.members = calloc (ns, sizeof (*g.members))))
+            return proto_error ("gen-begin", EINVAL, "node %s: bad \"subtree\"", s->conf->node);
+        for (size_t i = 0; i < ns; i++) {
+            json_object *d = json_object_array_get_idx (sub, i);
+            const char *node = proto_get_str (d, "node", ""), *host = proto_get_str (d, "host", "");
+            int64_t port = proto_get_int (d, "port", 0);
+            struct in_addr a;
+            if (!ident_ok (node) || strlen (host) >= sizeof (g.members[i].host)
+                || inet_pton (AF_INET, host, &a) != 1 || port < 1 || port > 65535)
+                return proto_error ("gen-begin", EINVAL, "node %s: bad \"subtree\" entry %zu",
+                                    s->conf->node, i);
+            snprintf (g.members[i].node, sizeof (g.members[i].node), "%s", node);
+            snprintf (g.members[i].host, sizeof (g.members[i].host), "%s", host);
+            g.members[i].port = (int)port;
+        }
+        g.nmembers = (int)ns;
+    }
     /* Generation 0: the rebuild after a restart, nothing is dumped. */
     if (g.gen < 0 || (g.gen == 0 && !proto_get_bool (m, "restored", 0)))
         return proto_error ("gen-begin", EINVAL, "\"gen\" must be a generation number");
@@ -788,6 +838,14 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     proto_set_str (o, "request", "gen-begin");
     proto_set_int (o, "port", port);
     json_object_object_add (o, "tasks", genl_tasks_json (&g));
+    if (r1 > 0) {
+        /* This node's restore, for the leader's timeline. */
+        json_object *r = json_object_new_object ();
+        double now = mono_ms_f ();
+        json_object_object_add (r, "start_ago_ms", json_object_new_double (now - r0));
+        json_object_object_add (r, "end_ago_ms", json_object_new_double (now - r1));
+        json_object_object_add (o, "restore", r);
+    }
     int wfd = -1;
     pid = report_open (job, &wfd) < 0 ? -1 : 0;
     if (pid == 0) {
@@ -823,13 +881,31 @@ json_object *sched_member_begin (struct server *s, json_object *m, struct job *j
     /* On the heap: a node may hold many tasks of one job. */
     struct gen_task *tasks = calloc ((size_t)job->ntasks + 1, sizeof (*tasks));
     int *keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 2, sizeof (*keep));
+    struct gen_member *members = NULL;
     json_object *o = NULL;
 
     if (tasks && keep)
-        o = gen_begin_member (s, m, job, tasks, keep);
+        o = gen_begin_member (s, m, job, tasks, keep, &members);
     else
         o = proto_error ("gen-begin", ENOMEM, "node %s: out of memory", s->conf->node);
     free (tasks);
     free (keep);
+    free (members);
+    return o;
+}
+
+json_object *sched_member_abort (struct server *s, json_object *m, struct job *job)
+{
+    int64_t gen = proto_get_int (m, "gen", -1);
+    json_object *o;
+
+    if (job->worker > 0 && !is_leader (job) && job->report_fd >= 0 && job->phase_gen == gen
+        && send (job->report_fd, "A", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+        log_msg (LOG_WARNING, "job %s gen %lld: the leader lost the node above this one; "
+                 "worker %ld told to undo its part", job->id, (long long)gen,
+                 (long)job->worker);
+    if ((o = proto_new ("ok")))
+        proto_set_str (o, "request", "gen-abort");
+    (void)s;
     return o;
 }

@@ -49,6 +49,12 @@ int sched_start_trigger (struct server *s, struct job *job, const char *trigger)
  * the reply to send the leader. */
 json_object *sched_member_begin (struct server *s, json_object *m, struct job *job);
 
+/* Peer "gen-abort" {job, gen}: the leader lost the node above this one in
+ * the generation's tree (fanout.h), so nothing reaches this node's worker
+ * any more: it is told to undo its part (one byte on its report channel,
+ * which it watches).  An answer for the leader. */
+json_object *sched_member_abort (struct server *s, json_object *m, struct job *job);
+
 /* The workers' report channels: pollfds (filled first in the loop, so a
  * worker's end is known before its asker's next request), and reading
  * what is ready. */

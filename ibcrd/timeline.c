@@ -20,6 +20,8 @@
 /* <staging>/.timelines/<job>.json: beside the jobs' folders, not in them,
  * whose leftovers tests look for. */
 #define TIMELINE_DIR ".timelines"
+/* A restart's (gen.h's GEN_RESTORED), beside them. */
+#define RESTORE_DIR ".restores"
 #define TIMELINE_CAP (64 * 1024 * 1024)
 
 void timeline_open (struct gen_span *spans, enum gen_phase p, double now)
@@ -44,12 +46,15 @@ void timeline_close (struct gen_span *spans, enum gen_phase p, double now, doubl
 }
 
 static json_object *node_json (const struct gen *g, const char *node, int leader,
-                               const struct gen_span *spans)
+                               const char *parent, const struct gen_span *spans)
 {
     json_object *o = json_object_new_object (), *ph = json_object_new_object ();
 
     json_object_object_add (o, "node", json_object_new_string (node));
     json_object_object_add (o, "leader", json_object_new_boolean (leader));
+    /* Which node relayed the leader's requests to it (fanout.h). */
+    if (parent)
+        json_object_object_add (o, "parent", json_object_new_string (parent));
     for (int p = 0; p < PHASE_COUNT; p++) {
         const struct gen_span *s = &spans[p];
         json_object *e;
@@ -89,9 +94,15 @@ json_object *timeline_json (const struct gen *g)
     json_object_object_add (o, "requests", json_object_new_int ((int)g->rid));
     json_object_object_add (o, "fanout_cpu_ms", json_object_new_double (g->fan_cpu_ms));
     json_object_object_add (o, "begin_cpu_ms", json_object_new_double (g->begin_cpu_ms));
-    json_object_array_add (nodes, node_json (g, g->conf->node, 1, g->span));
-    for (int i = 0; i < g->nmembers; i++)
-        json_object_array_add (nodes, node_json (g, g->members[i].node, 0, g->members[i].span));
+    json_object_object_add (o, "fanout", json_object_new_int (g->fanout));
+    json_object_object_add (o, "levels", json_object_new_int (g->levels));
+    json_object_array_add (nodes, node_json (g, g->conf->node, 1, NULL, g->span));
+    for (int i = 0; i < g->nmembers; i++) {
+        const struct gen_member *m = &g->members[i];
+        json_object_array_add (nodes, node_json (g, m->node, 0, m->parent >= 0
+                                                 ? g->members[m->parent].node : g->conf->node,
+                                                 m->span));
+    }
     json_object_object_add (o, "nodes", nodes);
     return o;
 }
@@ -104,12 +115,15 @@ void timeline_save (const struct gen *g, int committed)
     size_t n;
     int dfd = -1, fd = -1;
 
-    snprintf (dir, sizeof (dir), "%s/" TIMELINE_DIR, g->conf->staging);
+    int restore = g->kind == GEN_RESTORED;
+
+    snprintf (dir, sizeof (dir), "%s/%s", g->conf->staging, restore ? RESTORE_DIR
+              : TIMELINE_DIR);
     snprintf (name, sizeof (name), "%s.json", g->job);
     snprintf (tmp, sizeof (tmp), "%s.new", g->job);
     json_object_object_add (o, "generation", json_object_new_int (g->gen));
-    json_object_object_add (o, "result", json_object_new_string (committed ? "committed"
-                                                                 : "aborted"));
+    json_object_object_add (o, "result", json_object_new_string (
+        restore ? (committed ? "resumed" : "failed") : committed ? "committed" : "aborted"));
     if (!committed)
         json_object_object_add (o, "error", json_object_new_string (g->err));
     json_object_object_add (o, "timeline", timeline_json (g));
@@ -133,14 +147,14 @@ out:
     json_object_put (o);
 }
 
-json_object *timeline_load (const char *staging, const char *job)
+json_object *timeline_load (const char *staging, const char *job, int restore)
 {
     char dir[PATH_MAX], why[1024], name[IDENT_MAX + 16], *buf = NULL;
     json_object *o = NULL;
     size_t len = 0, cap = 0;
     int dfd, fd;
 
-    snprintf (dir, sizeof (dir), "%s/" TIMELINE_DIR, staging);
+    snprintf (dir, sizeof (dir), "%s/%s", staging, restore ? RESTORE_DIR : TIMELINE_DIR);
     snprintf (name, sizeof (name), "%s.json", job);
     if ((dfd = safedir_open (dir, why, sizeof (why))) < 0)
         return NULL;

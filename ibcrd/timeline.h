@@ -35,16 +35,25 @@ struct gen;
 
 /* {"start_wall", "start_mono_ms", "total_ms", "requests" (to members),
  * "fanout_cpu_ms" (the leader's CPU in sending and reading them, MUNGE
- * included), "begin_cpu_ms" (of which gen-begin's), "nodes":[{"node", "leader",
- * "phases":{NAME:{"start_ms","end_ms","node_ms","count"[,"failed"]}}}]} */
+ * included), "begin_cpu_ms" (of which gen-begin's), "fanout", "levels" (the
+ * tree's, fanout.h), "nodes":[{"node", "leader", "parent" (the node that
+ * relayed to it), "phases":{NAME:{"start_ms","end_ms","node_ms","count"
+ * [,"failed"]}}}]}.  A member's times below the leader's children are
+ * relayed: each node tells its parent its subtree's times relative to
+ * when its request came, so clocks of different nodes never mix. */
 json_object *timeline_json (const struct gen *g);
 
 /* Leader: write {"generation", "result", ["error"], "timeline"} as
- * <staging>/.timelines/<job>.json (root's folder; by fd, replaced whole).
- * Failures are logged only. */
+ * <staging>/.timelines/<job>.json (root's folder; by fd, replaced whole);
+ * a restart's rebuild (gen.h's GEN_RESTORED: result "resumed" or
+ * "failed") as <staging>/.restores/<job>.json, whose timeline also has
+ * each node's "restore" phase: its tasks' CRIU restores, before the
+ * generation's start (negative times), as long as each node's restarter
+ * measured them.  Failures are logged only. */
 void timeline_save (const struct gen *g, int committed);
 
-/* The daemon: that file's content for job, or NULL. */
-json_object *timeline_load (const char *staging, const char *job);
+/* The daemon: that file's content for job (restore: the restart's), or
+ * NULL. */
+json_object *timeline_load (const char *staging, const char *job, int restore);
 
 #endif

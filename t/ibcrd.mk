@@ -38,3 +38,5 @@ TESTS += t3016-ibcrd-user-run.t
 TESTS += t3017-ibcrd-multiproc.t
 TESTS += t3013-ibcrd-users.t
 TESTS += t3015-ibcrd-fanout.t
+TESTS += t3018-ibcrd-tree.t
+TESTS += t3019-ibcrd-restore-tree.t

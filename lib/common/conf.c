@@ -54,6 +54,7 @@ static const struct key {
     { "peer_address", K_WORD, offsetof (struct conf, peer_address) },
     { "peer_port", K_PORT, offsetof (struct conf, peer_port) },
     { "retention", K_POSINT, offsetof (struct conf, retention) },
+    { "fanout", K_POSINT, offsetof (struct conf, fanout) },
     { "compression", K_BOOL, offsetof (struct conf, compression) },
     { "log_level", K_LEVEL, offsetof (struct conf, log_level) },
     { "timeout_connect", K_DURATION, offsetof (struct conf, timeout_connect) },
@@ -174,6 +175,7 @@ struct conf *conf_create (const char *node)
         goto error;
     c->peer_port = 7195;
     c->retention = 3;
+    c->fanout = 16;
     c->compression = 0;
     c->log_level = LOG_INFO;
     c->timeout_connect = 5000;

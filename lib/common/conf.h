@@ -27,6 +27,7 @@ struct conf {
                                -1 = any free port */
     int peer_port_set;      /* peer_port was given in the file */
     int retention;          /* committed generations kept per job (>= 1) */
+    int fanout;             /* a generation's tree: children per node (>= 1) */
     int compression;        /* 0/1: zstd on image files */
     int log_level;          /* syslog level */
     uint64_t timeout_connect;   /* ms: reaching a peer ibcrd */
