@@ -543,6 +543,11 @@ got:
                         continue;
                     return -1;
                 }
+                /* It answered its end or abort: its worker ends now. */
+                if (phase == PHASE_END || phase == PHASE_ABORT) {
+                    link_close (m);
+                    continue;
+                }
                 member_lost (g, m, phase, "it closed the connection (its ibcrd or worker "
                              "died?)");
                 return -1;
