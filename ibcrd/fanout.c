@@ -305,8 +305,8 @@ void fan_untouch (struct gen *g)
 
 /* Child c's "tl" (fan_tl_json, relative to when it got the request we
  * sent at c->t_sent): the spans of the nodes below it, taken as they are
- * (they are whole: a drain's rounds are summed below already).  It comes
- * with the copy, the end, the abort and an error (gen_member.c). */
+ * (they are whole: a drain's rounds are summed below already).  Each
+ * answer brings those that changed since the last (gen_member.c). */
 static void tl_apply (struct gen *g, struct gen_member *c, json_object *tl)
 {
     size_t n = tl && json_object_is_type (tl, json_type_array) ? json_object_array_length (tl)

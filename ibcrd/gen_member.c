@@ -234,11 +234,11 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
         return e;
     }
     /* This node's own time in the phase, for the leader's timeline; and
-     * what it saw below since it last told: with the copy (before the
-     * manifest), the end and the abort, not with every phase, so that a
-     * phase's messages do not grow with the nodes below. */
+     * what changed below since it last told (about one span per node: a
+     * whole generation's at once would pass PEERAUTH_MAX_BODY at about
+     * a thousand nodes). */
     json_object_object_add (o, "ms", json_object_new_double (mono_ms_f () - t0));
-    if (g->nmembers && (phase == PHASE_COPY || phase == PHASE_END || phase == PHASE_ABORT)) {
+    if (g->nmembers) {
         json_object_object_add (o, "tl", fan_tl_json (g, t0));
         fan_untouch (g);
     }

@@ -120,11 +120,12 @@ test_expect_success 'setup: five hosts, munged, one ibcrd per host with fanout 2
 '
 
 test_expect_success 'a five-rank job: the first generation commits on all five nodes' '
+	# the inner nodes dump long enough to be caught in it
 	t18_rank tj 0 8 &&
-	t18_rank tj 1 8 &&
-	t18_rank tj 2 96 &&
-	t18_rank tj 3 8 &&
-	t18_rank tj 4 96 &&
+	t18_rank tj 1 160 &&
+	t18_rank tj 2 64 &&
+	t18_rank tj 3 160 &&
+	t18_rank tj 4 64 &&
 	t18_ibcr 1 checkpoint tj --wait >ck1.out &&
 	grep "generation 1 committed" ck1.out &&
 	for r in 0 1 2 3 4; do test -d shared/local/tj/gen-1/task-$r || return 1; done &&
