@@ -48,9 +48,10 @@ void fan_untouch (struct gen *g);
  * once it did; reads the report channel when it is readable. */
 int fan_abort_heard (struct gen *g);
 
-/* Leader, aborting: every node below a lost one, that no message of the
- * tree reaches any more, is told through its daemon ("gen-abort", MUNGE)
- * to undo its part (sched_member_abort), all at once. */
+/* Aborting (the leader, or a member whose generation ends undone):
+ * every node below a lost child, that no message of the tree reaches any
+ * more, is told through its daemon ("gen-abort", MUNGE) to undo its part
+ * (sched_member_abort), all at once. */
 void fan_abort_orphans (struct gen *g);
 
 /* Before the first request / after the last: no connection is open. */

@@ -193,6 +193,8 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
         genl_cleanup (g, 0);
         while (fan_wait (g, PHASE_ABORT, NULL, phase_timeout (g, PHASE_ABORT)) < 0)
             log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);
+        /* The nodes below a child this node lost: through their ibcrd. */
+        fan_abort_orphans (g);
         memcpy (g->err, first, sizeof (first));
         *state = MEMBER_ABORTED;
         break;
@@ -251,7 +253,12 @@ static int member_give_up (struct gen *g, const char *why)
 {
     gen_fail (g, g->phase >= 0 ? (enum gen_phase)g->phase : PHASE_BEGIN, why);
     gen_enter (g, PHASE_ABORT);
-    /* The nodes below: their sessions closed is their abort. */
+    /* The nodes below: their sessions closed is their abort; those below
+     * a child it lost are told through their ibcrd. */
+    char first[sizeof (g->err)];
+    memcpy (first, g->err, sizeof (first));
+    fan_abort_orphans (g);
+    memcpy (g->err, first, sizeof (first));
     fan_fini (g);
     log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
     genl_undo (g);
