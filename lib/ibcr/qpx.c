@@ -15,12 +15,17 @@
 #include "ibcr.h"
 #include "exports.h"
 
-/* One WR being built: its sges are sge[sge0 .. sge0+nsge) of the builder,
- * inline bytes inl[inl0 .. inl0+ninl). */
+/* One WR being built.  Its data is either the one sge of wr_set_sge
+ * (sge1), sges sge[sge0 .. sge0+nsge) of the builder (wr_set_sge_list), or
+ * inline bytes inl[inl0 .. inl0+ninl).  wr.sg_list is set at wr_complete:
+ * the arrays may move while the batch grows. */
+enum { WRB_NODATA, WRB_SGE1, WRB_SGES, WRB_INL };
+
 struct wrb_ent {
     struct ibv_send_wr wr;
+    struct ibv_sge sge1;
+    int kind;
     size_t sge0, nsge, inl0, ninl;
-    bool inl;
 };
 
 struct ibcr_wrb {
@@ -67,21 +72,26 @@ static void wr_start (struct ibv_qp_ex *qx)
     }
 }
 
-/* A new WR of 'op' with the QP's current wr_id and flags. */
+/* A new WR of 'op' with the QP's current wr_id and flags.  Only the fields
+ * a post reads are written (a memset of the whole entry per WR showed in
+ * the per-WR cost, doc/libibcr-ns.md). */
 static struct wrb_ent *new_wr (struct ibv_qp_ex *qx, enum ibv_wr_opcode op)
 {
     struct ibcr_wrb *b = wrb_of (qx);
-    if (!b)
+    if (__builtin_expect (!b, 0))
         return NULL;
-    if (grow ((void **)&b->e, &b->cap, b->n + 1, sizeof (*b->e)) < 0) {
+    if (__builtin_expect (b->n == b->cap, 0)
+        && grow ((void **)&b->e, &b->cap, b->n + 1, sizeof (*b->e)) < 0) {
         b->err = b->err ? b->err : ENOMEM;
         return NULL;
     }
     struct wrb_ent *e = &b->e[b->n++];
-    memset (e, 0, sizeof (*e));
     e->wr.wr_id = qx->wr_id;
     e->wr.opcode = op;
     e->wr.send_flags = qx->wr_flags;
+    e->wr.imm_data = 0;
+    memset (&e->wr.wr, 0, sizeof (e->wr.wr));
+    e->kind = WRB_NODATA;
     return e;
 }
 
@@ -217,21 +227,31 @@ static void wr_set_sge_list (struct ibv_qp_ex *qx, size_t n, const struct ibv_sg
     struct wrb_ent *e = cur (qx);
     if (!e)
         return;
+    if (n == 1) {
+        e->sge1 = sg[0];
+        e->kind = WRB_SGE1;
+        return;
+    }
     if (grow ((void **)&b->sge, &b->sgecap, b->nsge + n, sizeof (*b->sge)) < 0) {
         b->err = b->err ? b->err : ENOMEM;
         return;
     }
     e->sge0 = b->nsge;
     e->nsge = n;
-    e->inl = false;
+    e->kind = WRB_SGES;
     memcpy (b->sge + b->nsge, sg, n * sizeof (*sg));
     b->nsge += n;
 }
 
 static void wr_set_sge (struct ibv_qp_ex *qx, uint32_t lkey, uint64_t addr, uint32_t len)
 {
-    struct ibv_sge sg = { .addr = addr, .length = len, .lkey = lkey };
-    wr_set_sge_list (qx, 1, &sg);
+    struct wrb_ent *e = cur (qx);
+    if (e) {
+        e->sge1.addr = addr;
+        e->sge1.length = len;
+        e->sge1.lkey = lkey;
+        e->kind = WRB_SGE1;
+    }
 }
 
 static void wr_set_inline_data_list (struct ibv_qp_ex *qx, size_t n,
@@ -250,7 +270,7 @@ static void wr_set_inline_data_list (struct ibv_qp_ex *qx, size_t n,
     }
     e->inl0 = b->ninl;
     e->ninl = total;
-    e->inl = true;
+    e->kind = WRB_INL;
     for (size_t i = 0; i < n; i++) {
         memcpy (b->inl + b->ninl, bufs[i].addr, bufs[i].length);
         b->ninl += bufs[i].length;
@@ -275,21 +295,33 @@ static int wr_complete (struct ibv_qp_ex *qx)
     /* Pointers into the arrays only now: they may have moved while
      * growing.  One inline sge per WR lives in a side array kept with the
      * builder (a malloc and free per wr_complete cost 15 ns). */
-    if (grow ((void **)&b->isg, &b->isgcap, b->n, sizeof (*b->isg)) < 0)
+    if (__builtin_expect (b->n > b->isgcap, 0)
+        && grow ((void **)&b->isg, &b->isgcap, b->n, sizeof (*b->isg)) < 0)
         return ENOMEM;
     struct ibv_sge *isg = b->isg;
     for (size_t i = 0; i < b->n; i++) {
         struct wrb_ent *e = &b->e[i];
-        if (e->inl) {
+        switch (e->kind) {
+        case WRB_SGE1:
+            e->wr.sg_list = &e->sge1;
+            e->wr.num_sge = 1;
+            break;
+        case WRB_SGES:
+            e->wr.sg_list = b->sge + e->sge0;
+            e->wr.num_sge = (int)e->nsge;
+            break;
+        case WRB_INL:
             isg[i].addr = (uintptr_t)(b->inl + e->inl0);
             isg[i].length = e->ninl;
             isg[i].lkey = 0;
             e->wr.sg_list = &isg[i];
             e->wr.num_sge = e->ninl ? 1 : 0;
             e->wr.send_flags |= IBV_SEND_INLINE;
-        } else {
-            e->wr.sg_list = b->sge + e->sge0;
-            e->wr.num_sge = (int)e->nsge;
+            break;
+        default:
+            e->wr.sg_list = NULL;
+            e->wr.num_sge = 0;
+            break;
         }
         e->wr.next = i + 1 < b->n ? &b->e[i + 1].wr : NULL;
     }
