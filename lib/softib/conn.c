@@ -362,7 +362,7 @@ void sib_conn_timer(struct sib_conn *c, uint64_t now)
 	if (!c->retry_at || now < c->retry_at)
 		return;
 	if (qp)
-		pthread_mutex_lock(&qp->lock);
+		sib_lock(&qp->lock);
 	else
 		pthread_mutex_lock(&c->lock);
 	if (!c->dead && c->retry_at) {
@@ -371,7 +371,7 @@ void sib_conn_timer(struct sib_conn *c, uint64_t now)
 			connect_failed(c, errno);
 	}
 	if (qp)
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 	else
 		pthread_mutex_unlock(&c->lock);
 }
@@ -438,15 +438,15 @@ static void hello_done(struct sib_conn *c)
 		hello_reject(c, SIB_NAK_NO_QP, "no RC QP with that number");
 		return;
 	}
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	if (qp->state == IBV_QPS_ERR) {
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		hello_reject(c, SIB_NAK_NO_QP, "QP is in ERROR");
 		return;
 	}
 	if (qp->state != IBV_QPS_RESET && qp->state != IBV_QPS_INIT
 	    && !sib_hello_matches(c, qp)) {
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return;
 	}
 	if (qp->resp)
@@ -460,7 +460,7 @@ static void hello_done(struct sib_conn *c)
 	qp->resp_rnr_drop = false;
 	if (qp->state == IBV_QPS_RESET || qp->state == IBV_QPS_INIT)
 		park(c);	/* requests wait until the QP reaches RTR */
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 }
 
 /* ---- receive state machine ---- */
@@ -805,7 +805,7 @@ static void lock_owner(struct sib_conn *c, struct sib_qp **qp)
 	if ((c->kind == SIB_CONN_RC_REQ || c->kind == SIB_CONN_RC_RESP)
 	    && c->qp) {
 		*qp = c->qp;
-		pthread_mutex_lock(&(*qp)->lock);
+		sib_lock(&(*qp)->lock);
 	} else if (c->kind == SIB_CONN_UD_TX) {
 		pthread_mutex_lock(&c->lock);
 	}
@@ -814,7 +814,7 @@ static void lock_owner(struct sib_conn *c, struct sib_qp **qp)
 static void unlock_owner(struct sib_conn *c, struct sib_qp *qp)
 {
 	if (qp)
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 	else if (c->kind == SIB_CONN_UD_TX)
 		pthread_mutex_unlock(&c->lock);
 }

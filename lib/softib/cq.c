@@ -131,7 +131,7 @@ void sib_cq_push(struct sib_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	bool fire = false, overflow = false;
 
-	pthread_mutex_lock(&cq->lock);
+	sib_lock(&cq->lock);
 	if (cq->head - cq->tail >= cq->size) {
 		overflow = !cq->overflowed;
 		cq->overflowed = true;
@@ -146,7 +146,7 @@ void sib_cq_push(struct sib_cq *cq, const struct ibv_wc *wc, bool solicited)
 			fire = true;
 		}
 	}
-	pthread_mutex_unlock(&cq->lock);
+	sib_unlock(&cq->lock);
 	if (overflow) {
 		sib_log("CQ %p overflowed (more than %d entries unpolled); "
 			"completions are being lost", (void *)cq, cq->cqx.cqe);
@@ -172,7 +172,7 @@ int sib_cq_attach(struct sib_cq *cq, struct sib_qp *qp)
 {
 	int rc = 0;
 
-	pthread_mutex_lock(&cq->qlock);
+	sib_lock(&cq->qlock);
 	if (cq->nqps == cq->qcap) {
 		uint32_t n = cq->qcap ? cq->qcap * 2 : 4;
 		struct sib_qp **q = realloc(cq->qps, n * sizeof(*q));
@@ -187,7 +187,7 @@ int sib_cq_attach(struct sib_cq *cq, struct sib_qp *qp)
 	}
 	cq->qps[cq->nqps++] = qp;
 out:
-	pthread_mutex_unlock(&cq->qlock);
+	sib_unlock(&cq->qlock);
 	return rc;
 }
 
@@ -195,25 +195,25 @@ void sib_cq_detach(struct sib_cq *cq, struct sib_qp *qp)
 {
 	/* waits for a poller's pass over the list: the QP may be freed
 	 * once this returns */
-	pthread_mutex_lock(&cq->qlock);
+	sib_lock(&cq->qlock);
 	for (uint32_t i = 0; i < cq->nqps; i++) {
 		if (cq->qps[i] == qp) {
 			cq->qps[i] = cq->qps[--cq->nqps];
 			break;
 		}
 	}
-	pthread_mutex_unlock(&cq->qlock);
+	sib_unlock(&cq->qlock);
 }
 
 static void cq_progress(struct sib_cq *cq)
 {
-	if (pthread_mutex_trylock(&cq->qlock) != 0)
+	if (!sib_trylock(&cq->qlock))
 		return;	/* another thread is at it */
 	for (uint32_t i = 0; i < cq->nqps; i++) {
 		struct sib_qp *qp = cq->qps[i];
 
 		if (qp->qpx.qp_base.qp_type == IBV_QPT_UD
-		    || pthread_mutex_trylock(&qp->lock) != 0)
+		    || !sib_trylock(&qp->lock))
 			continue;
 		/* qp->req/resp are live while qp->lock is held: only a kill
 		 * under that lock unlinks them before the progress thread
@@ -222,9 +222,9 @@ static void cq_progress(struct sib_cq *cq)
 			sib_conn_poll(qp->resp);
 		if (qp->req)
 			sib_conn_poll(qp->req);
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 	}
-	pthread_mutex_unlock(&cq->qlock);
+	sib_unlock(&cq->qlock);
 }
 
 static bool cq_empty(struct sib_cq *cq)
@@ -252,12 +252,12 @@ static int sib_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			return 0;
 		}
 	}
-	pthread_mutex_lock(&cq->lock);
+	sib_lock(&cq->lock);
 	while (i < n && cq->tail != cq->head) {
 		wc[i++] = cq->ring[cq->tail & (cq->size - 1)];
 		cq->tail++;
 	}
-	pthread_mutex_unlock(&cq->lock);
+	sib_unlock(&cq->lock);
 	return i;
 }
 
@@ -265,10 +265,10 @@ static int sib_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct sib_cq *cq = (struct sib_cq *)ibcq;
 
-	pthread_mutex_lock(&cq->lock);
+	sib_lock(&cq->lock);
 	cq->armed = true;
 	cq->solicited_only = solicited_only != 0;
-	pthread_mutex_unlock(&cq->lock);
+	sib_unlock(&cq->lock);
 	/* the application may sleep now: same-host rings it was polling
 	 * must wake the progress thread again (see shm_service) */
 	sib_shm_app_sleeps(sib_ctx_of(ibcq->context));
@@ -308,10 +308,10 @@ static int cqx_start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 			return ENOENT;
 		}
 	}
-	pthread_mutex_lock(&cq->lock);
+	sib_lock(&cq->lock);
 	rc = cqx_take(cq);
 	if (rc)
-		pthread_mutex_unlock(&cq->lock);	/* no end_poll follows */
+		sib_unlock(&cq->lock);	/* no end_poll follows */
 	return rc;
 }
 
@@ -322,7 +322,7 @@ static int cqx_next_poll(struct ibv_cq_ex *c)
 
 static void cqx_end_poll(struct ibv_cq_ex *c)
 {
-	pthread_mutex_unlock(&cqx_of(c)->lock);
+	sib_unlock(&cqx_of(c)->lock);
 }
 
 static enum ibv_wc_opcode cqx_opcode(struct ibv_cq_ex *c)
@@ -410,8 +410,8 @@ static struct sib_cq *cq_new(struct ibv_context *c, int cqe,
 	if (!cq->ring)
 		goto nomem;
 	cq->size = size;
-	pthread_mutex_init(&cq->lock, NULL);
-	pthread_mutex_init(&cq->qlock, NULL);
+	sib_lock_init(&cq->lock);
+	sib_lock_init(&cq->qlock);
 	pthread_mutex_init(&cq->cqx.mutex, NULL);
 	pthread_cond_init(&cq->cqx.cond, NULL);
 	cq->cqx.context = c;
@@ -497,16 +497,16 @@ SIB_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 		return EINVAL;
 	while (size < (uint32_t)cqe)
 		size <<= 1;
-	pthread_mutex_lock(&cq->lock);
+	sib_lock(&cq->lock);
 	n = cq->head - cq->tail;
 	if (size < n) {
-		pthread_mutex_unlock(&cq->lock);
+		sib_unlock(&cq->lock);
 		return EINVAL;	/* would drop unpolled completions */
 	}
 	ring = calloc(size, sizeof(*ring));
 	ts = cq->ts ? calloc(size, sizeof(*ts)) : NULL;
 	if (!ring || (cq->ts && !ts)) {
-		pthread_mutex_unlock(&cq->lock);
+		sib_unlock(&cq->lock);
 		free(ring);
 		free(ts);
 		return ENOMEM;
@@ -524,7 +524,7 @@ SIB_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	cq->tail = 0;
 	cq->head = n;
 	cq->cqx.cqe = (int)size;
-	pthread_mutex_unlock(&cq->lock);
+	sib_unlock(&cq->lock);
 	return 0;
 }
 
@@ -561,8 +561,6 @@ SIB_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	free(cq->ring);
 	free(cq->ts);
 	free(cq->qps);
-	pthread_mutex_destroy(&cq->qlock);
-	pthread_mutex_destroy(&cq->lock);
 	pthread_mutex_destroy(&cq->cqx.mutex);
 	pthread_cond_destroy(&cq->cqx.cond);
 	free(cq);

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -217,3 +218,22 @@ COMPAT_INT(resize_cq)
 /* default versions; IBVERBS_1.0 ones are in misc.c */
 SIB_V11(ibv_attach_mcast);
 SIB_V11(ibv_detach_mcast);
+
+/* sib_lock's contended path: spin a little (the holder is on the other
+ * CPU and about to store 0), then give the CPU away until it is free (the
+ * holder may be waiting for it). */
+void sib_lock_wait(sib_lock_t *l)
+{
+	for (int k = 0;; k++) {
+		if (__atomic_load_n(&l->v, __ATOMIC_RELAXED) == 0
+		    && __atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE) == 0)
+			return;
+		if (k < 100) {
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+		} else {
+			sched_yield();
+		}
+	}
+}

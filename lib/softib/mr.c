@@ -89,26 +89,68 @@ struct sib_mr *sib_mr_lookup(struct sib_ctx *ctx, uint32_t key)
 	return ctx->mrs[i];
 }
 
+/* Every change to what a key means (deregistration, re-registration, a
+ * context closed) moves this counter, under the context's lock. */
+static uint64_t mr_epoch = 1;
+
+void sib_mr_changed(void)
+{
+	__atomic_add_fetch(&mr_epoch, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A small cache per thread of the MRs it checked last: a data-path check
+ * (every post, every received message, every RDMA access) then takes no
+ * lock.  ctx->lock is the context's, shared with the progress thread and
+ * every other QP; taking it cost a quarter of an 8-byte message
+ * (doc/softib-shm.md).  An entry is a copy of what the check needs, valid
+ * while mr_epoch has not moved since it was filled (under ctx->lock).  A
+ * deregistration that starts after the epoch was read is, as before,
+ * ordered after this check (the bytes are copied after it either way). */
+#define MR_CACHE 4
+struct mr_cache_ent {
+	const struct sib_ctx *ctx;
+	uint64_t epoch;
+	uint32_t key;
+	int access;
+	const struct ibv_pd *pd;
+	uint64_t iova, length;
+	char *addr;
+};
+static __thread struct mr_cache_ent mr_cache[MR_CACHE];
+
 void *sib_mr_check(struct sib_ctx *ctx, struct ibv_pd *pd, uint32_t key,
 		   uint64_t addr, uint64_t len, int need,
 		   enum ibv_wc_status fail, enum ibv_wc_status *status)
 {
+	struct mr_cache_ent *e = &mr_cache[key & (MR_CACHE - 1)];
+	uint64_t epoch = __atomic_load_n(&mr_epoch, __ATOMIC_ACQUIRE);
 	struct sib_mr *mr;
-	void *p = NULL;
 
-	pthread_mutex_lock(&ctx->lock);
-	mr = sib_mr_lookup(ctx, key);
-	if (!mr || mr->mr.pd != pd || (mr->access & need) != need)
-		goto out;
-	if (addr < mr->iova || len > mr->mr.length
-	    || addr - mr->iova > mr->mr.length - len)
-		goto out;
-	p = (char *)mr->mr.addr + (addr - mr->iova);
-out:
-	pthread_mutex_unlock(&ctx->lock);
-	if (!p)
+	if (e->ctx != ctx || e->key != key || e->epoch != epoch) {
+		pthread_mutex_lock(&ctx->lock);
+		mr = sib_mr_lookup(ctx, key);
+		if (mr) {
+			e->ctx = ctx;
+			e->key = key;
+			e->epoch = __atomic_load_n(&mr_epoch, __ATOMIC_RELAXED);
+			e->access = mr->access;
+			e->pd = mr->mr.pd;
+			e->iova = mr->iova;
+			e->length = mr->mr.length;
+			e->addr = mr->mr.addr;
+		}
+		pthread_mutex_unlock(&ctx->lock);
+		if (!mr) {
+			*status = fail;
+			return NULL;
+		}
+	}
+	if (e->pd != pd || (e->access & need) != need || addr < e->iova
+	    || len > e->length || addr - e->iova > e->length - len) {
 		*status = fail;
-	return p;
+		return NULL;
+	}
+	return e->addr + (addr - e->iova);
 }
 
 /* As an HCA's keys, ours differ from one ibv_open_device to the next, so
@@ -128,6 +170,7 @@ void sib_mr_keys_seed(struct sib_ctx *ctx)
 
 void sib_mr_table_free(struct sib_ctx *ctx)
 {
+	sib_mr_changed();
 	free(ctx->mrs);
 	ctx->mrs = NULL;
 	ctx->nmrs = 0;
@@ -226,6 +269,7 @@ SIB_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	pthread_mutex_lock(&ctx->lock);
 	if (mr->idx < ctx->nmrs && ctx->mrs[mr->idx] == mr)
 		ctx->mrs[mr->idx] = NULL;
+	sib_mr_changed();
 	pthread_mutex_unlock(&ctx->lock);
 	/* wait until no connection is still placing data into it */
 	sib_progress_cmd(ctx, SIB_CMD_DEREG_MR, mr);
@@ -256,6 +300,7 @@ SIB_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd,
 	}
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		mr->access = access;
+	sib_mr_changed();
 	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }

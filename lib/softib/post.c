@@ -228,10 +228,10 @@ int sib_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct sib_qp *qp = (struct sib_qp *)ibqp;
 	int rc = 0;
 
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	if (!sib_send_state_ok(qp)) {
 		*bad = wr;
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return EINVAL;	/* sends need RTS (IB spec) */
 	}
 	for (; wr; wr = wr->next) {
@@ -242,7 +242,7 @@ int sib_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		}
 	}
 	sib_post_kick(qp);
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 	return rc;
 }
 
@@ -252,16 +252,16 @@ int sib_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct sib_qp *qp = (struct sib_qp *)ibqp;
 	int rc;
 
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	if (qp->state == IBV_QPS_RESET || qp->srq) {
 		*bad = wr;
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return EINVAL;
 	}
 	rc = sib_rq_post(&qp->rq, wr, bad);
 	if (qp->state == IBV_QPS_ERR)
 		sib_qp_flush(qp);
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 	return rc;
 }
 

@@ -93,13 +93,13 @@ static void divert_rx(struct sib_ctx *ctx, struct sib_qp *qp, uint32_t key)
 
 static void drop_qp_conns(struct sib_qp *qp)
 {
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	if (qp->req)
 		sib_conn_kill(qp->req, "QP reset or destroyed");
 	if (qp->resp)
 		sib_conn_kill(qp->resp, "QP reset or destroyed");
 	qp->close_conns = false;
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 }
 
 /* The QP is freed once its command is done: no connection may point to
@@ -216,7 +216,7 @@ static int run_timers(struct sib_ctx *ctx)
 			    && !__atomic_load_n(&qp->gone_at,
 						__ATOMIC_RELAXED)))
 			continue;
-		pthread_mutex_lock(&qp->lock);
+		sib_lock(&qp->lock);
 		t = qp->rnr_until;
 		if (t && t <= now) {
 			qp->rnr_until = 0;
@@ -227,7 +227,7 @@ static int run_timers(struct sib_ctx *ctx)
 		t = sib_req_gone_timer(qp, now);
 		if (t && (!next || t < next))
 			next = t;
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 	}
 	if (!next)
 		return -1;
@@ -266,8 +266,8 @@ static void reap(struct sib_ctx *ctx, bool all)
 		dead = c->next;
 		if (c->qp && (c->kind == SIB_CONN_RC_REQ
 			      || c->kind == SIB_CONN_RC_RESP)) {
-			pthread_mutex_lock(&c->qp->lock);
-			pthread_mutex_unlock(&c->qp->lock);
+			sib_lock(&c->qp->lock);
+			sib_unlock(&c->qp->lock);
 		}
 		/* wait out a UD sender that found it before it died */
 		pthread_mutex_lock(&c->lock);

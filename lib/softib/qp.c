@@ -192,7 +192,7 @@ static struct ibv_qp *qp_create(struct ibv_context *c,
 		qp->cap.max_recv_wr = qp->rq.cap;
 	if (!qp->cap.max_send_sge)
 		qp->cap.max_send_sge = 1;
-	pthread_mutex_init(&qp->lock, NULL);
+	sib_lock_init(&qp->lock);
 	qp->state = IBV_QPS_RESET;
 
 	pthread_mutex_lock(&ctx->lock);
@@ -493,7 +493,7 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 		return EINVAL;
 	type = ibqp->qp_type == IBV_QPT_RC ? T_RC
 		: ibqp->qp_type == IBV_QPT_UC ? T_UC : T_UD;
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	cur = qp->state;
 	/* the tables list CUR_STATE for RTR->RTS too, but the verbs core
 	 * takes it only from RTS, SQD and SQE (and it must be true) */
@@ -503,20 +503,20 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 		|| (a->cur_qp_state != cur
 		    && !(cur == IBV_QPS_SQE
 			 && a->cur_qp_state == IBV_QPS_RTS)))) {
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return EINVAL;
 	}
 	next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
 	t = trans_of(cur, next);
 	if (!t) {
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return EINVAL;	/* no such transition from this state */
 	}
 	req = t->req[type];
 	opt = t->opt[type];
 	if ((mask & req) != req
 	    || (mask & ~(req | opt | IBV_QP_STATE))) {
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return EINVAL;	/* attribute mask wrong for the transition */
 	}
 	rc = check_values(qp, a, mask);
@@ -525,23 +525,23 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 	    && av_ip(qp->ctx, &a->ah_attr) != qp->peer_ip)
 		rc = -2;	/* a new path would need a new connection */
 	if (rc) {
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return rc == -2 ? EOPNOTSUPP : EINVAL;
 	}
 	if (next == IBV_QPS_RESET) {
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		/* connections belong to the progress thread: it drops them */
 		sib_progress_cmd(qp->ctx, SIB_CMD_RESET_QP, qp);
-		pthread_mutex_lock(&qp->lock);
+		sib_lock(&qp->lock);
 		qp_reset(qp);
 		qp->state = IBV_QPS_RESET;
 		ibqp->state = IBV_QPS_RESET;
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return 0;
 	}
 	if (next == IBV_QPS_ERR) {
 		sib_qp_error(qp, NULL);
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return 0;
 	}
 	apply_attrs(qp, a, mask);
@@ -562,7 +562,7 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 							  SIB_CONN_RC_REQ);
 
 			if (!c) {
-				pthread_mutex_unlock(&qp->lock);
+				sib_unlock(&qp->lock);
 				return ENOMEM;
 			}
 			/* owner first: events may fire as soon as it connects */
@@ -573,7 +573,7 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 					     qp->peer_port) < 0) {
 				rc = errno;
 				sib_conn_kill(c, "connect failed");
-				pthread_mutex_unlock(&qp->lock);
+				sib_unlock(&qp->lock);
 				return rc ? rc : ENOMEM;
 			}
 		}
@@ -584,7 +584,7 @@ SIB_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 	ibqp->state = next;
 	if (next == IBV_QPS_RTS)
 		sib_tx_progress(qp);
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 	return 0;
 }
 
@@ -595,7 +595,7 @@ SIB_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 
 	if (!ibqp || !a || !init)
 		return EINVAL;
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	*a = qp->attr;
 	a->qp_state = qp->state;
 	a->cur_qp_state = qp->state;
@@ -611,7 +611,7 @@ SIB_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 	init->cap = qp->cap;
 	init->qp_type = ibqp->qp_type;
 	init->sq_sig_all = qp->sq_sig_all;
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 	return 0;
 }
 
@@ -643,7 +643,6 @@ SIB_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	free(qp->sq);
 	free(qp->inl_pool);
 	free(qp->rq.ring);
-	pthread_mutex_destroy(&qp->lock);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	free(qp);

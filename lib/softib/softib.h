@@ -109,7 +109,46 @@ SIB_HIDDEN void *sib_mr_check(struct sib_ctx *ctx, struct ibv_pd *pd,
 			      int need, enum ibv_wc_status fail,
 			      enum ibv_wc_status *status);
 SIB_HIDDEN void sib_mr_table_free(struct sib_ctx *ctx);
+/* What a key means changed (data-path caches are invalid: mr.c). */
+SIB_HIDDEN void sib_mr_changed(void);
 SIB_HIDDEN void sib_mr_keys_seed(struct sib_ctx *ctx);
+
+/* ---- a light lock for the data path (QPs and CQs) ----
+ * Taking it is one atomic exchange, releasing it a plain store: a
+ * pthread mutex costs two atomic read-modify-writes (its unlock checks
+ * for sleepers), 11-12 ns each on the benchmark machine, and an 8-byte
+ * message took eight of them (doc/softib-shm.md).  What is done under
+ * these locks is short and never waits (non-blocking sockets and rings),
+ * so a waiter spins briefly and then gives its CPU away until the lock is
+ * free, instead of sleeping in the kernel. */
+typedef struct {
+	int v;
+} sib_lock_t;
+
+static inline void sib_lock_init(sib_lock_t *l)
+{
+	__atomic_store_n(&l->v, 0, __ATOMIC_RELAXED);
+}
+
+static inline bool sib_trylock(sib_lock_t *l)
+{
+	return __atomic_load_n(&l->v, __ATOMIC_RELAXED) == 0
+	       && __atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE) == 0;
+}
+
+SIB_HIDDEN void sib_lock_wait(sib_lock_t *l);
+
+static inline void sib_lock(sib_lock_t *l)
+{
+	if (__builtin_expect(__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE)
+			     != 0, 0))
+		sib_lock_wait(l);
+}
+
+static inline void sib_unlock(sib_lock_t *l)
+{
+	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+}
 
 /* ---- CQ and completion channels (cq.c) ---- */
 struct sib_chan_ev {
@@ -126,7 +165,7 @@ struct sib_chan {
 
 struct sib_cq {
 	struct ibv_cq_ex cqx;	/* ibv_cq is its prefix */
-	pthread_mutex_t lock;
+	sib_lock_t lock;
 	struct ibv_wc *ring;
 	uint32_t size, head, tail;	/* entries = head - tail */
 	bool armed, solicited_only, overflowed;
@@ -136,7 +175,7 @@ struct sib_cq {
 	uint64_t wc_flags_ex;
 	int users;		/* QPs using it: destroy gives EBUSY */
 	/* QPs completing here, for progress driven by a polling thread */
-	pthread_mutex_t qlock;	/* order: qlock, then qp->lock (trylock) */
+	sib_lock_t qlock;	/* order: qlock, then qp->lock (trylock) */
 	struct sib_qp **qps;
 	uint32_t nqps, qcap;
 };
@@ -216,7 +255,7 @@ struct sib_qp {
 	struct ibv_qp_ex qpx;	/* ibv_qp is its prefix */
 	struct sib_ctx *ctx;
 	uint32_t idx;
-	pthread_mutex_t lock;
+	sib_lock_t lock;
 	enum ibv_qp_state state;
 	struct ibv_qp_attr attr;	/* attributes last set */
 	struct ibv_qp_cap cap;

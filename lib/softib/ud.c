@@ -129,11 +129,11 @@ void sib_ud_rx_header(struct sib_conn *c)
 	c->qp = NULL;
 	if (!qp || qp->qpx.qp_base.qp_type != IBV_QPT_UD)
 		return;
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	if ((qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS)
 	    || (uint32_t)h->cmp != qp->attr.qkey
 	    || !sib_take_recv(qp, &c->rwqe)) {
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return;
 	}
 	c->have_rwqe = true;
@@ -143,7 +143,7 @@ void sib_ud_rx_header(struct sib_conn *c)
 		c->rdiscard = 0;
 		c->rleft = h->len;
 	}
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 }
 
 static void fill_grh(struct sib_conn *c, struct sib_qp *qp)
@@ -183,7 +183,7 @@ void sib_ud_rx_done(struct sib_conn *c)
 	c->qp = NULL;
 	if (!qp || !c->have_rwqe)
 		return;
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	memset(&wc, 0, sizeof(wc));
 	wc.wr_id = c->rwqe.wr_id;
 	wc.status = c->rstatus;
@@ -203,5 +203,5 @@ void sib_ud_rx_done(struct sib_conn *c)
 	if (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS)
 		sib_cq_push(qp->rcq, &wc,
 			    (c->rh.flags & SIB_F_SOLICITED) != 0);
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 }

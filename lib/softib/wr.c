@@ -244,7 +244,7 @@ static void wr_start(struct ibv_qp_ex *q)
 {
 	struct sib_qp *qp = qpx_of(q);
 
-	pthread_mutex_lock(&qp->lock);
+	sib_lock(&qp->lock);
 	qp->wr_first = qp->sq_head;
 	qp->wr_err = false;
 }
@@ -254,7 +254,7 @@ static void wr_abort(struct ibv_qp_ex *q)
 	struct sib_qp *qp = qpx_of(q);
 
 	qp->sq_head = qp->wr_first;
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 }
 
 static int wr_complete(struct ibv_qp_ex *q)
@@ -282,12 +282,12 @@ static int wr_complete(struct ibv_qp_ex *q)
 	}
 	if (err) {
 		qp->sq_head = qp->wr_first;
-		pthread_mutex_unlock(&qp->lock);
+		sib_unlock(&qp->lock);
 		return err;
 	}
 	qp->next_seq += end - qp->wr_first;
 	sib_post_kick(qp);
-	pthread_mutex_unlock(&qp->lock);
+	sib_unlock(&qp->lock);
 	return 0;
 }
 
