@@ -4,10 +4,16 @@
 #
 # Run from the build tree after `make` (no root needed):
 #   sh bench/softib-shm-bench.sh [ROUNDS]
-# It builds bench/shm_ring.c, then runs ROUNDS rounds (default 3); each
-# round measures, one after another:
+#   SOFTIB_LIB_BASE=DIR sh bench/softib-shm-bench.sh [ROUNDS]
+#        also runs the shared-memory rows against another softib build
+#        (DIR holds its libibverbs.so.1, e.g. OTHER-TREE/lib/softib/.libs),
+#        interleaved round by round, in columns of its own
+# It builds bench/shm_ring.c and bench/shm_verbs.c, then runs ROUNDS
+# rounds (default 3); each round measures, one after another:
 #   raw ring:    shm_ring at 8 bytes (message rate) and 64 KiB (bandwidth)
-#   softib shm:  ib_send_bw and ib_write_bw at 8 bytes and 64 KiB
+#   softib shm:  ib_send_bw and ib_write_bw at 8 bytes and 64 KiB, and
+#                shm_verbs (a verbs SEND loop without per-message clock
+#                reads) at 8 bytes and 64 KiB
 #   softib TCP:  the same with SOFTIB_SHM=0 (loopback TCP)
 # and prints a markdown table of the medians over the rounds with the
 # ratios softib shm / raw ring (the one in doc/softib-shm.md).
@@ -21,38 +27,49 @@ for t in ib_send_bw ib_write_bw ss; do
 done
 lib=$top/lib/softib/.libs
 test -f "$lib/libibverbs.so.1" || { echo "softib-shm-bench: build softib first (make)" >&2; exit 1; }
+base=${SOFTIB_LIB_BASE:-}
+test -z "$base" || test -f "$base/libibverbs.so.1" ||
+	{ echo "softib-shm-bench: $base/libibverbs.so.1 is missing" >&2; exit 1; }
 
 work=$(mktemp -d)
 spid=
 trap 'test -z "$spid" || kill $spid 2>/dev/null; rm -rf "$work"' EXIT INT TERM
 ${CC:-cc} -O2 -o "$work/shm_ring" "$src/bench/shm_ring.c"
+${CC:-cc} -O2 -o "$work/shm_verbs" "$src/bench/shm_verbs.c" -libverbs
 
 # iterations: enough for a few tenths of a second each on the shared-memory
-# paths (SHM_BENCH_N8, _N64, _RAW8, _RAW64 override them)
+# paths (SHM_BENCH_N8, _N64, _RAW8, _RAW64, _V8 override them; the verbs
+# loop runs V8 messages through shared memory, N8 through TCP)
 n8=${SHM_BENCH_N8:-500000}
 n64=${SHM_BENCH_N64:-50000}
 raw8=${SHM_BENCH_RAW8:-10000000}
 raw64=${SHM_BENCH_RAW64:-200000}
+v8=${SHM_BENCH_V8:-2000000}
 
 port=$((42000 + $$ % 1000))
-# pf SHM TOOL SIZE ITERS -> "MB/s Mpps" of the client (perftest's average)
+# pf SHM TOOL SIZE ITERS [LIBDIR] -> "MB/s Mpps" of the client (perftest's average)
 pf() {
-	shm=$1 tool=$2 size=$3 n=$4
+	shm=$1 tool=$2 size=$3 n=$4 l=${5:-$lib}
 	port=$((port + 1))
-	SOFTIB_SHM=$shm LD_LIBRARY_PATH="$lib" $tool -s "$size" -n "$n" -p $port >"$work/srv" 2>&1 &
+	SOFTIB_SHM=$shm LD_LIBRARY_PATH="$l" $tool -s "$size" -n "$n" -p $port >"$work/srv" 2>&1 &
 	spid=$!
 	i=0
 	until ss -Hltn "sport = :$port" | grep -q LISTEN; do
 		i=$((i + 1)); test $i -lt 400 || { kill $spid; cat "$work/srv" >&2; return 1; }
 		sleep 0.05
 	done
-	SOFTIB_SHM=$shm LD_LIBRARY_PATH="$lib" $tool -s "$size" -n "$n" -p $port 127.0.0.1 >"$work/cli" 2>&1 ||
+	SOFTIB_SHM=$shm LD_LIBRARY_PATH="$l" $tool -s "$size" -n "$n" -p $port 127.0.0.1 >"$work/cli" 2>&1 ||
 		{ cat "$work/cli" >&2; kill $spid 2>/dev/null; spid=; return 1; }
 	wait $spid
 	spid=
 	awk -v s="$size" '$1 == s { print $4, $5 }' "$work/cli"
 }
 raw() { "$work/shm_ring" -s "$1" -n "$2" | awk '{ print $3, $4 }'; }
+# vl SHM SIZE ITERS [LIBDIR] -> "MB/s Mmsg/s" of shm_verbs
+vl() {
+	SOFTIB_SHM=$1 LD_LIBRARY_PATH="${4:-$lib}" "$work/shm_verbs" -s "$2" -n "$3" |
+		awk '{ print $3, $4 }'
+}
 
 # collect NAME VALUE: appends VALUE to the file of NAME
 collect() { echo "$2" >>"$work/v.$1"; }
@@ -68,18 +85,41 @@ while test $r -lt "$rounds"; do
 		set -- $(pf $shm ib_write_bw 8 "$n8"); collect s${shm}_wmr "$2"
 		set -- $(pf $shm ib_send_bw 65536 "$n64"); collect s${shm}_sbw "$1"
 		set -- $(pf $shm ib_write_bw 65536 "$n64"); collect s${shm}_wbw "$1"
+		n=$v8; test $shm = 1 || n=$n8
+		set -- $(vl $shm 8 "$n"); collect s${shm}_vmr "$2"
+		set -- $(vl $shm 65536 "$n64"); collect s${shm}_vbw "$1"
 	done
+	if test -n "$base"; then
+		set -- $(pf 1 ib_send_bw 8 "$n8" "$base"); collect b_smr "$2"
+		set -- $(pf 1 ib_write_bw 8 "$n8" "$base"); collect b_wmr "$2"
+		set -- $(pf 1 ib_send_bw 65536 "$n64" "$base"); collect b_sbw "$1"
+		set -- $(pf 1 ib_write_bw 65536 "$n64" "$base"); collect b_wbw "$1"
+		set -- $(vl 1 8 "$v8" "$base"); collect b_vmr "$2"
+		set -- $(vl 1 65536 "$n64" "$base"); collect b_vbw "$1"
+	fi
 	echo "round $r of $rounds done" >&2
 done
 
 raw_mr=$(median raw_mr) raw_bw=$(median raw_bw)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-row() { # LABEL RAW SHM TCP
-	echo "| $1 | $2 | $3 | $4 | $(ratio "$3" "$2") | $(ratio "$3" "$4") |"
+row() { # LABEL RAW SHM TCP [BASE]
+	if test -n "$base"; then
+		echo "| $1 | $2 | $5 | $(ratio "$5" "$2") | $3 | $4 | $(ratio "$3" "$2") | $(ratio "$3" "$4") |"
+	else
+		echo "| $1 | $2 | $3 | $4 | $(ratio "$3" "$2") | $(ratio "$3" "$4") |"
+	fi
 }
-echo "| one host, median of $rounds rounds | raw shm ring | softib shm | softib TCP | shm / raw | shm / TCP |"
-echo "|---|---|---|---|---|---|"
-row "send 8 B, Mmsg/s" "$raw_mr" "$(median s1_smr)" "$(median s0_smr)"
-row "RDMA write 8 B, Mmsg/s" "$raw_mr" "$(median s1_wmr)" "$(median s0_wmr)"
-row "send 64 KiB, MB/s" "$raw_bw" "$(median s1_sbw)" "$(median s0_sbw)"
-row "RDMA write 64 KiB, MB/s" "$raw_bw" "$(median s1_wbw)" "$(median s0_wbw)"
+if test -n "$base"; then
+	echo "| one host, median of $rounds rounds | raw shm ring | base softib shm | base shm / raw | softib shm | softib TCP | shm / raw | shm / TCP |"
+	echo "|---|---|---|---|---|---|---|---|"
+else
+	echo "| one host, median of $rounds rounds | raw shm ring | softib shm | softib TCP | shm / raw | shm / TCP |"
+	echo "|---|---|---|---|---|---|"
+fi
+bm() { test -z "$base" || median "$1"; }
+row "send 8 B, Mmsg/s" "$raw_mr" "$(median s1_smr)" "$(median s0_smr)" "$(bm b_smr)"
+row "RDMA write 8 B, Mmsg/s" "$raw_mr" "$(median s1_wmr)" "$(median s0_wmr)" "$(bm b_wmr)"
+row "send 8 B, verbs loop, Mmsg/s" "$raw_mr" "$(median s1_vmr)" "$(median s0_vmr)" "$(bm b_vmr)"
+row "send 64 KiB, MB/s" "$raw_bw" "$(median s1_sbw)" "$(median s0_sbw)" "$(bm b_sbw)"
+row "RDMA write 64 KiB, MB/s" "$raw_bw" "$(median s1_wbw)" "$(median s0_wbw)" "$(bm b_wbw)"
+row "send 64 KiB, verbs loop, MB/s" "$raw_bw" "$(median s1_vbw)" "$(median s0_vbw)" "$(bm b_vbw)"

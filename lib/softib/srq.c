@@ -52,7 +52,9 @@ int sib_rq_post(struct sib_rq *rq, struct ibv_recv_wr *wr,
 		w = &rq->ring[rq->head & (rq->cap - 1)];
 		w->wr_id = wr->wr_id;
 		w->nsge = (uint32_t)wr->num_sge;
-		if (wr->num_sge)
+		if (wr->num_sge == 1)
+			w->sge[0] = wr->sg_list[0];
+		else if (wr->num_sge)
 			memcpy(w->sge, wr->sg_list,
 			       (size_t)wr->num_sge * sizeof(w->sge[0]));
 		rq->head++;
@@ -62,9 +64,18 @@ int sib_rq_post(struct sib_rq *rq, struct ibv_recv_wr *wr,
 
 bool sib_rq_pop(struct sib_rq *rq, struct sib_rwqe *out)
 {
+	const struct sib_rwqe *w;
+
 	if (rq->head == rq->tail)
 		return false;
-	*out = rq->ring[rq->tail & (rq->cap - 1)];
+	/* the sges in use only: a whole WQE is 272 bytes */
+	w = &rq->ring[rq->tail & (rq->cap - 1)];
+	out->wr_id = w->wr_id;
+	out->nsge = w->nsge;
+	if (w->nsge == 1)
+		out->sge[0] = w->sge[0];
+	else
+		memcpy(out->sge, w->sge, w->nsge * sizeof(w->sge[0]));
 	rq->tail++;
 	return true;
 }
