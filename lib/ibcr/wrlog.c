@@ -9,11 +9,14 @@
 #include <errno.h>
 #include "wrlog.h"
 
+/* Capacities are powers of two, so that a slot's index is a mask. */
 static int ring_init (struct wrlog_ring *r, size_t cap, size_t stride)
 {
     stride = (stride + 7) & ~(size_t)7;
-    if (cap < 4)
-        cap = 4;
+    size_t c = 4;
+    while (c < cap)
+        c *= 2;
+    cap = c;
     r->buf = malloc (cap * stride);
     if (!r->buf) {
         errno = ENOMEM;
@@ -34,7 +37,7 @@ static void ring_fini (struct wrlog_ring *r)
 
 static void *ring_at (struct wrlog_ring *r, size_t i)
 {
-    return r->buf + ((r->head + i) % r->cap) * r->stride;
+    return r->buf + ((r->head + i) & (r->cap - 1)) * r->stride;
 }
 
 static void *ring_push (struct wrlog_ring *r)
@@ -60,7 +63,7 @@ static void *ring_push (struct wrlog_ring *r)
 static void ring_pop (struct wrlog_ring *r)
 {
     if (r->len) {
-        r->head = (r->head + 1) % r->cap;
+        r->head = (r->head + 1) & (r->cap - 1);
         r->len--;
     }
 }
@@ -120,11 +123,8 @@ struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct ibv_send_wr *
     e->app_signaled = sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
     e->needs_recv = needs_recv (wr->opcode);
     e->imm_data = wr->imm_data;
-    e->remote_addr = 0;
-    e->rkey = 0;
-    e->compare_add = e->swap = 0;
-    e->vah = NULL;
-    e->remote_qpn = e->remote_qkey = 0;
+    /* Fields only some opcodes have are written for those only, and read
+     * for those only (post.c, send_real); the UD ones by the caller. */
     switch (wr->opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -145,7 +145,10 @@ struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct ibv_send_wr *
     /* UD fields are read by the caller, which knows the QP type: for RC
      * the wr.ud union member aliases wr.rdma. */
     e->num_sge = wr->num_sge;
-    memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
+    if (wr->num_sge == 1)
+        e->sge[0] = wr->sg_list[0];
+    else
+        memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
     e->inl_len = 0;
     if (wr->send_flags & IBV_SEND_INLINE) {
         /* The application may reuse an inline buffer as soon as the post
