@@ -98,31 +98,24 @@ void sib_mr_changed(void)
 	__atomic_add_fetch(&mr_epoch, 1, __ATOMIC_SEQ_CST);
 }
 
-/* A small cache per thread of the MRs it checked last: a data-path check
- * (every post, every received message, every RDMA access) then takes no
- * lock.  ctx->lock is the context's, shared with the progress thread and
- * every other QP; taking it cost a quarter of an 8-byte message
- * (doc/softib-shm.md).  An entry is a copy of what the check needs, valid
- * while mr_epoch has not moved since it was filled (under ctx->lock).  A
- * deregistration that starts after the epoch was read is, as before,
- * ordered after this check (the bytes are copied after it either way). */
-#define MR_CACHE 4
-struct mr_cache_ent {
-	const struct sib_ctx *ctx;
-	uint64_t epoch;
-	uint32_t key;
-	int access;
-	const struct ibv_pd *pd;
-	uint64_t iova, length;
-	char *addr;
-};
-static __thread struct mr_cache_ent mr_cache[MR_CACHE];
-
-void *sib_mr_check(struct sib_ctx *ctx, struct ibv_pd *pd, uint32_t key,
-		   uint64_t addr, uint64_t len, int need,
-		   enum ibv_wc_status fail, enum ibv_wc_status *status)
+/* Each QP keeps copies of the MRs its checks found last: a data-path
+ * check (every post, every received message, every RDMA access) then
+ * takes no lock.  It took ctx->lock, the context's, shared with the
+ * progress thread and every other QP: a quarter of an 8-byte message's
+ * time (doc/softib-shm.md).  A copy, filled under ctx->lock, is valid
+ * while mr_epoch has not moved since.  A deregistration that starts after
+ * the epoch was read is, as before, ordered after this check (the bytes
+ * are copied after it either way).  The copies live in the QP, under its
+ * lock, not in thread-local storage: libibcr loads softib with dlmopen at
+ * every rebuild, and each load's thread-local blocks stay allocated in
+ * every thread that touched them. */
+void *sib_mr_check(struct sib_qp *qp, uint32_t key, uint64_t addr,
+		   uint64_t len, int need, enum ibv_wc_status fail,
+		   enum ibv_wc_status *status)
 {
-	struct mr_cache_ent *e = &mr_cache[key & (MR_CACHE - 1)];
+	struct sib_ctx *ctx = qp->ctx;
+	struct ibv_pd *pd = qp->qpx.qp_base.pd;
+	struct sib_mr_cache *e = &qp->mrc[key & (SIB_MR_CACHE - 1)];
 	uint64_t epoch = __atomic_load_n(&mr_epoch, __ATOMIC_ACQUIRE);
 	struct sib_mr *mr;
 

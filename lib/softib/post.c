@@ -104,7 +104,7 @@ int sib_wqe_prepare(struct sib_qp *qp, struct sib_swqe *w, bool inl,
 
 		if (!w->sge[i].length)
 			continue;
-		p = sib_mr_check(qp->ctx, qp->qpx.qp_base.pd, w->sge[i].lkey,
+		p = sib_mr_check(qp, w->sge[i].lkey,
 				 w->sge[i].addr, w->sge[i].length,
 				 dst ? IBV_ACCESS_LOCAL_WRITE : 0,
 				 IBV_WC_LOC_PROT_ERR, &st);

@@ -50,7 +50,7 @@ bool sib_sink_rwqe(struct sib_conn *c, struct sib_qp *qp, uint32_t skip,
 
 		if (!s->length)
 			continue;
-		p = sib_mr_check(qp->ctx, qp->qpx.qp_base.pd, s->lkey, s->addr,
+		p = sib_mr_check(qp, s->lkey, s->addr,
 				 s->length, IBV_ACCESS_LOCAL_WRITE,
 				 IBV_WC_LOC_PROT_ERR, &st);
 		if (!p) {
@@ -115,7 +115,7 @@ static void *remote_check(struct sib_conn *c, struct sib_qp *qp, int need,
 	}
 	if (!len)
 		return NULL;
-	p = sib_mr_check(qp->ctx, qp->qpx.qp_base.pd, c->rh.rkey, c->rh.addr,
+	p = sib_mr_check(qp, c->rh.rkey, c->rh.addr,
 			 len, need, IBV_WC_REM_ACCESS_ERR, &st);
 	if (!p)
 		c->rstatus = st;

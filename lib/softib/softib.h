@@ -104,10 +104,25 @@ struct sib_mr {
 SIB_HIDDEN struct sib_mr *sib_mr_lookup(struct sib_ctx *ctx, uint32_t key);
 /* Checks [addr, addr+len) against key's MR; returns the local pointer or
  * NULL with *status set (IBV_WC_LOC_PROT_ERR or IBV_WC_REM_ACCESS_ERR). */
-SIB_HIDDEN void *sib_mr_check(struct sib_ctx *ctx, struct ibv_pd *pd,
-			      uint32_t key, uint64_t addr, uint64_t len,
-			      int need, enum ibv_wc_status fail,
+struct sib_qp;
+/* Checks that key names an MR of qp's PD with `need` access covering
+ * [addr, addr + len) and returns where those bytes are, or NULL with
+ * *status = fail.  Caller holds qp->lock (the QP's cache of MRs). */
+SIB_HIDDEN void *sib_mr_check(struct sib_qp *qp, uint32_t key, uint64_t addr,
+			      uint64_t len, int need, enum ibv_wc_status fail,
 			      enum ibv_wc_status *status);
+/* What the data path's checks of one MR need, copied under ctx->lock;
+ * valid while the epoch (sib_mr_changed) has not moved (mr.c). */
+struct sib_mr_cache {
+	const struct sib_ctx *ctx;
+	uint64_t epoch;
+	uint32_t key;
+	int access;
+	const struct ibv_pd *pd;
+	uint64_t iova, length;
+	char *addr;
+};
+#define SIB_MR_CACHE 4
 SIB_HIDDEN void sib_mr_table_free(struct sib_ctx *ctx);
 /* What a key means changed (data-path caches are invalid: mr.c). */
 SIB_HIDDEN void sib_mr_changed(void);
@@ -256,6 +271,8 @@ struct sib_qp {
 	struct sib_ctx *ctx;
 	uint32_t idx;
 	sib_lock_t lock;
+	/* the MRs this QP's checks found last (under lock) */
+	struct sib_mr_cache mrc[SIB_MR_CACHE];
 	enum ibv_qp_state state;
 	struct ibv_qp_attr attr;	/* attributes last set */
 	struct ibv_qp_cap cap;

@@ -163,7 +163,7 @@ static void fill_grh(struct sib_conn *c, struct sib_qp *qp)
 		struct ibv_sge *s = &c->rwqe.sge[i];
 		enum ibv_wc_status st;
 		size_t k = s->length < left ? s->length : left;
-		uint8_t *p = sib_mr_check(qp->ctx, qp->qpx.qp_base.pd, s->lkey,
+		uint8_t *p = sib_mr_check(qp, s->lkey,
 					  s->addr, k, IBV_ACCESS_LOCAL_WRITE,
 					  IBV_WC_LOC_PROT_ERR, &st);
 
