@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
+#include <string.h>
 #include <infiniband/verbs.h>
 
 struct ibcr_ah;
@@ -63,15 +65,8 @@ struct wrlog_rq {
 
 int wrlog_sq_init (struct wrlog_sq *q, size_t cap, int max_sge, uint32_t max_inline);
 void wrlog_sq_fini (struct wrlog_sq *q);
-/* Append a copy of wr (inline data copied from its sges).  NULL + errno:
- * EINVAL (more sges or inline bytes than the QP was created for), ENOMEM. */
-struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct ibv_send_wr *wr,
-                                  bool sig_all);
 /* Drop the newest n entries (a post that the backend refused). */
 void wrlog_sq_unpush (struct wrlog_sq *q, size_t n);
-struct wrlog_send *wrlog_sq_at (struct wrlog_sq *q, size_t i);
-/* Remove the oldest entry (its completion came). */
-void wrlog_sq_pop (struct wrlog_sq *q);
 static inline size_t wrlog_sq_len (const struct wrlog_sq *q) { return q->r.len; }
 /* Inline bytes of an entry. */
 static inline unsigned char *wrlog_inl (struct wrlog_send *e)
@@ -81,13 +76,152 @@ static inline unsigned char *wrlog_inl (struct wrlog_send *e)
 
 int wrlog_rq_init (struct wrlog_rq *q, size_t cap, int max_sge);
 void wrlog_rq_fini (struct wrlog_rq *q);
-struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct ibv_recv_wr *wr);
 void wrlog_rq_unpush (struct wrlog_rq *q, size_t n);
-struct wrlog_recv *wrlog_rq_at (struct wrlog_rq *q, size_t i);
 /* Remove the oldest entry with this wr_id (receives are consumed in order,
  * but an SRQ's completions can be polled from several CQs out of order).
  * 0, or -1 when none matches. */
 int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id);
 static inline size_t wrlog_rq_len (const struct wrlog_rq *q) { return q->r.len; }
+
+/* The data path's operations, inline in their callers (post.c, qp.c):
+ * called per WR and per completion. */
+
+static inline void *wrlog_ring_at (struct wrlog_ring *r, size_t i)
+{
+    return r->buf + ((r->head + i) & (r->cap - 1)) * r->stride;
+}
+
+/* A push into a full ring: grows it (wrlog.c). */
+void *wrlog_ring_grow (struct wrlog_ring *r);
+
+static inline void *wrlog_ring_push (struct wrlog_ring *r)
+{
+    if (__builtin_expect (r->len == r->cap, 0))
+        return wrlog_ring_grow (r);
+    r->len++;
+    return wrlog_ring_at (r, r->len - 1);
+}
+
+static inline void wrlog_ring_pop (struct wrlog_ring *r)
+{
+    if (r->len) {
+        r->head = (r->head + 1) & (r->cap - 1);
+        r->len--;
+    }
+}
+
+static inline bool wrlog_needs_recv (enum ibv_wr_opcode op)
+{
+    return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM
+           || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
+}
+
+/* Append a copy of wr (inline data copied from its sges).  NULL + errno:
+ * EINVAL (more sges or inline bytes than the QP was created for), ENOMEM. */
+static inline struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct ibv_send_wr *wr,
+                                  bool sig_all)
+{
+    size_t inl = 0;
+    if (wr->num_sge < 0 || wr->num_sge > q->max_sge) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (wr->send_flags & IBV_SEND_INLINE) {
+        for (int i = 0; i < wr->num_sge; i++)
+            inl += wr->sg_list[i].length;
+        if (inl > q->max_inline) {
+            errno = EINVAL;
+            return NULL;
+        }
+    }
+    struct wrlog_send *e = wrlog_ring_push (&q->r);
+    if (!e)
+        return NULL;
+    e->wr_id = wr->wr_id;
+    e->opcode = wr->opcode;
+    e->send_flags = wr->send_flags;
+    e->app_signaled = sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+    e->needs_recv = wrlog_needs_recv (wr->opcode);
+    e->imm_data = wr->imm_data;
+    /* Fields only some opcodes have are written for those only, and read
+     * for those only (post.c, send_real); the UD ones by the caller. */
+    switch (wr->opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+        e->remote_addr = wr->wr.rdma.remote_addr;
+        e->rkey = wr->wr.rdma.rkey;
+        break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        e->remote_addr = wr->wr.atomic.remote_addr;
+        e->rkey = wr->wr.atomic.rkey;
+        e->compare_add = wr->wr.atomic.compare_add;
+        e->swap = wr->wr.atomic.swap;
+        break;
+    default:
+        break;
+    }
+    /* UD fields are read by the caller, which knows the QP type: for RC
+     * the wr.ud union member aliases wr.rdma. */
+    e->num_sge = wr->num_sge;
+    if (wr->num_sge == 1)
+        e->sge[0] = wr->sg_list[0];
+    else
+        memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
+    e->inl_len = 0;
+    if (wr->send_flags & IBV_SEND_INLINE) {
+        /* The application may reuse an inline buffer as soon as the post
+         * returns: keep the bytes to repost them. */
+        unsigned char *p = wrlog_inl (e);
+        for (int i = 0; i < wr->num_sge; i++) {
+            memcpy (p, (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+            p += wr->sg_list[i].length;
+        }
+        e->inl_len = inl;
+    }
+    q->posted++;
+    if (e->needs_recv)
+        q->rmsg_posted++;
+    return e;
+}
+
+static inline struct wrlog_send *wrlog_sq_at (struct wrlog_sq *q, size_t i)
+{
+    return i < q->r.len ? wrlog_ring_at (&q->r, i) : NULL;
+}
+
+/* Remove the oldest entry (its completion came). */
+static inline void wrlog_sq_pop (struct wrlog_sq *q)
+{
+    struct wrlog_send *e = wrlog_sq_at (q, 0);
+    if (!e)
+        return;
+    q->done++;
+    if (e->needs_recv)
+        q->rmsg_done++;
+    wrlog_ring_pop (&q->r);
+}
+
+static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct ibv_recv_wr *wr)
+{
+    if (wr->num_sge < 0 || wr->num_sge > q->max_sge) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct wrlog_recv *e = wrlog_ring_push (&q->r);
+    if (!e)
+        return NULL;
+    e->wr_id = wr->wr_id;
+    e->num_sge = wr->num_sge;
+    memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
+    q->posted++;
+    return e;
+}
+
+static inline struct wrlog_recv *wrlog_rq_at (struct wrlog_rq *q, size_t i)
+{
+    return i < q->r.len ? wrlog_ring_at (&q->r, i) : NULL;
+}
 
 #endif
