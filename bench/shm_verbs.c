@@ -16,6 +16,9 @@
  * and posts its buffer again.  Timed by the receiver from its first to
  * its last message.  Prints, as shm_ring:
  *   SIZE ITERS MB/s Mmsg/s
+ *   cpu NS
+ * the second line being the CPU time per message of both processes (all
+ * their threads: softib's progress threads too), in ns.
  *
  * perftest (ib_send_bw) reads the clock for every post and completion;
  * on the project machine a clock read costs 40-90 ns (RDTSC is slow
@@ -31,6 +34,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -56,6 +60,20 @@ static void die(const char *what)
 {
 	fprintf(stderr, "shm_verbs: %s: %s\n", what, strerror(errno));
 	exit(1);
+}
+
+/* CPU time (user + system) of this process and its waited-for children,
+ * every thread, in seconds. */
+static double cpu_s(void)
+{
+	struct rusage a, b;
+
+	getrusage(RUSAGE_SELF, &a);
+	getrusage(RUSAGE_CHILDREN, &b);
+	return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec
+			+ b.ru_utime.tv_sec + b.ru_stime.tv_sec)
+	       + (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec
+			  + b.ru_utime.tv_usec + b.ru_stime.tv_usec) / 1e6;
 }
 
 static double now_s(void)
@@ -311,5 +329,7 @@ int main(int argc, char **argv)
 		kill(pid, SIGTERM);
 	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
 		rc = 1;
+	if (rc == 0)
+		printf("cpu %.1f\n", cpu_s() / (double)n * 1e9);
 	return rc;
 }

@@ -15,7 +15,9 @@
 #                shm_verbs (a verbs SEND loop without per-message clock
 #                reads) at 8 bytes and 64 KiB
 #   softib TCP:  the same with SOFTIB_SHM=0 (loopback TCP)
-# and prints a markdown table of the medians over the rounds with the
+# and prints a markdown table (with a row of CPU time per 8-byte message
+# of the raw ring and the verbs loop, which the machine's load changes
+# less than the rates) of the medians over the rounds with the
 # ratios softib shm / raw ring (the one in doc/softib-shm.md).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,11 +66,15 @@ pf() {
 	spid=
 	awk -v s="$size" '$1 == s { print $4, $5 }' "$work/cli"
 }
-raw() { "$work/shm_ring" -s "$1" -n "$2" | awk '{ print $3, $4 }'; }
-# vl SHM SIZE ITERS [LIBDIR] -> "MB/s Mmsg/s" of shm_verbs
+# raw SIZE ITERS -> "MB/s Mmsg/s CPU-ns-per-message" of shm_ring
+raw() {
+	"$work/shm_ring" -s "$1" -n "$2" |
+		awk '$1 == "cpu" { c = $2; next } { r = $3 " " $4 } END { print r, c }'
+}
+# vl SHM SIZE ITERS [LIBDIR] -> the same of shm_verbs
 vl() {
 	SOFTIB_SHM=$1 LD_LIBRARY_PATH="${4:-$lib}" "$work/shm_verbs" -s "$2" -n "$3" |
-		awk '{ print $3, $4 }'
+		awk '$1 == "cpu" { c = $2; next } { r = $3 " " $4 } END { print r, c }'
 }
 
 # collect NAME VALUE: appends VALUE to the file of NAME
@@ -78,7 +84,7 @@ median() { sort -g "$work/v.$1" | awk '{ v[NR] = $1 } END { print v[int((NR + 1)
 r=0
 while test $r -lt "$rounds"; do
 	r=$((r + 1))
-	set -- $(raw 8 "$raw8"); collect raw_mr "$2"
+	set -- $(raw 8 "$raw8"); collect raw_mr "$2"; collect raw_cpu "$3"
 	set -- $(raw 65536 "$raw64"); collect raw_bw "$1"
 	for shm in 1 0; do
 		set -- $(pf $shm ib_send_bw 8 "$n8"); collect s${shm}_smr "$2"
@@ -86,7 +92,7 @@ while test $r -lt "$rounds"; do
 		set -- $(pf $shm ib_send_bw 65536 "$n64"); collect s${shm}_sbw "$1"
 		set -- $(pf $shm ib_write_bw 65536 "$n64"); collect s${shm}_wbw "$1"
 		n=$v8; test $shm = 1 || n=$n8
-		set -- $(vl $shm 8 "$n"); collect s${shm}_vmr "$2"
+		set -- $(vl $shm 8 "$n"); collect s${shm}_vmr "$2"; collect s${shm}_vcpu "$3"
 		set -- $(vl $shm 65536 "$n64"); collect s${shm}_vbw "$1"
 	done
 	if test -n "$base"; then
@@ -94,7 +100,7 @@ while test $r -lt "$rounds"; do
 		set -- $(pf 1 ib_write_bw 8 "$n8" "$base"); collect b_wmr "$2"
 		set -- $(pf 1 ib_send_bw 65536 "$n64" "$base"); collect b_sbw "$1"
 		set -- $(pf 1 ib_write_bw 65536 "$n64" "$base"); collect b_wbw "$1"
-		set -- $(vl 1 8 "$v8" "$base"); collect b_vmr "$2"
+		set -- $(vl 1 8 "$v8" "$base"); collect b_vmr "$2"; collect b_vcpu "$3"
 		set -- $(vl 1 65536 "$n64" "$base"); collect b_vbw "$1"
 	fi
 	echo "round $r of $rounds done" >&2
@@ -123,3 +129,11 @@ row "send 8 B, verbs loop, Mmsg/s" "$raw_mr" "$(median s1_vmr)" "$(median s0_vmr
 row "send 64 KiB, MB/s" "$raw_bw" "$(median s1_sbw)" "$(median s0_sbw)" "$(bm b_sbw)"
 row "RDMA write 64 KiB, MB/s" "$raw_bw" "$(median s1_wbw)" "$(median s0_wbw)" "$(bm b_wbw)"
 row "send 64 KiB, verbs loop, MB/s" "$raw_bw" "$(median s1_vbw)" "$(median s0_vbw)" "$(bm b_vbw)"
+# CPU time per message (both processes, all threads): the ratios are
+# raw / softib, so that they read as the rates' (higher is better)
+rawc=$(median raw_cpu)
+if test -n "$base"; then
+	echo "| send 8 B, verbs loop: CPU ns per message (ratios: raw / softib) | $rawc | $(median b_vcpu) | $(ratio "$rawc" "$(median b_vcpu)") | $(median s1_vcpu) | $(median s0_vcpu) | $(ratio "$rawc" "$(median s1_vcpu)") | $(ratio "$(median s0_vcpu)" "$(median s1_vcpu)") |"
+else
+	echo "| send 8 B, verbs loop: CPU ns per message (ratios: raw / softib) | $rawc | $(median s1_vcpu) | $(median s0_vcpu) | $(ratio "$rawc" "$(median s1_vcpu)") | $(ratio "$(median s0_vcpu)" "$(median s1_vcpu)") |"
+fi
