@@ -144,7 +144,7 @@ test_expect_success 'one host: rc_pingpong traffic goes through shared rings' '
 '
 
 test_expect_success 'one host, SOFTIB_SHM=0: rc_pingpong traffic goes over TCP' '
-	(SOFTIB_SHM=0 && export SOFTIB_SHM && pp_watch tcp 10000)
+	(SOFTIB_SHM=0 && export SOFTIB_SHM && pp_watch tcp 40000)
 '
 
 test_expect_success 'the two hosts had distinct LIDs' '
