@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -193,9 +194,21 @@ static pid_t pmix_ppid (pid_t pid)
     return (pid_t)pp;
 }
 
+/* pid's fd, duplicated into ours (pidfd_getfd, Linux 5.6), or -1. */
+static int pmix_getfd (pid_t pid, int fd)
+{
+    int pfd = (int)syscall (SYS_pidfd_open, pid, 0), out;
+
+    if (pfd < 0)
+        return -1;
+    out = (int)syscall (SYS_pidfd_getfd, pfd, fd, 0);
+    close (pfd);
+    return out;
+}
+
 /* The memfd PMIX_HELLO_NAME among pid's fds, read into buf: its length,
  * 0 when pid holds none, -1 on error.  The user owns pid and may swap
- * its fds at any time: what is opened is checked, not what was listed. */
+ * its fds at any time: what is taken is checked, not what was listed. */
 static ssize_t pmix_hello_at (pid_t pid, unsigned char *buf, size_t len)
 {
     char path[320], target[128], self[64];
@@ -218,7 +231,10 @@ static ssize_t pmix_hello_at (pid_t pid, unsigned char *buf, size_t len)
         target[n] = '\0';
         if (strcmp (target, want))
             continue;
-        if ((fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) < 0)
+        /* A copy of the process's own fd, not an open of what it names
+         * (which the user may have swapped by now: opening a device or a
+         * FIFO as root is not harmless). */
+        if ((fd = pmix_getfd (pid, atoi (e->d_name))) < 0)
             continue;
         snprintf (self, sizeof (self), "/proc/self/fd/%d", fd);
         if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || sb.st_size <= 0
