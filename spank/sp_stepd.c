@@ -605,6 +605,20 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank);
         return -1;
     }
+    /* Open MPI connects to a peer at its first message to it by default,
+     * asking the PMIx server for the peer's UCX address then; a restored
+     * rank asks the new step's server, which has no such data (it was
+     * published to the old one at MPI_Init), and fails ("Failed to
+     * receive UCX worker address: Not found").  Above this cutoff every
+     * peer is connected in MPI_Init, while the step's own server answers:
+     * an endpoint per peer from the start. */
+    if (spank_setenv (sp, "OMPI_MCA_mpi_add_procs_cutoff", "4294967295", 0) != ESPANK_SUCCESS
+        && spank_getenv (sp, "OMPI_MCA_mpi_add_procs_cutoff", err, sizeof (err))
+           != ESPANK_SUCCESS) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank);
+        return -1;
+    }
     keep[nkeep++] = sp_st.fd;
     if (sp_st.pmix.relay_end >= 0)
         keep[nkeep++] = sp_st.pmix.relay_end;

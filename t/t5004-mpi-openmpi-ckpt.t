@@ -18,7 +18,10 @@ as an uninterrupted run; so do jobs drained, preempted and at their time
 limit (the scenarios of t/mpi/ckpt.sh, which t5003 runs with MPICH).
 The plugin sets OMPI_MCA_shmem=mmap in protected tasks: the posix
 component leaves every rank of a node an fd on one unlinked /dev/shm
-file, which cannot be restored.'
+file, which cannot be restored; and OMPI_MCA_mpi_add_procs_cutoff
+above any job size: every peer is connected in MPI_Init, since a rank
+restored in a new step can no longer look up a peer'"'"'s address (the
+preempted job, checkpointed right after MPI_Init, failed so).'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh

@@ -50,18 +50,46 @@ mpi_ckpt_key_() {
 	case "$1" in openmpi) echo pmix_ino ;; mpich) echo pmi_ino ;; esac
 }
 mpi_ckpt_steer_() {
-	case "$1" in openmpi) echo OMPI_MCA_shmem=mmap ;; mpich) echo MPIR_CVAR_NOLOCAL=1 ;; esac
+	case "$1" in
+	openmpi) echo OMPI_MCA_shmem=mmap OMPI_MCA_mpi_add_procs_cutoff=4294967295 ;;
+	mpich) echo MPIR_CVAR_NOLOCAL=1 ;;
+	esac
 }
 
 # mpi_ckpt_sbatch_ MPI NAME [SBATCH-OPTIONS...]: submit the job, output
 # in NAME.out and NAME.err (the batch script's in jobNAME.*); prints its
-# id.  $MPI_CKPT_SRUN_OPTS go to srun.
+# id.  $MPI_CKPT_SRUN_OPTS go to srun; with $MPI_CKPT_MARK set, the batch
+# script first appends "run $SLURM_RESTART_COUNT" to NAME.out.
 mpi_ckpt_sbatch_() {
-	mpi_cs_m=$1 mpi_cs_n=$2
+	mpi_cs_m=$1 mpi_cs_n=$2 mpi_cs_mark=
 	shift 2
+	if test -n "$MPI_CKPT_MARK"; then
+		mpi_cs_mark="echo run \${SLURM_RESTART_COUNT:-0} >>$mpi_cs_n.out; "
+	fi
 	mpi_with "$mpi_cs_m" $(mpi_ckpt_env_ "$mpi_cs_m") sbatch --parsable "$@" \
 		-o job"$mpi_cs_n".out -e job"$mpi_cs_n".err \
-		--wrap "srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS"
+		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS"
+}
+
+# mpi_ckpt_runs_same_ MPI NAME: NAME.out, appended to by every run of
+# the job (MPI_CKPT_MARK), ends with a complete, verified run with the
+# reference's result.  An earlier run may have printed results too: a
+# final checkpoint leaves the job running until it is requeued, and what
+# it wrote after the dump is written again by the restored run.  Those
+# lines must be the reference's as well (hosts aside), and nothing else
+# is in the file.
+mpi_ckpt_runs_same_() {
+	cat "$2".out "$2".err | ibcr_diag &&
+	sed -n "/^rank /s/ on [^:]*:/:/p" ref.out | sort -u >"$2".want &&
+	sed -n "/^rank /s/ on [^:]*:/:/p" "$2".out | sort -u >"$2".ranks &&
+	test -z "$(comm -13 "$2".want "$2".ranks)" &&
+	test -z "$(grep -v -e "^run [0-9]*$" -e "^rank " -e "^mpi_verify: OK " "$2".out)" &&
+	test -z "$(grep "^mpi_verify: OK " "$2".out | grep -v -x -F -f ref.ok)" &&
+	mpi_crs_runs=$(grep -c "^run [0-9]*$" "$2".out) &&
+	awk -v last="$mpi_crs_runs" '/^run [0-9]*$/ { n++; next } n == last' "$2".out >"$2".last &&
+	mpi_check_out "$2".last 4 $ITERS 2 &&
+	grep "^mpi_verify: OK " "$2".last >"$2".ok &&
+	test_cmp ref.ok "$2".ok
 }
 
 # mpi_ckpt_connections_ MPI JOB GEN: the generation's launcher connections
@@ -129,9 +157,11 @@ mpi_ckpt_periodic() {
 	scancel $filler &&
 	spank_wait_gens $J 2 90 &&
 	for p in $(pgrep -u "$IBCR_JOB_USER" -f "^$(mpi_verify_of_ "$1")"); do
-		tr "\0" "\n" </proc/$p/environ | grep -x "$(mpi_ckpt_steer_ "$1")"
+		for v in $(mpi_ckpt_steer_ "$1"); do
+			tr "\0" "\n" </proc/$p/environ | grep -x "$v"
+		done
 	done >steered &&
-	test "$(wc -l <steered)" = 4 &&
+	test "$(wc -l <steered)" = $((4 * $(mpi_ckpt_steer_ "$1" | wc -w))) &&
 	newest=$(mpi_ckpt_newest_gen $J) &&
 	test "$(mpi_ckpt_connections_ "$1" $J $newest)" = 4
 }
@@ -209,12 +239,12 @@ mpi_ckpt_timelimit() {
 	rm -f mt.out mt.err &&
 	ibcr_atexit spank_hurry_stop &&
 	spank_hurry_start &&
-	T=$(MPI_CKPT_SRUN_OPTS=--open-mode=append mpi_ckpt_sbatch_ "$1" mt -N2 \
+	T=$(MPI_CKPT_MARK=1 MPI_CKPT_SRUN_OPTS=--open-mode=append mpi_ckpt_sbatch_ "$1" mt -N2 \
 		--ntasks-per-node=2 -t 1 --checkpoint-ib --open-mode=append) &&
 	slurm_wait_job $T COMPLETED 600 &&
 	spank_hurry_stop &&
 	spank_restarts_at_least $T 1 1 &&
 	cat $IBCRD_RUN/ibcrd/n*/ibcrd.log | grep "job $T: timelimit: final checkpoint, then requeue" &&
 	test "$(grep -c "restored from generation" mt.err)" -ge 4 &&
-	mpi_ckpt_same_ "$1" mt
+	mpi_ckpt_runs_same_ "$1" mt
 }
