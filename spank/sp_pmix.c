@@ -16,10 +16,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/fds.h"
 #include "common/pmi.h"
 #include "sp_pmix.h"
 
@@ -186,17 +186,6 @@ static void __attribute__ ((noreturn)) sp_pmix_relay (struct sp_pmix px)
     }
 }
 
-/* fd moved to 'to' (which must be free or fd itself). */
-static int sp_pmix_move (int fd, int to)
-{
-    if (fd < 0 || fd == to)
-        return fd;
-    if (dup2 (fd, to) < 0)
-        return -1;
-    (void)close (fd);
-    return to;
-}
-
 int sp_pmix_start (struct sp_pmix *px, int *keep)
 {
     sigset_t all;
@@ -215,7 +204,7 @@ int sp_pmix_start (struct sp_pmix *px, int *keep)
      * child it is outside the dumped tree, and goes when the waiter does. */
     if ((pid = fork ()) == 0) {
         struct sp_pmix mine = *px;
-        int hi[3];
+        int own[3] = { mine.relay_end, mine.srv_fd, mine.memfd };
 
         sigfillset (&all);
         (void)sigprocmask (SIG_SETMASK, &all, NULL);
@@ -223,18 +212,7 @@ int sp_pmix_start (struct sp_pmix *px, int *keep)
         (void)prctl (PR_SET_NAME, "ibcr-pmix", 0, 0, 0);
         /* Keep only its own fds (and 0..2): the waiter holds pipes whose
          * end of file others wait for. */
-        hi[0] = fcntl (mine.relay_end, F_DUPFD_CLOEXEC, 64);
-        hi[1] = mine.srv_fd >= 0 ? fcntl (mine.srv_fd, F_DUPFD_CLOEXEC, 64) : -1;
-        hi[2] = mine.memfd >= 0 ? fcntl (mine.memfd, F_DUPFD_CLOEXEC, 64) : -1;
-        if (hi[0] < 0 || (mine.srv_fd >= 0 && hi[1] < 0) || (mine.memfd >= 0 && hi[2] < 0))
-            _exit (1);
-        for (int fd = 3; fd < 64; fd++)
-            (void)close (fd);
-        if ((mine.relay_end = sp_pmix_move (hi[0], 3)) < 0
-            || (hi[1] >= 0 && (mine.srv_fd = sp_pmix_move (hi[1], 4)) < 0)
-            || (hi[2] >= 0 && (mine.memfd = sp_pmix_move (hi[2], 5)) < 0))
-            _exit (1);
-        (void)syscall (SYS_close_range, 6, ~0U, 0);
+        fds_close_except (own, 3);
         if (getppid () == 1)
             _exit (0);
         sp_pmix_relay (mine);
