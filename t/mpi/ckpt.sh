@@ -68,7 +68,7 @@ mpi_ckpt_sbatch_() {
 	fi
 	mpi_with "$mpi_cs_m" $(mpi_ckpt_env_ "$mpi_cs_m") sbatch --parsable "$@" \
 		-o job"$mpi_cs_n".out -e job"$mpi_cs_n".err \
-		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS"
+		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS $MPI_CKPT_VERIFY_OPTS"
 }
 
 # mpi_ckpt_runs_same_ MPI NAME: NAME.out, appended to by every run of
@@ -217,12 +217,16 @@ mpi_ckpt_drain() {
 
 mpi_ckpt_preempt() {
 	rm -f mp.out mp.err &&
-	P=$(mpi_ckpt_sbatch_ "$1" mp -N2 -w n1,n2 --ntasks-per-node=2 --checkpoint-ib) &&
+	P=$(MPI_CKPT_VERIFY_OPTS=-S mpi_ckpt_sbatch_ "$1" mp -N2 -w n1,n2 --ntasks-per-node=2 \
+		--checkpoint-ib) &&
 	slurm_wait_job $P RUNNING 30 &&
 	for n in n1 n2; do
 		ibcr_wait_for 60 sh -c "test \$(grep -c \"job $P step 0: rank .* libibcr control connection\$\" $IBCRD_RUN/ibcrd/$n/ibcrd.log) = 2" ||
 			return 1
 	done &&
+	# A generation taken while a rank is inside MPI_Init cannot be
+	# restored yet (spank-ibcr(8), BUGS): preempt once all are past it.
+	ibcr_wait_for 120 sh -c "test \$(grep -c \"past MPI_Init\$\" mp.err) = 4" &&
 	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
 	spank_restarts_at_least $P 1 60 &&
 	test "$(spank_gens $P)" = 1 &&
