@@ -64,6 +64,10 @@ test_expect_success BUILT,VERIFY_MPICH 'time limit (-t 1): checkpointed and requ
 	mpi_ckpt_timelimit mpich
 '
 
+test_expect_success BUILT,VERIFY_MPICH 'a checkpoint while ranks are inside MPI_Init is refused, naming it; the job runs on to the same result' '
+	mpi_ckpt_in_init mpich
+'
+
 test_expect_success 'slurm_stop' '
 	slurm_stop
 '

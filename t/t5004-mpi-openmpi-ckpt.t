@@ -71,6 +71,10 @@ test_expect_success BUILT,VERIFY_OPENMPI 'time limit (-t 1): checkpointed and re
 	mpi_ckpt_timelimit openmpi
 '
 
+test_expect_success BUILT,VERIFY_OPENMPI 'a checkpoint while ranks are inside MPI_Init is refused, naming it; the job runs on to the same result' '
+	mpi_ckpt_in_init openmpi
+'
+
 test_expect_success 'slurm_stop' '
 	slurm_stop
 '

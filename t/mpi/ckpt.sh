@@ -33,6 +33,11 @@
 #                               generation, requeued, restored
 #   mpi_ckpt_timelimit MPI      -t 1: checkpointed and requeued before each
 #                               limit, never TIMEOUT
+#   mpi_ckpt_in_init MPI        three ranks wait inside MPI_Init for a
+#                               fourth held back: a checkpoint then is
+#                               refused, naming MPI_Init, nothing is
+#                               committed, and the job ends as the
+#                               reference did
 #   mpi_ckpt_newest_gen JOB     the highest committed generation (0: none)
 #   mpi_ckpt_gen_after JOB N    JOB has committed a generation after N
 
@@ -58,7 +63,8 @@ mpi_ckpt_steer_() {
 
 # mpi_ckpt_sbatch_ MPI NAME [SBATCH-OPTIONS...]: submit the job, output
 # in NAME.out and NAME.err (the batch script's in jobNAME.*); prints its
-# id.  $MPI_CKPT_SRUN_OPTS go to srun; with $MPI_CKPT_MARK set, the batch
+# id.  $MPI_CKPT_SRUN_OPTS go to srun, $MPI_CKPT_LAUNCH before the
+# program (a wrapper that execs it); with $MPI_CKPT_MARK set, the batch
 # script first appends "run $SLURM_RESTART_COUNT" to NAME.out.
 mpi_ckpt_sbatch_() {
 	mpi_cs_m=$1 mpi_cs_n=$2 mpi_cs_mark=
@@ -68,7 +74,7 @@ mpi_ckpt_sbatch_() {
 	fi
 	mpi_with "$mpi_cs_m" $(mpi_ckpt_env_ "$mpi_cs_m") sbatch --parsable "$@" \
 		-o job"$mpi_cs_n".out -e job"$mpi_cs_n".err \
-		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS $MPI_CKPT_VERIFY_OPTS"
+		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $MPI_CKPT_LAUNCH $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS $MPI_CKPT_VERIFY_OPTS"
 }
 
 # mpi_ckpt_runs_same_ MPI NAME: NAME.out, appended to by every run of
@@ -224,8 +230,8 @@ mpi_ckpt_preempt() {
 		ibcr_wait_for 60 sh -c "test \$(grep -c \"job $P step 0: rank .* libibcr control connection\$\" $IBCRD_RUN/ibcrd/$n/ibcrd.log) = 2" ||
 			return 1
 	done &&
-	# A generation taken while a rank is inside MPI_Init cannot be
-	# restored yet (spank-ibcr(8), BUGS): preempt once all are past it.
+	# No generation is taken while a rank is inside MPI_Init (the
+	# in_init case): preempt once all are past it, to get the final one.
 	ibcr_wait_for 120 sh -c "test \$(grep -c \"past MPI_Init\$\" mp.err) = 4" &&
 	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
 	spank_restarts_at_least $P 1 60 &&
@@ -251,4 +257,46 @@ mpi_ckpt_timelimit() {
 	cat $IBCRD_RUN/ibcrd/n*/ibcrd.log | grep "job $T: timelimit: final checkpoint, then requeue" &&
 	test "$(grep -c "restored from generation" mt.err)" -ge 4 &&
 	mpi_ckpt_runs_same_ "$1" mt
+}
+
+# mpi_ckpt_controls_ NODE JOB: how many of JOB's tasks on NODE have a
+# libibcr control connection (ibcr status --json)
+mpi_ckpt_controls_() {
+	"$IBCR_BUILDDIR/cli/ibcr" -c "$IBCRD_RUN/ibcrd/$1/ibcrd.conf" \
+		--socket "$IBCRD_RUN/ibcrd/$1/ibcrd.sock" status "$2" --json |
+	python3 -c '
+import json, sys
+job = json.load(sys.stdin)["job"]
+print(sum(1 for t in job.get("tasks", []) if t.get("control")))'
+}
+
+# mpi_ckpt_held_ JOB: ranks 0 and 1 on n1 and 2 on n2 have connected
+mpi_ckpt_held_() {
+	test "$(mpi_ckpt_controls_ n1 "$1")" = 2 && test "$(mpi_ckpt_controls_ n2 "$1")" = 1
+}
+
+mpi_ckpt_in_init() {
+	rm -f mi.out mi.err go-mi &&
+	# Rank 3 starts once go-mi exists (at most 120 s): ranks 0-2 wait for
+	# it in MPI_Init's PMI exchange, their libibcr connected already.
+	cat >hold3.sh <<-\EOF &&
+	#!/bin/sh
+	n=0
+	while test "$SLURM_PROCID" = 3 && ! test -e go-mi; do
+		n=$((n + 1)); test $n -le 1200 || exit 1; sleep 0.1
+	done
+	exec "$@"
+	EOF
+	chmod 755 hold3.sh &&
+	I=$(MPI_CKPT_LAUNCH=$PWD/hold3.sh mpi_ckpt_sbatch_ "$1" mi -N2 -w n1,n2 \
+		--ntasks-per-node=2 --checkpoint-ib) &&
+	slurm_wait_job $I RUNNING 30 &&
+	ibcr_wait_for 60 mpi_ckpt_held_ $I &&
+	test_must_fail spank_checkpoint $I >mi.ckpt 2>&1 &&
+	cat mi.ckpt &&
+	grep "inside P*MPI_Init.*could not be restored" mi.ckpt &&
+	test "$(mpi_ckpt_newest_gen $I)" = 0 &&
+	touch go-mi &&
+	slurm_wait_job $I COMPLETED 300 &&
+	mpi_ckpt_same_ "$1" mi
 }
