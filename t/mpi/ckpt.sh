@@ -179,7 +179,7 @@ mpi_ckpt_requeue() {
 	slurm_wait_job $filler RUNNING 30 &&
 	newest=$(mpi_ckpt_newest_gen $J) &&
 	mv mv.out mv.out.1 && mv mv.err mv.err.1 &&
-	scontrol update jobid=$J StartTime=now &&
+	slurm_start_now $J &&
 	slurm_wait_job $J RUNNING 60 &&
 	test "$(spank_field $J NodeList)" = "n[2-3]" &&
 	ibcr_wait_for 60 sh -c "test \$(grep -c \"restored from generation\" mv.err) = 4" &&
@@ -211,7 +211,7 @@ mpi_ckpt_drain() {
 	grep "job $D: drain: final checkpoint, then requeue" $IBCRD_RUN/ibcrd/n2/ibcrd.log &&
 	newest=$(mpi_ckpt_newest_gen $D) &&
 	mv md.out md.out.1 && mv md.err md.err.1 &&
-	scontrol update jobid=$D StartTime=now &&
+	slurm_start_now $D &&
 	slurm_wait_job $D RUNNING 60 &&
 	test "$(spank_field $D NodeList)" = "n[1-2]" &&
 	slurm_wait_job $D COMPLETED 300 &&
@@ -239,7 +239,7 @@ mpi_ckpt_preempt() {
 	grep "job $P: preempt: final checkpoint, then requeue" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
 	slurm_wait_job $P PENDING 30 &&
 	mv mp.out mp.out.1 && mv mp.err mp.err.1 &&
-	scontrol update jobid=$P StartTime=now &&
+	slurm_start_now $P &&
 	slurm_wait_job $P COMPLETED 300 &&
 	test "$(grep -c "restored from generation 1 " mp.err)" = 4 &&
 	mpi_ckpt_same_ "$1" mp
