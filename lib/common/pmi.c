@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "pmi.h"
 
 /* At most this many processes of a task's tree are looked at. */
@@ -110,17 +111,10 @@ int pmix_find (pid_t root, int *fd, uint64_t *ino)
     return pmi_find_var (root, PMIX_RELAY_ENV "=", fd, ino);
 }
 
-static double pmi_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 int pmi_greet (int fd, int timeout_ms, char *err, size_t len)
 {
     const char *line = PMI_INIT_LINE;
-    double deadline = pmi_now_ms () + timeout_ms;
+    double deadline = mono_ms_f () + timeout_ms;
     char buf[256];
     size_t got = 0;
     ssize_t n;
@@ -137,7 +131,7 @@ int pmi_greet (int fd, int timeout_ms, char *err, size_t len)
     /* One line back; nothing more comes before the client speaks again. */
     while (!memchr (buf, '\n', got)) {
         struct pollfd p = { .fd = fd, .events = POLLIN };
-        int left = (int)(deadline - pmi_now_ms ());
+        int left = (int)(deadline - mono_ms_f ());
         if (got >= sizeof (buf) - 1 || left <= 0 || poll (&p, 1, left) == 0) {
             snprintf (err, len, "the step's PMI server did not answer the init line on fd "
                       "%d within %d ms", fd, timeout_ms);
@@ -282,7 +276,7 @@ static int pmix_read_all (int fd, void *buf, size_t len, double deadline)
 
     while (len > 0) {
         struct pollfd pf = { .fd = fd, .events = POLLIN };
-        int left = (int)(deadline - pmi_now_ms ());
+        int left = (int)(deadline - mono_ms_f ());
         ssize_t n;
         if (left <= 0 || poll (&pf, 1, left) == 0) {
             errno = ETIMEDOUT;
@@ -306,7 +300,7 @@ static int pmix_read_all (int fd, void *buf, size_t len, double deadline)
 int pmix_replay (int fd, const unsigned char *hello, size_t len, int timeout_ms, char *err,
                  size_t errlen)
 {
-    double deadline = pmi_now_ms () + timeout_ms;
+    double deadline = mono_ms_f () + timeout_ms;
     uint32_t word[2];
     size_t off = 0;
 
