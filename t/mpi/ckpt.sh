@@ -64,7 +64,8 @@ mpi_ckpt_steer_() {
 # mpi_ckpt_sbatch_ MPI NAME [SBATCH-OPTIONS...]: submit the job, output
 # in NAME.out and NAME.err (the batch script's in jobNAME.*); prints its
 # id.  $MPI_CKPT_SRUN_OPTS go to srun, $MPI_CKPT_LAUNCH before the
-# program (a wrapper that execs it); with $MPI_CKPT_MARK set, the batch
+# program (a wrapper that execs it; a path without spaces, relative to the
+# trash directory); with $MPI_CKPT_MARK set, the batch
 # script first appends "run $SLURM_RESTART_COUNT" to NAME.out.
 mpi_ckpt_sbatch_() {
 	mpi_cs_m=$1 mpi_cs_n=$2 mpi_cs_mark=
@@ -288,7 +289,7 @@ mpi_ckpt_in_init() {
 	exec "$@"
 	EOF
 	chmod 755 hold3.sh &&
-	I=$(MPI_CKPT_LAUNCH=$PWD/hold3.sh mpi_ckpt_sbatch_ "$1" mi -N2 -w n1,n2 \
+	I=$(MPI_CKPT_LAUNCH=./hold3.sh mpi_ckpt_sbatch_ "$1" mi -N2 -w n1,n2 \
 		--ntasks-per-node=2 --checkpoint-ib) &&
 	slurm_wait_job $I RUNNING 30 &&
 	ibcr_wait_for 60 mpi_ckpt_held_ $I &&
