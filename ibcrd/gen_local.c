@@ -314,11 +314,11 @@ struct dump_run {
 static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run *r,
                        char *err, size_t errlen)
 {
-    char dir[PATH_MAX + 32], pid[32], ext[GEN_MAX_CTL + 4][64];
+    char dir[PATH_MAX + 32], pid[32], ext[GEN_MAX_CTL + 5][64];
     struct taskns_as as = { .ns_pid = t->pid, .cred_pid = t->pid, .uid = g->uid };
-    int in_ns = task_in_ns (t), next = 0, pmi_fd = -1;
-    uint64_t pmi_ino = 0;
-    char *argv[24 + 2 * GEN_MAX_CTL];
+    int in_ns = task_in_ns (t), next = 0, pmi_fd = -1, pmix_fd = -1;
+    uint64_t pmi_ino = 0, pmix_ino = 0;
+    char *argv[32 + 2 * GEN_MAX_CTL];
     int ac = 0;
 
     snprintf (dir, sizeof (dir), "%s/task-%d", g->staging, t->rank);
@@ -380,12 +380,19 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
         argv[ac++] = "--external";
         argv[ac++] = ext[next++];
     }
+    /* So does the task's end of its PMIx relay (pmi.h). */
+    if (in_ns && pmix_find (t->pid, &pmix_fd, &pmix_ino) == 0) {
+        snprintf (ext[next], sizeof (ext[0]), "unix[%llu]", (unsigned long long)pmix_ino);
+        argv[ac++] = "--external";
+        argv[ac++] = ext[next++];
+    }
     argv[ac] = NULL;
-    log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s%s%s", g->job, g->gen,
+    log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s%s%s%s", g->job, g->gen,
              t->rank, pid, g->leave_running ? " --leave-running" : "",
              t->nctl == 1 ? " (libibcr control socket external)"
              : t->nctl > 1 ? " (libibcr control sockets external)" : "",
              pmi_fd >= 0 ? " (PMI socket external)" : "",
+             pmix_fd >= 0 ? " (PMIx relay external)" : "",
              in_ns ? " (in the task's namespaces, as its user)" : "");
     if (access (argv[0], X_OK) < 0) {
         snprintf (err, errlen, "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf)",
@@ -651,6 +658,20 @@ json_object *genl_tasks_json (struct gen *g)
         if (in_ns && pmi_find (g->tasks[i].pid, &pmi_fd, &ino) == 0) {
             proto_set_int (t, "pmi_fd", pmi_fd);
             proto_set_int (t, "pmi_ino", (int64_t)ino);
+        }
+        /* So is the task's end of its PMIx relay; the rank's connect
+         * message, recorded by the relay, is said again to the new
+         * step's server at a restore (pmi.h). */
+        if (in_ns && pmix_find (g->tasks[i].pid, &pmi_fd, &ino) == 0) {
+            unsigned char hello[PMIX_HELLO_MAX];
+            char hex[2 * PMIX_HELLO_MAX + 1];
+            ssize_t n = pmix_hello_read (g->tasks[i].pid, g->uid, hello, sizeof (hello));
+            proto_set_int (t, "pmix_fd", pmi_fd);
+            proto_set_int (t, "pmix_ino", (int64_t)ino);
+            for (ssize_t k = 0; k < n; k++)
+                snprintf (hex + 2 * k, 3, "%02x", hello[k]);
+            if (n > 0)
+                proto_set_str (t, "pmix_hello", hex);
         }
         /* How a restore must bring it back (taskns.h). */
         json_object_object_add (t, "in_ns", json_object_new_boolean (in_ns));

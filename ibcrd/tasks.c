@@ -505,7 +505,7 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
 {
     const char *job = proto_get_str (req, "job", "");
     uint32_t rank = (uint32_t)proto_get_int (req, "rank", 0);
-    int want = (int)proto_get_int (req, "gen", 0), nfds, fds[5] = { -1, -1, -1, -1, -1 }, rc;
+    int want = (int)proto_get_int (req, "gen", 0), nfds, fds[6] = { -1, -1, -1, -1, -1, -1 }, rc;
     int got[RESTORE_MAX_CTL + 2], nctl = 0;
     int hostproc;
     struct store st = { .root = s->conf->storage, .cluster = s->conf->cluster };
@@ -606,7 +606,7 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
                                      "restored: %s", job, plan.gen, rank, err));
         _exit (1);
     }
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (fds[i] >= 0)
             (void)close (fds[i]);
     for (int i = 0; i < nctl; i++)

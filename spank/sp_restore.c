@@ -7,10 +7,11 @@
  * the restored init goes to the task process, which is.
  *
  * Wire between task and restorer (a SOCK_SEQPACKET pair):
- *   task -> restorer   "go": the task's pid and a mask of what follows
- *                      (1: libibcr's new control socket, 2: the new step's
- *                      PMI socket), with fds 0, 1, 2 attached, then those
- *                      in that order
+ *   task -> restorer   "go": the task's pid and a word saying what follows
+ *                      (bits 8-15: how many control sockets for libibcr,
+ *                      2: the new step's PMI socket, 4: the task's end of
+ *                      a new PMIx relay), with fds 0, 1, 2 attached, then
+ *                      those in that order
  *   restorer -> task   "O<pid>" the restored init, or "E<why>"
  * A restorer whose task closes the socket without "go" exits at once.
  */
@@ -129,23 +130,26 @@ static void sp_restore_reply (int sock, char kind, const char *fmt, ...)
     (void)send (sock, buf, (size_t)n + 1, MSG_NOSIGNAL);
 }
 
-/* "go"'s second word: the PMI socket comes, and how many control
- * sockets (one per process that used verbs). */
+/* "go"'s second word: the PMI socket comes, the task's end of a PMIx
+ * relay comes, and how many control sockets (one per process that used
+ * verbs). */
 #define SP_GO_PMI 0x2
+#define SP_GO_PMIX 0x4
 #define SP_GO_NCTL_SHIFT 8
 
 /* Receive "go": the task's pid and its fds 0..2 into fds[], the PMI
- * socket into fds[4] (-1 when none; fds[3] is -1), the control sockets
- * into ctl[] (*nctl of them).  0, or -1. */
-static int sp_restore_recv_go (int sock, pid_t *task, int fds[5], int ctl[RESTORE_MAX_CTL],
+ * socket into fds[4] and the PMIx relay's end into fds[5] (-1 when none;
+ * fds[3] is -1), the control sockets into ctl[] (*nctl of them).  0, or
+ * -1. */
+static int sp_restore_recv_go (int sock, pid_t *task, int fds[6], int ctl[RESTORE_MAX_CTL],
                                int *nctl)
 {
-    char cbuf[CMSG_SPACE ((RESTORE_MAX_CTL + 4) * sizeof (int))];
+    char cbuf[CMSG_SPACE ((RESTORE_MAX_CTL + 5) * sizeof (int))];
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;
     struct iovec iov;
     int32_t word[2];
-    int got[RESTORE_MAX_CTL + 4], n_fds, want = 3;
+    int got[RESTORE_MAX_CTL + 5], n_fds, want = 3;
     ssize_t n;
 
     iov.iov_base = word;
@@ -159,22 +163,24 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[5], int ctl[RESTOR
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)sizeof (word) || !(cm = CMSG_FIRSTHDR (&mh))
         || cm->cmsg_type != SCM_RIGHTS
-        || (word[1] & ~(SP_GO_PMI | (0xff << SP_GO_NCTL_SHIFT)))
+        || (word[1] & ~(SP_GO_PMI | SP_GO_PMIX | (0xff << SP_GO_NCTL_SHIFT)))
         || ((word[1] >> SP_GO_NCTL_SHIFT) & 0xff) > RESTORE_MAX_CTL)
         return -1;
     *nctl = (word[1] >> SP_GO_NCTL_SHIFT) & 0xff;
-    want += *nctl + !!(word[1] & SP_GO_PMI);
+    want += *nctl + !!(word[1] & SP_GO_PMI) + !!(word[1] & SP_GO_PMIX);
     n_fds = (int)((cm->cmsg_len - CMSG_LEN (0)) / sizeof (int));
     if (n_fds != want)
         return -1;
     memcpy (got, CMSG_DATA (cm), (size_t)n_fds * sizeof (int));
     memcpy (fds, got, 3 * sizeof (int));
-    fds[3] = fds[4] = -1;
+    fds[3] = fds[4] = fds[5] = -1;
     n_fds = 3;
     for (int i = 0; i < *nctl; i++)
         ctl[i] = got[n_fds++];
     if (word[1] & SP_GO_PMI)
         fds[4] = got[n_fds++];
+    if (word[1] & SP_GO_PMIX)
+        fds[5] = got[n_fds++];
     *task = (pid_t)word[0];
     return 0;
 }
@@ -207,7 +213,7 @@ static void __attribute__ ((noreturn))
 sp_restore_restorer (const struct restore_plan *plan, int sock)
 {
     char err[2048] = "";
-    int fds[5], ctl[RESTORE_MAX_CTL], nctl = 0, nul, fd;
+    int fds[6], ctl[RESTORE_MAX_CTL], nctl = 0, nul, fd;
     pid_t task, holder;
     uid_t uid;
     gid_t gid;
@@ -260,7 +266,7 @@ sp_restore_restorer (const struct restore_plan *plan, int sock)
         (void)gid;
         holder = restore_tree_ctl (plan, &as, fds, ctl, nctl, 0, err, sizeof (err));
     }
-    for (fd = 0; fd <= 4; fd++)
+    for (fd = 0; fd <= 5; fd++)
         if (fds[fd] >= 0)
             (void)close (fds[fd]);
     for (int i = 0; i < nctl; i++)
@@ -297,14 +303,14 @@ int sp_restore_prepare (const struct restore_plan *plan, char *err, size_t errle
 }
 
 pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fds, int nctl,
-                      int pmi_fd, char *err, size_t errlen)
+                      int pmi_fd, int pmix_fd, char *err, size_t errlen)
 {
-    char cbuf[CMSG_SPACE ((RESTORE_MAX_CTL + 4) * sizeof (int))], buf[4096];
+    char cbuf[CMSG_SPACE ((RESTORE_MAX_CTL + 5) * sizeof (int))], buf[4096];
     struct msghdr mh = { 0 };
     struct cmsghdr *cm;
     struct iovec iov;
     int32_t word[2] = { (int32_t)getpid (), 0 };
-    int fds[RESTORE_MAX_CTL + 4] = { 0, 1, 2 };
+    int fds[RESTORE_MAX_CTL + 5] = { 0, 1, 2 };
     size_t nfds = 3;
     ssize_t n;
     long pid;
@@ -322,6 +328,10 @@ pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fd
     if (pmi_fd >= 0) {
         fds[nfds++] = pmi_fd;
         word[1] |= SP_GO_PMI;
+    }
+    if (pmix_fd >= 0) {
+        fds[nfds++] = pmix_fd;
+        word[1] |= SP_GO_PMIX;
     }
     /* The restored init must become our child, and stay a zombie until we
      * wait for it. */

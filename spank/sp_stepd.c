@@ -34,6 +34,7 @@
 #include "common/tasktree.h"
 #include "sp_opt.h"
 #include "sp_reg.h"
+#include "sp_pmix.h"
 #include "sp_restore.h"
 #include "sp_stepd.h"
 
@@ -59,11 +60,12 @@ static struct {
     int nctl;                   /* libibcr's control sockets to hand in: one per */
     int ctl_fd[RESTORE_MAX_CTL];    /* process that used verbs at the dump */
     int fd;                     /* connection to ibcrd, held by the waiter */
+    struct sp_pmix pmix;        /* the task's PMIx relay (sp_pmix.h) */
     enum sp_on_down on_down;
     int timeout_ms;
     int term_wait_ms;
     struct sp_task_id id;
-} sp_st = { .fd = -1, .restore_fd = -1 };
+} sp_st = { .fd = -1, .restore_fd = -1, .pmix = SP_PMIX_INIT };
 
 /* How long a restored task waits for its verbs objects to be rebuilt:
  * on a multi-node job, until every rank is back. */
@@ -379,8 +381,11 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
 static int sp_stepd_started (pid_t init, pid_t app, void *arg)
 {
     char err[1024];
+    int keep[3];
 
     (void)arg;
+    /* The record was kept open by tasktree_start already. */
+    (void)sp_pmix_start (&sp_st.pmix, keep);
     if (sp_reg_register (sp_st.fd, &sp_st.id, init, app, sp_st.timeout_ms, err,
                          sizeof (err)) == 0)
         return 0;
@@ -459,18 +464,22 @@ static int sp_stepd_pmi (spank_t sp, char *err, size_t errlen)
 static int sp_stepd_restore (spank_t sp)
 {
     char err[4096];
-    int pmi_fd = -1;
+    int pmi_fd = -1, keep[4], nkeep = 0;
     pid_t init;
 
     if (sp_st.note[0])
         sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job,
                       sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.note);
-    if (sp_st.plan.pmi_ino > 0 && (pmi_fd = sp_stepd_pmi (sp, err, sizeof (err))) < 0) {
+    if ((sp_st.plan.pmi_ino > 0 && (pmi_fd = sp_stepd_pmi (sp, err, sizeof (err))) < 0)
+        || (sp_st.plan.pmix_ino > 0
+            && sp_pmix_reconnect (sp, &sp_st.pmix, sp_st.plan.pmix_hello,
+                                  sp_st.plan.pmix_hello_len, sp_st.timeout_ms, err,
+                                  sizeof (err)) < 0)) {
         (void)close (sp_st.restore_fd);         /* the restorer leaves */
         init = -1;
     } else
         init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, sp_st.nctl,
-                               pmi_fd, err, sizeof (err));
+                               pmi_fd, sp_st.pmix.task_end, err, sizeof (err));
     sp_stepd_close_ctl ();              /* the restored tree holds them now */
     if (pmi_fd >= 0)
         (void)close (pmi_fd);           /* so does it this one */
@@ -505,9 +514,12 @@ static int sp_stepd_restore (spank_t sp)
         return -1;
     }
     /* The connection to ibcrd stays open in the waiter: the registration
-     * lives as long as it. */
+     * lives as long as it; so does the relay of the rank's PMIx. */
+    if (sp_st.fd >= 0)
+        keep[nkeep++] = sp_st.fd;
+    nkeep += sp_pmix_start (&sp_st.pmix, keep + nkeep);
     tasktree_on_term (sp_stepd_term, NULL);
-    tasktree_adopt (init, &sp_st.fd, sp_st.fd >= 0 ? 1 : 0);
+    tasktree_adopt (init, keep, nkeep);
 }
 
 /* Prepend 'lib' to the task's LD_PRELOAD, keeping what the user set. */
@@ -525,7 +537,7 @@ static int sp_stepd_preload (spank_t sp, const char *lib)
 int sp_stepd_task (spank_t sp, const struct sp_args *a)
 {
     char err[1024];
-    int keep[1];
+    int keep[3], nkeep = 0;
 
     (void)a;
     switch (sp_st.state) {
@@ -574,15 +586,57 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank);
         return -1;
     }
-    keep[0] = sp_st.fd;
-    tasktree_on_term (sp_stepd_term, NULL);
-    if (tasktree_start (sp_stepd_started, NULL, keep, 1, err, sizeof (err)) < 0) {
+    /* Open MPI's PMIx connection goes through a relay the waiter forks
+     * (sp_pmix.h), outside the dumped tree. */
+    if (sp_pmix_prepare (sp, &sp_st.pmix, err, sizeof (err)) < 0) {
         sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not started",
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
         return -1;
     }
-    /* The application process: the connection is the waiter's alone. */
+    /* Open MPI's posix shmem component, when it probes at MPI_Init,
+     * leaves an fd on an unlinked /dev/shm/open_mpi.NNNN of the same name
+     * in every rank of a node: their images each hold a ghost copy of it,
+     * and the second rank's restore fails on the first's.  The mmap
+     * component probes without one; nothing else changes unless shared
+     * memory is used (which a protected rank cannot carry either). */
+    if (spank_setenv (sp, "OMPI_MCA_shmem", "mmap", 0) != ESPANK_SUCCESS
+        && spank_getenv (sp, "OMPI_MCA_shmem", err, sizeof (err)) != ESPANK_SUCCESS) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank);
+        return -1;
+    }
+    /* Open MPI connects to a peer at its first message to it by default,
+     * asking the PMIx server for the peer's UCX address then; a restored
+     * rank asks the new step's server, which has no such data (it was
+     * published to the old one at MPI_Init), and fails ("Failed to
+     * receive UCX worker address: Not found").  Above this cutoff every
+     * peer is connected in MPI_Init, while the step's own server answers:
+     * an endpoint per peer from the start. */
+    if (spank_setenv (sp, "OMPI_MCA_mpi_add_procs_cutoff", "4294967295", 0) != ESPANK_SUCCESS
+        && spank_getenv (sp, "OMPI_MCA_mpi_add_procs_cutoff", err, sizeof (err))
+           != ESPANK_SUCCESS) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank);
+        return -1;
+    }
+    keep[nkeep++] = sp_st.fd;
+    if (sp_st.pmix.relay_end >= 0)
+        keep[nkeep++] = sp_st.pmix.relay_end;
+    if (sp_st.pmix.memfd >= 0)
+        keep[nkeep++] = sp_st.pmix.memfd;
+    tasktree_on_term (sp_stepd_term, NULL);
+    if (tasktree_start (sp_stepd_started, NULL, keep, nkeep, err, sizeof (err)) < 0) {
+        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not started",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
+        return -1;
+    }
+    /* The application process: the connection is the waiter's alone, and
+     * so is the relay's end (close-on-exec besides). */
     (void)close (sp_st.fd);
     sp_st.fd = -1;
+    if (sp_st.pmix.relay_end >= 0)
+        (void)close (sp_st.pmix.relay_end);
+    if (sp_st.pmix.memfd >= 0)
+        (void)close (sp_st.pmix.memfd);
     return 0;
 }

@@ -78,7 +78,8 @@ ibcr_libibcr_tsan_la_SOURCES = \
 	$(top_srcdir)/lib/ibcr/drain.c \
 	$(top_srcdir)/lib/ibcr/ckpt.c \
 	$(top_srcdir)/lib/ibcr/nsheap.c \
-	$(top_srcdir)/lib/ibcr/ctl.c
+	$(top_srcdir)/lib/ibcr/ctl.c \
+	$(top_srcdir)/lib/ibcr/mpi.c
 ibcr_libibcr_tsan_la_CPPFLAGS = -I$(top_srcdir)/lib -I$(top_srcdir)/lib/ibcr $(JSON_CFLAGS)
 ibcr_libibcr_tsan_la_CFLAGS = $(WARNING_CFLAGS) -Wno-tsan -fvisibility=hidden \
 	-fsanitize=thread -g -O1

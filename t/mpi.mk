@@ -5,7 +5,7 @@
 # (mpicc.openmpi, mpicc.mpich: "mpicc" is an alternative and may name
 # either); a missing MPI leaves its binary out and its tests skip.
 
-EXTRA_DIST += mpi/mpi_verify.c mpi/mpi.sh
+EXTRA_DIST += mpi/mpi_verify.c mpi/mpi.sh mpi/ckpt.sh
 
 if HAVE_MPICC_OPENMPI
 check_SCRIPTS += mpi/mpi_verify.openmpi

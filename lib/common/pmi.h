@@ -37,4 +37,61 @@ int pmi_find (pid_t root, int *fd, uint64_t *ino);
  * with err. */
 int pmi_greet (int fd, int timeout_ms, char *err, size_t len);
 
+/* Open MPI under "srun --mpi=pmix" talks to slurmstepd's PMIx server over
+ * TCP (127.0.0.1, the address in PMIX_SERVER_URI*), which CRIU cannot
+ * carry to a new step.  So the rank's PMIx connection goes through a
+ * relay outside the dumped tree:
+ *   - the plugin gives a protected task one end of a unix socket pair, its
+ *     number in IBCR_PMIX_FD; the relay, a child of the task's waiter
+ *     (tasktree.h) and so outside the dumped tree, holds the other end;
+ *   - libibcr, when the application connect()s a TCP socket to the PMIx
+ *     server's address, puts that end in its place (dup3) and says it
+ *     connected;
+ *   - the relay reads the client's first message (its connect message:
+ *     security module, credential, nspace, rank, versions), keeps a copy
+ *     in a memfd named PMIX_HELLO_NAME that the waiter holds too, connects to the server, and copies
+ *     bytes both ways;
+ *   - at the dump, ibcrd names the task's end external (pmix_find) and
+ *     puts the copy of the connect message in the manifest
+ *     (pmix_hello_read);
+ *   - at a restore, the plugin connects to the new step's server, says
+ *     the recorded connect message again, takes the server's answer
+ *     (status, then the client's index; the restored client already has
+ *     one) and hands CRIU its end of a new pair, relayed the same way.
+ *     Slurm names the nspace after job and step ("slurm.pmix.J.S"), so a
+ *     requeued job's step 0 has the same one; Slurm's PMIx uses psec
+ *     native, whose credential (uid, gid) a relay running as the user
+ *     satisfies. */
+#define PMIX_RELAY_ENV "IBCR_PMIX_FD"
+#define PMIX_HELLO_NAME "ibcr-pmix-hello"
+#define PMIX_HELLO_MAX 4096
+
+struct sockaddr_in;
+
+/* The server's address in a PMIx URI ("NSPACE.RANK;tcp4://A.B.C.D:PORT").
+ * 0, or -1. */
+int pmix_uri_addr (const char *uri, struct sockaddr_in *sa);
+
+/* The URI variables Slurm's PMIx plugin sets, newest first. */
+extern const char *const pmix_uri_vars[];
+
+/* Size of the PMIx connect message whose 16-byte header is hdr (the
+ * body's length is host-endian, as the client writes it), or 0 when out
+ * of bounds. */
+size_t pmix_hello_size (const unsigned char *hdr);
+
+/* As pmi_find, for the task end of the PMIx relay (PMIX_RELAY_ENV). */
+int pmix_find (pid_t root, int *fd, uint64_t *ino);
+
+/* The recorded connect message of the task whose init is root: from the
+ * memfd PMIX_HELLO_NAME of its nearest ancestor (the waiter) that holds
+ * one and runs as uid.  Its length, 0 when none, -1 on error. */
+ssize_t pmix_hello_read (pid_t root, uid_t uid, unsigned char *buf, size_t len);
+
+/* On fd, a new connection to a PMIx server: say hello, a recorded
+ * connect message, and read the server's answer (status, must be 0, then
+ * the client's index), within timeout_ms.  0, or -1 with err. */
+int pmix_replay (int fd, const unsigned char *hello, size_t len, int timeout_ms, char *err,
+                 size_t errlen);
+
 #endif

@@ -108,6 +108,19 @@ static int restore_task_plan (const char *job, int g, json_object *m, const char
     if (plan->nctl > 0)
         plan->ctl_ino = plan->ctl_inos[0];
     plan->pmi_ino = (long long)proto_get_int (task, "pmi_ino", 0);
+    plan->pmix_ino = (long long)proto_get_int (task, "pmix_ino", 0);
+    plan->pmix_hello_len = 0;
+    {
+        const char *hex = proto_get_str (task, "pmix_hello", "");
+        size_t n = strlen (hex) / 2;
+        unsigned int b;
+        if (strlen (hex) % 2 == 0 && n >= 16 && n <= sizeof (plan->pmix_hello)) {
+            for (size_t i = 0; i < n && sscanf (hex + 2 * i, "%2x", &b) == 1; i++)
+                plan->pmix_hello[plan->pmix_hello_len++] = (unsigned char)b;
+            if (plan->pmix_hello_len != n || pmix_hello_size (plan->pmix_hello) != n)
+                plan->pmix_hello_len = 0;
+        }
+    }
     plan->in_ns = proto_get_bool (task, "in_ns", 0);
     plan->gen = g;
     return 0;
@@ -294,7 +307,7 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
                 char *const argv[], const int *fds, int nfds, const char *unpacked)
 {
     char err[2048], errs[1500];
-    int keep[RESTORE_MAX_CTL + 5], nkeep = 0, status;
+    int keep[RESTORE_MAX_CTL + 6], nkeep = 0, status;
     pid_t criu, init = 0;
 
     (void)prctl (PR_SET_NAME, "ibcr-holder", 0, 0, 0);
@@ -380,7 +393,7 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
     tasktree_hold (init);
 }
 
-pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[5],
+pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[6],
                     int flags, char *err, size_t errlen)
 {
     return restore_tree_ctl (plan, as, fds, &fds[3], fds[3] >= 0 ? 1 : 0, flags, err,
@@ -388,13 +401,13 @@ pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const
 }
 
 pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
-                        const int fds[5], const int *ctl, int nctl, int flags, char *err,
+                        const int fds[6], const int *ctl, int nctl, int flags, char *err,
                         size_t errlen)
 {
-    static char inherit[RESTORE_MAX_CTL + 5][PATH_MAX + 32];
+    static char inherit[RESTORE_MAX_CTL + 6][PATH_MAX + 32];
     char work[PATH_MAX], unpacked[PATH_MAX] = "";
     const char *argv[32 + 2 * RESTORE_MAX_CTL];
-    int res[2], ninh = 0, ac = 0, all[RESTORE_MAX_CTL + 5], nall = 0;
+    int res[2], ninh = 0, ac = 0, all[RESTORE_MAX_CTL + 6], nall = 0;
     pid_t holder;
 
     if (nctl > RESTORE_MAX_CTL)
@@ -476,6 +489,14 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
         argv[ac++] = "--inherit-fd";
         argv[ac++] = inherit[ninh++];
     }
+    /* And the task's end of the PMIx relay; the new relay already said
+     * the rank's connect message to the new step's server (pmi.h). */
+    if (fds[5] >= 0 && plan->pmix_ino > 0 && fcntl (fds[5], F_SETFD, 0) == 0) {
+        snprintf (inherit[ninh], sizeof (inherit[0]), "fd[%d]:socket:[%lld]", fds[5],
+                  plan->pmix_ino);
+        argv[ac++] = "--inherit-fd";
+        argv[ac++] = inherit[ninh++];
+    }
     argv[ac] = NULL;
 
     if (taskns_unshare_mnt (err, errlen) < 0 || taskns_unshare_pid (err, errlen) < 0)
@@ -492,7 +513,7 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
     }
     if (holder == 0) {
         (void)close (res[0]);
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 6; i++)
             if (i != 3)
                 all[nall++] = fds[i];
         for (int i = 0; i < nctl; i++)

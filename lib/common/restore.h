@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "pmi.h"
 #include "store.h"
 #include "taskns.h"
 
@@ -49,6 +50,10 @@ struct restore_plan {
     long long ctl_inos[RESTORE_MAX_CTL];    /* each one's control socket */
     long long pmi_ino;              /* the PMI socket to slurmstepd at the dump, 0 none
                                        (pmi.h) */
+    long long pmix_ino;             /* the task's end of the PMIx relay at the dump, 0
+                                       none (pmi.h) */
+    unsigned char pmix_hello[PMIX_HELLO_MAX];   /* the rank's PMIx connect message */
+    size_t pmix_hello_len;          /* 0: none recorded */
     int in_ns;                      /* dumped inside its task's namespaces (taskns.h) */
     char looked[PATH_MAX];          /* <storage>/<cluster> the pick looked in */
 };
@@ -72,19 +77,20 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
  * namespace of its next child change): restore plan's images as the
  * user in as (uid, and its gid and groups: taskns_load_ids), with
  * fds[0..2] handed in for the dumped stdio that was a pipe, socket or
- * file, fds[3] (-1: none) for libibcr's control socket and fds[4] (-1:
- * none) for the new step's PMI socket, already greeted.  Returns the
+ * file, fds[3] (-1: none) for libibcr's control socket, fds[4] (-1:
+ * none) for the new step's PMI socket, already greeted, and fds[5] (-1:
+ * none) for the task's end of a new PMIx relay (pmi.h).  Returns the
  * holder's pid, our child, whose one child is the restored init, checked
  * and let run (unless RESTORE_STOPPED); it exits with the init's status.
  * -1 with err: nothing of the image ran.  fds are left open. */
-pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[5],
+pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[6],
                     int flags, char *err, size_t errlen);
 
 /* The same for a task with several processes that used verbs: ctl[i]
  * (nctl of them, plan->nctl when all are handed) takes the place of
  * plan->ctl_inos[i]; fds[3] is not used. */
 pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
-                        const int fds[5], const int *ctl, int nctl, int flags, char *err,
+                        const int fds[6], const int *ctl, int nctl, int flags, char *err,
                         size_t errlen);
 
 #endif

@@ -21,6 +21,7 @@
 #include "ckpt.h"
 #include "ckpt_proto.h"
 #include "gate.h"
+#include "mpi.h"
 
 static int ctl_fd = -1;
 /* Held by the control thread from quiesce to resume, so that a process
@@ -85,6 +86,18 @@ static int serve (json_object *req)
             in_cycle = true;
         }
         ckpt_quiesce ();
+        const char *mpi = mpi_busy ();
+        if (mpi) {
+            /* Refused, with nothing touched: the gate opens again and the
+             * cycle is over (a resume the coordinator sends next is one
+             * more no-op). */
+            ckpt_resume ();
+            cycle_end ();
+            return reply (req, proto_error (t, EAGAIN, "libibcr rank %d pid %d: inside %s: "
+                                            "a checkpoint taken now could not be restored; "
+                                            "the job runs on, take the next one once %s "
+                                            "returned", ibcr_rank, (int)getpid (), mpi, mpi));
+        }
         return reply (req, proto_new (CKPT_QUIESCED));
     }
     if (strcmp (t, CKPT_DRAIN) == 0) {

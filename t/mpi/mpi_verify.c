@@ -35,8 +35,9 @@
  * FILE exists: rank 0 looks and tells the others, so all stop together
  * and report the same count)  -R (no one-sided part; R is then 0)
  * -w SIZE (bytes of a one-sided slot, default the largest size up to
- * 1 MiB)  -x (self-test of the checker: rank 1 flips the
- * last byte of its last, largest message to rank 0, which must abort).
+ * 1 MiB)  -S (say on stderr when MPI_Init has returned)  -x (self-test
+ * of the checker: rank 1 flips the last byte of its last, largest message
+ * to rank 0, which must abort).
  */
 #include <mpi.h>
 #include <stdarg.h>
@@ -272,7 +273,7 @@ int main (int argc, char **argv)
     MPI_Request *req;
     MPI_Status *st;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int opt, len, corrupt = 0, it, rma = 1, slot = 0;
+    int opt, len, corrupt = 0, it, rma = 1, slot = 0, started = 0;
     const char *until = NULL;
     unsigned char **put = NULL, **got = NULL, *wbase = NULL;
     uint64_t *acc_in = NULL, rmas = 0;
@@ -285,7 +286,7 @@ int main (int argc, char **argv)
     gethostname (host, sizeof (host) - 1);
 
     nsizes = parse_sizes ("48,1000,8000,65536,1048576,4194304", sizes);
-    while ((opt = getopt (argc, argv, "n:s:qu:xRw:")) != -1) {
+    while ((opt = getopt (argc, argv, "n:s:qu:xRw:S")) != -1) {
         switch (opt) {
         case 'n':
             iters = atoi (optarg);
@@ -308,6 +309,9 @@ int main (int argc, char **argv)
         case 'R':
             rma = 0;
             break;
+        case 'S':
+            started = 1;
+            break;
         case 'w':
             slot = atoi (optarg);
             if (slot < HDR_BYTES || slot > (1 << 26))
@@ -315,11 +319,15 @@ int main (int argc, char **argv)
             break;
         default:
             die ("usage: mpi_verify [-n ITERS] [-s SIZE,...] [-q] [-u FILE] [-x] [-R] "
-                 "[-w SIZE]");
+                 "[-w SIZE] [-S]");
         }
     }
     if (iters < 1)
         die ("-n: at least one iteration");
+    if (started) {
+        fprintf (stderr, "mpi_verify: rank %d on %s: past MPI_Init\n", rank, host);
+        fflush (stderr);
+    }
     if (nsizes <= 0)
         die ("no message sizes");
     for (int k = 0; k < nsizes; k++)

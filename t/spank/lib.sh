@@ -180,17 +180,25 @@ spank_restarts_at_least() {
 		{ echo "job $1: Restarts=$(spank_field "$1" Restarts), not $2" >&2; return 1; }
 }
 
-# A requeued job waits 120 s (BeginTime); the tests do not.  The loop runs
-# in the background with every descriptor of sharness closed, so that it
-# never holds a test's output open; spank_hurry_stop is idempotent (register
-# it with ibcr_atexit as well).
+# A requeued job waits 120 s (BeginTime); the tests do not.  A job is
+# hurried once it was pending at the loop's previous pass, a second or more
+# ago: slurmd refuses a credential made in the second its last run ended
+# (slurm_start_now).  The loop runs in the background with every descriptor
+# of sharness closed, so that it never holds a test's output open;
+# spank_hurry_stop is idempotent (register it with ibcr_atexit as well).
 spank_hurry_pid=
 spank_hurry_start() {
 	(
+		seen=
 		while :; do
+			now=
 			for j in $(squeue -h -t pending -o %A 2>/dev/null); do
-				scontrol update jobid=$j StartTime=now 2>/dev/null
+				case " $seen " in
+				*" $j "*) scontrol update jobid=$j StartTime=now 2>/dev/null ;;
+				esac
+				now="$now $j"
 			done
+			seen=$now
 			sleep 1
 		done
 	) </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &

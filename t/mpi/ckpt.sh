@@ -1,0 +1,303 @@
+# ckpt.sh - one MPI job's checkpoint scenarios under the SPANK plugin,
+# shared by t5003 (MPICH, srun --mpi=pmi2) and t5004 (Open MPI, srun
+# --mpi=pmix): each function is the body of one test, run with the MPI's
+# name; sourced after mpi.sh and spank/lib.sh (spank_verbs_setup,
+# mpi_setup done).
+#
+# A job is 4 ranks of mpi_verify (-n $ITERS) on 2 of 3 network-namespace
+# nodes, as $IBCR_JOB_USER, in a batch job with --checkpoint-ib; every
+# one must end with every message verified and the same OK line as the
+# uninterrupted run (ref.ok).  State kept between tests: $J (the job of
+# the periodic, requeue, again and finish tests), $filler, $newest.
+#
+#   mpi_ckpt_cluster            3 netns nodes, partition "high" preempts
+#                               the default one (GraceTime 30), an ibcrd
+#                               per node (time-limit margin 30 s), one
+#                               storage
+#   mpi_ckpt_ref MPI            the same job without --checkpoint-ib,
+#                               through srun: ref.ok
+#   mpi_ckpt_periodic MPI       --checkpoint-ib=5s on n1, n2 (n3 taken):
+#                               2 generations, whose newest names 4 launcher
+#                               connections; the plugin's steering variable
+#                               is in every rank
+#   mpi_ckpt_requeue MPI        scontrol requeue with n1 taken: the ranks
+#                               come back on n2 and n3 from the newest
+#                               generation
+#   mpi_ckpt_again MPI          the restored ranks are checkpointed again,
+#                               launcher connections and all
+#   mpi_ckpt_finish MPI         that job completes as the reference did
+#   mpi_ckpt_drain MPI          a drain of n3 under a job on n2, n3:
+#                               checkpointed, requeued, restored on n1, n2
+#   mpi_ckpt_preempt MPI        bare --checkpoint-ib on n1, n2 preempted by
+#                               a job of partition high: one final
+#                               generation, requeued, restored
+#   mpi_ckpt_timelimit MPI      -t 1: checkpointed and requeued before each
+#                               limit, never TIMEOUT
+#   mpi_ckpt_in_init MPI        three ranks wait inside MPI_Init for a
+#                               fourth held back: a checkpoint then is
+#                               refused, naming MPI_Init, nothing is
+#                               committed, and the job ends as the
+#                               reference did
+#   mpi_ckpt_newest_gen JOB     the highest committed generation (0: none)
+#   mpi_ckpt_gen_after JOB N    JOB has committed a generation after N
+
+# What each MPI needs under Slurm and ibcr: its Slurm plugin, the
+# environment of a checkpointable job, the manifest key of its launcher
+# connection, and the variable the plugin sets in protected ranks.
+mpi_ckpt_plugin_() {
+	case "$1" in openmpi) echo pmix ;; mpich) echo pmi2 ;; esac
+}
+mpi_ckpt_env_() {
+	# Open MPI: no vader nor btl tcp, PMIx's data store in its own memory
+	case "$1" in openmpi) echo "OMPI_MCA_btl=self PMIX_MCA_gds=hash" ;; esac
+}
+mpi_ckpt_key_() {
+	case "$1" in openmpi) echo pmix_ino ;; mpich) echo pmi_ino ;; esac
+}
+mpi_ckpt_steer_() {
+	case "$1" in
+	openmpi) echo OMPI_MCA_shmem=mmap OMPI_MCA_mpi_add_procs_cutoff=4294967295 ;;
+	mpich) echo MPIR_CVAR_NOLOCAL=1 ;;
+	esac
+}
+
+# mpi_ckpt_sbatch_ MPI NAME [SBATCH-OPTIONS...]: submit the job, output
+# in NAME.out and NAME.err (the batch script's in jobNAME.*); prints its
+# id.  $MPI_CKPT_SRUN_OPTS go to srun, $MPI_CKPT_LAUNCH before the
+# program (a wrapper that execs it; a path without spaces, relative to the
+# trash directory); with $MPI_CKPT_MARK set, the batch
+# script first appends "run $SLURM_RESTART_COUNT" to NAME.out.
+mpi_ckpt_sbatch_() {
+	mpi_cs_m=$1 mpi_cs_n=$2 mpi_cs_mark=
+	shift 2
+	if test -n "$MPI_CKPT_MARK"; then
+		mpi_cs_mark="echo run \${SLURM_RESTART_COUNT:-0} >>$mpi_cs_n.out; "
+	fi
+	mpi_with "$mpi_cs_m" $(mpi_ckpt_env_ "$mpi_cs_m") sbatch --parsable "$@" \
+		-o job"$mpi_cs_n".out -e job"$mpi_cs_n".err \
+		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $MPI_CKPT_LAUNCH $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS $MPI_CKPT_VERIFY_OPTS"
+}
+
+# mpi_ckpt_runs_same_ MPI NAME: NAME.out, appended to by every run of
+# the job (MPI_CKPT_MARK), ends with a complete, verified run with the
+# reference's result.  An earlier run may have printed results too: a
+# final checkpoint leaves the job running until it is requeued, and what
+# it wrote after the dump is written again by the restored run.  Those
+# lines must be the reference's as well (hosts aside), and nothing else
+# is in the file.
+mpi_ckpt_runs_same_() {
+	cat "$2".out "$2".err | ibcr_diag &&
+	sed -n "/^rank /s/ on [^:]*:/:/p" ref.out | sort -u >"$2".want &&
+	sed -n "/^rank /s/ on [^:]*:/:/p" "$2".out | sort -u >"$2".ranks &&
+	test -z "$(comm -13 "$2".want "$2".ranks)" &&
+	test -z "$(grep -v -e "^run [0-9]*$" -e "^rank " -e "^mpi_verify: OK " "$2".out)" &&
+	test -z "$(grep "^mpi_verify: OK " "$2".out | grep -v -x -F -f ref.ok)" &&
+	mpi_crs_runs=$(grep -c "^run [0-9]*$" "$2".out) &&
+	awk -v last="$mpi_crs_runs" '/^run [0-9]*$/ { n++; next } n == last' "$2".out >"$2".last &&
+	mpi_check_out "$2".last 4 $ITERS 2 &&
+	grep "^mpi_verify: OK " "$2".last >"$2".ok &&
+	test_cmp ref.ok "$2".ok
+}
+
+# mpi_ckpt_connections_ MPI JOB GEN: the generation's launcher connections
+mpi_ckpt_connections_() {
+	grep -c "\"$(mpi_ckpt_key_ "$1")\": [1-9]" "$store/$2/gen-$3/manifest.json"
+}
+
+# mpi_ckpt_same_ MPI NAME: NAME.out is a complete, verified run with the
+# reference's result
+mpi_ckpt_same_() {
+	cat "$2".out "$2".err | ibcr_diag &&
+	mpi_check_out "$2".out 4 $ITERS 2 &&
+	grep "^mpi_verify: OK " "$2".out >"$2".ok &&
+	test_cmp ref.ok "$2".ok
+}
+
+# mpi_ckpt_restored_on_ FILE GEN NODE RANK...: FILE says each RANK was
+# restored on NODE from GEN
+mpi_ckpt_restored_on_() {
+	mpi_cr_f=$1 mpi_cr_g=$2 mpi_cr_n=$3
+	shift 3
+	for mpi_cr_r in "$@"; do
+		grep "task $mpi_cr_r on $mpi_cr_n: restored from generation $mpi_cr_g " "$mpi_cr_f" ||
+			return 1
+	done
+}
+
+mpi_ckpt_newest_gen() {
+	ls -d "$store/$1"/gen-*/manifest.json 2>/dev/null |
+		sed "s|.*/gen-\([0-9]*\)/manifest.json|\1|" | sort -n | tail -n 1 | grep . || echo 0
+}
+
+mpi_ckpt_gen_after() {
+	test "$(mpi_ckpt_newest_gen "$1")" -gt "$2"
+}
+
+mpi_ckpt_cluster() {
+	ibcr_atexit ibcrd_stop_all &&
+	mkdir -p "$IBCRD_STORAGE" &&
+	spank_plugstack "$plugin" "$libibcr" &&
+	SLURM_PLUGSTACK=plugstack.conf \
+	SLURM_PARTITION_OPTS="PriorityTier=1 PreemptMode=REQUEUE GraceTime=30" \
+	SLURM_CONF_EXTRA="PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+JobRequeue=1
+PartitionName=high Nodes=ALL PriorityTier=2 PreemptMode=OFF MaxTime=INFINITE State=UP" \
+		slurm_start 3 --netns --devns &&
+	IBCRD_CONF_EXTRA="criu = $IBCR_CRIU
+munge_socket = $IBCR_MUNGE_SOCKET
+timelimit_margin = 30s" &&
+	spank_start_ibcrds 3
+}
+
+mpi_ckpt_ref() {
+	MPI_ITERS=$ITERS mpi_srun "$1" ref $(mpi_ckpt_env_ "$1") &&
+	grep "^mpi_verify: OK " ref.out >ref.ok
+}
+
+mpi_ckpt_periodic() {
+	filler=$(sbatch --parsable -w n3 -c 2 -o /dev/null --wrap "sleep 600") &&
+	slurm_wait_job $filler RUNNING 30 &&
+	J=$(mpi_ckpt_sbatch_ "$1" mv -N2 --ntasks-per-node=2 --checkpoint-ib=5s) &&
+	slurm_wait_job $J RUNNING 30 &&
+	test "$(spank_field $J NodeList)" = "n[1-2]" &&
+	scancel $filler &&
+	spank_wait_gens $J 2 90 &&
+	for p in $(pgrep -u "$IBCR_JOB_USER" -f "^$(mpi_verify_of_ "$1")"); do
+		for v in $(mpi_ckpt_steer_ "$1"); do
+			tr "\0" "\n" </proc/$p/environ | grep -x "$v"
+		done
+	done >steered &&
+	test "$(wc -l <steered)" = $((4 * $(mpi_ckpt_steer_ "$1" | wc -w))) &&
+	newest=$(mpi_ckpt_newest_gen $J) &&
+	test "$(mpi_ckpt_connections_ "$1" $J $newest)" = 4
+}
+
+mpi_ckpt_requeue() {
+	filler=$(sbatch --parsable -w n1 -c 2 -o /dev/null --wrap "sleep 600") &&
+	scontrol requeue $J &&
+	slurm_wait_job $J PENDING 30 &&
+	slurm_wait_job $filler RUNNING 30 &&
+	newest=$(mpi_ckpt_newest_gen $J) &&
+	mv mv.out mv.out.1 && mv mv.err mv.err.1 &&
+	slurm_start_now $J &&
+	slurm_wait_job $J RUNNING 60 &&
+	test "$(spank_field $J NodeList)" = "n[2-3]" &&
+	ibcr_wait_for 60 sh -c "test \$(grep -c \"restored from generation\" mv.err) = 4" &&
+	cat mv.err | ibcr_diag &&
+	mpi_ckpt_restored_on_ mv.err $newest n2 0 1 &&
+	mpi_ckpt_restored_on_ mv.err $newest n3 2 3
+}
+
+mpi_ckpt_again() {
+	ibcr_wait_for 90 mpi_ckpt_gen_after $J $newest &&
+	again=$(mpi_ckpt_newest_gen $J) &&
+	test "$(mpi_ckpt_connections_ "$1" $J $again)" = 4 &&
+	grep "\"node\": \"n3\"" "$store/$J/gen-$again/manifest.json"
+}
+
+mpi_ckpt_finish() {
+	slurm_wait_job $J COMPLETED 300 &&
+	mpi_ckpt_same_ "$1" mv
+}
+
+mpi_ckpt_drain() {
+	D=$(mpi_ckpt_sbatch_ "$1" md -N2 --ntasks-per-node=2 --checkpoint-ib=5s) &&
+	slurm_wait_job $D RUNNING 30 &&
+	test "$(spank_field $D NodeList)" = "n[2-3]" &&
+	scancel $filler &&
+	spank_wait_gens $D 2 90 &&
+	scontrol update nodename=n3 state=drain reason=ibcr-mpi-ckpt &&
+	slurm_wait_job $D PENDING 60 &&
+	grep "job $D: drain: final checkpoint, then requeue" $IBCRD_RUN/ibcrd/n2/ibcrd.log &&
+	newest=$(mpi_ckpt_newest_gen $D) &&
+	mv md.out md.out.1 && mv md.err md.err.1 &&
+	slurm_start_now $D &&
+	slurm_wait_job $D RUNNING 60 &&
+	test "$(spank_field $D NodeList)" = "n[1-2]" &&
+	slurm_wait_job $D COMPLETED 300 &&
+	mpi_ckpt_restored_on_ md.err $newest n1 0 1 &&
+	mpi_ckpt_restored_on_ md.err $newest n2 2 3 &&
+	mpi_ckpt_same_ "$1" md &&
+	scontrol update nodename=n3 state=resume
+}
+
+mpi_ckpt_preempt() {
+	rm -f mp.out mp.err &&
+	P=$(MPI_CKPT_VERIFY_OPTS=-S mpi_ckpt_sbatch_ "$1" mp -N2 -w n1,n2 --ntasks-per-node=2 \
+		--checkpoint-ib) &&
+	slurm_wait_job $P RUNNING 30 &&
+	for n in n1 n2; do
+		ibcr_wait_for 60 sh -c "test \$(grep -c \"job $P step 0: rank .* libibcr control connection\$\" $IBCRD_RUN/ibcrd/$n/ibcrd.log) = 2" ||
+			return 1
+	done &&
+	# No generation is taken while a rank is inside MPI_Init (the
+	# in_init case): preempt once all are past it, to get the final one.
+	ibcr_wait_for 120 sh -c "test \$(grep -c \"past MPI_Init\$\" mp.err) = 4" &&
+	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
+	spank_restarts_at_least $P 1 60 &&
+	test "$(spank_gens $P)" = 1 &&
+	grep "job $P: preempt: final checkpoint, then requeue" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
+	slurm_wait_job $P PENDING 30 &&
+	mv mp.out mp.out.1 && mv mp.err mp.err.1 &&
+	slurm_start_now $P &&
+	slurm_wait_job $P COMPLETED 300 &&
+	test "$(grep -c "restored from generation 1 " mp.err)" = 4 &&
+	mpi_ckpt_same_ "$1" mp
+}
+
+mpi_ckpt_timelimit() {
+	rm -f mt.out mt.err &&
+	ibcr_atexit spank_hurry_stop &&
+	spank_hurry_start &&
+	T=$(MPI_CKPT_MARK=1 MPI_CKPT_SRUN_OPTS=--open-mode=append mpi_ckpt_sbatch_ "$1" mt -N2 \
+		--ntasks-per-node=2 -t 1 --checkpoint-ib --open-mode=append) &&
+	slurm_wait_job $T COMPLETED 600 &&
+	spank_hurry_stop &&
+	spank_restarts_at_least $T 1 1 &&
+	cat $IBCRD_RUN/ibcrd/n*/ibcrd.log | grep "job $T: timelimit: final checkpoint, then requeue" &&
+	test "$(grep -c "restored from generation" mt.err)" -ge 4 &&
+	mpi_ckpt_runs_same_ "$1" mt
+}
+
+# mpi_ckpt_controls_ NODE JOB: how many of JOB's tasks on NODE have a
+# libibcr control connection (ibcr status --json)
+mpi_ckpt_controls_() {
+	"$IBCR_BUILDDIR/cli/ibcr" -c "$IBCRD_RUN/ibcrd/$1/ibcrd.conf" \
+		--socket "$IBCRD_RUN/ibcrd/$1/ibcrd.sock" status "$2" --json |
+	python3 -c '
+import json, sys
+job = json.load(sys.stdin)["job"]
+print(sum(1 for t in job.get("tasks", []) if t.get("control")))'
+}
+
+# mpi_ckpt_held_ JOB: ranks 0 and 1 on n1 and 2 on n2 have connected
+mpi_ckpt_held_() {
+	test "$(mpi_ckpt_controls_ n1 "$1")" = 2 && test "$(mpi_ckpt_controls_ n2 "$1")" = 1
+}
+
+mpi_ckpt_in_init() {
+	rm -f mi.out mi.err go-mi &&
+	# Rank 3 starts once go-mi exists (at most 120 s): ranks 0-2 wait for
+	# it in MPI_Init's PMI exchange, their libibcr connected already.
+	cat >hold3.sh <<-\EOF &&
+	#!/bin/sh
+	n=0
+	while test "$SLURM_PROCID" = 3 && ! test -e go-mi; do
+		n=$((n + 1)); test $n -le 1200 || exit 1; sleep 0.1
+	done
+	exec "$@"
+	EOF
+	chmod 755 hold3.sh &&
+	I=$(MPI_CKPT_LAUNCH=./hold3.sh mpi_ckpt_sbatch_ "$1" mi -N2 -w n1,n2 \
+		--ntasks-per-node=2 --checkpoint-ib) &&
+	slurm_wait_job $I RUNNING 30 &&
+	ibcr_wait_for 60 mpi_ckpt_held_ $I &&
+	test_must_fail spank_checkpoint $I >mi.ckpt 2>&1 &&
+	cat mi.ckpt &&
+	grep "inside P*MPI_Init.*could not be restored" mi.ckpt &&
+	test "$(mpi_ckpt_newest_gen $I)" = 0 &&
+	touch go-mi &&
+	slurm_wait_job $I COMPLETED 300 &&
+	mpi_ckpt_same_ "$1" mi
+}
