@@ -36,6 +36,8 @@ PKGS=(
     # UCX and both MPIs of Debian, run on softib by the tests (mpicc.openmpi
     # and mpicc.mpich are named explicitly: "mpicc" is an alternative)
     ucx-utils openmpi-bin libopenmpi-dev mpich libmpich-dev
+    # a real MPI application the tests checkpoint (HPC Challenge, Open MPI)
+    hpcc
     # Slurm's mpi/pmix plugin dlopens the unversioned libpmix.so
     libpmix-dev
     # test tooling

@@ -18,6 +18,7 @@
 #               transports (libuct_ib.so.0)
 #     OPENMPI   Debian's Open MPI: mpicc.openmpi, mpirun.openmpi
 #     MPICH     Debian's MPICH: mpicc.mpich, mpiexec.mpich
+#     HPCC      Debian's hpcc (HPC Challenge, linked with Open MPI)
 #     SOFTIBDEV root, and lib/softib/softib-devns can give a command a
 #               private /dev with /dev/infiniband/uverbs0 (unshare,
 #               findmnt, overlayfs); IBCR_SOFTIB_DEVNS is exported with
@@ -88,7 +89,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH SOFTIBDEV GDB SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT MPIBUILT VERIFY_OPENMPI VERIFY_MPICH TSAN)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH HPCC SOFTIBDEV GDB SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT MPIBUILT VERIFY_OPENMPI VERIFY_MPICH TSAN)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -171,6 +172,7 @@ ibcr_prereq_check_() {
 	fi
 	ibcr_prereq_cmds_ OPENMPI mpicc.openmpi mpirun.openmpi
 	ibcr_prereq_cmds_ MPICH mpicc.mpich mpiexec.mpich
+	ibcr_prereq_cmds_ HPCC hpcc
 	IBCR_SOFTIB_DEVNS=${IBCR_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}/lib/softib/softib-devns
 	if ! ibcr_prereq_ok ROOT; then
 		ibcr_prereq_missing_ SOFTIBDEV "a private /dev needs root"
