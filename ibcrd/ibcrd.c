@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "common/conf.h"
+#include "common/criu.h"
+#include "common/imgfiles.h"
 #include "common/log.h"
 #include "common/peerauth.h"
 #include "common/proto.h"
@@ -316,6 +318,35 @@ static void warn_pipe_pages (void)
                  "lib/sysctl.d)", soft, soft * (sysconf (_SC_PAGESIZE) / 1024) / 1024);
 }
 
+/* This binary is every dump's action script (criu.h, imgfiles.h): run
+ * by the job's user inside the task's namespaces, so only when every
+ * user can reach and run it; else dumps go without (output files the
+ * task appends to are then not rolled back at a restore). */
+static void dump_script (void)
+{
+    char exe[PATH_MAX], dir[PATH_MAX];
+    struct stat sb;
+    ssize_t n = readlink ("/proc/self/exe", exe, sizeof (exe) - 1);
+
+    if (n <= 0)
+        return;
+    exe[n] = '\0';
+    if (stat (exe, &sb) < 0 || !S_ISREG (sb.st_mode) || !(sb.st_mode & S_IXOTH))
+        goto not;
+    snprintf (dir, sizeof (dir), "%s", exe);
+    for (char *slash = strrchr (dir, '/'); slash && slash > dir; slash = strrchr (dir, '/')) {
+        *slash = '\0';
+        if (stat (dir, &sb) < 0 || !(sb.st_mode & S_IXOTH))
+            goto not;
+    }
+    criu_set_dump_script (exe);
+    return;
+not:
+    log_msg (LOG_WARNING, "%s is not reachable and executable by every user: dumps go "
+             "without the record of the files open for writing, which are then not "
+             "rolled back at a restore", exe);
+}
+
 int main (int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -339,6 +370,9 @@ int main (int argc, char **argv)
     char err[1024];
     int ch, lockfd = -1, repfd = -1, rc = 1;
 
+    /* Run by CRIU as a dump's action script (dump_script below). */
+    if (imgfiles_action () == 0)
+        return 0;
     while ((ch = getopt_long (argc, argv, "Fc:N:vP:Vh", longopts, NULL)) != -1) {
         switch (ch) {
         case 'F': o.foreground = 1; break;
@@ -411,6 +445,7 @@ int main (int argc, char **argv)
     if (geteuid () != 0)
         log_msg (LOG_WARNING, "not running as root: checkpoints (CRIU) will not work");
     warn_pipe_pages ();
+    dump_script ();
     umask (022);
     if (lock_secure_dir (conf->socket, err, sizeof (err)) < 0
         || secure_dirs (conf, err, sizeof (err)) < 0)

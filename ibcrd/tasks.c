@@ -615,6 +615,8 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     app = init > 0 ? proc_first_child_at (hostproc, init) : 0;
     log_msg (LOG_INFO, "job %s rank %u: restored from generation %d as uid %u (init %ld, "
              "application %ld)", job, rank, plan.gen, (unsigned)as.uid, (long)init, (long)app);
+    if (err[0])         /* what the restore had to change (restore.h) */
+        log_msg (LOG_INFO, "job %s rank %u: %s", job, rank, err);
     o = proto_new ("restored");
     proto_set_int (o, "gen", plan.gen);
     proto_set_int (o, "size", proto_get_int (m, "size", 1));

@@ -275,7 +275,8 @@ sp_restore_restorer (const struct restore_plan *plan, int sock)
         sp_restore_reply (sock, 'E', "%s", err);
         _exit (SP_RESTORE_EXIT);
     }
-    sp_restore_reply (sock, 'O', "%ld", (long)holder);
+    /* and what the restore changed (restore.h), for the task's stderr */
+    sp_restore_reply (sock, 'O', "%ld %s", (long)holder, err);
     _exit (0);
 }
 
@@ -314,6 +315,7 @@ pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fd
     size_t nfds = 3;
     ssize_t n;
     long pid;
+    int used = 0;
 
     (void)plan;
     if (nctl < 0 || nctl > RESTORE_MAX_CTL) {
@@ -366,10 +368,11 @@ pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fd
     }
     buf[n] = '\0';
     (void)close (fd);
-    if (buf[0] != 'O' || sscanf (buf + 1, "%ld", &pid) != 1 || pid <= 0) {
+    if (buf[0] != 'O' || sscanf (buf + 1, "%ld%n", &pid, &used) != 1 || pid <= 0) {
         snprintf (err, errlen, "%s", buf[0] == 'E' ? buf + 1 : "the restorer said nonsense");
         return -1;
     }
+    snprintf (err, errlen, "%s", buf + 1 + used + (buf[1 + used] == ' '));
     return (pid_t)pid;
 error:
     (void)close (fd);

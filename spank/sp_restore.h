@@ -70,9 +70,10 @@ int sp_restore_prepare (const struct restore_plan *plan, char *err, size_t errle
  * one per process that used verbs: plan->nctl), pmi_fd (the new step's
  * PMI socket, already greeted; -1: none) and pmix_fd (the task's end of
  * a new PMIx relay, common/pmi.h; -1: none) in place of the dumped ones.
- * Returns the restored init's pid (now our child) and closes fd, or -1
- * with err (criu's first errors and its log's path); then nothing of the
- * image runs. */
+ * Returns the restored init's pid (now our child) and closes fd, with
+ * what the restore changed in err ("" nothing: restore.h), or -1 with err
+ * (criu's first errors and its log's path); then nothing of the image
+ * runs. */
 pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fds, int nctl,
                       int pmi_fd, int pmix_fd, char *err, size_t errlen);
 

@@ -463,7 +463,7 @@ static int sp_stepd_pmi (spank_t sp, char *err, size_t errlen)
 /* In task_init, as the user: restore instead of returning to exec. */
 static int sp_stepd_restore (spank_t sp)
 {
-    char err[4096];
+    char err[4096], changed[2048] = "";
     int pmi_fd = -1, keep[4], nkeep = 0;
     pid_t init;
 
@@ -480,6 +480,8 @@ static int sp_stepd_restore (spank_t sp)
     } else
         init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, sp_st.nctl,
                                pmi_fd, sp_st.pmix.task_end, err, sizeof (err));
+    if (init >= 0)
+        memcpy (changed, err, sizeof (changed) - 1);   /* sp_restore_run */
     sp_stepd_close_ctl ();              /* the restored tree holds them now */
     if (pmi_fd >= 0)
         (void)close (pmi_fd);           /* so does it this one */
@@ -501,8 +503,8 @@ static int sp_stepd_restore (spank_t sp)
                       sp_st.id.step, sp_st.id.rank, sp_st.id.node,
                       sp_st.fd < 0 ? sp_st.why : err);
     sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: restored from generation %d "
-                  "(init pid %ld)", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
-                  sp_st.id.node, sp_st.plan.gen, (long)init);
+                  "(init pid %ld)%s%s", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
+                  sp_st.id.node, sp_st.plan.gen, (long)init, changed[0] ? "; " : "", changed);
     if (sp_st.id.restored
         && sp_reg_resume (sp_st.fd, &sp_st.id, SP_STEPD_RESUME_MS, err, sizeof (err)) < 0) {
         /* Its verbs objects are gone: it could only wait at the gate. */

@@ -49,6 +49,14 @@ void criu_log_errors (const char *log, int max, char *buf, size_t len)
     fclose (f);
 }
 
+static char *dump_script;
+
+void criu_set_dump_script (const char *path)
+{
+    free (dump_script);
+    dump_script = path ? strdup (path) : NULL;
+}
+
 pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int nkeep,
                      const struct taskns_as *as)
 {
@@ -88,24 +96,28 @@ pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int n
             _exit (126);
         }
     }
-    if (as && as->uid != 0) {
+    {
         int n = 0;
         while (argv[n])
             n++;
-        char *av[n + 2];
-        int ac = 0;
+        char *av[n + 4];
+        int ac = 0, user = as && as->uid != 0;
         for (int i = 0; i < n; i++) {
             av[ac++] = argv[i];
-            if (!strcmp (argv[i], "-o") && i + 1 < n) {
+            if (user && !strcmp (argv[i], "-o") && i + 1 < n) {
                 av[ac++] = "-";
                 i++;
             }
         }
-        av[ac++] = "--unprivileged";
+        if (user)
+            av[ac++] = "--unprivileged";
+        if (dump_script && n > 1 && !strcmp (argv[1], "dump")) {
+            av[ac++] = "--action-script";
+            av[ac++] = dump_script;
+        }
         av[ac] = NULL;
         execveat (xfd, "", av, environ, AT_EMPTY_PATH);
-    } else
-        execveat (xfd, "", argv, environ, AT_EMPTY_PATH);
+    }
     fprintf (stderr, "cannot run %s: %s\n", argv[0], strerror (errno));
     _exit (127);
 }

@@ -32,6 +32,12 @@ int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep
 pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int nkeep,
                      const struct taskns_as *as);
 
+/* Every later "criu dump" started here runs path as its action script
+ * (--action-script; NULL: none): ibcrd's own binary, which records at
+ * post-dump what CRIU leaves out of the image (imgfiles.h).  The path
+ * must name the same file inside the task's mount namespace. */
+void criu_set_dump_script (const char *path);
+
 /* The first 'max' lines of log with "Error" in them, joined by " | ",
  * into buf (empty when none). */
 void criu_log_errors (const char *log, int max, char *buf, size_t len);

@@ -16,11 +16,14 @@
 #include <unistd.h>
 
 #include "criu.h"
+#include "errbuf.h"
+#include "imgfiles.h"
 #include "manifest.h"
 #include "proc.h"
 #include "proto.h"
 #include "restore.h"
 #include "safedir.h"
+#include "taskns.h"
 #include "tasktree.h"
 #include "zimg.h"
 
@@ -298,6 +301,53 @@ error:
     return -1;
 }
 
+/* Output files the images hold open that grew since the dump are cut
+ * back to their size then (imgfiles.h), by a child that became the
+ * task's user for good: the image is the user's data.  note gets what
+ * was cut ("" none).  0, or -1 with err. */
+static int restore_rollback (const struct taskns_as *as, const char *dir, char *note,
+                             size_t notelen, char *err, size_t errlen)
+{
+    char msg[2048];
+    int p[2], status;
+    ssize_t n;
+    pid_t pid;
+
+    note[0] = '\0';
+    if (pipe2 (p, O_CLOEXEC) < 0)
+        return errprintf (err, errlen, "cannot make a pipe: %s", strerror (errno));
+    if ((pid = fork ()) < 0) {
+        (void)close (p[0]);
+        (void)close (p[1]);
+        return errprintf (err, errlen, "cannot fork: %s", strerror (errno));
+    }
+    if (pid == 0) {
+        char why[1024], said[1024];
+        (void)close (p[0]);
+        if (taskns_drop (as, why, sizeof (why)) < 0)
+            dprintf (p[1], "Ecannot become the task's user: %s", why);
+        else if (imgfiles_rollback (dir, said, sizeof (said), why, sizeof (why)) < 0)
+            dprintf (p[1], "E%s", why);
+        else
+            dprintf (p[1], "O%s", said);
+        _exit (0);
+    }
+    (void)close (p[1]);
+    do
+        n = read (p[0], msg, sizeof (msg) - 1);
+    while (n < 0 && errno == EINTR);
+    (void)close (p[0]);
+    while (waitpid (pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (n <= 0)
+        return errnprintf (err, errlen, EIO, "the check of its open files ended without a word");
+    msg[n] = '\0';
+    if (msg[0] != 'O')
+        return errnprintf (err, errlen, EINVAL, "%s", msg + 1);
+    snprintf (note, notelen, "%s", msg + 1);
+    return 0;
+}
+
 /* PID 1 of the restored task's new namespaces (taskns.h), root until
  * the tree is checked: mount /proc, run CRIU as the task's user (PID 2),
  * check what it restored, let it run, then hold it.  Writes "O" or
@@ -405,7 +455,7 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
                         size_t errlen)
 {
     static char inherit[RESTORE_MAX_CTL + 6][PATH_MAX + 32];
-    char work[PATH_MAX], unpacked[PATH_MAX] = "";
+    char work[PATH_MAX], unpacked[PATH_MAX] = "", note[2048];
     const char *argv[32 + 2 * RESTORE_MAX_CTL];
     int res[2], ninh = 0, ac = 0, all[RESTORE_MAX_CTL + 6], nall = 0;
     pid_t holder;
@@ -437,6 +487,9 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
             return -1;
         }
     }
+    if (restore_rollback (as, unpacked[0] ? unpacked : plan->imgdir, note, sizeof (note), err,
+                          errlen) < 0)
+        goto error;
     (void)unlink (plan->log);
     argv[ac++] = plan->criu;
     argv[ac++] = "restore";
@@ -540,6 +593,8 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
             return -1;
         }
     }
+    if (note[0])
+        snprintf (err, errlen, "output files rolled back to the dump: %s", note);
     return holder;
 error:
     if (unpacked[0]) {

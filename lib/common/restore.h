@@ -81,8 +81,11 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
  * none) for the new step's PMI socket, already greeted, and fds[5] (-1:
  * none) for the task's end of a new PMIx relay (pmi.h).  Returns the
  * holder's pid, our child, whose one child is the restored init, checked
- * and let run (unless RESTORE_STOPPED); it exits with the init's status.
- * -1 with err: nothing of the image ran.  fds are left open. */
+ * and let run (unless RESTORE_STOPPED); it exits with the init's status;
+ * err then says what the restore changed outside the image ("" nothing):
+ * files the image holds open for writing that grew since the dump are
+ * cut back to their size then (imgfiles.h).  -1 with err: nothing of the
+ * image ran.  fds are left open. */
 pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[6],
                     int flags, char *err, size_t errlen);
 
