@@ -5,7 +5,7 @@
 # (mpicc.openmpi, mpicc.mpich: "mpicc" is an alternative and may name
 # either); a missing MPI leaves its binary out and its tests skip.
 
-EXTRA_DIST += mpi/mpi_verify.c mpi/mpi.sh mpi/ckpt.sh
+EXTRA_DIST += mpi/mpi_verify.c mpi/mpi.sh mpi/ckpt.sh mpi/hpcc.sh
 
 if HAVE_MPICC_OPENMPI
 check_SCRIPTS += mpi/mpi_verify.openmpi
@@ -26,3 +26,5 @@ mpi/mpi_verify.mpich: $(srcdir)/mpi/mpi_verify.c
 TESTS += t1104-softib-ucx.t
 # Both MPIs across two hosts, under Slurm and its allocations' launchers.
 TESTS += t5001-mpi-openmpi.t t5002-mpi-mpich.t t5003-mpi-mpich-ckpt.t t5004-mpi-openmpi-ckpt.t
+# A real application from Debian's archive (hpcc), checkpointed and restored.
+TESTS += t5005-mpi-hpcc.t
