@@ -342,7 +342,8 @@ static int rollback_one (const struct regfile *r, char *note, size_t notelen, ch
     return 0;
 }
 
-int imgfiles_rollback (const char *dir, char *note, size_t notelen, char *err, size_t errlen)
+int imgfiles_rollback (const char *dir, const char *const *skip, int nskip, char *note,
+                       size_t notelen, char *err, size_t errlen)
 {
     char path[4200];
     uint8_t *buf;
@@ -415,6 +416,11 @@ int imgfiles_rollback (const char *dir, char *note, size_t notelen, char *err, s
             goto bad;
         /* Written to, opened by path at the restore, its size known. */
         if ((r.flags & O_ACCMODE) == O_RDONLY || r.ext || r.name[0] != '/')
+            continue;
+        int skipped = 0;
+        for (int k = 0; k < nskip; k++)
+            skipped |= skip[k] && !strcmp (skip[k], r.name);
+        if (skipped)
             continue;
         if (!r.has_size)
             r.has_size = recorded_size (rec, r.name, &r.size);

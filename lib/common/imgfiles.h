@@ -45,11 +45,12 @@ int imgfiles_action (void);
 /* Roll back every regular file that the images in dir (one task's, as
  * CRIU wrote them: files.img) hold open for writing and that grew since
  * the dump (its size then: CRIU's record, else IMGFILES_RECORD's; a file
- * in neither is left alone).  note gets "PATH from N to M bytes" for each, "; "
+ * in neither is left alone; so are the nskip paths of skip[], the
+ * task's stdio, which the restorer hands in itself).  note gets "PATH from N to M bytes" for each, "; "
  * separated ("" when none).  0, or -1 with err: a file is shorter than
  * at the dump (cut or replaced since: the restored program would write
  * after a hole, and CRIU refuses it), or the images cannot be read. */
-int imgfiles_rollback (const char *dir, char *note, size_t notelen, char *err,
-                       size_t errlen);
+int imgfiles_rollback (const char *dir, const char *const *skip, int nskip, char *note,
+                       size_t notelen, char *err, size_t errlen);
 
 #endif

@@ -305,8 +305,9 @@ error:
  * back to their size then (imgfiles.h), by a child that became the
  * task's user for good: the image is the user's data.  note gets what
  * was cut ("" none).  0, or -1 with err. */
-static int restore_rollback (const struct taskns_as *as, const char *dir, char *note,
-                             size_t notelen, char *err, size_t errlen)
+static int restore_rollback (const struct taskns_as *as, const char *dir,
+                             const struct restore_plan *plan, char *note, size_t notelen,
+                             char *err, size_t errlen)
 {
     char msg[2048];
     int p[2], status;
@@ -324,9 +325,11 @@ static int restore_rollback (const struct taskns_as *as, const char *dir, char *
     if (pid == 0) {
         char why[1024], said[1024];
         (void)close (p[0]);
+        /* The task's stdio: the restorer hands in what it writes to. */
+        const char *stdio[3] = { plan->stdio[0], plan->stdio[1], plan->stdio[2] };
         if (taskns_drop (as, why, sizeof (why)) < 0)
             dprintf (p[1], "Ecannot become the task's user: %s", why);
-        else if (imgfiles_rollback (dir, said, sizeof (said), why, sizeof (why)) < 0)
+        else if (imgfiles_rollback (dir, stdio, 3, said, sizeof (said), why, sizeof (why)) < 0)
             dprintf (p[1], "E%s", why);
         else
             dprintf (p[1], "O%s", said);
@@ -487,8 +490,8 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
             return -1;
         }
     }
-    if (restore_rollback (as, unpacked[0] ? unpacked : plan->imgdir, note, sizeof (note), err,
-                          errlen) < 0)
+    if (restore_rollback (as, unpacked[0] ? unpacked : plan->imgdir, plan, note, sizeof (note),
+                          err, errlen) < 0)
         goto error;
     (void)unlink (plan->log);
     argv[ac++] = plan->criu;
