@@ -595,32 +595,44 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
         return -1;
     }
-    /* Open MPI's posix shmem component, when it probes at MPI_Init,
-     * leaves an fd on an unlinked /dev/shm/open_mpi.NNNN of the same name
-     * in every rank of a node: their images each hold a ghost copy of it,
-     * and the second rank's restore fails on the first's.  The mmap
-     * component probes without one; nothing else changes unless shared
-     * memory is used (which a protected rank cannot carry either). */
-    if (spank_setenv (sp, "OMPI_MCA_shmem", "mmap", 0) != ESPANK_SUCCESS
-        && spank_getenv (sp, "OMPI_MCA_shmem", err, sizeof (err)) != ESPANK_SUCCESS) {
-        sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
-                      sp_st.id.job, sp_st.id.step, sp_st.id.rank);
-        return -1;
-    }
-    /* Open MPI connects to a peer at its first message to it by default,
-     * asking the PMIx server for the peer's UCX address then; a restored
-     * rank asks the new step's server, which has no such data (it was
-     * published to the old one at MPI_Init), and fails ("Failed to
-     * receive UCX worker address: Not found").  Above this cutoff every
-     * peer is connected in MPI_Init, while the step's own server answers:
-     * an endpoint per peer from the start. */
-    if (spank_setenv (sp, "OMPI_MCA_mpi_add_procs_cutoff", "4294967295", 0) != ESPANK_SUCCESS
-        && spank_getenv (sp, "OMPI_MCA_mpi_add_procs_cutoff", err, sizeof (err))
-           != ESPANK_SUCCESS) {
-        sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
-                      sp_st.id.job, sp_st.id.step, sp_st.id.rank);
-        return -1;
-    }
+    /* What a protected rank's MPI needs to be checkpointable, each set
+     * unless the job set it itself. */
+    static const struct {
+        const char *name, *value;
+    } mpi_env[] = {
+        /* Open MPI's posix shmem component, when it probes at MPI_Init,
+         * leaves an fd on an unlinked /dev/shm/open_mpi.NNNN of the same
+         * name in every rank of a node: their images each hold a ghost
+         * copy of it, and the second rank's restore fails on the first's.
+         * The mmap component probes without one; nothing else changes
+         * unless shared memory is used (which a protected rank cannot
+         * carry either). */
+        { "OMPI_MCA_shmem", "mmap" },
+        /* Open MPI connects to a peer at its first message to it by
+         * default, asking the PMIx server for the peer's UCX address then;
+         * a restored rank asks the new step's server, which has no such
+         * data (it was published to the old one at MPI_Init), and fails
+         * ("Failed to receive UCX worker address: Not found").  Above this
+         * cutoff every peer is connected in MPI_Init, while the step's own
+         * server answers: an endpoint per peer from the start. */
+        { "OMPI_MCA_mpi_add_procs_cutoff", "4294967295" },
+        /* UCX's timers run on the CPU's time-stamp counter, with unsigned
+         * arithmetic: after a restore (later, or on a host whose counter
+         * is anywhere else) the time since a peer last answered looks
+         * huge, and the UD transport's peer timeout (30 s) and the
+         * keepalive (20 s) declare every peer dead, which aborts the
+         * rank.  Off: a rank that really dies ends its step anyway. */
+        { "UCX_UD_TIMEOUT", "inf" },
+        { "UCX_KEEPALIVE_INTERVAL", "inf" },
+    };
+    for (size_t i = 0; i < sizeof (mpi_env) / sizeof (mpi_env[0]); i++)
+        if (spank_setenv (sp, mpi_env[i].name, mpi_env[i].value, 0) != ESPANK_SUCCESS
+            && spank_getenv (sp, mpi_env[i].name, err, sizeof (err)) != ESPANK_SUCCESS) {
+            sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set %s in the task's "
+                          "environment", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
+                          mpi_env[i].name);
+            return -1;
+        }
     keep[nkeep++] = sp_st.fd;
     if (sp_st.pmix.relay_end >= 0)
         keep[nkeep++] = sp_st.pmix.relay_end;

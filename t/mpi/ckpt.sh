@@ -22,7 +22,7 @@
 #                               is in every rank
 #   mpi_ckpt_requeue MPI        scontrol requeue with n1 taken: the ranks
 #                               come back on n2 and n3 from the newest
-#                               generation
+#                               generation, 40 s or more after its dump
 #   mpi_ckpt_again MPI          the restored ranks are checkpointed again,
 #                               launcher connections and all
 #   mpi_ckpt_finish MPI         that job completes as the reference did
@@ -59,6 +59,8 @@ mpi_ckpt_steer_() {
 	openmpi) echo OMPI_MCA_shmem=mmap OMPI_MCA_mpi_add_procs_cutoff=4294967295 ;;
 	mpich) echo MPIR_CVAR_NOLOCAL=1 ;;
 	esac
+	# UCX's clock-based peer timeout and keepalive, off in both
+	echo UCX_UD_TIMEOUT=inf UCX_KEEPALIVE_INTERVAL=inf
 }
 
 # mpi_ckpt_sbatch_ MPI NAME [SBATCH-OPTIONS...]: submit the job, output
@@ -124,6 +126,11 @@ mpi_ckpt_restored_on_() {
 	done
 }
 
+# mpi_ckpt_since_ T S: S seconds or more have passed since T (epoch)
+mpi_ckpt_since_() {
+	test $(($(date +%s) - $1)) -ge "$2"
+}
+
 mpi_ckpt_newest_gen() {
 	ls -d "$store/$1"/gen-*/manifest.json 2>/dev/null |
 		sed "s|.*/gen-\([0-9]*\)/manifest.json|\1|" | sort -n | tail -n 1 | grep . || echo 0
@@ -179,6 +186,11 @@ mpi_ckpt_requeue() {
 	slurm_wait_job $J PENDING 30 &&
 	slurm_wait_job $filler RUNNING 30 &&
 	newest=$(mpi_ckpt_newest_gen $J) &&
+	# The ranks come back 40 s or more after their dump: past UCX's UD
+	# peer timeout (30 s) and keepalive (20 s), which its clock would
+	# count from before the dump (the plugin turns both off).
+	mpi_ckpt_dumped=$(stat -c %Y "$store/$J/gen-$newest/manifest.json") &&
+	ibcr_wait_for 60 mpi_ckpt_since_ $mpi_ckpt_dumped 40 &&
 	mv mv.out mv.out.1 && mv mv.err mv.err.1 &&
 	slurm_start_now $J &&
 	slurm_wait_job $J RUNNING 60 &&
