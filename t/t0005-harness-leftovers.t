@@ -9,6 +9,7 @@ namespace, must each be named, ended or removed; a running test'"'"'s
 records are left alone.'
 
 . "$(dirname "$0")"/sharness.sh
+ibcr_want ROOT
 
 # lo_plant VAR CMD...: start CMD detached (its parent exits at once, so it
 # is nobody's child here), its pid in VAR.

@@ -11,6 +11,7 @@ ibv_devinfo with an invalid SOFTIB_PORT_BASE is the log line source.'
 . $(dirname $0)/sharness.sh
 
 ibcr_require IBVUTILS PYTHON3
+ibcr_want ROOT
 
 LD_LIBRARY_PATH=$IBCR_BUILDDIR/lib/softib/.libs
 export LD_LIBRARY_PATH

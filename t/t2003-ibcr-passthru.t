@@ -10,6 +10,7 @@ between two network-namespace hosts; the receivers verify every byte.'
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/ibcr/ibcr.sh
 ibcr_require ROOT NETNS IBVUTILS
+ibcr_want PERFTEST
 ibcr_softib_require
 
 test_expect_success 'two network-namespace hosts' '

@@ -4,6 +4,7 @@ test_description='ibcrd: config, start-up, lock, stale socket, signals, bad mess
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
+ibcr_want ROOT
 
 test_expect_success 'an unknown key is refused with file, line and key' '
 	ibcrd_setup bad "retention = 2" "colour = blue" &&

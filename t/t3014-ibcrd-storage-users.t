@@ -19,6 +19,7 @@ Two real users: ibcr-user1 owns the jobs, ibcr-user2 is another user.
 # About root and two users: "$IBCR" stays root's (ibcrd_use_build).
 IBCR_JOB_USER=
 ibcr_require ROOT USERS
+ibcr_want CRIU
 
 as() {
 	as_u=$1

@@ -21,50 +21,50 @@ restored.'
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
 . "$SHARNESS_TEST_SRCDIR"/spank/lib.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/ckpt.sh
-ibcr_require ROOT SLURM CRIU NETNS UCX MPICH SOFTIBDEV USERS
+ibcr_require ROOT SLURM CRIU NETNS UCX MPICH SOFTIBDEV USERS BUILT VERIFY_MPICH
 mpi_setup
 spank_verbs_setup
 
 ITERS=${T5003_ITERS:-250}
 
 # The scenarios are t/mpi/ckpt.sh's, shared with Open MPI's t5004.
-test_expect_success BUILT,VERIFY_MPICH 'a 3-node netns cluster on softib, an ibcrd per node, one storage' '
+test_expect_success 'a 3-node netns cluster on softib, an ibcrd per node, one storage' '
 	mpi_ckpt_cluster
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'uninterrupted: the same job without --checkpoint-ib' '
+test_expect_success 'uninterrupted: the same job without --checkpoint-ib' '
 	mpi_ckpt_ref mpich
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'sbatch --checkpoint-ib=5s on n1, n2: generations hold every rank'"'"'s PMI socket' '
+test_expect_success 'sbatch --checkpoint-ib=5s on n1, n2: generations hold every rank'"'"'s PMI socket' '
 	mpi_ckpt_periodic mpich
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'scontrol requeue: the 4 ranks come back on n2 and n3' '
+test_expect_success 'scontrol requeue: the 4 ranks come back on n2 and n3' '
 	mpi_ckpt_requeue mpich
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'the restored ranks are checkpointed again, PMI socket and all' '
+test_expect_success 'the restored ranks are checkpointed again, PMI socket and all' '
 	mpi_ckpt_again mpich
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'the restored job finishes as the uninterrupted one did, every message verified' '
+test_expect_success 'the restored job finishes as the uninterrupted one did, every message verified' '
 	mpi_ckpt_finish mpich
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'a drain of n3: checkpointed, requeued, restored on n1 and n2' '
+test_expect_success 'a drain of n3: checkpointed, requeued, restored on n1 and n2' '
 	mpi_ckpt_drain mpich
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'preempted (bare --checkpoint-ib): one final checkpoint, requeued, restored, same result' '
+test_expect_success 'preempted (bare --checkpoint-ib): one final checkpoint, requeued, restored, same result' '
 	mpi_ckpt_preempt mpich
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'time limit (-t 1): checkpointed and requeued before each limit, never TIMEOUT, same result' '
+test_expect_success 'time limit (-t 1): checkpointed and requeued before each limit, never TIMEOUT, same result' '
 	mpi_ckpt_timelimit mpich
 '
 
-test_expect_success BUILT,VERIFY_MPICH 'a checkpoint while ranks are inside MPI_Init is refused, naming it; the job runs on to the same result' '
+test_expect_success 'a checkpoint while ranks are inside MPI_Init is refused, naming it; the job runs on to the same result' '
 	mpi_ckpt_in_init mpich
 '
 

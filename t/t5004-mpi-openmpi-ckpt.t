@@ -27,51 +27,51 @@ preempted job, checkpointed right after MPI_Init, failed so).'
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
 . "$SHARNESS_TEST_SRCDIR"/spank/lib.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/ckpt.sh
-ibcr_require ROOT SLURM CRIU NETNS UCX OPENMPI SOFTIBDEV USERS
+ibcr_require ROOT SLURM CRIU NETNS UCX OPENMPI SOFTIBDEV USERS BUILT VERIFY_OPENMPI
 mpi_setup
 spank_verbs_setup
 
 ITERS=${T5004_ITERS:-250}
 
 # The scenarios are t/mpi/ckpt.sh's, shared with MPICH's t5003.
-test_expect_success BUILT,VERIFY_OPENMPI 'a 3-node netns cluster on softib, an ibcrd per node, one storage' '
+test_expect_success 'a 3-node netns cluster on softib, an ibcrd per node, one storage' '
 	mpi_ckpt_cluster
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'uninterrupted: the same job without --checkpoint-ib' '
+test_expect_success 'uninterrupted: the same job without --checkpoint-ib' '
 	mpi_ckpt_ref openmpi
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'sbatch --checkpoint-ib=5s on n1, n2: generations hold every rank'"'"'s PMIx relay' '
+test_expect_success 'sbatch --checkpoint-ib=5s on n1, n2: generations hold every rank'"'"'s PMIx relay' '
 	mpi_ckpt_periodic openmpi &&
 	test "$(grep -c "\"pmix_hello\": \"[0-9a-f]\{64,\}\"" "$store/$J/gen-$newest/manifest.json")" = 4
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'scontrol requeue: the 4 ranks come back on n2 and n3' '
+test_expect_success 'scontrol requeue: the 4 ranks come back on n2 and n3' '
 	mpi_ckpt_requeue openmpi
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'the restored ranks are checkpointed again, PMIx relay and all' '
+test_expect_success 'the restored ranks are checkpointed again, PMIx relay and all' '
 	mpi_ckpt_again openmpi
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'the restored job finishes as the uninterrupted one did, every message verified' '
+test_expect_success 'the restored job finishes as the uninterrupted one did, every message verified' '
 	mpi_ckpt_finish openmpi
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'a drain of n3: checkpointed, requeued, restored on n1 and n2' '
+test_expect_success 'a drain of n3: checkpointed, requeued, restored on n1 and n2' '
 	mpi_ckpt_drain openmpi
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'preempted (bare --checkpoint-ib): one final checkpoint, requeued, restored, same result' '
+test_expect_success 'preempted (bare --checkpoint-ib): one final checkpoint, requeued, restored, same result' '
 	mpi_ckpt_preempt openmpi
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'time limit (-t 1): checkpointed and requeued before each limit, never TIMEOUT, same result' '
+test_expect_success 'time limit (-t 1): checkpointed and requeued before each limit, never TIMEOUT, same result' '
 	mpi_ckpt_timelimit openmpi
 '
 
-test_expect_success BUILT,VERIFY_OPENMPI 'a checkpoint while ranks are inside MPI_Init is refused, naming it; the job runs on to the same result' '
+test_expect_success 'a checkpoint while ranks are inside MPI_Init is refused, naming it; the job runs on to the same result' '
 	mpi_ckpt_in_init openmpi
 '
 
