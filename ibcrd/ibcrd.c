@@ -234,12 +234,9 @@ static struct conf *reload (const struct opts *o, struct conf *cur, struct serve
     char err[1024];
     struct conf *c = load_conf (o, err, sizeof (err));
 
-    if (!c) {
+    if (!c || secure_dirs (c, err, sizeof (err)) < 0) {
         log_msg (LOG_ERR, "reload refused, keeping the running configuration: %s", err);
-        return cur;
-    }
-    if (secure_dirs (c, err, sizeof (err)) < 0) {
-        log_msg (LOG_ERR, "reload refused, keeping the running configuration: %s", err);
+        server_reloaded (srv, err);
         conf_destroy (c);
         return cur;
     }
@@ -251,6 +248,8 @@ static struct conf *reload (const struct opts *o, struct conf *cur, struct serve
         c->socket = strdup (cur->socket);
         c->pidfile = strdup (cur->pidfile);
         if (!c->socket || !c->pidfile) {
+            log_msg (LOG_ERR, "reload refused: out of memory");
+            server_reloaded (srv, "out of memory");
             conf_destroy (c);
             return cur;
         }
@@ -259,6 +258,7 @@ static struct conf *reload (const struct opts *o, struct conf *cur, struct serve
     server_set_conf (srv, c);
     slurm_hook_set_conf (c);
     conf_destroy (cur);
+    server_reloaded (srv, NULL);
     log_msg (LOG_INFO, "configuration reloaded from %s", c->path ? c->path : "defaults");
     return c;
 }

@@ -62,6 +62,8 @@ struct server {
     int peer_port;
     struct peerauth *pa;
     time_t started;
+    int reloads;                /* SIGHUPs handled */
+    char *reload_error;         /* why the last one was refused; NULL: taken */
     struct client *clients;
     struct {
         const char *type;

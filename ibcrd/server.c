@@ -107,12 +107,20 @@ void server_destroy (struct server *s)
         close (s->lfd);
         unlink (s->conf->socket);
     }
+    free (s->reload_error);
     free (s);
 }
 
 void server_set_conf (struct server *s, struct conf *conf)
 {
     s->conf = conf;
+}
+
+void server_reloaded (struct server *s, const char *err)
+{
+    free (s->reload_error);
+    s->reload_error = err ? strdup (err) : NULL;
+    s->reloads++;
 }
 
 void server_set_peerauth (struct server *s, struct peerauth *pa)
@@ -188,6 +196,9 @@ static json_object *daemon_info (struct server *s, uid_t uid)
     proto_set_int (o, "retention", s->conf->retention);
     proto_set_int (o, "peer_port", s->peer_port);
     proto_set_int (o, "uptime", time (NULL) - s->started);
+    proto_set_int (o, "reloads", s->reloads);
+    if (s->reload_error)
+        proto_set_str (o, "reload_error", s->reload_error);
     (void)uid;
     return o;
 }

@@ -30,6 +30,12 @@ void server_destroy (struct server *s);
 /* Replace the configuration after a SIGHUP reload (the socket stays). */
 void server_set_conf (struct server *s, struct conf *conf);
 
+/* A SIGHUP was handled: err NULL when the file was taken, else why it
+ * was refused.  Status replies show the count and the last refusal
+ * ("reloads", "reload_error"), so an administrator (and a test) sees
+ * what became of a SIGHUP without reading the log. */
+void server_reloaded (struct server *s, const char *err);
+
 /* Fill up to max pollfds with the listener and clients; returns the count. */
 int server_pollfds (struct server *s, struct pollfd *pfd, int max);
 

@@ -6,6 +6,22 @@ test_description='ibcrd: config, start-up, lock, stale socket, signals, bad mess
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 ibcr_want ROOT
 
+# status_of NAME: the status reply of daemon NAME (one line).
+status_of() {
+	"$RAWMSG" "$(ibcrd_sock $1)" "{\"version\":1,\"type\":\"status\"}"
+}
+
+# reloads_are NAME N: daemon NAME has handled N SIGHUPs.
+reloads_are() {
+	status_of $1 | grep -q "\"reloads\":$2[,}]"
+}
+
+# job_gone NAME JOB: daemon NAME has no task of JOB.
+job_gone() {
+	"$RAWMSG" "$(ibcrd_sock $1)" "{\"version\":1,\"type\":\"status\",\"job\":\"$2\"}" |
+		grep -q "ENOENT.*job $2 has no task registered"
+}
+
 test_expect_success 'an unknown key is refused with file, line and key' '
 	ibcrd_setup bad "retention = 2" "colour = blue" &&
 	test_expect_code 2 "$IBCRD" -F -c bad/ibcrd.conf 2>err &&
@@ -34,7 +50,8 @@ test_expect_success 'ibcrd -F -c FILE with only socket/storage/staging starts' '
 	ibcrd_start a &&
 	test -S a/run/ibcrd.sock &&
 	test "$(cat a/run/ibcrd.pid)" = "$(ibcrd_pid a)" &&
-	grep "serving $(ibcrd_sock a)" a/ibcrd.log
+	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"ping\"}" >out &&
+	grep "\"request\":\"ping\"" out
 '
 
 test_expect_success 'socket is 0666 in a 0755 folder owned by the daemon' '
@@ -50,15 +67,14 @@ test_expect_success 'status answers with the daemon configuration' '
 	grep "\"jobs\":\[\]" out
 '
 
-test_expect_success 'register names the client by SO_PEERCRED, status shows it' '
+test_expect_success 'register names the client by SO_PEERCRED, status shows it; its task goes with its connection' '
 	"$RAWMSG" "$(ibcrd_sock a)" \
 		"{\"version\":1,\"type\":\"register\",\"job\":17,\"step\":\"0\",\"rank\":3,\"node\":\"nA\"}" \
 		"{\"version\":1,\"type\":\"status\",\"job\":\"17\",\"seq\":9}" >out &&
 	sed -n 1p out | grep "\"request\":\"register\".*\"ntasks\":1" &&
 	sed -n 2p out | grep "\"rank\":3,\"step\":\"0\",\"node\":\"nA\",\"pid\":[1-9]" &&
 	sed -n 2p out | grep "\"seq\":9" &&
-	grep "job 17 step 0: registered rank 3" a/ibcrd.log &&
-	grep "job 17 step 0: rank 3 pid [0-9]* disconnected" a/ibcrd.log
+	ibcrd_wait_for job_gone a 17
 '
 
 test_expect_success 'register with bad fields gets a clear error' '
@@ -86,18 +102,13 @@ test_expect_success 'malformed, oversized, unknown-version and unknown-type mess
 	sed -n 3p out | grep "\"errname\":\"EMSGSIZE\".*2000000 bytes is over" &&
 	sed -n 4p out | grep "\"errname\":\"EPROTONOSUPPORT\".*version 2" &&
 	sed -n 5p out | grep "unknown request type .frobnicate.; this ibcrd knows: checkpoint, ctl-attach, ibcr-hello, ping, prune, register, restore, resume-restored, spawn, status" &&
-	sed -n 6p out | grep "\"type\":\"ok\",\"request\":\"ping\"" &&
-	grep "malformed message refused" a/ibcrd.log &&
-	grep "over the 1048576-byte cap refused" a/ibcrd.log &&
-	grep "protocol version 2 refused" a/ibcrd.log &&
-	grep "unknown request type .frobnicate." a/ibcrd.log
+	sed -n 6p out | grep "\"type\":\"ok\",\"request\":\"ping\""
 '
 
 test_expect_success 'a client dying mid-frame does not disturb the daemon' '
 	"$RAWMSG" "$(ibcrd_sock a)" "@half:{\"version\":1,\"type\":\"status\"}" &&
 	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"ping\"}" >out &&
-	grep "\"request\":\"ping\"" out &&
-	grep "connection closed in the middle of a message" a/ibcrd.log
+	grep "\"request\":\"ping\"" out
 '
 
 test_expect_success 'many clients at once are all answered' '
@@ -120,8 +131,7 @@ test_expect_success 'a message of type error or ok is never answered (no reply l
 		"@noreply:{\"version\":1,\"type\":\"ok\"}" \
 		"{\"version\":1,\"type\":\"ping\",\"seq\":1}" >out &&
 	test $(wc -l <out) -eq 1 &&
-	grep "\"request\":\"ping\".*\"seq\":1" out &&
-	grep "unexpected .error. message ignored: boom" a/ibcrd.log
+	grep "\"request\":\"ping\".*\"seq\":1" out
 '
 
 test_expect_success 'libibcr hello (no reply) binds to the task registered for its pid' '
@@ -130,8 +140,7 @@ test_expect_success 'libibcr hello (no reply) binds to the task registered for i
 		"@noreply:{\"version\":1,\"type\":\"ibcr-hello\",\"pid\":1,\"rank\":4}" \
 		"{\"version\":1,\"type\":\"status\",\"job\":\"h1\"}" >out &&
 	test $(wc -l <out) -eq 2 &&
-	sed -n 2p out | grep "\"rank\":4,.*\"control\":true" &&
-	grep "job h1 step 0: rank 4 pid [0-9]*: libibcr control connection" a/ibcrd.log
+	sed -n 2p out | grep "\"rank\":4,.*\"control\":true"
 '
 
 test_expect_success 'libibcr hello without registration registers from IBCR_JOB' '
@@ -139,11 +148,16 @@ test_expect_success 'libibcr hello without registration registers from IBCR_JOB'
 		"@noreply:{\"version\":1,\"type\":\"ibcr-hello\",\"pid\":1,\"rank\":2}" \
 		"{\"version\":1,\"type\":\"status\",\"job\":\"h2\"}" >out &&
 	grep "\"job\":\"h2\".*\"rank\":2,.*\"control\":true" out &&
+	# Without either, nothing is registered: the jobs before and after
+	# the hello, on its own connection, are the same.
 	env -u IBCR_JOB -u SLURM_JOB_ID "$RAWMSG" "$(ibcrd_sock a)" \
+		"{\"version\":1,\"type\":\"status\"}" \
 		"@noreply:{\"version\":1,\"type\":\"ibcr-hello\",\"pid\":1,\"rank\":0}" \
-		"{\"version\":1,\"type\":\"ping\"}" >out &&
-	test $(wc -l <out) -eq 1 &&
-	grep "connected without a registration, IBCR_JOB or SLURM_JOB_ID" a/ibcrd.log
+		"{\"version\":1,\"type\":\"status\"}" >out &&
+	test $(wc -l <out) -eq 2 &&
+	sed -n 1p out | sed "s/.*\"jobs\"://" >before &&
+	sed -n 2p out | sed "s/.*\"jobs\"://" >after &&
+	test_cmp before after
 '
 
 test_expect_success 'a second ibcrd on the same socket is refused, naming the first' '
@@ -154,23 +168,21 @@ test_expect_success 'a second ibcrd on the same socket is refused, naming the fi
 '
 
 test_expect_success 'SIGHUP reloads the configuration' '
+	reloads_are a 0 &&
 	echo "retention = 7" >>a/ibcrd.conf &&
 	kill -HUP $(ibcrd_pid a) &&
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		grep -q "configuration reloaded" a/ibcrd.log && break; sleep 0.1
-	done &&
-	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"status\"}" >out &&
-	grep "\"retention\":7" out
+	ibcrd_wait_for reloads_are a 1 &&
+	status_of a >out &&
+	grep "\"retention\":7" out &&
+	! grep reload_error out
 '
 
 test_expect_success 'SIGHUP with a broken file keeps the running configuration' '
 	echo "retention = -1" >>a/ibcrd.conf &&
 	kill -HUP $(ibcrd_pid a) &&
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		grep -q "reload refused" a/ibcrd.log && break; sleep 0.1
-	done &&
-	grep "reload refused, keeping the running configuration: .*retention" a/ibcrd.log &&
-	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"status\"}" >out &&
+	ibcrd_wait_for reloads_are a 2 &&
+	status_of a >out &&
+	grep "\"reload_error\":\".*ibcrd.conf:5: .*retention" out &&
 	grep "\"retention\":7" out
 '
 
@@ -180,7 +192,6 @@ test_expect_success 'SIGTERM exits 0 and removes socket and pid file' '
 	wait $pid &&
 	! test -e a/run/ibcrd.sock &&
 	! test -e a/run/ibcrd.pid &&
-	grep "signal 15: shutting down" a/ibcrd.log &&
 	rm -f a/launch.pid
 '
 
@@ -191,7 +202,6 @@ test_expect_success 'a stale socket left by a killed ibcrd is removed at start' 
 	kill -KILL $pid && wait $pid; rm -f b/launch.pid &&
 	test -S b/run/ibcrd.sock &&
 	ibcrd_start b &&
-	grep "removed stale socket" b/ibcrd.log &&
 	"$RAWMSG" "$(ibcrd_sock b)" "{\"version\":1,\"type\":\"ping\"}" &&
 	ibcrd_stop b
 '
