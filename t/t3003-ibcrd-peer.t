@@ -14,15 +14,13 @@ test_expect_success 'setup: a private munged and two ibcrd nodes nA, nB' '
 	ibcrd_setup b "node = nB" "peer_port = any" "peer_address = 127.0.0.1" "munge_socket = $M1" &&
 	ibcrd_start a && ibcrd_start b &&
 	PA=$(ibcrd_peer_port a) && PB=$(ibcrd_peer_port b) &&
-	test -n "$PA" && test "$PA" -gt 0 && test "$PB" -gt 0 && test "$PA" != "$PB" &&
-	grep "listening for peer ibcrd.s on 127.0.0.1:$PA (MUNGE socket $M1)" a/ibcrd.log
+	test -n "$PA" && test "$PA" -gt 0 && test "$PB" -gt 0 && test "$PA" != "$PB"
 '
 
 test_expect_success 'ibcrd nB pings nA through the real peer client: authenticated both ways' '
 	"$IBCRD" -c b/ibcrd.conf --ping-peer "nA@127.0.0.1:$PA" >out &&
 	cat out &&
-	grep "\"type\":\"ok\",\"request\":\"ping\",\"node\":\"nA\",\"to\":\"nB\",\"uid\":0" out &&
-	grep "peer 127.0.0.1:[0-9]*: ping from node nB" a/ibcrd.log
+	grep "\"type\":\"ok\",\"request\":\"ping\",\"node\":\"nA\",\"to\":\"nB\",\"uid\":0" out
 '
 
 test_expect_success 'a good credential is accepted, the same credential again is refused as replayed' '
@@ -30,8 +28,7 @@ test_expect_success 'a good credential is accepted, the same credential again is
 	cat out &&
 	sed -n 1p out | grep "^auth .*\"type\":\"ok\",\"request\":\"ping\",\"node\":\"nA\"" &&
 	sed -n 2p out | grep "^auth .*\"type\":\"error\".*\"errname\":\"EACCES\".*credential refused: Replayed credential" &&
-	sed -n 3p out | grep "^auth .*\"type\":\"ok\"" &&
-	grep "credential refused: Replayed credential" a/ibcrd.log
+	sed -n 3p out | grep "^auth .*\"type\":\"ok\""
 '
 
 test_expect_success 'no credential, no envelope, a corrupted credential: refused, daemon serves on' '
@@ -40,8 +37,7 @@ test_expect_success 'no credential, no envelope, a corrupted credential: refused
 	sed -n 1p out | grep "EACCES.*without a MUNGE credential refused" &&
 	sed -n 2p out | grep "EACCES.*must be of type .*peer.* and carry a MUNGE credential" &&
 	sed -n 3p out | grep "EACCES.*credential refused: Invalid credential" &&
-	sed -n 4p out | grep "^auth .*\"type\":\"ok\"" &&
-	grep "peer message without a MUNGE credential refused" a/ibcrd.log
+	sed -n 4p out | grep "^auth .*\"type\":\"ok\""
 '
 
 test_expect_success 'a credential made with another key (another cluster) is refused' '
@@ -50,6 +46,8 @@ test_expect_success 'a credential made with another key (another cluster) is ref
 	"$PEERMSG" --munge-socket "$M2" $PA ping:nA >out &&
 	cat out &&
 	grep "^plain .*\"type\":\"peer\",\"cred\":\"MUNGE:" out &&
+	# nA seals its refusal with its own key, which the sender (another
+	# key) cannot open, by design: why nA refused is only in its log.
 	grep "credential refused: Invalid credential" a/ibcrd.log &&
 	ibcrd_setup c "node = nC" "peer_port = 0" "munge_socket = $M2" &&
 	test_expect_code 1 "$IBCRD" -c c/ibcrd.conf --ping-peer "nA@127.0.0.1:$PA" 2>err &&
@@ -59,8 +57,7 @@ test_expect_success 'a credential made with another key (another cluster) is ref
 
 test_expect_success 'a message addressed to another node is refused (no cross-node replay)' '
 	"$PEERMSG" --munge-socket "$M1" $PA ping:nB >out &&
-	grep "EACCES.*addressed to node .nB. refused by node nA" out &&
-	grep "message for node .nB. arrived at node nA: refused" a/ibcrd.log
+	grep "EACCES.*addressed to node .nB. refused by node nA" out
 '
 
 test_expect_success 'an unknown peer request type gets an error, the connection serves on' '
@@ -79,7 +76,7 @@ test_expect_success 'a default peer_port that is taken only warns' '
 	ibcrd_setup e "node = nE" "peer_address = 127.0.0.1" &&
 	ibcrd_setup f "node = nF" "peer_address = 127.0.0.1" &&
 	ibcrd_start e && ibcrd_start f &&
-	grep "serving without the peer listener" f/ibcrd.log &&
+	test "$(ibcrd_peer_port f)" = 0 &&
 	"$RAWMSG" "$(ibcrd_sock f)" "{\"version\":1,\"type\":\"ping\"}" &&
 	ibcrd_stop e && ibcrd_stop f
 '
