@@ -73,16 +73,18 @@ test_expect_success 'user B cannot read, list or alter the image files' '
 	! test -e "$ST/local/jobA/gen-1/evil"
 '
 
+# sa_registered: root's status shows job sa of user A, with one task.
+sa_registered() {
+	"$IBCR" --socket "$(ibcrd_sock a)" status sa 2>/dev/null |
+		grep -q "^job sa  uid $A  tasks 1"
+}
+
 test_expect_success 'user A registers a task of job sa with ibcrd' '
 	as $UA "$RAWMSG" "$(ibcrd_sock a)" \
 		"{\"version\":1,\"type\":\"register\",\"job\":\"sa\",\"rank\":0}" \
 		"@sleep:8000" >regA.out &
 	echo $! >regA.pid &&
-	for i in $(seq 30); do
-		grep -q "job sa step 0: registered rank 0 pid [0-9]* uid $A" a/ibcrd.log && break
-		sleep 0.1
-	done &&
-	grep "job sa step 0: registered rank 0 pid [0-9]* uid $A" a/ibcrd.log
+	ibcrd_wait_for sa_registered
 '
 
 # Job names outside Slurm are per user: for B, "sa" is a job B does not have.
