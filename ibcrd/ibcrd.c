@@ -447,8 +447,7 @@ int main (int argc, char **argv)
     warn_pipe_pages ();
     dump_script ();
     umask (022);
-    if (lock_secure_dir (conf->socket, err, sizeof (err)) < 0
-        || secure_dirs (conf, err, sizeof (err)) < 0)
+    if (secure_dirs (conf, err, sizeof (err)) < 0)
         goto startup_error;
     if ((lockfd = lock_acquire (conf->socket, conf->pidfile, err, sizeof (err))) < 0)
         goto startup_error;

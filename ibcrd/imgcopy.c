@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/errbuf.h"
 #include "common/safedir.h"
 #include "common/zimg.h"
 #include "imgcopy.h"
@@ -118,11 +119,8 @@ static int parent_open (const char *path, char *parent, size_t plen, const char 
 {
     const char *slash = strrchr (path, '/');
 
-    if (!slash || slash == path || !slash[1] || (size_t)(slash - path) >= plen) {
-        snprintf (err, len, "%s: not an absolute path to a folder", path);
-        errno = EINVAL;
-        return -1;
-    }
+    if (!slash || slash == path || !slash[1] || (size_t)(slash - path) >= plen)
+        return errnprintf (err, len, EINVAL, "%s: not an absolute path to a folder", path);
     memcpy (parent, path, slash - path);
     parent[slash - path] = '\0';
     *name = slash + 1;

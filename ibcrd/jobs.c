@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/proto.h"
@@ -200,11 +201,8 @@ static int get_ident (json_object *req, const char *key, char *out, const char *
 static int pid_allowed (uid_t uid, int64_t pid, const char *what, struct proc_ident *id,
                         char *err, size_t len)
 {
-    if (pid <= 0 || pid > 0x3fffffff || proc_ident ((pid_t)pid, id) < 0) {
-        snprintf (err, len, "%s %lld does not exist", what, (long long)pid);
-        errno = ESRCH;
-        return -1;
-    }
+    if (pid <= 0 || pid > 0x3fffffff || proc_ident ((pid_t)pid, id) < 0)
+        return errnprintf (err, len, ESRCH, "%s %lld does not exist", what, (long long)pid);
     if (uid != 0 && !proc_ident_all_uid (id, uid)) {
         snprintf (err, len, "%s %lld is not yours: its real, effective, saved and "
                   "filesystem uids (%u %u %u %u) must all be %u; a task registers itself "
@@ -222,26 +220,18 @@ static int same_process (pid_t pid, const struct proc_ident *was, const char *wh
 {
     struct proc_ident now;
 
-    if (proc_ident (pid, &now) < 0) {
-        snprintf (err, len, "%s %ld is gone", what, (long)pid);
-        errno = ESRCH;
-        return -1;
-    }
-    if (now.start != was->start) {
-        snprintf (err, len, "%s %ld is no longer the registered process (the pid was "
-                  "reused)", what, (long)pid);
-        errno = EPERM;
-        return -1;
-    }
-    if (memcmp (now.uid, was->uid, sizeof (now.uid))) {
-        snprintf (err, len, "%s %ld changed identity since it registered (uids %u %u %u %u, "
-                  "were %u %u %u %u)", what, (long)pid, (unsigned)now.uid[0],
-                  (unsigned)now.uid[1], (unsigned)now.uid[2], (unsigned)now.uid[3],
-                  (unsigned)was->uid[0], (unsigned)was->uid[1], (unsigned)was->uid[2],
-                  (unsigned)was->uid[3]);
-        errno = EPERM;
-        return -1;
-    }
+    if (proc_ident (pid, &now) < 0)
+        return errnprintf (err, len, ESRCH, "%s %ld is gone", what, (long)pid);
+    if (now.start != was->start)
+        return errnprintf (err, len, EPERM, "%s %ld is no longer the registered process "
+                           "(the pid was reused)", what, (long)pid);
+    if (memcmp (now.uid, was->uid, sizeof (now.uid)))
+        return errnprintf (err, len, EPERM, "%s %ld changed identity since it registered "
+                           "(uids %u %u %u %u, were %u %u %u %u)", what, (long)pid,
+                           (unsigned)now.uid[0],
+                           (unsigned)now.uid[1], (unsigned)now.uid[2], (unsigned)now.uid[3],
+                           (unsigned)was->uid[0], (unsigned)was->uid[1], (unsigned)was->uid[2],
+                           (unsigned)was->uid[3]);
     return 0;
 }
 
@@ -252,13 +242,9 @@ int jobs_task_check (const struct job *job, const struct task *t, char *err, siz
     if (same_process (t->pid, &t->ident, "pid", why, sizeof (why)) < 0
         || (t->app_pid > 0 && t->app_pid != t->pid
             && same_process ((pid_t)t->app_pid, &t->app_ident, "application pid", why,
-                             sizeof (why)) < 0)) {
-        int saved = errno;
-        snprintf (err, len, "job %s step %s rank %d: %s; refused", job->id, t->step, t->rank,
-                  why);
-        errno = saved;
-        return -1;
-    }
+                             sizeof (why)) < 0))
+        return errprintf (err, len, "job %s step %s rank %d: %s; refused", job->id, t->step,
+                          t->rank, why);
     return 0;
 }
 
@@ -571,13 +557,11 @@ int jobs_task_add_proc (struct job *job, struct task *t, int conn, pid_t pid, ch
             t->procs[i].pid = pid;
             return 0;
         }
-    if (t->nprocs >= TASK_MAX_PROCS) {
-        snprintf (err, len, "job %s rank %d has %d processes that use verbs already (at "
-                  "most %d per task): this one cannot be checkpointed", job->id, t->rank,
-                  t->nprocs, TASK_MAX_PROCS);
-        errno = EUSERS;
-        return -1;
-    }
+    if (t->nprocs >= TASK_MAX_PROCS)
+        return errnprintf (err, len, EUSERS, "job %s rank %d has %d processes that use verbs "
+                           "already (at most %d per task): this one cannot be checkpointed",
+                           job->id, t->rank,
+                           t->nprocs, TASK_MAX_PROCS);
     t->procs[t->nprocs].conn = conn;
     t->procs[t->nprocs].pid = pid;
     t->nprocs++;

@@ -25,6 +25,7 @@
 
 #include <time.h>
 
+#include "common/errbuf.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "peer.h"
@@ -331,11 +332,9 @@ int peer_connect (const char *host, int port, int timeout_ms, char *err, size_t 
     int fd = -1, rc;
 
     snprintf (ports, sizeof (ports), "%d", port);
-    if ((rc = getaddrinfo (host, ports, &hints, &res)) != 0) {
-        snprintf (err, len, "cannot resolve peer %s: %s", host, gai_strerror (rc));
-        errno = EHOSTUNREACH;
-        return -1;
-    }
+    if ((rc = getaddrinfo (host, ports, &hints, &res)) != 0)
+        return errnprintf (err, len, EHOSTUNREACH, "cannot resolve peer %s: %s", host,
+                           gai_strerror (rc));
     for (ai = res; ai; ai = ai->ai_next) {
         struct pollfd pfd;
         int soerr = 0;
@@ -385,11 +384,10 @@ int peer_request (struct peerauth *pa, const char *host, int port, const char *n
     }
     if (proto_send (fd, env) < 0 || proto_recv_timeout (fd, 0, timeout_ms, &rep) < 0 || !rep) {
         saved = rep ? errno : (errno ? errno : ECONNRESET);
-        snprintf (err, len, "no reply from peer ibcrd %s:%d: %s", host, port, strerror (saved));
         json_object_put (env);
         close (fd);
-        errno = saved;
-        return -1;
+        return errnprintf (err, len, saved, "no reply from peer ibcrd %s:%d: %s", host, port,
+                           strerror (saved));
     }
     json_object_put (env);
     close (fd);

@@ -231,9 +231,7 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
         if (kind == GEN_RESTORED && !t->restored)
             continue;
         if (jobs_task_check (job, t, job->last_error, sizeof (job->last_error)) < 0) {
-            saved = errno;
-            log_msg (LOG_WARNING, "%s: no %s", job->last_error, trigger);
-            errno = saved;
+            log_msg (LOG_WARNING, "%s: no %s", job->last_error, trigger);   /* keeps errno */
             goto done;
         }
         tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
@@ -752,9 +750,8 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     for (struct task *t = job->tasks; t; t = t->next) {
         char why[512];
         if (jobs_task_check (job, t, why, sizeof (why)) < 0) {
-            int e = errno;
-            log_msg (LOG_WARNING, "%s: not dumped", why);
-            return proto_error ("gen-begin", e, "node %s: %s", s->conf->node, why);
+            log_msg (LOG_WARNING, "%s: not dumped", why);       /* keeps errno */
+            return proto_error ("gen-begin", errno, "node %s: %s", s->conf->node, why);
         }
         if (t->restored && t->restore_t1 > 0) {
             if (!r1 || t->restore_t0 < r0)

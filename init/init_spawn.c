@@ -32,17 +32,16 @@ void init_error (int errnum, const char *fmt, ...)
 {
     char buf[1024];
     va_list ap;
-    int n;
+    int n, saved = errno;
 
     va_start (ap, fmt);
     n = vsnprintf (buf, sizeof (buf), fmt, ap);
     va_end (ap);
-    if (n < 0)
-        return;
-    if (errnum)
+    if (n >= 0 && errnum)
         fprintf (stderr, "ibcr-init: %s: %s\n", buf, strerror (errnum));
-    else
+    else if (n >= 0)
         fprintf (stderr, "ibcr-init: %s\n", buf);
+    errno = saved;
 }
 
 void init_exec (char **argv, const sigset_t *mask)
@@ -91,17 +90,13 @@ pid_t init_spawn_ns (char **argv, const sigset_t *app_mask, const sigset_t *set)
     pid_t pid;
 
     if (unshare (CLONE_NEWPID) < 0) {
-        int err = errno;
-        init_error (err, "cannot create a PID namespace%s",
-                    err == EPERM ? " (needs root or CAP_SYS_ADMIN)" : "");
-        errno = err;
+        init_error (errno, "cannot create a PID namespace%s",
+                    errno == EPERM ? " (needs root or CAP_SYS_ADMIN)" : "");
         return -1;
     }
     pid = fork ();
     if (pid < 0) {
-        int err = errno;
-        init_error (err, "cannot fork the namespace's init");
-        errno = err;
+        init_error (errno, "cannot fork the namespace's init");
         return -1;
     }
     if (pid == 0)

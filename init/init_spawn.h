@@ -27,7 +27,8 @@ pid_t init_spawn_ns (char **argv, const sigset_t *app_mask, const sigset_t *set)
  * with INIT_EXIT_NOEXEC or INIT_EXIT_NOTFOUND.  For a forked child only. */
 void init_exec (char **argv, const sigset_t *mask) __attribute__ ((noreturn));
 
-/* Print "ibcr-init: " + message (+ ": strerror(errnum)" if errnum). */
+/* Print "ibcr-init: " + message (+ ": strerror(errnum)" if errnum);
+ * errno is left as it was. */
 void init_error (int errnum, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));
 

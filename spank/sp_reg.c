@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/errbuf.h"
 #include "common/proto.h"
 #include "common/taskns.h"
 #include "sp_reg.h"
@@ -160,14 +161,11 @@ int sp_reg_open (const char *path, int timeout_ms, char *err, size_t errlen)
     long deadline = mono_ms () + timeout_ms;
     int fd;
 
-    if ((fd = connect_deadline (path, deadline)) < 0) {
-        int e = errno;
-        snprintf (err, errlen, "cannot reach ibcrd at %s: %s%s", path,
-                  e == ETIMEDOUT ? "timed out" : strerror (e),
-                  e == ENOENT || e == ECONNREFUSED ? " (is ibcrd running on this node?)"
-                  : "");
-        return -1;
-    }
+    if ((fd = connect_deadline (path, deadline)) < 0)
+        return errprintf (err, errlen, "cannot reach ibcrd at %s: %s%s", path,
+                          errno == ETIMEDOUT ? "timed out" : strerror (errno),
+                          errno == ENOENT || errno == ECONNREFUSED
+                          ? " (is ibcrd running on this node?)" : "");
     return exchange_or_close (fd, path, proto_new ("ping"), deadline, "ping", err, errlen);
 }
 

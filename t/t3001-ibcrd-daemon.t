@@ -210,7 +210,7 @@ test_expect_success 'a group-writable socket folder is refused' '
 	ibcrd_setup c &&
 	mkdir -p "$(ibcrd_rundir c)" && chmod 0775 c/run &&
 	test_expect_code 1 "$IBCRD" -F -c c/ibcrd.conf 2>err &&
-	grep "socket folder .*c/run is writable by group or others (mode 0775)" err &&
+	grep "socket folder .*/c/run: folder .*/c/run is writable by group or others (mode 0775): run chmod go-w" err &&
 	! test -e c/run/ibcrd.sock
 '
 
@@ -218,7 +218,7 @@ test_expect_success ROOT 'a socket folder owned by another user is refused' '
 	ibcrd_setup d &&
 	mkdir -p "$(ibcrd_rundir d)" && chown 65534 d/run &&
 	test_expect_code 1 "$IBCRD" -F -c d/ibcrd.conf 2>err &&
-	grep "is owned by uid 65534, not by us" err
+	grep "socket folder .*/d/run: folder .*/d/run is owned by uid 65534, not by root: its owner could choose where root writes" err
 '
 
 test_expect_success 'service mode detaches, writes the pid file, stops on SIGTERM' '
@@ -240,7 +240,7 @@ test_expect_success 'service mode reports a start-up error on the terminal' '
 	ibcrd_setup f &&
 	mkdir -p "$(ibcrd_rundir f)" && chmod 0777 f/run &&
 	test_expect_code 1 "$IBCRD" -c f/ibcrd.conf 2>err &&
-	grep "ibcrd: error: socket folder .* is writable by group or others" err
+	grep "ibcrd: error: socket folder .*: folder .* is writable by group or others" err
 '
 
 test_done

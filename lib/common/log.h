@@ -18,7 +18,9 @@ void log_close (void);
 void log_set_level (int level);
 int log_get_level (void);
 
-/* Log at a syslog level.  log_err also appends ": strerror(errnum)". */
+/* Log at a syslog level.  log_err also appends ": strerror(errnum)".
+ * All of them leave errno as it was, so an error path may log and then
+ * return with the errno it is reporting. */
 void log_msg (int level, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));
 void log_vmsg (int level, const char *fmt, va_list ap);

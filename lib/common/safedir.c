@@ -25,6 +25,13 @@ static int trusted_owner (uid_t uid)
     return uid == 0 || uid == geteuid ();
 }
 
+/* A group whose write permission on a folder above gives nobody else
+ * anything: root's, or ours (a checkout made with umask 002). */
+static int trusted_group (gid_t gid)
+{
+    return gid == 0 || gid == getegid ();
+}
+
 /* Whether the folder 'path' (stat sb) may be trusted: the folder itself
  * (last) or one above it.  0, or -1 with EPERM and the reason in err. */
 static int check_dir (const char *path, const struct stat *sb, int last, char *err,
@@ -34,16 +41,21 @@ static int check_dir (const char *path, const struct stat *sb, int last, char *e
 
     if (!S_ISDIR (m))
         return errnprintf (err, len, ENOTDIR, "%s is not a folder", path);
-    if (!trusted_owner (sb->st_uid))
+    if (!trusted_owner (sb->st_uid) && geteuid () == 0)
         return errnprintf (err, len, EPERM, "folder %s is owned by uid %u, not by root: its owner "
                            "could choose where root writes; remove it (or, if it is meant to be "
                            "there, chown root:root %s and chmod go-w %s)", path,
                            (unsigned)sb->st_uid, path, path);
+    if (!trusted_owner (sb->st_uid))
+        return errnprintf (err, len, EPERM, "folder %s is owned by uid %u, not by root or by us "
+                           "(uid %u): its owner could replace what we put there; use a folder "
+                           "of our own", path, (unsigned)sb->st_uid, (unsigned)geteuid ());
     if (last && (m & (S_IWGRP | S_IWOTH)))
         return errnprintf (err, len, EPERM, "folder %s is writable by group or others (mode "
                            "%04o): run chmod go-w %s, or use a folder only root can write",
                            path, (unsigned)(m & 07777), path);
-    if (!last && ((m & S_IWOTH) || ((m & S_IWGRP) && sb->st_gid != 0)) && !(m & S_ISVTX))
+    if (!last && ((m & S_IWOTH) || ((m & S_IWGRP) && !trusted_group (sb->st_gid)))
+        && !(m & S_ISVTX))
         return errnprintf (err, len, EPERM, "folder %s is writable by others without the sticky "
                            "bit (mode %04o): anyone could rename what is below it; run chmod go-w "
                            "%s, or use another folder", path, (unsigned)(m & 07777), path);

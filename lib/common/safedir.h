@@ -7,7 +7,8 @@
  *   - it is not writable by group or others;
  *   - a folder above it may be writable by others only with the sticky bit
  *     (as /tmp and /var/tmp: then nobody else can rename or remove what is
- *     ours), or group-writable when the group is root's;
+ *     ours), or group-writable when the group is root's or the caller's
+ *     effective group (for root, the same);
  *   - a symbolic link on the way (as /var/run -> /run) is followed only
  *     when it is owned by root or us and lies in a trusted folder, since
  *     then only a trusted owner could have made it.
