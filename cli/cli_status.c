@@ -94,6 +94,13 @@ int cli_status (struct cli *c, int argc, char **argv)
             if (json_object_object_get_ex (d, "reload_error", &v))
                 printf ("last SIGHUP refused, running configuration kept: %s\n",
                         json_object_get_string (v));
+            if (json_object_object_get_ex (d, "slurm", &v)) {
+                if (proto_get_bool (v, "watching", 0))
+                    printf ("Slurm watched as node %s\n", proto_get_str (v, "node", "?"));
+                else
+                    printf ("Slurm triggers off (no time-limit, drain or preemption "
+                            "checkpoints): %s\n", proto_get_str (v, "error", "?"));
+            }
         }
         if (json_object_object_get_ex (rep, "job", &v))
             print_job (v);

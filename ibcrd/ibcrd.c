@@ -178,6 +178,7 @@ static void wire (struct server *s)
     server_on_register (s, member_registered);
     server_on_register (s, sched_registered);
     server_on_register (s, slurm_hook_registered);
+    server_add_info (s, "slurm", slurm_hook_status);
     sched_set_observer (slurm_hook_gen_started, slurm_hook_gen_done);
 }
 

@@ -642,6 +642,7 @@ json_object *jobs_job_json (const struct job *job)
                 json_object_array_add (rs, json_object_new_int (job->members[i].ranks[k]));
             proto_set_str (mo, "node", job->members[i].node);
             json_object_object_add (mo, "ranks", rs);
+            proto_set_int (mo, "joins", job->members[i].joins);
             json_object_array_add (ms, mo);
         }
         json_object_object_add (o, "members", ms);
@@ -659,6 +660,9 @@ json_object *jobs_job_json (const struct job *job)
         proto_set_str (to, "node", t->node);
         proto_set_int (to, "pid", t->pid);
         proto_set_bool (to, "control", t->nprocs > 0);
+        /* Back from an image, held at libibcr's gate until every rank
+         * is back and the rebuild resumed them. */
+        proto_set_bool (to, "restored", t->restored != 0);
         /* The processes that use verbs, each with its own control
          * connection (0: a restored one not found yet).  A flat list: a
          * second "pid" key in a task would shadow the task's own for

@@ -80,6 +80,7 @@ struct job_member {
     int port;
     int nranks;
     int ranks[MEMBER_MAX_RANKS];    /* a rank joins again after its ibcrd restarted */
+    int joins;                  /* joins accepted from it (again after a restart) */
 };
 
 struct job {

@@ -127,6 +127,7 @@ static json_object *p_join (struct server *s, json_object *m, const char *addr)
         known |= mb->ranks[i] == rank;
     if (!known && mb->nranks < MEMBER_MAX_RANKS)
         mb->ranks[mb->nranks++] = rank;
+    mb->joins++;
     log_msg (LOG_INFO, "job %s: node %s (%s:%d) joined with rank %lld", id, from, mb->host,
              mb->port, (long long)proto_get_int (m, "rank", -1));
     sched_try_resume (s, job);

@@ -21,12 +21,16 @@
 #define SERVER_MAX_CLIENTS 1024
 #define SERVER_MAX_HANDLERS 32
 #define SERVER_MAX_ON_REGISTER 4
+#define SERVER_MAX_INFO 4
 
 struct server;
 struct client;
 typedef json_object *(*handler_f) (struct server *s, struct client *c, json_object *req);
 /* After a task registered (h_register): job, and the request. */
 typedef void (*on_register_f) (struct server *s, struct job *job, json_object *req);
+/* A part of the daemon's state for status replies (a new object, or NULL
+ * for nothing), as the client of uid may see it. */
+typedef json_object *(*info_f) (uid_t uid);
 
 /* A client's identity (uid, gid, pid) is whom it acts for: SO_PEERCRED
  * at accept, except on a connection made for a restored task (ctl-attach),
@@ -72,6 +76,11 @@ struct server {
     int nhandlers;
     on_register_f on_register[SERVER_MAX_ON_REGISTER];
     int non_register;
+    struct {
+        const char *key;
+        info_f fn;
+    } info[SERVER_MAX_INFO];
+    int ninfo;
 };
 
 /* Returned by a handler that must not answer (libibcr's hello: libibcr
@@ -84,6 +93,9 @@ extern char server_no_reply_marker;     /* one object for both files */
  * 0, or -1 (EEXIST, ENOSPC). */
 int server_add_handler (struct server *s, const char *type, handler_f fn);
 int server_on_register (struct server *s, on_register_f fn);
+/* And a part of the "daemon" object of status replies, under key (which
+ * must live as long as s).  0, or -1 (ENOSPC). */
+int server_add_info (struct server *s, const char *key, info_f fn);
 
 void client_close (struct server *s, struct client *c);
 json_object *ok_reply (const char *request);

@@ -199,7 +199,11 @@ static json_object *daemon_info (struct server *s, uid_t uid)
     proto_set_int (o, "reloads", s->reloads);
     if (s->reload_error)
         proto_set_str (o, "reload_error", s->reload_error);
-    (void)uid;
+    for (int i = 0; i < s->ninfo; i++) {
+        json_object *v = s->info[i].fn (uid);
+        if (v)
+            json_object_object_add (o, s->info[i].key, v);
+    }
     return o;
 }
 
@@ -518,6 +522,17 @@ int server_on_register (struct server *s, on_register_f fn)
         return -1;
     }
     s->on_register[s->non_register++] = fn;
+    return 0;
+}
+
+int server_add_info (struct server *s, const char *key, info_f fn)
+{
+    if (s->ninfo == SERVER_MAX_INFO) {
+        errno = ENOSPC;
+        return -1;
+    }
+    s->info[s->ninfo].key = key;
+    s->info[s->ninfo++].fn = fn;
     return 0;
 }
 

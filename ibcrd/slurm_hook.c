@@ -73,6 +73,7 @@ struct hk_job {
     double t0;              /* its start, ms */
     double expect_until;    /* member: the leader's final generation is
                                expected until then (ms), 0 none */
+    uint32_t slurm_state;   /* the watcher's last look, 0 before the first */
     struct hk_job *next;
 };
 
@@ -99,6 +100,7 @@ static struct {
 
     /* The loop's own. */
     int state;              /* 0 not started, 1 running, -1 dead */
+    char error[256];        /* why it is dead, for status */
     double dead_at;         /* when it died (hk_now), to try again later */
     int again;              /* this start follows a failed one */
     int rfd;
@@ -323,6 +325,7 @@ static int hk_start (struct server *s)
     if (hk.state)
         return hk.state == 1 ? 0 : -1;
     if (pipe2 (p, O_CLOEXEC) < 0) {
+        snprintf (hk.error, sizeof (hk.error), "cannot make a pipe: %s", strerror (errno));
         log_err (errno, "Slurm triggers are off: cannot make a pipe");
         hk.state = -1;
         return -1;
@@ -337,6 +340,8 @@ static int hk_start (struct server *s)
     pthread_cond_init (&hk.cv, &ca);
     pthread_condattr_destroy (&ca);
     if ((errno = pthread_create (&hk.th, NULL, hk_thread, NULL)) != 0) {
+        snprintf (hk.error, sizeof (hk.error), "cannot start the watcher thread: %s",
+                  strerror (errno));
         log_err (errno, "Slurm triggers are off: cannot start the watcher thread");
         close (p[0]);
         close (p[1]);
@@ -539,6 +544,7 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
         log_msg (m->level, "%s", ev->text);
         return;
     case HK_DEAD:
+        snprintf (hk.error, sizeof (hk.error), "%s", ev->text);
         log_msg (LOG_WARNING, "Slurm triggers are off (no time-limit, drain or preemption "
                  "checkpoints): %s; tried again when a job registers, %.0f s from now at "
                  "the earliest", ev->text, HK_RETRY_MS / 1000);
@@ -574,7 +580,10 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
                 pp = &h->next;
         }
         return;
-    case SLURM_WATCH_STATE:
+    case SLURM_WATCH_STATE: {
+        struct hk_job *j = hk_job (ev->job, 0);
+        if (j)
+            j->slurm_state = ev->new_state;
         log_msg (LOG_INFO, "job %u: Slurm: %s", ev->job, ev->text);
         /* scancel: checkpoint first only if the admin wants it, and only
          * while the tasks are held. */
@@ -585,6 +594,7 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
                     break;
                 }
         return;
+    }
     case SLURM_WATCH_GONE:
         log_msg (LOG_INFO, "job %u: %s", ev->job, ev->text);
         hk_job_forget (ev->job);
@@ -719,6 +729,37 @@ json_object *slurm_hook_term (struct server *s, struct client *c, json_object *r
     log_msg (LOG_INFO, "job %u rank %d: SIGTERM held while ibcrd asks Slurm why", sid, h->rank);
     hk_order (HK_LOOK, sid, 0);
     return NO_REPLY;
+}
+
+json_object *slurm_hook_status (uid_t uid)
+{
+    json_object *o, *js;
+    char name[64];
+
+    if (hk.state == 0)
+        return NULL;        /* never started: no Slurm job registered */
+    if (!(o = json_object_new_object ()))
+        return NULL;
+    proto_set_bool (o, "watching", hk.state == 1);
+    proto_set_str (o, "node", hk.node);
+    if (hk.state != 1 && hk.error[0])
+        proto_set_str (o, "error", hk.error);
+    /* Every Slurm job's state: root's to see, as with squeue and
+     * PrivateData=jobs. */
+    if (uid == 0 && (js = json_object_new_array ())) {
+        for (struct hk_job *j = hk.jobs; j; j = j->next) {
+            json_object *jo = json_object_new_object ();
+            if (!jo)
+                continue;
+            proto_set_int (jo, "job", j->id);
+            if (j->slurm_state)
+                proto_set_str (jo, "state",
+                               slurm_watch_state_name (j->slurm_state, name, sizeof (name)));
+            json_object_array_add (js, jo);
+        }
+        json_object_object_add (o, "jobs", js);
+    }
+    return o;
 }
 
 void slurm_hook_shutdown (void)

@@ -64,6 +64,13 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status);
  * on (server.c's table). */
 json_object *slurm_hook_term (struct server *s, struct client *c, json_object *req);
 
+/* For status replies ("slurm" in the daemon's object): whether Slurm is
+ * watched, as which node, why not when the watcher failed (it is tried
+ * again when a job registers), and for root every Slurm job the hook
+ * follows with the state of the watcher's last look.  NULL when no Slurm
+ * job ever registered. */
+json_object *slurm_hook_status (uid_t uid);
+
 /* Stop the thread (daemon shut-down). */
 void slurm_hook_shutdown (void);
 

@@ -86,7 +86,7 @@ const char *slurm_watch_kind_name (enum slurm_watch_kind k)
 
 /* Slurm's own job_state_string() is exported but not in its headers:
  * name the states ourselves, base state then the flags that matter here. */
-static const char *sw_state_name (uint32_t state, char *buf, size_t len)
+const char *slurm_watch_state_name (uint32_t state, char *buf, size_t len)
 {
     static const char *base[] = { "PENDING", "RUNNING", "SUSPENDED", "COMPLETED",
                                   "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
@@ -368,12 +368,12 @@ static int sw_poll_job (struct slurm_watch *w, struct sw_job *j)
     if (!j->seen || ji->job_state != j->state) {
         char before[80], after[80];
         if (j->seen)
-            sw_state_name (j->state, before, sizeof (before));
+            slurm_watch_state_name (j->state, before, sizeof (before));
         else
             snprintf (before, sizeof (before), "(first look)");
         sw_emit (w, SLURM_WATCH_STATE, j, SLURM_WATCH_NOTHING, ji, j->state,
                  "%s -> %s, restarts %u%s%s", before,
-                 sw_state_name (ji->job_state, after, sizeof (after)),
+                 slurm_watch_state_name (ji->job_state, after, sizeof (after)),
                  (unsigned)ji->restart_cnt, ji->state_desc ? ": " : "",
                  ji->state_desc ? ji->state_desc : "");
         j->state = ji->job_state;

@@ -97,6 +97,9 @@ void slurm_watch_policy_defaults (struct slurm_watch_policy *p);
 int slurm_watch_action_parse (const char *s);
 const char *slurm_watch_action_name (enum slurm_watch_action a);
 const char *slurm_watch_kind_name (enum slurm_watch_kind k);
+/* A Slurm job_state's name ("RUNNING", "PENDING+REQUEUE"...) in buf;
+ * no libslurm call, so any thread may use it. */
+const char *slurm_watch_state_name (uint32_t state, char *buf, size_t len);
 
 /* Watch Slurm node 'node' (this ibcrd's -N name) with policy p, calling
  * cb for every event from slurm_watch_poll().  Initializes libslurm

@@ -41,9 +41,18 @@ t8_field() {
 	t8_ibcr $1 status $2 --json 2>/dev/null | ibcrd_json_task "$3" "${4:-}"
 }
 
-# t8_joins JOB N: node n2 joined the leader with rank 1 of JOB N times.
+# t8_joins JOB N: node n2 joined the leader (host 1) N times, says the
+# leader's status.
 t8_joins() {
-	test "$(grep -c "job $1: node n2 (.*) joined with rank 1" h1/ibcrd.log)" -ge "$2"
+	t8_ibcr 1 status $1 --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+try:
+    ms = json.load(sys.stdin)["job"].get("members", [])
+except (ValueError, KeyError):
+    sys.exit(1)
+sys.exit(0 if any(m["node"] == "n2" and m.get("joins", 0) >= int(sys.argv[1])
+                  for m in ms) else 1)
+' "$2"
 }
 
 # t8_rank JOB RANK HOST [PRE]: start one rank of a 2-rank job on HOST.

@@ -75,6 +75,14 @@ t9_let_run() {
 	sleep 0.5
 }
 
+# t9_resumed JOB N: N tasks of JOB, none of them still held as restored
+# (the rebuild resumed them), and no generation running.
+t9_resumed() {
+	t9_st=$("$IBCR" status $1 --json 2>/dev/null) &&
+	test "$(echo "$t9_st" | grep -o "\"restored\":false" | wc -l)" = "$2" &&
+	echo "$t9_st" | grep -q "\"checkpointing\":false"
+}
+
 # t9_shm JOB: every rank of JOB maps softib's same-host rings (the
 # pingpong on one host goes through shared memory, also after a rebuild)
 t9_shm() {
@@ -110,7 +118,6 @@ test_expect_success 'one host: two checkpoints while rc_pingpong -c runs' '
 	! t9_done pp &&
 	grep -c "\"ctl_ino\"" d/storage/local/pp/gen-2/manifest.json >n && test "$(cat n)" -eq 2 &&
 	t9_drained d pp 2 &&
-	grep "job pp gen 2: rank 0: criu dump .*(libibcr control socket external)" d/ibcrd.log &&
 	t9_wait_done pp &&
 	t9_pp_ok pp $ONE_ITERS &&
 	"$IBCR" verify pp
@@ -133,7 +140,7 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 	ibcrd_bg rs 1 restart rs --rank 1 &&
 	ibcrd_wait_for grep -q "restored from generation 2" rs.0.err &&
 	ibcrd_wait_for grep -q "restored from generation 2" rs.1.err &&
-	ibcrd_wait_for grep -q "job rs: restored tasks rebuilt and resumed" d/ibcrd.log &&
+	ibcrd_wait_for t9_resumed rs 2 &&
 	ibcrd_wait_for t9_shm rs &&
 	t9_wait_done rs &&
 	t9_pp_ok rs $ONE_ITERS
@@ -160,8 +167,8 @@ test_expect_success 'two hosts: two checkpoints led by rank 0'"'"'s ibcrd while 
 		ibcrd_bg mh 1 run --job mh --rank 1 --size 2 --leader $L -- \
 		ibv_rc_pingpong -c -n $ITERS -p $PORT $(netns_ip 1) &&
 	ibcrd_wait_for ibcrd_joined h1 mh n2 1 &&
-	ibcrd_wait_for ibcrd_ctl 1 mh h1/ibcrd.log &&
-	ibcrd_wait_for ibcrd_ctl 1 mh h2/ibcrd.log &&
+	ibcrd_wait_for ibcrd_ctl 1 mh h1 &&
+	ibcrd_wait_for ibcrd_ctl 1 mh h2 &&
 	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mh --wait &&
 	t9_let_run &&
@@ -183,7 +190,7 @@ test_expect_success 'two hosts: checkpoint twice, kill both ranks, restart both 
 		ibcrd_bg mr 1 run --job mr --rank 1 --size 2 --leader $L -- \
 		ibv_rc_pingpong -c -n $ITERS -p $P $(netns_ip 1) &&
 	ibcrd_wait_for ibcrd_joined h1 mr n2 1 &&
-	ibcrd_wait_for ibcrd_ctl 1 mr h1/ibcrd.log && ibcrd_wait_for ibcrd_ctl 1 mr h2/ibcrd.log &&
+	ibcrd_wait_for ibcrd_ctl 1 mr h1 && ibcrd_wait_for ibcrd_ctl 1 mr h2 &&
 	t9_let_run &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint mr --wait &&
 	t9_let_run &&
@@ -202,8 +209,7 @@ test_expect_success 'two hosts: checkpoint twice, kill both ranks, restart both 
 	ibcrd_wait_for grep -q "restored from generation 2" mr.0.err &&
 	ibcrd_wait_for grep -q "restored from generation 2" mr.1.err &&
 	t9_wait_done mr &&
-	t9_pp_ok mr &&
-	grep "job mr: restored tasks rebuilt and resumed" h1/ibcrd.log
+	t9_pp_ok mr
 '
 
 test_expect_success 'and again from generation 2 on two other hosts (other IPs, LIDs, QPNs)' '
@@ -214,9 +220,7 @@ test_expect_success 'and again from generation 2 on two other hosts (other IPs, 
 	ibcrd_wait_for grep -q "restored from generation 2" mr.0.err &&
 	ibcrd_wait_for grep -q "restored from generation 2" mr.1.err &&
 	t9_wait_done mr &&
-	t9_pp_ok mr &&
-	grep "job mr: node n4 (.*) joined with rank 1" h3/ibcrd.log &&
-	grep "job mr: restored tasks rebuilt and resumed" h3/ibcrd.log
+	t9_pp_ok mr
 '
 
 
@@ -258,8 +262,7 @@ t9_vs_restart() {
 		ibcrd_bg $t9_vn 1 restart $t9_vn --rank 1 --leader $L "$@" &&
 	ibcrd_wait_for grep -q "restored from generation 2" $t9_vn.0.err &&
 	ibcrd_wait_for grep -q "restored from generation 2" $t9_vn.1.err &&
-	t9_wait_done $t9_vn &&
-	grep "job $t9_vn: restored tasks rebuilt and resumed" h$t9_l/ibcrd.log
+	t9_wait_done $t9_vn
 }
 
 # t9_vs_case OP PORTNUM [NAME VS-OPTIONS...]: the whole scenario for one
@@ -277,7 +280,7 @@ t9_vs_case() {
 		ibcrd_bg $j 1 run --job $j --rank 1 --size 2 --leader $L -- \
 		"$VS" -C -T 900 "$@" -o $op -n $VS_N -q $VS_QPS -r $VS_RATE -p $P $(netns_ip 1) &&
 	ibcrd_wait_for ibcrd_joined h1 $j n2 1 &&
-	ibcrd_wait_for ibcrd_ctl 1 $j h1/ibcrd.log && ibcrd_wait_for ibcrd_ctl 1 $j h2/ibcrd.log &&
+	ibcrd_wait_for ibcrd_ctl 1 $j h1 && ibcrd_wait_for ibcrd_ctl 1 $j h2 &&
 	ibcrd_wait_for grep -q "server: checkpointable" $j.0.err &&
 	ibcrd_wait_for grep -q "client: checkpointable" $j.1.err &&
 	t9_let_run &&
@@ -300,7 +303,6 @@ t9_vs_case() {
 	t9_vs_ok $j &&
 	mkdir $j-same && mv $j.* $j-same/ &&
 	t9_vs_restart $j 3 4 --gen 2 &&
-	grep "job $j: node n4 (.*) joined with rank 1" h3/ibcrd.log &&
 	t9_vs_ok $j &&
 	test "$(t9_vs_line $j 0)" = "$(t9_vs_line $j-same/$j 0)"
 }
@@ -329,6 +331,8 @@ test_expect_success 'verbs_stream -C UD SEND addressed by GID (-U -x 0): the sam
 	grep "client: qp 0 remote .* usegid=1 " vs-udgrh-first/vs-udgrh.1.err
 '
 
+# A failure to take the lock is no failure of the generation (the dump
+# goes on, unserialised): the daemon's warning is the one trace of it.
 test_expect_success 'every dump took the node dump lock (no ibcrd logged a lock failure)' '
 	ls */ibcrd.log >logs &&
 	test $(wc -l <logs) -ge 5 &&

@@ -4,7 +4,7 @@ test_description='spank: ibcrd that came up before Slurm was configured watches 
 On a node, ibcrd may start before slurm.conf is in place (a boot order,
 a configuration pushed later).  Its Slurm watcher then cannot start: the
 jobs run, but no time limit, drain or preemption would checkpoint them.
-ibcrd says so in its log, and tries again when a job registers, 10 s
+ibcrd says so in its log and its status, and tries again when a job registers, 10 s
 after the failure at the earliest; it then watches every job already
 registered too.  Here a job registers while the configuration is missing;
 once it appears and a second job registers, the first job is watched: a
@@ -22,13 +22,24 @@ store=$IBCRD_STORAGE/local
 
 spank_write_counter
 
-log_has() {
-	lh_t=${2:-300}
-	until grep -q "$1" "$IBCRD_RUN/ibcrd/n1/ibcrd.log"; do
-		lh_t=$((lh_t - 1))
-		test $lh_t -gt 0 || { echo "ibcrd never logged: $1" >&2; return 1; }
-		sleep 0.1
-	done
+# What n1's ibcrd says of its Slurm watcher, in its status:
+#   slurm_off WHY       not watching, because of WHY (a pattern)
+#   slurm_watching      watching, as node n1
+#   slurm_sees JOB STATE
+#                       the watcher's last look found JOB in STATE
+slurm_off() {
+	ibcrd_node_status n1 |
+		grep -q "\"slurm\":{\"watching\":false,\"node\":\"n1\",\"error\":\"[^\"]*$1"
+}
+slurm_watching() {
+	ibcrd_node_status n1 | grep -q "\"slurm\":{\"watching\":true,\"node\":\"n1\""
+}
+slurm_sees() {
+	ibcrd_node_status n1 | grep -q "{\"job\":$1,\"state\":\"$2\"}"
+}
+# gen_by JOB GEN TRIGGER: generation GEN of JOB committed, started by TRIGGER
+gen_by() {
+	test "$(ibcrd_gen_trigger $1 $2 2>/dev/null)" = "$3"
 }
 
 test_expect_success 'a 1-node cluster; ibcrd starts where slurm.conf is not yet' '
@@ -50,10 +61,10 @@ test_expect_success 'a job registers: ibcrd says its Slurm triggers are off, and
 	A=$(sbatch --parsable --checkpoint-ib -o A.job --open-mode=append \
 		--wrap "srun --open-mode=append -o A.out -e A.err ./counter.sh 600") &&
 	slurm_wait_job $A RUNNING 30 &&
-	log_has "job $A step 0: registered rank 0" &&
-	log_has "Slurm triggers are off .*late.conf: No such file.*tried again when a job registers" &&
+	ibcr_wait_for 30 ibcrd_node_has_rank n1 $A 0 &&
+	ibcr_wait_for 30 slurm_off "late.conf: No such file" &&
 	ibcr_now_cs >off.cs &&
-	! grep "watching Slurm" "$IBCRD_RUN/ibcrd/n1/ibcrd.log"
+	! slurm_watching
 '
 
 test_expect_success 'slurm.conf appears; the next registration starts the watcher, for both jobs' '
@@ -63,23 +74,22 @@ test_expect_success 'slurm.conf appears; the next registration starts the watche
 	left=$(( $(cat off.cs) + 1050 - $(ibcr_now_cs) )) &&
 	{ test $left -le 0 || sleep $(printf "%d.%02d" $((left / 100)) $((left % 100))); } &&
 	B=$(sbatch --parsable --checkpoint-ib -o /dev/null --wrap "srun sleep 60") &&
-	log_has "job $B step 0: registered rank 0" &&
-	log_has "watching Slurm again as node n1" &&
-	log_has "job $A: Slurm: (first look) -> RUNNING" &&
-	log_has "job $B: Slurm: (first look) -> RUNNING"
+	ibcr_wait_for 30 ibcrd_node_has_rank n1 $B 0 &&
+	ibcr_wait_for 30 slurm_watching &&
+	ibcr_wait_for 30 slurm_sees $A RUNNING &&
+	ibcr_wait_for 30 slurm_sees $B RUNNING
 '
 
 test_expect_success 'the first job is now protected: drained, it is checkpointed, requeued, restored' '
 	spank_wait_lines A.out 20 &&
 	scontrol update nodename=n1 state=drain reason=ibcr-t4012 &&
-	log_has "job $A: drain: final checkpoint, then requeue" &&
-	log_has "job $A gen 1: committed" &&
+	ibcr_wait_for 30 gen_by $A 1 drain &&
 	# B, still running on n1, is checkpointed by the same drain: two
 	# dumps on one node at once, one after the other (ibcrd serialises
-	# them; two concurrent CRIU dumps were seen to fail one)
-	log_has "job $B gen 1: committed" &&
-	! grep "aborted" "$IBCRD_RUN/ibcrd/n1/ibcrd.log" &&
-	log_has "job $A: requeued" &&
+	# them; two concurrent CRIU dumps were seen to fail one: an aborted
+	# generation 1 would leave no gen-1, its number is not given again)
+	ibcr_wait_for 30 gen_by $B 1 drain &&
+	spank_restarts_at_least $A 1 30 &&
 	slurm_wait_job $A PENDING 30 &&
 	scontrol update nodename=n1 state=resume &&
 	slurm_start_now $A &&

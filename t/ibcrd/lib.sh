@@ -63,8 +63,8 @@
 #                               prefixed by $IBCRD_ON (e.g. ibcrd_on I);
 #                               output NAME.RANK.out/.err, exit status
 #                               NAME.RANK.rc; tracked
-#   ibcrd_ctl N JOB LOG         N ranks of JOB have their libibcr control
-#                               connection, says ibcrd log LOG
+#   ibcrd_ctl N JOB NAME        N ranks of JOB have their libibcr control
+#                               connection, says the status of daemon NAME
 #   ibcrd_pingpong NAME JOB PORT ITERS
 #                               "ibv_rc_pingpong -c -n ITERS -p PORT" as
 #                               ranks 0 (server) and 1 of JOB on this host
@@ -407,7 +407,8 @@ ibcrd_bg() {
 }
 
 ibcrd_ctl() {
-	test "$(grep -c "job $2 step 0: rank [0-9]* pid [0-9]*: libibcr control connection$" "$3")" -ge "$1"
+	test "$(IBCR_SOCKET=$(ibcrd_sock $3) "$IBCR" status $2 --json 2>/dev/null |
+		grep -o "\"control\":true" | wc -l)" -ge "$1"
 }
 
 ibcrd_listening() {
@@ -422,5 +423,5 @@ ibcrd_pingpong() {
 	ibcrd_bg $1 0 run --job $2 --rank 0 --size 2 -- ibv_rc_pingpong -c -n $4 -p $3 &&
 	ibcrd_wait_for ibcrd_listening $3 &&
 	ibcrd_bg $1 1 run --job $2 --rank 1 --size 2 -- ibv_rc_pingpong -c -n $4 -p $3 127.0.0.1 &&
-	ibcrd_wait_for ibcrd_ctl 2 $2 d/ibcrd.log
+	ibcrd_wait_for ibcrd_ctl 2 $2 d
 }

@@ -29,6 +29,22 @@
 #                         test failed, print their logs first; removes
 #                         $IBCRD_RUN.  Register it with ibcr_atexit.
 #
+# What a node's ibcrd knows, from its status (root's view), not its log:
+#   ibcrd_node_status NODE [JOB]
+#                         "ibcr status [JOB] --json" of NODE's ibcrd
+#   ibcrd_node_ctl N NODE JOB
+#                         N tasks of JOB on NODE have their libibcr control
+#                         connection
+#   ibcrd_node_has_rank NODE JOB RANK [PID]
+#                         NODE's ibcrd has JOB's RANK registered (by the
+#                         process PID, when given)
+#   ibcrd_node_joined NODE JOB MEMBER
+#                         NODE, JOB's leader, lists node MEMBER as joined
+#   ibcrd_gen_trigger JOB GEN
+#                         what started generation GEN of JOB (preempt,
+#                         drain, timelimit, cancel, manual, periodic), as
+#                         its manifest in $IBCRD_STORAGE says
+#
 # Only the pids started here are ever signalled.
 
 IBCRD=${IBCR_BUILDDIR:-.}/ibcrd/ibcrd
@@ -56,16 +72,33 @@ ibcrd_start_node() {
 	ibcrd_pids="$ibcrd_pids $!"
 	ibcr_record_proc $! "ibcrd -N $1"
 	ibcr_record_path "$IBCRD_RUN"
-	isn_t=50
-	while ! test -S "$isn_dir/ibcrd.sock"; do
-		isn_t=$((isn_t - 1))
-		if test $isn_t -le 0; then
-			echo "ibcrd for $1 did not create its socket in 5 s:" >&2
-			cat "$isn_dir/ibcrd.log" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
+	if ! ibcr_wait_for 5 test -S "$isn_dir/ibcrd.sock"; then
+		echo "ibcrd for $1 did not create its socket in 5 s:" >&2
+		cat "$isn_dir/ibcrd.log" >&2
+		return 1
+	fi
+}
+
+ibcrd_node_status() {
+	"${IBCR_BUILDDIR:-.}/cli/ibcr" --socket "$IBCRD_RUN/ibcrd/$1/ibcrd.sock" \
+		status ${2:+"$2"} --json 2>/dev/null
+}
+
+ibcrd_node_ctl() {
+	test "$(ibcrd_node_status $2 $3 | grep -o "\"control\":true" | wc -l)" -ge "$1"
+}
+
+ibcrd_node_has_rank() {
+	ibcrd_node_status $1 $2 | grep -q "{\"rank\":$3,[^}]*\"pid\":${4:-[0-9]*}[,}]"
+}
+
+ibcrd_node_joined() {
+	ibcrd_node_status $1 $2 | grep -q "\"members\":\[[^]]*\"node\":\"$3\""
+}
+
+ibcrd_gen_trigger() {
+	sed -n "s/.*\"trigger\": *\"\([a-z]*\)\".*/\1/p" \
+		"${IBCRD_STORAGE:-$IBCRD_RUN/ibcrd/n1/storage}/local/$1/gen-$2/manifest.json"
 }
 
 ibcrd_stop_all() {
