@@ -68,6 +68,11 @@ else:
     print(mode, "sent")
 PYEOF
 
+# listening_or_gone PORT PID: PORT is listened on, or PID has ended.
+listening_or_gone() {
+	ss -Hltn "sport = :$1" | grep -q LISTEN || ibcr_dead $2
+}
+
 # start_server ARGS...: pingpong server on a free port; sets spid, port,
 # qpn.  Ports are guessed, and other tests run at the same time: a port
 # someone else holds ("Couldn't listen") means another try on the next.
@@ -77,17 +82,10 @@ start_server() {
 		srv_n=$((srv_n + 1))
 		stdbuf -oL timeout 30 ibv_rc_pingpong -p $port "$@" >srv.out 2>srv.err &
 		spid=$!
-		i=0
-		until ss -Hltn "sport = :$port" | grep -q LISTEN; do
-			i=$((i + 1))
-			if ! kill -0 $spid 2>/dev/null || test $i -ge 100; then
-				kill $spid 2>/dev/null
-				wait $spid
-				break
-			fi
-			sleep 0.05
-		done
-		if kill -0 $spid 2>/dev/null; then
+		if ! ibcr_wait_for 5 listening_or_gone $port $spid || ibcr_dead $spid; then
+			kill $spid 2>/dev/null
+			wait $spid
+		else
 			qpn=$(sed -n "s/.*local address:.*QPN 0x\([0-9a-f]*\).*/\1/p" srv.out)
 			test -n "$qpn"
 			return

@@ -158,14 +158,17 @@ test_expect_success 'prune usage errors' '
 	test_expect_code 2 "$IBCR" --storage "$ST" prune --keep 1
 '
 
+# job_registered JOB: daemon a has a task of JOB.
+job_registered() {
+	IBCR_SOCKET="$(ibcrd_sock a)" "$IBCR" status "$1" >/dev/null 2>&1
+}
+
 test_expect_success 'status lists registered jobs; status JOB --json shows its tasks' '
 	"$RAWMSG" "$(ibcrd_sock a)" \
 		"{\"version\":1,\"type\":\"register\",\"job\":\"77\",\"rank\":0,\"node\":\"nX\"}" \
 		"@sleep:2000" >/dev/null &
 	rp=$! &&
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		grep -q "job 77 step 0: registered" a/ibcrd.log && break; sleep 0.1
-	done &&
+	ibcrd_wait_for job_registered 77 &&
 	IBCR_SOCKET="$(ibcrd_sock a)" "$IBCR" status >out &&
 	cat out &&
 	grep "^node .* storage $ST/local" out &&

@@ -103,8 +103,7 @@ test_expect_success 'e: user 2 cannot claim a Slurm job id, with "source":"spank
 	sed -n 3p out | grep "EPERM.*job e-own: .*source.*spank.*: only root" &&
 	sed -n 4p out | grep "\"request\":\"ping\"" &&
 	test_expect_code 4 "$IBCR" --socket "$S" status 4242001 2>err &&
-	grep "job 4242001 has no task registered" err &&
-	grep "job 4242001 step 0: uid $U2 tried to register rank 0 of a Slurm job: refused" a/ibcrd.log
+	grep "job 4242001 has no task registered" err
 '
 
 test_expect_success 'e: root registers a Slurm job for user 1; neither user may add a task to it' '
@@ -231,7 +230,8 @@ test_expect_success 'g: user 1 may not name a leader host outside ibcrd.conf pee
 	cat out &&
 	sed -n 1p out | grep "EPERM.*leader evil@127.0.0.1 refused: a job outside Slurm may name as its leader only a host listed in .peers. of this node.s ibcrd.conf (none listed)" &&
 	sed -n 2p out | grep "\"request\":\"ping\"" &&
-	grep "job g1 step 0: uid $U1 named leader evil@127.0.0.1, not in peers: refused" a/ibcrd.log
+	test_expect_code 4 as1 "$IBCR" --socket "$S" status g1 2>err &&
+	grep "job g1 has no task registered" err
 '
 
 test_expect_success 'g: a credential root sends to a leader decodes for root only, not for a user listening there' '
@@ -295,7 +295,6 @@ test_expect_success 'h: connections are bounded per uid; another uid and root st
 	as1 "$RAWMSG" "$L" @read >out &&
 	cat out &&
 	grep "EUSERS.*limit reached: uid $U1 has 4 connections open to ibcrd (max_conns_per_uid in ibcrd.conf)" out &&
-	grep "client pid [0-9]* uid $U1 refused: uid $U1 has 4 connections open (max_conns_per_uid)" l/ibcrd.log &&
 	as2 "$RAWMSG" "$L" "$(msg ping)" &&
 	"$RAWMSG" "$L" "$(msg ping)" &&
 	for i in 1 2 3; do kill $(cat c$i.pid); done &&
@@ -328,8 +327,7 @@ test_expect_success 'h: idle peer connections time out: 256 of them do not shut 
 	cat idle.out &&
 	grep "^left 0$" idle.out &&
 	"$IBCRD" -c a/ibcrd.conf --ping-peer "nA@127.0.0.1:$PA" >out &&
-	grep "\"request\":\"ping\"" out &&
-	grep "idle for [0-9]* ms (peer_idle_timeout): closed" a/ibcrd.log
+	grep "\"request\":\"ping\"" out
 '
 
 cpu_ticks() {
@@ -359,6 +357,9 @@ test_expect_success 'h: out of file descriptors, the listener rests instead of s
 	t0=$(cpu_ticks $Z) && sleep 2 && t1=$(cpu_ticks $Z) &&
 	echo "ibcrd used $((t1 - t0)) ticks in 2 s" &&
 	test $((t1 - t0)) -lt 40 &&
+	# The log is checked here because how much it says is part of the
+	# behaviour (a resting listener must not flood it), and because while
+	# the descriptors are out no status request can get in to ask.
 	test "$(grep -c "accept on .*: Too many open files" z/ibcrd.log)" -le 4 &&
 	touch flood.stop &&
 	ibcrd_wait_for ibcr_dead $(cat flood.pid) &&

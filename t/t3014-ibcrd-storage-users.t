@@ -185,7 +185,9 @@ test_expect_success CRIU 'a dump log planted as a link in a staging folder of an
 		ibcrd_stop s3
 		false
 	fi &&
-	grep "staging $PWD/pub/ibcr/staging: folder $PWD/pub/ibcr is owned by uid $IBCR_UID2" s3/ibcrd.log
+	# Refused at start: exit 1, the reason on its stderr.
+	test_expect_code 1 "$IBCRD" -F -c s3/ibcrd.conf 2>s3.err &&
+	grep "staging $PWD/pub/ibcr/staging: folder $PWD/pub/ibcr is owned by uid $IBCR_UID2" s3.err
 '
 
 test_expect_success 'the root-owned copy is intact after every attempt' '
