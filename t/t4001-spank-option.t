@@ -169,6 +169,8 @@ test_expect_success IBCRD 'plugstack.conf: bad values are named with what to wri
 	srun -N1 --checkpoint-ib true
 '
 
+# The tasks have ended (and left ibcrd's state with their connection):
+# their registration is recorded in the log only.
 test_expect_success IBCRD 'each protected task registered with its node ibcrd' '
 	grep "registered rank" "$run"/ibcrd/n1/ibcrd.log | head -n 3 &&
 	grep -q "step 0: registered rank 0 .* node n1" "$run/ibcrd/n1/ibcrd.log" &&

@@ -33,18 +33,15 @@ start_watch() {
 	watch_pid=$!
 }
 
-# wait_line FILE PATTERN [TENTHS]: until a line of FILE matches PATTERN.
+# has_line FILE PATTERN: a line of FILE matches PATTERN.
+has_line() {
+	grep -q "$2" "$1" 2>/dev/null
+}
+
+# wait_line FILE PATTERN [SECONDS]: until a line of FILE matches PATTERN
+# (default 30 s); else FILE is shown.
 wait_line() {
-	wl_t=${3:-300}
-	while ! grep -q "$2" "$1" 2>/dev/null; do
-		wl_t=$((wl_t - 1))
-		if test $wl_t -le 0; then
-			echo "no line matching '$2' in $1:" >&2
-			cat "$1" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
+	ibcr_wait_for ${3:-30} has_line "$1" "$2" || { cat "$1" >&2; return 1; }
 }
 
 test_expect_success WATCH 'start a 2-node cluster' '
@@ -56,8 +53,8 @@ test_expect_success WATCH 'time limit: one event at end - margin - checkpoint ti
 	jobid=$(sbatch --parsable -N1 -w n1 -t 2 -o /dev/null --wrap "sleep 300") &&
 	slurm_wait_job $jobid RUNNING 30 &&
 	start_watch tl.out -N n1 -m 105 -c 5 -p 250 -t requeue -R -T 60 $jobid &&
-	wait_line tl.out "^[0-9]* requeued job=$jobid" 300 &&
-	wait_line tl.out "state job=$jobid .*-> PENDING, restarts 1" 300 &&
+	wait_line tl.out "^[0-9]* requeued job=$jobid" 30 &&
+	wait_line tl.out "state job=$jobid .*-> PENDING, restarts 1" 30 &&
 	stop_watch &&
 	cat tl.out | ibcr_diag &&
 	test $(grep -c " timelimit job=$jobid " tl.out) = 1 &&
@@ -88,7 +85,7 @@ test_expect_success WATCH 'drain: reported once per drain, with the reason; othe
 	wait_line dr.out "state job=$j2 .*first look" &&
 	t0=$(date +%s%N) &&
 	scontrol update nodename=n2 state=drain reason=ibcr-test-1 &&
-	wait_line dr.out " drain job=$j2 action=checkpoint .*DRAIN (ibcr-test-1)" 50 &&
+	wait_line dr.out " drain job=$j2 action=checkpoint .*DRAIN (ibcr-test-1)" 5 &&
 	echo "drain seen after $(( ($(date +%s%N) - t0) / 1000000 )) ms" | ibcr_diag &&
 	# (one report per drain: only a while without a second shows that)
 	sleep 1 &&
@@ -98,7 +95,7 @@ test_expect_success WATCH 'drain: reported once per drain, with the reason; othe
 	# must have looked at least once between resume and the next drain)
 	sleep 0.5 &&
 	scontrol update nodename=n2 state=drain reason=ibcr-test-2 &&
-	wait_line dr.out " drain job=$j2 .*(ibcr-test-2)" 50 &&
+	wait_line dr.out " drain job=$j2 .*(ibcr-test-2)" 5 &&
 	test $(grep -c " drain job=" dr.out) = 2 &&
 	! grep requeue dr.out &&
 	test "$(squeue -h -j $j2 -o %T)" = RUNNING &&
@@ -122,7 +119,7 @@ test_expect_success WATCH 'a cancelled job is reported as such' '
 	start_watch c.out -N n1 -p 200 -T 60 $j3 &&
 	wait_line c.out "state job=$j3 .*first look" &&
 	scancel $j3 &&
-	wait_line c.out "state job=$j3 .*-> CANCELLED" 50 &&
+	wait_line c.out "state job=$j3 .*-> CANCELLED" 5 &&
 	stop_watch
 '
 
