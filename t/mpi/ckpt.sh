@@ -221,8 +221,8 @@ mpi_ckpt_drain() {
 	spank_wait_gens $D 2 90 &&
 	scontrol update nodename=n3 state=drain reason=ibcr-mpi-ckpt &&
 	slurm_wait_job $D PENDING 60 &&
-	grep "job $D: drain: final checkpoint, then requeue" $IBCRD_RUN/ibcrd/n2/ibcrd.log &&
 	newest=$(mpi_ckpt_newest_gen $D) &&
+	test "$(ibcrd_gen_trigger $D $newest)" = drain &&
 	mv md.out md.out.1 && mv md.err md.err.1 &&
 	slurm_start_now $D &&
 	slurm_wait_job $D RUNNING 60 &&
@@ -240,7 +240,7 @@ mpi_ckpt_preempt() {
 		--checkpoint-ib) &&
 	slurm_wait_job $P RUNNING 30 &&
 	for n in n1 n2; do
-		ibcr_wait_for 60 sh -c "test \$(grep -c \"job $P step 0: rank .* libibcr control connection\$\" $IBCRD_RUN/ibcrd/$n/ibcrd.log) = 2" ||
+		ibcr_wait_for 60 ibcrd_node_ctl 2 $n $P ||
 			return 1
 	done &&
 	# No generation is taken while a rank is inside MPI_Init (the
@@ -249,7 +249,7 @@ mpi_ckpt_preempt() {
 	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
 	spank_restarts_at_least $P 1 60 &&
 	test "$(spank_gens $P)" = 1 &&
-	grep "job $P: preempt: final checkpoint, then requeue" $IBCRD_RUN/ibcrd/n1/ibcrd.log &&
+	test "$(ibcrd_gen_trigger $P 1)" = preempt &&
 	slurm_wait_job $P PENDING 30 &&
 	mv mp.out mp.out.1 && mv mp.err mp.err.1 &&
 	slurm_start_now $P &&
@@ -267,25 +267,9 @@ mpi_ckpt_timelimit() {
 	slurm_wait_job $T COMPLETED 600 &&
 	spank_hurry_stop &&
 	spank_restarts_at_least $T 1 1 &&
-	cat $IBCRD_RUN/ibcrd/n*/ibcrd.log | grep "job $T: timelimit: final checkpoint, then requeue" &&
+	grep -l "\"trigger\": *\"timelimit\"" "$store/$T"/gen-*/manifest.json &&
 	test "$(grep -c "restored from generation" mt.err)" -ge 4 &&
 	mpi_ckpt_runs_same_ "$1" mt
-}
-
-# mpi_ckpt_controls_ NODE JOB: how many of JOB's tasks on NODE have a
-# libibcr control connection (ibcr status --json)
-mpi_ckpt_controls_() {
-	"$IBCR_BUILDDIR/cli/ibcr" -c "$IBCRD_RUN/ibcrd/$1/ibcrd.conf" \
-		--socket "$IBCRD_RUN/ibcrd/$1/ibcrd.sock" status "$2" --json |
-	python3 -c '
-import json, sys
-job = json.load(sys.stdin)["job"]
-print(sum(1 for t in job.get("tasks", []) if t.get("control")))'
-}
-
-# mpi_ckpt_held_ JOB: ranks 0 and 1 on n1 and 2 on n2 have connected
-mpi_ckpt_held_() {
-	test "$(mpi_ckpt_controls_ n1 "$1")" = 2 && test "$(mpi_ckpt_controls_ n2 "$1")" = 1
 }
 
 mpi_ckpt_in_init() {
@@ -304,7 +288,8 @@ mpi_ckpt_in_init() {
 	I=$(MPI_CKPT_LAUNCH=./hold3.sh mpi_ckpt_sbatch_ "$1" mi -N2 -w n1,n2 \
 		--ntasks-per-node=2 --checkpoint-ib) &&
 	slurm_wait_job $I RUNNING 30 &&
-	ibcr_wait_for 60 mpi_ckpt_held_ $I &&
+	ibcr_wait_for 60 ibcrd_node_ctl 2 n1 $I &&
+	ibcr_wait_for 60 ibcrd_node_ctl 1 n2 $I &&
 	test_must_fail spank_checkpoint $I >mi.ckpt 2>&1 &&
 	cat mi.ckpt &&
 	grep "inside P*MPI_Init.*could not be restored" mi.ckpt &&
