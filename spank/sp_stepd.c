@@ -621,8 +621,10 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
          * is anywhere else) the time since a peer last answered looks
          * huge, and the UD transport's peer timeout (30 s) and the
          * keepalive (20 s) declare every peer dead, which aborts the
-         * rank.  Off: a rank that really dies ends its step anyway. */
-        { "UCX_UD_TIMEOUT", "inf" },
+         * rank.  The keepalive off; the peer timeout 30 days ("inf" makes
+         * UCX time out at once).  A rank that really dies ends its step
+         * anyway. */
+        { "UCX_UD_TIMEOUT", "2592000s" },
         { "UCX_KEEPALIVE_INTERVAL", "inf" },
     };
     for (size_t i = 0; i < sizeof (mpi_env) / sizeof (mpi_env[0]); i++)

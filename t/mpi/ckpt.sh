@@ -59,8 +59,8 @@ mpi_ckpt_steer_() {
 	openmpi) echo OMPI_MCA_shmem=mmap OMPI_MCA_mpi_add_procs_cutoff=4294967295 ;;
 	mpich) echo MPIR_CVAR_NOLOCAL=1 ;;
 	esac
-	# UCX's clock-based peer timeout and keepalive, off in both
-	echo UCX_UD_TIMEOUT=inf UCX_KEEPALIVE_INTERVAL=inf
+	# UCX's clock-based peer timeout (30 days) and keepalive (off), in both
+	echo UCX_UD_TIMEOUT=2592000s UCX_KEEPALIVE_INTERVAL=inf
 }
 
 # mpi_ckpt_sbatch_ MPI NAME [SBATCH-OPTIONS...]: submit the job, output
