@@ -32,6 +32,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "fanout.h"
+#include "gen_int.h"
 #include "peer.h"
 
 /* This process's CPU time: what the fan-out costs the leader, apart from

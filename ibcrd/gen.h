@@ -1,7 +1,7 @@
 /* gen.h - one checkpoint generation of one job, as DESIGN.md's protocol:
  * quiesce, drain rounds, release, dump, rebuild with id exchange, resume,
- * commit.  Each phase is a named function below; gen_run() strings them
- * together and owns the abort path.
+ * commit.  Each phase is a file of its own (gen.c's table, gen_int.h);
+ * gen_run() strings them together and owns the abort path.
  *
  * Runs in a worker process forked by the daemon for this generation
  * (worker.h): it may block for as long as CRIU and the copy take without
@@ -158,37 +158,10 @@ void gen_report_end (struct gen *g, int rc);
  * generation ends (gen_member.c).  0 when it committed. */
 int gen_member_serve (struct gen *g);
 
-/* --- this node's part of each phase (gen_local.c) --- */
-int genl_quiesce (struct gen *g);
-int genl_drain_round (struct gen *g, int round, json_object *reports);
-int genl_release (struct gen *g);
-int genl_dump (struct gen *g);
-int genl_rebuild_ids (struct gen *g, json_object *ids);
-int genl_connect (struct gen *g, json_object *procs);
-int genl_resume (struct gen *g);
-int genl_copy (struct gen *g);
+/* Manifest entries of this node's tasks, taken before the dump: what a
+ * restart must hand back fresh (phase_begin.c).  The daemon's too. */
 json_object *genl_tasks_json (struct gen *g);
-void genl_cleanup (struct gen *g, int committed);
-void genl_undo (struct gen *g);
 
-/* Helpers shared by the three files. */
-
-/* g->err = "PHASE: why" (and g->err_phase); returns -1. */
-int gen_fail (struct gen *g, enum gen_phase phase, const char *why);
-void gen_append (char *dst, size_t len, size_t *off, const char *s);
-
-/* The ibcrd that started this worker died: -1 with g->err (its work in
- * phase is void), else 0. */
-int gen_daemon_gone (struct gen *g, enum gen_phase phase);
-
-/* This node's worker is now in phase: g->phase, and the daemon is told
- * (worker.h's report) when it changed. */
-void gen_enter (struct gen *g, enum gen_phase phase);
-
-/* Tell whoever asked (g->progress_fd) that phase runs, done of total
- * bytes (0 and 0 when it moves no bytes).  At most every 200 ms unless
- * force (a new phase); a client gone is not an error. */
-void gen_progress (struct gen *g, enum gen_phase phase, uint64_t done, uint64_t total,
-                   int force);
+/* The phases themselves, and what they share, are gen_int.h's. */
 
 #endif

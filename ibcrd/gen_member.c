@@ -30,13 +30,11 @@
 #include "common/proto.h"
 #include "common/store.h"
 #include "fanout.h"
-#include "gen.h"
-
-enum { MEMBER_OK, MEMBER_ENDED, MEMBER_ABORTED };
+#include "gen_int.h"
 
 /* The longest this node may wait on its children in phase (the leader's
  * own timeouts, gen.c). */
-static uint64_t phase_timeout (const struct gen *g, enum gen_phase phase)
+uint64_t genm_timeout (const struct gen *g, enum gen_phase phase)
 {
     switch (phase) {
     case PHASE_DRAIN:
@@ -155,57 +153,22 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
     gen_enter (g, (enum gen_phase)phase);
     x = relay_extra (m);
     switch ((enum gen_phase)phase) {
-    case PHASE_BEGIN: {
-        /* This node's own begin was its daemon's answer; now the nodes it
-         * leads, with their subtrees' tasks. */
-        json_object *tasks = json_object_new_array ();
-        rc = g->nmembers ? fan_begin (g, g->conf->timeout_request) : 0;
-        relayed = rc < 0;
-        for (int i = 0; tasks && i < g->nmembers; i++)
-            for (size_t k = 0; g->members[i].child && g->members[i].tasks
-                 && k < json_object_array_length (g->members[i].tasks); k++)
-                json_object_array_add (tasks, json_object_get (
-                    json_object_array_get_idx (g->members[i].tasks, k)));
-        json_object_object_add (o, "tasks", tasks);
+    case PHASE_BEGIN:
+        rc = genm_begin (g, o, &relayed);
         break;
-    }
     case PHASE_END:
-        /* Committed: the nodes below clean up too; one that does not
-         * answer is only logged, as the leader does. */
-        fan_send (g, PHASE_END, NULL);
-        genl_cleanup (g, 1);
-        if (fan_wait (g, PHASE_END, NULL, phase_timeout (g, PHASE_END)) < 0)
-            log_msg (LOG_WARNING, "job %s gen %d: end: %s", g->job, g->gen, g->err);
-        g->err[0] = '\0';
-        *state = MEMBER_ENDED;
+        genm_end (g, state);
         break;
-    case PHASE_ABORT: {
-        /* Why the leader aborted is this node's outcome too (its own
-         * failure, if it had one, was the leader's reason). */
-        char why[sizeof (g->err)], first[sizeof (g->err)];
-        snprintf (why, sizeof (why), "the leader aborted the generation: %s",
-                  proto_get_str (m, "why", "(no reason given)"));
-        if (!g->err[0])
-            gen_fail (g, PHASE_ABORT, why);
-        memcpy (first, g->err, sizeof (first));
-        fan_send (g, PHASE_ABORT, x);
-        genl_undo (g);
-        genl_cleanup (g, 0);
-        while (fan_wait (g, PHASE_ABORT, NULL, phase_timeout (g, PHASE_ABORT)) < 0)
-            log_msg (LOG_ERR, "job %s gen %d: abort: %s", g->job, g->gen, g->err);
-        /* The nodes below a child this node lost: through their ibcrd. */
-        fan_abort_orphans (g);
-        memcpy (g->err, first, sizeof (first));
-        *state = MEMBER_ABORTED;
+    case PHASE_ABORT:
+        genm_abort (g, m, x, state);
         break;
-    }
     default:
         /* The children first, this node meanwhile, then their answers. */
         if (fan_send (g, (enum gen_phase)phase, x) < 0)
             rc = -1, relayed = 1;
         else if ((rc = local_phase (g, (enum gen_phase)phase, m, o)) == 0
                  && (rc = fan_wait (g, (enum gen_phase)phase, rep,
-                                    phase_timeout (g, (enum gen_phase)phase))) < 0)
+                                    genm_timeout (g, (enum gen_phase)phase))) < 0)
             relayed = 1;
         if (rc == 0 && phase == PHASE_DRAIN)
             merge_arrays (g, rep, "reports", o);
@@ -245,26 +208,6 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
         fan_untouch (g);
     }
     return o;
-}
-
-/* Undo this node's part: the leader is gone, silent, or not to be
- * trusted any more. */
-static int member_give_up (struct gen *g, const char *why)
-{
-    gen_fail (g, g->phase >= 0 ? (enum gen_phase)g->phase : PHASE_BEGIN, why);
-    gen_enter (g, PHASE_ABORT);
-    /* The nodes below: their sessions closed is their abort; those below
-     * a child it lost are told through their ibcrd. */
-    char first[sizeof (g->err)];
-    memcpy (first, g->err, sizeof (first));
-    fan_abort_orphans (g);
-    memcpy (g->err, first, sizeof (first));
-    fan_fini (g);
-    log_msg (LOG_ERR, "job %s gen %d: %s", g->job, g->gen, g->err);
-    genl_undo (g);
-    genl_cleanup (g, 0);
-    peerauth_session_wipe (&g->ses);
-    return -1;
 }
 
 /* One message of the session: check it, serve it, answer it.  0, or -1
@@ -348,7 +291,7 @@ int gen_member_serve (struct gen *g)
 
         /* The daemon's word that the leader aborted (fanout.h) */
         if (fan_abort_heard (g))
-            return member_give_up (g, "the leader aborted the generation (it lost the node "
+            return genm_give_up (g, "the leader aborted the generation (it lost the node "
                                    "above this one); undoing this node's part");
         int rfd = g->abort_asked == 0 && g->report_fd >= 0 ? g->report_fd : -1;
         if (sfd >= 0)
@@ -367,7 +310,7 @@ int gen_member_serve (struct gen *g)
         if (poll (all, (nfds_t)n + 1, until > now ? (int)(until - now) + 1 : 0) < 0) {
             if (errno == EINTR)
                 continue;
-            return member_give_up (g, "poll failed; undoing this node's part");
+            return genm_give_up (g, "poll failed; undoing this node's part");
         }
         memcpy (pfd, all, (size_t)n * sizeof (*pfd));
         if (all[n].revents)
@@ -376,7 +319,7 @@ int gen_member_serve (struct gen *g)
         if (sfd >= 0) {
             if (!pfd[0].revents) {
                 if (now >= until)
-                    return member_give_up (g, "the leader went silent; undoing this node's "
+                    return genm_give_up (g, "the leader went silent; undoing this node's "
                                            "part");
                 continue;
             }
@@ -390,7 +333,7 @@ int gen_member_serve (struct gen *g)
                      * that is this node's abort. */
                     proto_reader_fini (&srd);
                     close (sfd);
-                    return member_give_up (g, "the leader closed the session (it aborted "
+                    return genm_give_up (g, "the leader closed the session (it aborted "
                                            "the generation, or died); undoing this node's "
                                            "part");
                 }
@@ -399,7 +342,7 @@ int gen_member_serve (struct gen *g)
                 if (rc < 0) {
                     proto_reader_fini (&srd);
                     close (sfd);
-                    return member_give_up (g, why);
+                    return genm_give_up (g, why);
                 }
                 if (state != MEMBER_OK)
                     break;
@@ -409,7 +352,7 @@ int gen_member_serve (struct gen *g)
         if (now >= start_by) {
             while (ncand)
                 cand_drop (cand, &ncand, 0);
-            return member_give_up (g, "the leader never opened its session; undoing this "
+            return genm_give_up (g, "the leader never opened its session; undoing this "
                                    "node's part");
         }
         /* Candidates: the first whose message checks out is the leader. */

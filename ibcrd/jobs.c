@@ -34,6 +34,7 @@ static void job_free (struct job *job)
         job->tasks = t->next;
         free (t);
     }
+    free (job->members);
     json_object_put (job->last_generation);
     json_object_put (job->last_restore);
     if (job->report_fd >= 0) {

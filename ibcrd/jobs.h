@@ -69,9 +69,9 @@ struct task {
     struct task *next;
 };
 
-#define JOB_MAX_MEMBERS 64
-
-/* Another node of a job (known to the leader from its "join"). */
+/* Another node of a job (known to the leader from its "join").  A job
+ * has at most max_nodes nodes, the leader's included (ibcrd.conf(5)):
+ * its table of members grows as they join. */
 #define MEMBER_MAX_RANKS 256
 
 struct job_member {
@@ -109,7 +109,8 @@ struct job {
      * that "" means the job's newest attempt went well. */
     int last_gen;
     int nmembers;               /* leader: the other nodes that joined */
-    struct job_member members[JOB_MAX_MEMBERS];
+    int members_cap;            /* members[] has room for this many */
+    struct job_member *members; /* on the heap, or NULL */
     char last_error[2048];
     json_object *last_generation;   /* leader: its timeline (timeline.h), or NULL */
     json_object *last_restore;      /* leader: the last restart's, or NULL */

@@ -112,8 +112,18 @@ static json_object *p_join (struct server *s, json_object *m, const char *addr)
         if (!strcmp (job->members[i].node, from))
             mb = &job->members[i];
     if (!mb) {
-        if (job->nmembers >= JOB_MAX_MEMBERS)
-            return proto_error ("join", ENOSPC, "job %s has too many nodes", id);
+        if (job->nmembers + 1 >= s->conf->max_nodes)
+            return proto_error ("join", ENOSPC, "job %s has too many nodes: node %s allows %d "
+                                "(max_nodes in ibcrd.conf)", id, s->conf->node,
+                                s->conf->max_nodes);
+        if (job->nmembers == job->members_cap) {
+            int cap = job->members_cap ? 2 * job->members_cap : 1;
+            struct job_member *more = realloc (job->members, (size_t)cap * sizeof (*more));
+            if (!more)
+                return proto_error ("join", ENOMEM, "node %s is out of memory", s->conf->node);
+            job->members = more;
+            job->members_cap = cap;
+        }
         mb = &job->members[job->nmembers++];
         memset (mb, 0, sizeof (*mb));
         snprintf (mb->node, sizeof (mb->node), "%s", from);

@@ -1,8 +1,8 @@
 /* phase.h - the phases of a generation, by name: the one list that the
- * leader's protocol (gen.c), its requests to the members (fanout.c, on
- * the wire as "gen-phase" {"phase": NAME}), a member's worker
- * (gen_member.c), this node's part (gen_local.c), the timeline
- * (timeline.h), the progress messages to the asker and the workers'
+ * leader's sequence (gen.c), each phase's own file (phase_NAME.c: the
+ * leader's, this node's and a member's part; gen.c's table), its requests
+ * to the members (fanout.c, on the wire as "gen-phase" {"phase": NAME}),
+ * a member's worker (gen_member.c), the timeline (timeline.h), the progress messages to the asker and the workers'
  * reports to the daemon (worker.h) all use.
  *
  * The names are the wire format: an ibcrd of another version knows a

@@ -785,14 +785,14 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     json_object *sub = NULL;
     g.fanout = (int)proto_get_int (m, "fanout", s->conf->fanout);
     g.levels = (int)proto_get_int (m, "levels", 0);
-    if (g.fanout < 1 || g.levels < 0 || g.levels > 64)
+    if (g.fanout < 1 || g.levels < 0 || g.levels >= s->conf->max_nodes)
         return proto_error ("gen-begin", EINVAL, "node %s: bad \"fanout\" or \"levels\"",
                             s->conf->node);
     if (json_object_object_get_ex (m, "subtree", &sub)) {
         size_t ns = json_object_is_type (sub, json_type_array) ? json_object_array_length (sub)
             : 0;
         /* The caller frees it (the worker has its copy). */
-        if (ns == 0 || ns > JOB_MAX_MEMBERS
+        if (ns == 0 || ns >= (size_t)s->conf->max_nodes
             || !(*members = g.members = calloc (ns, sizeof (*g.members))))
             return proto_error ("gen-begin", EINVAL, "node %s: bad \"subtree\"", s->conf->node);
         for (size_t i = 0; i < ns; i++) {

@@ -27,6 +27,7 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/expand.h"
 #include "common/pmi.h"
@@ -280,6 +281,7 @@ static int sp_stepd_restore_prepare (void)
 {
     char err[1024];
 
+    sp_st.id.restore_ms = -1;
     if ((sp_st.restore_fd = sp_restore_prepare (&sp_st.plan, err, sizeof (err))) < 0) {
         snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
         sp_st.state = SP_RESTORE_FAILED;
@@ -477,9 +479,13 @@ static int sp_stepd_restore (spank_t sp)
                                   sizeof (err)) < 0)) {
         (void)close (sp_st.restore_fd);         /* the restorer leaves */
         init = -1;
-    } else
+    } else {
+        double t_restore = mono_ms_f ();
         init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, sp_st.nctl,
                                pmi_fd, sp_st.pmix.task_end, err, sizeof (err));
+        /* For the leader's restore timeline, as ibcr restart says it. */
+        sp_st.id.restore_ms = (int64_t)(mono_ms_f () - t_restore);
+    }
     if (init >= 0)
         memcpy (changed, err, sizeof (changed) - 1);   /* sp_restore_run */
     sp_stepd_close_ctl ();              /* the restored tree holds them now */

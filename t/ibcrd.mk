@@ -40,3 +40,4 @@ TESTS += t3013-ibcrd-users.t
 TESTS += t3015-ibcrd-fanout.t
 TESTS += t3018-ibcrd-tree.t
 TESTS += t3019-ibcrd-restore-tree.t
+TESTS += t3020-ibcrd-max-nodes.t

@@ -82,6 +82,39 @@ test_expect_success BUILT 'scontrol requeue: both ranks come back from the newes
 	grep "task 1 on n2: restored from generation $newest" pp.1.err
 '
 
+# t9_has_restore: the leader's status shows the restart's rebuild resumed
+# (into status.json).
+t9_has_restore() {
+	"$IBCR_BUILDDIR/cli/ibcr" -c "$IBCRD_RUN/ibcrd/n1/ibcrd.conf" \
+		--socket "$IBCRD_RUN/ibcrd/n1/ibcrd.sock" status $J --json >status.json &&
+	grep -q "\"last_restore\":{\"generation\":0,\"result\":\"resumed\"" status.json
+}
+
+# Each node's restorer (the plugin's, here) tells its ibcrd how long its
+# CRIU restore took, as "ibcr restart" does: the leader's last_restore
+# has a restore span for both nodes, ending before their rebuild began.
+test_expect_success BUILT 'the leader recorded the restart: both nodes'"'"' restores, then rebuild' '
+	ibcr_wait_for 60 t9_has_restore &&
+	python3 - status.json <<-\EOF
+	import json, sys
+	lr = json.load(open(sys.argv[1]))["job"]["last_restore"]
+	assert lr["result"] == "resumed", lr
+	tl = lr["timeline"]
+	nodes = {n["node"]: n for n in tl["nodes"]}
+	assert sorted(nodes) == ["n1", "n2"], sorted(nodes)
+	for n in nodes.values():
+	    ph = n["phases"]
+	    assert "restore" in ph, (n["node"], "no restore span", ph)
+	    r = ph["restore"]
+	    assert r["count"] == 1 and "failed" not in r, (n["node"], r)
+	    assert r["start_ms"] < r["end_ms"], (n["node"], r)
+	    assert r["node_ms"] > 0, (n["node"], r)
+	    assert r["end_ms"] <= ph["rebuild"]["start_ms"], (n["node"], r, ph["rebuild"])
+	    print("%s restore %.1f..%.1f ms, rebuild from %.1f ms" % (n["node"], r["start_ms"],
+	          r["end_ms"], ph["rebuild"]["start_ms"]))
+	EOF
+'
+
 test_expect_success BUILT 'the restored pingpong finishes, every buffer validated' '
 	slurm_wait_job $J COMPLETED 300 &&
 	cat pp.0.out pp.1.out pp.0.err pp.1.err | ibcr_diag &&

@@ -75,6 +75,7 @@ static const struct key {
     { "max_registrations_per_conn", K_POSINT, offsetof (struct conf, max_registrations_per_conn) },
     { "max_registrations_per_uid", K_POSINT, offsetof (struct conf, max_registrations_per_uid) },
     { "max_ranks", K_POSINT, offsetof (struct conf, max_ranks) },
+    { "max_nodes", K_POSINT, offsetof (struct conf, max_nodes) },
     { "interval_min", K_DURATION, offsetof (struct conf, interval_min) },
     { "interval_max", K_DURATION, offsetof (struct conf, interval_max) },
     { "peer_idle_timeout", K_DURATION, offsetof (struct conf, peer_idle_timeout) },
@@ -199,6 +200,7 @@ struct conf *conf_create (const char *node)
     c->max_registrations_per_conn = 64;
     c->max_registrations_per_uid = 1024;
     c->max_ranks = 65536;
+    c->max_nodes = 4096;
     c->interval_min = 1000;
     c->interval_max = 30ULL * 24 * 3600 * 1000;
     c->peer_idle_timeout = 60000;

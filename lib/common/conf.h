@@ -53,6 +53,7 @@ struct conf {
     int max_registrations_per_conn; /* tasks registered over one connection */
     int max_registrations_per_uid;  /* tasks registered at once, per uid */
     int max_ranks;              /* ranks ("size") of one job */
+    int max_nodes;              /* nodes of one job, the leader's included */
     uint64_t interval_min;      /* ms: bounds of a periodic checkpoint */
     uint64_t interval_max;      /*     interval asked on the socket */
     uint64_t peer_idle_timeout; /* ms: an idle peer TCP connection is closed */
