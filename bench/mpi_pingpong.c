@@ -108,9 +108,15 @@ int main (int argc, char **argv)
     MPI_Comm_size (MPI_COMM_WORLD, &size);
     while ((opt = getopt (argc, argv, "l:b:r:")) != -1)
         switch (opt) {
-        case 'l': lat_iters = atoi (optarg); break;
-        case 'b': bw_iters = atoi (optarg); break;
-        case 'r': rate_iters = atoi (optarg); break;
+        case 'l':
+            lat_iters = atoi (optarg);
+            break;
+        case 'b':
+            bw_iters = atoi (optarg);
+            break;
+        case 'r':
+            rate_iters = atoi (optarg);
+            break;
         default:
             if (rank == 0)
                 fprintf (stderr, "usage: mpi_pingpong [-l LAT] [-b BW] [-r RATE]\n");

@@ -37,164 +37,160 @@
 #define RING (1u << 20)
 
 struct ctl {
-	uint64_t head __attribute__((aligned(64)));
-	uint64_t tail __attribute__((aligned(64)));
-	double secs __attribute__((aligned(64)));
-	int bad;
+    uint64_t head __attribute__ ((aligned (64)));
+    uint64_t tail __attribute__ ((aligned (64)));
+    double secs __attribute__ ((aligned (64)));
+    int bad;
 };
 
 /* CPU time (user + system) of this process and its waited-for children,
  * every thread, in seconds. */
-static double cpu_s(void)
+static double cpu_s (void)
 {
-	struct rusage a, b;
+    struct rusage a, b;
 
-	getrusage(RUSAGE_SELF, &a);
-	getrusage(RUSAGE_CHILDREN, &b);
-	return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec
-			+ b.ru_utime.tv_sec + b.ru_stime.tv_sec)
-	       + (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec
-			  + b.ru_utime.tv_usec + b.ru_stime.tv_usec) / 1e6;
+    getrusage (RUSAGE_SELF, &a);
+    getrusage (RUSAGE_CHILDREN, &b);
+    return (double)(a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec)
+        + (double)(a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec
+                   + b.ru_stime.tv_usec)
+        / 1e6;
 }
 
-static double now_s(void)
+static double now_s (void)
 {
-	struct timespec ts;
+    struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* An empty look gives the CPU away, as softib's ibv_poll_cq does on an
  * empty CQ: on a machine with more runnable threads than cores, both
  * then get the other side's turn sooner (measured on the 2-core project
  * machine: yielding every look beat yielding every 64th or 4096th). */
-static inline void relax(void)
+static inline void relax (void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
+    __builtin_ia32_pause ();
 #endif
-	sched_yield();
+    sched_yield ();
 }
 
-static void ring_put(uint8_t *d, uint64_t pos, const void *src, size_t n)
+static void ring_put (uint8_t *d, uint64_t pos, const void *src, size_t n)
 {
-	uint32_t off = (uint32_t)(pos & (RING - 1));
-	size_t k = RING - off < n ? RING - off : n;
+    uint32_t off = (uint32_t)(pos & (RING - 1));
+    size_t k = RING - off < n ? RING - off : n;
 
-	memcpy(d + off, src, k);
-	if (n > k)
-		memcpy(d, (const uint8_t *)src + k, n - k);
+    memcpy (d + off, src, k);
+    if (n > k)
+        memcpy (d, (const uint8_t *)src + k, n - k);
 }
 
-static void ring_get(const uint8_t *d, uint64_t pos, void *dst, size_t n)
+static void ring_get (const uint8_t *d, uint64_t pos, void *dst, size_t n)
 {
-	uint32_t off = (uint32_t)(pos & (RING - 1));
-	size_t k = RING - off < n ? RING - off : n;
+    uint32_t off = (uint32_t)(pos & (RING - 1));
+    size_t k = RING - off < n ? RING - off : n;
 
-	memcpy(dst, d + off, k);
-	if (n > k)
-		memcpy((uint8_t *)dst + k, d, n - k);
+    memcpy (dst, d + off, k);
+    if (n > k)
+        memcpy ((uint8_t *)dst + k, d, n - k);
 }
 
-int main(int argc, char **argv)
+int main (int argc, char **argv)
 {
-	size_t size = 8;
-	long iters = 100000;
-	int opt, fd;
-	struct ctl *c;
-	uint8_t *d, *buf;
-	pid_t pid;
-	int st;
+    size_t size = 8;
+    long iters = 100000;
+    int opt, fd;
+    struct ctl *c;
+    uint8_t *d, *buf;
+    pid_t pid;
+    int st;
 
-	while ((opt = getopt(argc, argv, "s:n:")) != -1) {
-		if (opt == 's')
-			size = (size_t)atol(optarg);
-		else if (opt == 'n')
-			iters = atol(optarg);
-		else
-			return 2;
-	}
-	if (size + 8 > RING / 2 || iters < 1) {
-		fprintf(stderr, "shm_ring: -s at most %u, -n at least 1\n",
-			RING / 2 - 8);
-		return 2;
-	}
-	fd = memfd_create("shm_ring", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, 4096 + RING) < 0) {
-		perror("shm_ring: memfd");
-		return 1;
-	}
-	c = mmap(NULL, 4096 + RING, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (c == MAP_FAILED) {
-		perror("shm_ring: mmap");
-		return 1;
-	}
-	d = (uint8_t *)c + 4096;
-	buf = malloc(size ? size : 1);
-	if (!buf)
-		return 1;
-	memset(buf, 0x5a, size);
-	pid = fork();
-	if (pid < 0) {
-		perror("shm_ring: fork");
-		return 1;
-	}
-	if (pid == 0) {		/* receiver */
-		uint64_t tail = 0;
-		double t0 = 0;
+    while ((opt = getopt (argc, argv, "s:n:")) != -1) {
+        if (opt == 's')
+            size = (size_t)atol (optarg);
+        else if (opt == 'n')
+            iters = atol (optarg);
+        else
+            return 2;
+    }
+    if (size + 8 > RING / 2 || iters < 1) {
+        fprintf (stderr, "shm_ring: -s at most %u, -n at least 1\n", RING / 2 - 8);
+        return 2;
+    }
+    fd = memfd_create ("shm_ring", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate (fd, 4096 + RING) < 0) {
+        perror ("shm_ring: memfd");
+        return 1;
+    }
+    c = mmap (NULL, 4096 + RING, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (c == MAP_FAILED) {
+        perror ("shm_ring: mmap");
+        return 1;
+    }
+    d = (uint8_t *)c + 4096;
+    buf = malloc (size ? size : 1);
+    if (!buf)
+        return 1;
+    memset (buf, 0x5a, size);
+    pid = fork ();
+    if (pid < 0) {
+        perror ("shm_ring: fork");
+        return 1;
+    }
+    if (pid == 0) { /* receiver */
+        uint64_t tail = 0;
+        double t0 = 0;
 
-		for (long i = 0; i < iters; i++) {
-			uint64_t seq;
+        for (long i = 0; i < iters; i++) {
+            uint64_t seq;
 
-			while (__atomic_load_n(&c->head, __ATOMIC_ACQUIRE)
-			       - tail < 8 + size)
-				relax();
-			if (i == 0)
-				t0 = now_s();
-			ring_get(d, tail, &seq, 8);
-			ring_get(d, tail + 8, buf, size);
-			if (seq != (uint64_t)i)
-				c->bad = 1;
-			tail += 8 + size;
-			__atomic_store_n(&c->tail, tail, __ATOMIC_RELEASE);
-		}
-		c->secs = now_s() - t0;
-		_exit(0);
-	}
-	{
-		uint64_t head = 0, tail = 0;
+            while (__atomic_load_n (&c->head, __ATOMIC_ACQUIRE) - tail < 8 + size)
+                relax ();
+            if (i == 0)
+                t0 = now_s ();
+            ring_get (d, tail, &seq, 8);
+            ring_get (d, tail + 8, buf, size);
+            if (seq != (uint64_t)i)
+                c->bad = 1;
+            tail += 8 + size;
+            __atomic_store_n (&c->tail, tail, __ATOMIC_RELEASE);
+        }
+        c->secs = now_s () - t0;
+        _exit (0);
+    }
+    {
+        uint64_t head = 0, tail = 0;
 
-		for (long i = 0; i < iters; i++) {
-			uint64_t seq = (uint64_t)i;
+        for (long i = 0; i < iters; i++) {
+            uint64_t seq = (uint64_t)i;
 
-			while (head + 8 + size - tail > RING) {
-				tail = __atomic_load_n(&c->tail,
-						       __ATOMIC_ACQUIRE);
-				relax();
-			}
-			ring_put(d, head, &seq, 8);
-			ring_put(d, head + 8, buf, size);
-			head += 8 + size;
-			__atomic_store_n(&c->head, head, __ATOMIC_RELEASE);
-		}
-	}
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
-		fprintf(stderr, "shm_ring: receiver failed\n");
-		return 1;
-	}
-	if (c->bad) {
-		fprintf(stderr, "shm_ring: sequence mismatch\n");
-		return 1;
-	}
-	/* the first message is the start mark: iters - 1 intervals */
-	{
-		double s = c->secs > 0 ? c->secs : 1e-9;
-		double n = iters > 1 ? (double)(iters - 1) : 1;
+            while (head + 8 + size - tail > RING) {
+                tail = __atomic_load_n (&c->tail, __ATOMIC_ACQUIRE);
+                relax ();
+            }
+            ring_put (d, head, &seq, 8);
+            ring_put (d, head + 8, buf, size);
+            head += 8 + size;
+            __atomic_store_n (&c->head, head, __ATOMIC_RELEASE);
+        }
+    }
+    if (waitpid (pid, &st, 0) < 0 || !WIFEXITED (st) || WEXITSTATUS (st)) {
+        fprintf (stderr, "shm_ring: receiver failed\n");
+        return 1;
+    }
+    if (c->bad) {
+        fprintf (stderr, "shm_ring: sequence mismatch\n");
+        return 1;
+    }
+    /* the first message is the start mark: iters - 1 intervals */
+    {
+        double s = c->secs > 0 ? c->secs : 1e-9;
+        double n = iters > 1 ? (double)(iters - 1) : 1;
 
-		printf("%zu %ld %.2f %.6f\n", size, iters,
-		       n * (double)size / s / 1048576.0, n / s / 1e6);
-		printf("cpu %.1f\n", cpu_s() / (double)iters * 1e9);
-	}
-	return 0;
+        printf ("%zu %ld %.2f %.6f\n", size, iters, n * (double)size / s / 1048576.0, n / s / 1e6);
+        printf ("cpu %.1f\n", cpu_s () / (double)iters * 1e9);
+    }
+    return 0;
 }

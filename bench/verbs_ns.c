@@ -76,30 +76,38 @@ static void setup (struct thr *th)
     if (!th->cq)
         die ("ibv_create_cq");
     struct ibv_qp_init_attr_ex a = {
-        .send_cq = th->cq, .recv_cq = th->cq, .qp_type = IBV_QPT_RC,
-        .cap = { .max_send_wr = batch + 1, .max_recv_wr = batch + 1,
-                 .max_send_sge = 1, .max_recv_sge = 1 },
+        .send_cq = th->cq,
+        .recv_cq = th->cq,
+        .qp_type = IBV_QPT_RC,
+        .cap = { .max_send_wr = batch + 1,
+                 .max_recv_wr = batch + 1,
+                 .max_send_sge = 1,
+                 .max_recv_sge = 1 },
         .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-        .pd = pd, .send_ops_flags = IBV_QP_EX_WITH_SEND,
+        .pd = pd,
+        .send_ops_flags = IBV_QP_EX_WITH_SEND,
     };
     th->qp = ibv_create_qp_ex (ctx, &a);
     if (!th->qp)
         die ("ibv_create_qp_ex");
     th->qx = ibv_qp_to_qp_ex (th->qp);
-    struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+    struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT,
+                             .port_num = 1,
                              .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
-    if (ibv_modify_qp (th->qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                       | IBV_QP_ACCESS_FLAGS))
+    if (ibv_modify_qp (th->qp, &m,
+                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         die ("modify to INIT");
     struct ibv_qp_init_attr u = {
-        .send_cq = th->cq, .recv_cq = th->cq, .qp_type = IBV_QPT_UD,
-        .cap = { .max_send_wr = batch + 1, .max_recv_wr = 1,
-                 .max_send_sge = 1, .max_recv_sge = 1 },
+        .send_cq = th->cq,
+        .recv_cq = th->cq,
+        .qp_type = IBV_QPT_UD,
+        .cap = { .max_send_wr = batch + 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
     };
     th->ud = ibv_create_qp (pd, &u);
     struct ibv_qp_attr um = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111 };
-    if (!th->ud || ibv_modify_qp (th->ud, &um, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                                  | IBV_QP_QKEY))
+    if (!th->ud
+        || ibv_modify_qp (th->ud, &um,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
         die ("UD QP");
     struct ibv_ah_attr aa = { .dlid = lid, .port_num = 1 };
     th->ah = ibv_create_ah (pd, &aa);
@@ -136,12 +144,15 @@ static void *run (void *p)
 {
     struct thr *th = p;
     struct ibv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
-    struct ibv_send_wr sw = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                              .send_flags = IBV_SEND_SIGNALED }, *bs;
+    struct ibv_send_wr sw = { .sg_list = &sge,
+                              .num_sge = 1,
+                              .opcode = IBV_WR_SEND,
+                              .send_flags = IBV_SEND_SIGNALED },
+                       *bs;
     struct ibv_recv_wr rw = { .sg_list = &sge, .num_sge = 1 }, *br;
     struct ibv_wc wc;
     pthread_barrier_wait (&bar);
-    for (int r = -reps / 10; r < reps; r++) {   /* first tenth: warm-up */
+    for (int r = -reps / 10; r < reps; r++) { /* first tenth: warm-up */
         double t0 = now_ns ();
         for (int i = 0; i < batch; i++) {
             sw.wr_id = i;
@@ -210,13 +221,24 @@ int main (int argc, char **argv)
     int c;
     while ((c = getopt (argc, argv, "t:b:r:w:g:")) != -1) {
         switch (c) {
-        case 't': nthreads = atoi (optarg); break;
-        case 'b': batch = atoi (optarg); break;
-        case 'r': reps = atoi (optarg); break;
-        case 'w': ready = optarg; break;
-        case 'g': go = optarg; break;
+        case 't':
+            nthreads = atoi (optarg);
+            break;
+        case 'b':
+            batch = atoi (optarg);
+            break;
+        case 'r':
+            reps = atoi (optarg);
+            break;
+        case 'w':
+            ready = optarg;
+            break;
+        case 'g':
+            go = optarg;
+            break;
         default:
-            fprintf (stderr, "usage: verbs_ns [-t THREADS] [-b BATCH] [-r REPS] "
+            fprintf (stderr,
+                     "usage: verbs_ns [-t THREADS] [-b BATCH] [-r REPS] "
                      "[-w READY -g GO]\n");
             return 2;
         }

@@ -13,23 +13,23 @@
 #include "common/store.h"
 
 enum {
-    CLI_OK = 0,             /* success */
-    CLI_ERR = 1,            /* the operation failed (details on stderr) */
-    CLI_USAGE = 2,          /* bad command line */
-    CLI_NODAEMON = 3,       /* ibcrd cannot be reached */
-    CLI_NOTFOUND = 4,       /* no such job or generation */
-    CLI_DAMAGED = 5,        /* verify found a damaged generation */
-    CLI_DENIED = 6,         /* the job belongs to another user */
-    CLI_NOTYET = 7,         /* command not implemented in this release */
+    CLI_OK = 0,       /* success */
+    CLI_ERR = 1,      /* the operation failed (details on stderr) */
+    CLI_USAGE = 2,    /* bad command line */
+    CLI_NODAEMON = 3, /* ibcrd cannot be reached */
+    CLI_NOTFOUND = 4, /* no such job or generation */
+    CLI_DAMAGED = 5,  /* verify found a damaged generation */
+    CLI_DENIED = 6,   /* the job belongs to another user */
+    CLI_NOTYET = 7,   /* command not implemented in this release */
 };
 
 struct cli {
-    const char *socket;     /* --socket, IBCR_SOCKET, or the configured one */
-    const char *config;     /* -c FILE */
-    const char *storage;    /* --storage DIR: read images without ibcrd */
-    const char *cluster;    /* --cluster NAME */
+    const char *socket;  /* --socket, IBCR_SOCKET, or the configured one */
+    const char *config;  /* -c FILE */
+    const char *storage; /* --storage DIR: read images without ibcrd */
+    const char *cluster; /* --cluster NAME */
     int timeout_ms;
-    struct store st;        /* resolved by cli_store */
+    struct store st; /* resolved by cli_store */
     char *st_root, *st_cluster;
 };
 
@@ -68,13 +68,13 @@ const char *cli_socket_path (struct cli *c);
 
 /* --- a task this command supervises (cli_task.c): ibcr run, restart --- */
 struct cli_task {
-    pid_t init;             /* the task's init (the pid CRIU dumps), host view */
-    pid_t app;              /* the application under it, or 0 */
-    int out_r, err_r;       /* read ends of the task's stdout/stderr, or -1 */
-    int regfd;              /* registration with ibcrd, open for the task's life */
-    json_object *regreq;    /* the registration, sent again to a restarted ibcrd */
-    char *sock;             /* ibcrd's socket */
-    int relay;              /* ibcrd's relay that runs the task (tasks.h) */
+    pid_t init;          /* the task's init (the pid CRIU dumps), host view */
+    pid_t app;           /* the application under it, or 0 */
+    int out_r, err_r;    /* read ends of the task's stdout/stderr, or -1 */
+    int regfd;           /* registration with ibcrd, open for the task's life */
+    json_object *regreq; /* the registration, sent again to a restarted ibcrd */
+    char *sock;          /* ibcrd's socket */
+    int relay;           /* ibcrd's relay that runs the task (tasks.h) */
 };
 
 /* Ask ibcrd (tasks.h) for a relay: send req over a new connection and

@@ -44,7 +44,7 @@ int cli_checkpoint (struct cli *c, int argc, char **argv)
     if (wait && cli_progress_wanted ())
         proto_set_bool (req, "progress", 1);
     if (wait)
-        c->timeout_ms = -1;     /* ibcrd's own phase timeouts bound it */
+        c->timeout_ms = -1; /* ibcrd's own phase timeouts bound it */
     rep = cli_request (c, req, &rc);
     json_object_put (req);
     if (!rep)

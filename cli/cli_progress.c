@@ -13,9 +13,9 @@
 #include "common/clock.h"
 
 static struct {
-    int shown;              /* a line is on the terminal */
+    int shown; /* a line is on the terminal */
     char phase[32];
-    double t0;              /* when this phase began (its rate's origin) */
+    double t0; /* when this phase began (its rate's origin) */
 } prog;
 
 int cli_progress_wanted (void)
@@ -39,8 +39,8 @@ void cli_progress_show (const char *what, const char *phase, uint64_t done, uint
         cli_bytes (done, d, sizeof (d));
         cli_bytes (total, t, sizeof (t));
         if (el > 0.05)
-            snprintf (r, sizeof (r), ", %s/s", cli_bytes ((uint64_t)(done / el), line,
-                                                           sizeof (line)));
+            snprintf (r, sizeof (r), ", %s/s",
+                      cli_bytes ((uint64_t)(done / el), line, sizeof (line)));
         else
             r[0] = '\0';
         snprintf (line, sizeof (line), "%s: %-8s %s of %s (%.0f%%%s)", what, phase, d, t,

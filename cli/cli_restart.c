@@ -59,8 +59,8 @@ static int ctl_attach (struct cli *c, const char *job, int rank)
     proto_set_int (a, "rank", rank);
     if (!sock || (fd = usock_connect (sock)) < 0 || usock_request (fd, a, c->timeout_ms, &rep) < 0
         || strcmp (proto_type (rep), "ok")) {
-        cli_error ("cannot attach libibcr's control connection at ibcrd %s: %s", sock
-                   ? sock : "?", rep ? proto_get_str (rep, "message", "?") : strerror (errno));
+        cli_error ("cannot attach libibcr's control connection at ibcrd %s: %s", sock ? sock : "?",
+                   rep ? proto_get_str (rep, "message", "?") : strerror (errno));
         if (fd >= 0)
             close (fd);
         fd = -1;
@@ -105,8 +105,7 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     json_object_put (rep);
     snprintf (what, sizeof (what), "job %s gen %d rank %d", job, gen, rank);
     if (nctl < 0 || nctl > RESTORE_MAX_CTL) {
-        cli_error ("ibcrd asks for %d control connections (at most %d)", nctl,
-                   RESTORE_MAX_CTL);
+        cli_error ("ibcrd asks for %d control connections (at most %d)", nctl, RESTORE_MAX_CTL);
         close (fd);
         return CLI_ERR;
     }
@@ -151,8 +150,8 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     json_object_object_add (f, "size", json_object_new_int ((int)proto_get_int (rep, "size", 1)));
     json_object_object_add (f, "restored", json_object_new_boolean (nctl > 0));
     /* For the leader's restore timeline (ibcrd(8)). */
-    json_object_object_add (f, "restore_ms", json_object_new_int64 ((int64_t)(mono_ms_f ()
-                                                                           - t_restore)));
+    json_object_object_add (f, "restore_ms",
+                            json_object_new_int64 ((int64_t)(mono_ms_f () - t_restore)));
     json_object_object_add (f, "source", json_object_new_string ("restart"));
     json_object_object_add (f, "ns_pid", json_object_new_int (TASKNS_FIRST_PID));
     /* Root restores a user's generation as that user: the task is theirs. */
@@ -160,25 +159,30 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
         json_object_object_add (f, "uid", json_object_new_int64 (proto_get_int (rep, "uid", 0)));
     json_object_put (rep);
     if (leader)
-        cli_add_leader (f, leader);     /* checked with the options */
+        cli_add_leader (f, leader); /* checked with the options */
     if (ident_is_slurm_id (job)) {
         /* Slurm's job: only its step registers it (a requeue resumes it
          * under Slurm); here it is restored for inspection. */
         json_object_put (f);
         rc = CLI_DENIED;
         cli_progress_end ();
-        fprintf (stderr, "ibcr: job %s is a Slurm job: restored outside Slurm, not registered "
-                 "and never checkpointed (requeue it to go on under Slurm)\n", job);
+        fprintf (stderr,
+                 "ibcr: job %s is a Slurm job: restored outside Slurm, not registered "
+                 "and never checkpointed (requeue it to go on under Slurm)\n",
+                 job);
     } else if ((rc = cli_task_register (c, &t, f)))
         fprintf (stderr, "ibcr: warning: the restored task runs, but not registered\n");
     cli_progress_end ();
-    fprintf (stderr, "ibcr: job %s rank %d restored from generation %d (init pid %ld, "
-             "application pid %ld)\n", job, rank, gen, (long)t.init, (long)t.app);
+    fprintf (stderr,
+             "ibcr: job %s rank %d restored from generation %d (init pid %ld, "
+             "application pid %ld)\n",
+             job, rank, gen, (long)t.init, (long)t.app);
     if (stopped) {
-        printf ("job %s rank %d stopped: init %ld application %ld\n", job, rank,
-                (long)t.init, (long)t.app);
+        printf ("job %s rank %d stopped: init %ld application %ld\n", job, rank, (long)t.init,
+                (long)t.app);
         printf ("attach with 'gdb -p %ld'; after detaching, continue it with 'kill -CONT "
-                "%ld'\n", (long)t.app, (long)t.app);
+                "%ld'\n",
+                (long)t.app, (long)t.app);
         fflush (stdout);
         while (cli_task_stopped (t.app ? t.app : t.init))
             usleep (50000);
@@ -222,11 +226,12 @@ int cli_restart (struct cli *c, int argc, char **argv)
     while ((ch = getopt_long (argc, argv, "", opts, NULL)) != -1) {
         long v;
         switch (ch) {
-        case 'g': case 'r':
+        case 'g':
+        case 'r':
             v = strtol (optarg, &end, 10);
             if (*end || !*optarg || v < (ch == 'g' ? 1 : 0)) {
-                cli_error ("--%s %s: give a number (see 'ibcr list')", ch == 'g' ? "gen"
-                           : "rank", optarg);
+                cli_error ("--%s %s: give a number (see 'ibcr list')", ch == 'g' ? "gen" : "rank",
+                           optarg);
                 return CLI_USAGE;
             }
             if (ch == 'g')
@@ -234,7 +239,9 @@ int cli_restart (struct cli *c, int argc, char **argv)
             else
                 rank = (int)v;
             break;
-        case 's': stopped = 1; break;
+        case 's':
+            stopped = 1;
+            break;
         case 'l': {
             json_object *tmp = json_object_new_object ();
             int bad = cli_add_leader (tmp, optarg);
@@ -245,7 +252,8 @@ int cli_restart (struct cli *c, int argc, char **argv)
             break;
         }
         default:
-            cli_error ("usage: ibcr restart JOB [--gen G] [--rank R] [--leader [NODE@]HOST[:PORT]] [--stopped]");
+            cli_error ("usage: ibcr restart JOB [--gen G] [--rank R] [--leader [NODE@]HOST[:PORT]] "
+                       "[--stopped]");
             return CLI_USAGE;
         }
     }

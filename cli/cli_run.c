@@ -72,8 +72,7 @@ static const char run_usage[] =
  * it reads (IBCR_SOCKET, IBCR_JOB, IBCR_RANK) set. */
 static json_object *task_env (const char *sock, const char *job, int rank)
 {
-    static const char *const ours[] = { "LD_PRELOAD=", "IBCR_SOCKET=", "IBCR_JOB=",
-                                        "IBCR_RANK=" };
+    static const char *const ours[] = { "LD_PRELOAD=", "IBCR_SOCKET=", "IBCR_JOB=", "IBCR_RANK=" };
     const char *lib = libibcr_path (), *old = getenv ("LD_PRELOAD");
     json_object *env = json_object_new_array ();
     char buf[8192];
@@ -100,8 +99,8 @@ static json_object *task_env (const char *sock, const char *job, int rank)
 /* Have ibcrd start cmd as us in the task's own namespaces (tasks.h),
  * with stdout and stderr on pipes we read.  0 with t's init, app, relay
  * and pipes set; or an exit code after printing why. */
-static int spawn (struct cli *c, struct cli_task *t, const char *sock, const char *job,
-                  int rank, char **cmd)
+static int spawn (struct cli *c, struct cli_task *t, const char *sock, const char *job, int rank,
+                  char **cmd)
 {
     json_object *req = proto_new ("spawn"), *argv = json_object_new_array (), *rep = NULL;
     int out[2], err[2], fds[3], rc, fd;
@@ -156,14 +155,10 @@ static int spawn (struct cli *c, struct cli_task *t, const char *sock, const cha
 int cli_run (struct cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "name", required_argument, NULL, 'n' },
-        { "job", required_argument, NULL, 'j' },
-        { "rank", required_argument, NULL, 'r' },
-        { "size", required_argument, NULL, 'N' },
-        { "leader", required_argument, NULL, 'l' },
-        { "interval", required_argument, NULL, 'i' },
-        { "detach", no_argument, NULL, 'd' },
-        { NULL, 0, NULL, 0 },
+        { "name", required_argument, NULL, 'n' },   { "job", required_argument, NULL, 'j' },
+        { "rank", required_argument, NULL, 'r' },   { "size", required_argument, NULL, 'N' },
+        { "leader", required_argument, NULL, 'l' }, { "interval", required_argument, NULL, 'i' },
+        { "detach", no_argument, NULL, 'd' },       { NULL, 0, NULL, 0 },
     };
     const char *job = NULL, *leader = NULL, *sock;
     char jobbuf[IDENT_MAX + 1];
@@ -175,14 +170,16 @@ int cli_run (struct cli *c, int argc, char **argv)
 
     while ((ch = getopt_long (argc, argv, "+", opts, NULL)) != -1) {
         switch (ch) {
-        case 'n': case 'j':
+        case 'n':
+        case 'j':
             job = optarg;
             break;
-        case 'r': case 'N': {
+        case 'r':
+        case 'N': {
             long v = strtol (optarg, &end, 10);
             if (*end || !*optarg || v < (ch == 'r' ? 0 : 1) || v > 1000000) {
-                cli_error ("--%s %s: give a number from %d", ch == 'r' ? "rank" : "size",
-                           optarg, ch == 'r' ? 0 : 1);
+                cli_error ("--%s %s: give a number from %d", ch == 'r' ? "rank" : "size", optarg,
+                           ch == 'r' ? 0 : 1);
                 return CLI_USAGE;
             }
             if (ch == 'r')
@@ -191,15 +188,20 @@ int cli_run (struct cli *c, int argc, char **argv)
                 size = (int)v;
             break;
         }
-        case 'l': leader = optarg; break;
+        case 'l':
+            leader = optarg;
+            break;
         case 'i':
             if (duration_parse (optarg, &interval) < 0 || interval < 1000) {
                 cli_error ("--interval %s: give a duration of at least 1s, e.g. 90s, 30m, "
-                           "1h30m", optarg);
+                           "1h30m",
+                           optarg);
                 return CLI_USAGE;
             }
             break;
-        case 'd': detach = 1; break;
+        case 'd':
+            detach = 1;
+            break;
         default:
             cli_error ("%s", run_usage);
             return CLI_USAGE;
@@ -227,19 +229,21 @@ int cli_run (struct cli *c, int argc, char **argv)
     }
     if (!ident_ok (job)) {
         cli_error ("--name %s: a job name is 1-%d letters, digits, '.', '_' or '-', not "
-                   "starting with '.' or '-'", job, IDENT_MAX);
+                   "starting with '.' or '-'",
+                   job, IDENT_MAX);
         return CLI_USAGE;
     }
     if (access (libibcr_path (), R_OK) < 0) {
-        cli_error ("cannot preload %s: %s (set IBCR_LIBIBCR to libibcr.so's path)",
-                   libibcr_path (), strerror (errno));
+        cli_error ("cannot preload %s: %s (set IBCR_LIBIBCR to libibcr.so's path)", libibcr_path (),
+                   strerror (errno));
         return CLI_ERR;
     }
     if (!(sock = cli_socket_path (c)))
         return CLI_USAGE;
     if (access (sock, F_OK) < 0) {
         cli_error ("ibcrd is not running at %s: start it first (or give its socket with "
-                   "--socket or IBCR_SOCKET)", sock);
+                   "--socket or IBCR_SOCKET)",
+                   sock);
         return CLI_NODAEMON;
     }
     if (detach) {
@@ -272,8 +276,7 @@ int cli_run (struct cli *c, int argc, char **argv)
          * checkpointed is not what was asked for: it never runs. */
         json_object *go = proto_new (rc ? "abort" : "go");
         if (proto_send (t.relay, go) < 0 && !rc) {
-            cli_error ("ibcrd's relay went away before the task started: %s",
-                       strerror (errno));
+            cli_error ("ibcrd's relay went away before the task started: %s", strerror (errno));
             rc = CLI_ERR;
         }
         json_object_put (go);

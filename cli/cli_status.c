@@ -87,10 +87,9 @@ int cli_status (struct cli *c, int argc, char **argv)
         printf ("%s\n", json_object_to_json_string_ext (rep, JSON_C_TO_STRING_PLAIN));
     } else {
         if (json_object_object_get_ex (rep, "daemon", &d)) {
-            printf ("node %s  ibcrd %s (pid %lld)  storage %s/%s\n",
-                    proto_get_str (d, "node", "?"), proto_get_str (d, "version", "?"),
-                    (long long)proto_get_int (d, "pid", -1), proto_get_str (d, "storage", "?"),
-                    proto_get_str (d, "cluster", "?"));
+            printf ("node %s  ibcrd %s (pid %lld)  storage %s/%s\n", proto_get_str (d, "node", "?"),
+                    proto_get_str (d, "version", "?"), (long long)proto_get_int (d, "pid", -1),
+                    proto_get_str (d, "storage", "?"), proto_get_str (d, "cluster", "?"));
             if (json_object_object_get_ex (d, "reload_error", &v))
                 printf ("last SIGHUP refused, running configuration kept: %s\n",
                         json_object_get_string (v));
@@ -99,7 +98,8 @@ int cli_status (struct cli *c, int argc, char **argv)
                     printf ("Slurm watched as node %s\n", proto_get_str (v, "node", "?"));
                 else
                     printf ("Slurm triggers off (no time-limit, drain or preemption "
-                            "checkpoints): %s\n", proto_get_str (v, "error", "?"));
+                            "checkpoints): %s\n",
+                            proto_get_str (v, "error", "?"));
             }
         }
         if (json_object_object_get_ex (rep, "job", &v))

@@ -90,7 +90,8 @@ int cli_list (struct cli *c, int argc, char **argv)
             char tb[32], bb[32];
             int ntasks = 0;
             json_object_object_get_ex (e, "manifest", &m);
-            if (json_object_object_get_ex (m, "tasks", &t) && json_object_is_type (t, json_type_array))
+            if (json_object_object_get_ex (m, "tasks", &t)
+                && json_object_is_type (t, json_type_array))
                 ntasks = json_object_array_length (t);
             printf ("%-5lld %-19s %-6d %-11s %s\n", (long long)proto_get_int (m, "generation", 0),
                     when (proto_get_int (m, "committed", 0), tb, sizeof (tb)), ntasks,
@@ -182,8 +183,9 @@ int cli_verify (struct cli *c, int argc, char **argv)
         return CLI_NOTFOUND;
     if (damaged) {
         cli_error ("job %s: %d damaged generation%s: do not restart from %s; 'ibcr prune' "
-                   "will not remove %s by itself", job, damaged, damaged > 1 ? "s" : "",
-                   damaged > 1 ? "them" : "it", damaged > 1 ? "them" : "it");
+                   "will not remove %s by itself",
+                   job, damaged, damaged > 1 ? "s" : "", damaged > 1 ? "them" : "it",
+                   damaged > 1 ? "them" : "it");
         return CLI_DAMAGED;
     }
     return CLI_OK;

@@ -63,7 +63,8 @@ int cli_task_register (struct cli *c, struct cli_task *t, json_object *fields)
         proto_set_int (req, "app_pid", t->app);
     if ((t->regfd = usock_connect (path)) < 0) {
         cli_error ("cannot reach ibcrd at %s: %s; the task runs but cannot be "
-                   "checkpointed", path, strerror (errno));
+                   "checkpointed",
+                   path, strerror (errno));
         rc = CLI_NODAEMON;
     } else if (usock_request (t->regfd, req, c->timeout_ms, &rep) < 0) {
         cli_error ("no reply from ibcrd at %s to register: %s", path, strerror (errno));
@@ -115,7 +116,7 @@ static int pump (int fd, int out)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            break;  /* our output is gone: drop, but keep the task running */
+            break; /* our output is gone: drop, but keep the task running */
         off += w;
     }
     return 0;
@@ -173,7 +174,8 @@ int cli_task_wait (struct cli_task *t)
             } else if (pfd[i].fd == t->regfd) {
                 char junk[256];
                 if (read (t->regfd, junk, sizeof (junk)) <= 0) {
-                    fprintf (stderr, "ibcr: warning: ibcrd closed the task's registration "
+                    fprintf (stderr,
+                             "ibcr: warning: ibcrd closed the task's registration "
                              "(did it stop?); the task runs on, without checkpoints until "
                              "ibcrd is back\n");
                     close (t->regfd);
@@ -225,7 +227,8 @@ int cli_relay_open (struct cli *c, json_object *req, const char *ready, json_obj
         return -1;
     if ((fd = usock_connect (path)) < 0) {
         cli_error ("ibcrd is not running at %s: %s (start it first, or give its socket with "
-                   "--socket or IBCR_SOCKET)", path, strerror (errno));
+                   "--socket or IBCR_SOCKET)",
+                   path, strerror (errno));
         return -1;
     }
     if (usock_request (fd, req, c->timeout_ms, reply) < 0) {

@@ -23,7 +23,7 @@ void cli_error (const char *fmt, ...)
 {
     va_list ap;
 
-    cli_progress_end ();        /* the message starts its own line */
+    cli_progress_end (); /* the message starts its own line */
     fprintf (stderr, "ibcr: error: ");
     va_start (ap, fmt);
     vfprintf (stderr, fmt, ap);
@@ -34,11 +34,18 @@ void cli_error (const char *fmt, ...)
 int cli_rc_for_errno (int errnum)
 {
     switch (errnum) {
-    case ENOENT: case ESRCH: return CLI_NOTFOUND;
-    case EPERM: case EACCES: return CLI_DENIED;
-    case EINVAL: return CLI_USAGE;
-    case EBADMSG: return CLI_DAMAGED;
-    default: return CLI_ERR;
+    case ENOENT:
+    case ESRCH:
+        return CLI_NOTFOUND;
+    case EPERM:
+    case EACCES:
+        return CLI_DENIED;
+    case EINVAL:
+        return CLI_USAGE;
+    case EBADMSG:
+        return CLI_DAMAGED;
+    default:
+        return CLI_ERR;
     }
 }
 
@@ -72,7 +79,8 @@ const char *cli_socket_path (struct cli *c)
     if (!from_conf) {
         const char *path = c->config ? c->config : conf_default_path ();
         struct conf *cf = access (path, F_OK) == 0 || c->config
-                          ? conf_load (path, NULL, err, sizeof (err)) : conf_create (NULL);
+            ? conf_load (path, NULL, err, sizeof (err))
+            : conf_create (NULL);
         if (!cf) {
             cli_error ("%s", err);
             return NULL;
@@ -95,7 +103,8 @@ json_object *cli_request (struct cli *c, json_object *req, int *rc)
     }
     if ((fd = usock_connect (path)) < 0) {
         cli_error ("cannot reach ibcrd at %s: %s; is ibcrd running? (give its socket with "
-                   "--socket or IBCR_SOCKET)", path, strerror (errno));
+                   "--socket or IBCR_SOCKET)",
+                   path, strerror (errno));
         *rc = CLI_NODAEMON;
         return NULL;
     }
@@ -103,11 +112,11 @@ json_object *cli_request (struct cli *c, json_object *req, int *rc)
     for (int sent = 0;;) {
         char what[160];
         int bad = (!sent++ && proto_send (fd, req) < 0)
-                  || proto_recv_timeout (fd, 0, c->timeout_ms, &rep) < 0;
+            || proto_recv_timeout (fd, 0, c->timeout_ms, &rep) < 0;
         if (bad || !rep) {
             cli_progress_end ();
-            cli_error ("no reply from ibcrd at %s: %s", path, bad ? strerror (errno)
-                       : "ibcrd closed the connection");
+            cli_error ("no reply from ibcrd at %s: %s", path,
+                       bad ? strerror (errno) : "ibcrd closed the connection");
             close (fd);
             *rc = CLI_NODAEMON;
             return NULL;
@@ -165,7 +174,8 @@ int cli_store (struct cli *c)
         struct conf *cf = conf_load (cpath, NULL, err, sizeof (err));
         if (!cf) {
             cli_error ("cannot find the checkpoint storage: ibcrd is not reachable and %s; "
-                       "give it with --storage DIR", err);
+                       "give it with --storage DIR",
+                       err);
             return CLI_NODAEMON;
         }
         free (c->st_root);
@@ -223,12 +233,8 @@ int main (int argc, char **argv)
         const char *name;
         int (*fn) (struct cli *, int, char **);
     } cmds[] = {
-        { "status", cli_status },
-        { "list", cli_list },
-        { "verify", cli_verify },
-        { "prune", cli_prune },
-        { "run", cli_run },
-        { "checkpoint", cli_checkpoint },
+        { "status", cli_status },   { "list", cli_list }, { "verify", cli_verify },
+        { "prune", cli_prune },     { "run", cli_run },   { "checkpoint", cli_checkpoint },
         { "restart", cli_restart },
     };
     struct cli c = { .timeout_ms = 30000 };
@@ -237,8 +243,12 @@ int main (int argc, char **argv)
     /* '+': options after the command belong to the command. */
     while ((ch = getopt_long (argc, argv, "+s:c:hV", longopts, NULL)) != -1) {
         switch (ch) {
-        case 's': c.socket = optarg; break;
-        case 'c': c.config = optarg; break;
+        case 's':
+            c.socket = optarg;
+            break;
+        case 'c':
+            c.config = optarg;
+            break;
         case 'S':
             if (optarg[0] != '/') {
                 cli_error ("--storage %s: give an absolute path", optarg);
@@ -246,10 +256,18 @@ int main (int argc, char **argv)
             }
             c.storage = optarg;
             break;
-        case 'C': c.cluster = optarg; break;
-        case 'h': usage (stdout); return CLI_OK;
-        case 'V': printf ("ibcr %s\n", PACKAGE_VERSION); return CLI_OK;
-        default: usage (stderr); return CLI_USAGE;
+        case 'C':
+            c.cluster = optarg;
+            break;
+        case 'h':
+            usage (stdout);
+            return CLI_OK;
+        case 'V':
+            printf ("ibcr %s\n", PACKAGE_VERSION);
+            return CLI_OK;
+        default:
+            usage (stderr);
+            return CLI_USAGE;
         }
     }
     if (optind >= argc) {
@@ -259,7 +277,7 @@ int main (int argc, char **argv)
     const char *cmd = argv[optind];
     argc -= optind;
     argv += optind;
-    optind = 0;     /* restart getopt for the subcommand (glibc: full reset) */
+    optind = 0; /* restart getopt for the subcommand (glibc: full reset) */
     for (size_t i = 0; i < sizeof (cmds) / sizeof (cmds[0]); i++)
         if (!strcmp (cmds[i].name, cmd)) {
             rc = cmds[i].fn (&c, argc, argv);
@@ -268,6 +286,7 @@ int main (int argc, char **argv)
             return rc;
         }
     cli_error ("unknown command '%s'; commands are run, checkpoint, restart, status, list, "
-               "verify, prune (try 'ibcr --help')", cmd);
+               "verify, prune (try 'ibcr --help')",
+               cmd);
     return CLI_USAGE;
 }

@@ -43,6 +43,8 @@ PKGS=(
     # test tooling
     sharness iproute2 util-linux procps psmisc gdb xz-utils python3 nftables
     python3-xxhash
+    # the C style check (t0006; .clang-format)
+    clang-format
     # CRIU build dependencies (see TESTBED.md)
     libbsd-dev libcap-dev libgnutls28-dev libnet1-dev libnftables-dev
     libnl-3-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler

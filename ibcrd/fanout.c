@@ -204,8 +204,7 @@ static void lost_below (struct gen *g, struct gen_member *m, enum gen_phase phas
 
 /* m failed in phase (died, hung, unreachable, unauthenticated): named in
  * g->err, and left out of every later request of this generation. */
-static int member_lost (struct gen *g, struct gen_member *m, enum gen_phase phase,
-                        const char *why)
+static int member_lost (struct gen *g, struct gen_member *m, enum gen_phase phase, const char *why)
 {
     char msg[1400];
     double now = mono_ms_f ();
@@ -233,8 +232,8 @@ static int post (struct gen *g, struct gen_member *m, int port, enum gen_phase p
         if (!(env = peerauth_seal (&m->ses, body, err, sizeof (err))))
             return gen_fail (g, phase, err);
         if (proto_send (m->fd, env) < 0) {
-            snprintf (why, sizeof (why), "cannot send the %s request: %s",
-                      phase_name (phase), strerror (errno));
+            snprintf (why, sizeof (why), "cannot send the %s request: %s", phase_name (phase),
+                      strerror (errno));
             json_object_put (env);
             return member_lost (g, m, phase, why);
         }
@@ -249,8 +248,8 @@ static int post (struct gen *g, struct gen_member *m, int port, enum gen_phase p
     /* No credential to be had is this node's fault, not the member's. */
     if (!(env = peerauth_wrap (g->pa, body, err, sizeof (err))))
         return gen_fail (g, phase, err);
-    if ((m->fd = peer_connect (m->host, port, (int)g->conf->timeout_connect, err,
-                               sizeof (err))) < 0) {
+    if ((m->fd = peer_connect (m->host, port, (int)g->conf->timeout_connect, err, sizeof (err)))
+        < 0) {
         json_object_put (env);
         return member_lost (g, m, phase, err);
     }
@@ -259,8 +258,8 @@ static int post (struct gen *g, struct gen_member *m, int port, enum gen_phase p
     /* A member that stopped reading cannot hold us past the timeout. */
     setsockopt (m->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
     if (proto_send (m->fd, env) < 0) {
-        snprintf (why, sizeof (why), "cannot send the %s request to %s:%d: %s",
-                  phase_name (phase), m->host, port, strerror (errno));
+        snprintf (why, sizeof (why), "cannot send the %s request to %s:%d: %s", phase_name (phase),
+                  m->host, port, strerror (errno));
         json_object_put (env);
         return member_lost (g, m, phase, why);
     }
@@ -310,8 +309,7 @@ void fan_untouch (struct gen *g)
  * answer brings those that changed since the last (gen_member.c). */
 static void tl_apply (struct gen *g, struct gen_member *c, json_object *tl)
 {
-    size_t n = tl && json_object_is_type (tl, json_type_array) ? json_object_array_length (tl)
-        : 0;
+    size_t n = tl && json_object_is_type (tl, json_type_array) ? json_object_array_length (tl) : 0;
 
     for (size_t k = 0; k < n; k++) {
         json_object *e = json_object_array_get_idx (tl, k);
@@ -361,8 +359,7 @@ static void restore_apply (struct gen_member *m, json_object *rep, double now)
 /* Read what m sent: 1 and *rep when its reply to the request awaited is
  * complete, 2 when it answered gen-begin "busy" (m->busy), 0 when more is
  * to come, -1 (g->err) when it failed. */
-static int take_reply (struct gen *g, struct gen_member *m, enum gen_phase phase,
-                       json_object **rep)
+static int take_reply (struct gen *g, struct gen_member *m, enum gen_phase phase, json_object **rep)
 {
     char err[1024], why[1200];
 
@@ -375,7 +372,8 @@ static int take_reply (struct gen *g, struct gen_member *m, enum gen_phase phase
             return 0;
         if (rc < 0) {
             if (errno == 0)
-                return member_lost (g, m, phase, "it closed the connection before answering "
+                return member_lost (g, m, phase,
+                                    "it closed the connection before answering "
                                     "(its ibcrd or worker died?)");
             snprintf (why, sizeof (why), "its connection failed: %s", strerror (errno));
             return member_lost (g, m, phase, why);
@@ -391,11 +389,15 @@ static int take_reply (struct gen *g, struct gen_member *m, enum gen_phase phase
             if (!in && proto_type (env) && !strcmp (proto_type (env), "error"))
                 snprintf (why, sizeof (why), "refused: %s", proto_get_str (env, "message", "?"));
             else if (!in)
-                snprintf (why, sizeof (why), "its reply cannot be authenticated (%s): do both "
-                          "nodes use the same MUNGE key?", err);
+                snprintf (why, sizeof (why),
+                          "its reply cannot be authenticated (%s): do both "
+                          "nodes use the same MUNGE key?",
+                          err);
             else
-                snprintf (why, sizeof (why), "its reply carries a credential of uid %u, not "
-                          "ibcrd's", (unsigned)uid);
+                snprintf (why, sizeof (why),
+                          "its reply carries a credential of uid %u, not "
+                          "ibcrd's",
+                          (unsigned)uid);
             json_object_put (env);
             json_object_put (in);
             return member_lost (g, m, phase, why);
@@ -488,8 +490,10 @@ static int fan_wait_ (struct gen *g, enum gen_phase phase, json_object **replies
         if (left <= 0) {
             char why[256];
             int first = 1;
-            snprintf (why, sizeof (why), "no reply to %s within %llu ms (hung, or its "
-                      "network is down)%s", phase_name (phase), (unsigned long long)timeout_ms,
+            snprintf (why, sizeof (why),
+                      "no reply to %s within %llu ms (hung, or its "
+                      "network is down)%s",
+                      phase_name (phase), (unsigned long long)timeout_ms,
                       pending > 1 ? "; other nodes were silent too" : "");
             for (int i = 0; i < g->nmembers; i++) {
                 struct gen_member *m = &g->members[i];
@@ -510,13 +514,14 @@ static int fan_wait_ (struct gen *g, enum gen_phase phase, json_object **replies
                 continue;
             return gen_fail (g, phase, strerror (errno));
         }
-got:
+    got:
         for (int k = 0; k < n; k++) {
             if (ev[k].data.u32 == UINT32_MAX) {
                 int before = g->abort_asked;
                 report_drain (g);
                 if (before == 0 && g->abort_asked > 0)
-                    return gen_fail (g, phase, "the leader aborted the generation (it lost "
+                    return gen_fail (g, phase,
+                                     "the leader aborted the generation (it lost "
                                      "the node above this one)");
                 continue;
             }
@@ -549,7 +554,8 @@ got:
                     link_close (m);
                     continue;
                 }
-                member_lost (g, m, phase, "it closed the connection (its ibcrd or worker "
+                member_lost (g, m, phase,
+                             "it closed the connection (its ibcrd or worker "
                              "died?)");
                 return -1;
             }
@@ -626,8 +632,8 @@ static int session_open (struct gen *g, struct gen_member *m, const unsigned cha
                           .tv_usec = (g->conf->timeout_request % 1000) * 1000 };
     char err[1024];
 
-    if ((m->fd = peer_connect (m->host, m->wport, (int)g->conf->timeout_connect, err,
-                               sizeof (err))) < 0)
+    if ((m->fd = peer_connect (m->host, m->wport, (int)g->conf->timeout_connect, err, sizeof (err)))
+        < 0)
         return member_lost (g, m, PHASE_BEGIN, err);
     watch (g, m);
     proto_reader_init (&m->rd, PROTO_DEFAULT_CAP);
@@ -720,8 +726,7 @@ static void tasks_append (struct gen_member *m, json_object *rep)
 static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
 {
     json_object *rep[g->nmembers + 1];
-    unsigned char (*keys)[PEERAUTH_KEY_LEN] = calloc ((size_t)g->nmembers + 1,
-                                                      PEERAUTH_KEY_LEN);
+    unsigned char (*keys)[PEERAUTH_KEY_LEN] = calloc ((size_t)g->nmembers + 1, PEERAUTH_KEY_LEN);
     int rc = 0;
 
     for (int i = 0; i < g->nmembers; i++)
@@ -736,7 +741,7 @@ static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
             free (keys);
             return gen_fail (g, PHASE_BEGIN, "cannot make a session key");
         }
-        g->members[i].busy = 1;     /* not asked yet */
+        g->members[i].busy = 1; /* not asked yet */
     }
     /* A member still busy with the last generation's worker (it answered
      * "end", it has not exited yet) is asked again, until timeout_ms. */
@@ -767,8 +772,10 @@ static int fan_begin_ (struct gen *g, uint64_t timeout_ms)
             for (int i = 0; i < g->nmembers; i++)
                 if (g->members[i].busy) {
                     char why[256];
-                    snprintf (why, sizeof (why), "still busy with another generation after "
-                              "%llu ms", (unsigned long long)timeout_ms);
+                    snprintf (why, sizeof (why),
+                              "still busy with another generation after "
+                              "%llu ms",
+                              (unsigned long long)timeout_ms);
                     member_lost (g, &g->members[i], PHASE_BEGIN, why);
                     break;
                 }

@@ -71,8 +71,10 @@ static int gen_restored (struct gen *g)
     if (g->restore_t1 > 0) {
         /* This node's own restore, before the generation began. */
         struct gen_span *r = &g->span[PHASE_RESTORE];
-        *r = (struct gen_span){ .start = g->restore_t0, .end = g->restore_t1,
-                                .node_ms = g->restore_t1 - g->restore_t0, .n = 1 };
+        *r = (struct gen_span){ .start = g->restore_t0,
+                                .end = g->restore_t1,
+                                .node_ms = g->restore_t1 - g->restore_t0,
+                                .n = 1 };
     }
     if (gen_begin (g) < 0 || gen_rebuild (g) < 0 || gen_resume (g) < 0) {
         log_msg (LOG_ERR, "job %s: restored tasks not resumed: %s", g->job, g->err);
@@ -103,28 +105,30 @@ int gen_run (struct gen *g)
         return gen_restored (g);
     gen_start_clock (g);
     fan_init (g);
-    if (store_gen_begin (&st, g->job, g->uid, g->gid, &g->gen, dir, sizeof (dir), err,
-                         sizeof (err)) < 0) {
+    if (store_gen_begin (&st, g->job, g->uid, g->gid, &g->gen, dir, sizeof (dir), err, sizeof (err))
+        < 0) {
         gen_fail (g, PHASE_BEGIN, err);
         goto abort;
     }
-    snprintf (g->staging, sizeof (g->staging), "%s/%s/gen-%d", g->conf->staging, g->job,
-              g->gen);
-    store_rmtree (g->staging);  /* a leftover of a killed daemon */
-    log_msg (LOG_INFO, "job %s gen %d: begin (%s, %d task%s here, %d other node%s)", g->job,
-             g->gen, g->trigger, g->ntasks, g->ntasks == 1 ? "" : "s", g->nmembers,
+    snprintf (g->staging, sizeof (g->staging), "%s/%s/gen-%d", g->conf->staging, g->job, g->gen);
+    store_rmtree (g->staging); /* a leftover of a killed daemon */
+    log_msg (LOG_INFO, "job %s gen %d: begin (%s, %d task%s here, %d other node%s)", g->job, g->gen,
+             g->trigger, g->ntasks, g->ntasks == 1 ? "" : "s", g->nmembers,
              g->nmembers == 1 ? "" : "s");
     if (gen_begin (g) < 0)
         goto abort;
     tasks = genl_tasks_json (g);
     for (int i = 0; i < g->nmembers; i++)
-        for (size_t k = 0; g->members[i].tasks && k < json_object_array_length (g->members[i].tasks); k++)
-            json_object_array_add (tasks, json_object_get (json_object_array_get_idx (g->members[i].tasks, k)));
+        for (size_t k = 0;
+             g->members[i].tasks && k < json_object_array_length (g->members[i].tasks); k++)
+            json_object_array_add (
+                tasks, json_object_get (json_object_array_get_idx (g->members[i].tasks, k)));
     if (gen_quiesce (g) < 0 || gen_drain (g) < 0 || gen_release (g) < 0 || gen_dump (g) < 0)
         goto abort;
     if (g->leave_running && (gen_rebuild (g) < 0 || gen_resume (g) < 0))
         goto abort;
-    log_msg (LOG_INFO, "job %s gen %d: dumped and resumed in %.1f ms (quiesce %.1f, drain "
+    log_msg (LOG_INFO,
+             "job %s gen %d: dumped and resumed in %.1f ms (quiesce %.1f, drain "
              "%.1f in %d rounds, release %.1f, dump %.1f, rebuild %.1f, resume %.1f)",
              g->job, g->gen, mono_ms_f () - t0, g->t_quiesce, g->t_drain, g->drain_rounds,
              g->t_release, g->t_dump, g->t_rebuild, g->t_resume);
@@ -160,11 +164,14 @@ json_object *gen_reply (const struct gen *g, int rc)
 
     if (rc < 0) {
         if (g->kind == GEN_RESTORED)
-            return proto_error ("restore", EIO, "job %s: the restored tasks could not be "
-                                "resumed: %s", g->job, g->err);
-        return proto_error ("checkpoint", EIO, "job %s: generation %d aborted in %s; the job "
-                            "runs on and its last committed generation stays", g->job,
-                            g->gen, g->err);
+            return proto_error ("restore", EIO,
+                                "job %s: the restored tasks could not be "
+                                "resumed: %s",
+                                g->job, g->err);
+        return proto_error ("checkpoint", EIO,
+                            "job %s: generation %d aborted in %s; the job "
+                            "runs on and its last committed generation stays",
+                            g->job, g->gen, g->err);
     }
     if (!(o = proto_new ("ok")))
         return NULL;
@@ -189,8 +196,10 @@ void gen_report_end (struct gen *g, int rc)
         return;
     proto_set_str (o, "job", g->job);
     proto_set_int (o, "gen", g->gen);
-    proto_set_str (o, "result", rc < 0 ? "aborted" : g->kind == GEN_RESTORED ? "resumed"
-                   : "committed");
+    proto_set_str (o, "result",
+                   rc < 0                        ? "aborted"
+                       : g->kind == GEN_RESTORED ? "resumed"
+                                                 : "committed");
     if (rc < 0) {
         proto_set_str (o, "phase", phase_name (g->err_phase));
         /* g->err is under 2 KiB: the frame stays under GEN_REPORT_CAP. */

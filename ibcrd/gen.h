@@ -35,49 +35,49 @@
 
 struct gen_task {
     int rank;
-    pid_t pid;              /* the task's init: the root CRIU dumps */
-    int nctl;               /* its processes that use verbs */
+    pid_t pid;                  /* the task's init: the root CRIU dumps */
+    int nctl;                   /* its processes that use verbs */
     int ctl_fd[GEN_MAX_CTL];    /* libibcr's control connection of each */
     pid_t ctl_pid[GEN_MAX_CTL]; /* and its process (0 unknown), for errors */
-    int restored;           /* restart: waits for rebuild, not dumped */
+    int restored;               /* restart: waits for rebuild, not dumped */
     char node[IDENT_MAX + 1];
-    json_object *entry;     /* its manifest entry (genl_tasks_json), or NULL */
-    double dump_t0, dump_t1;    /* its CRIU dump's start and end (mono_ms_f) */
+    json_object *entry;      /* its manifest entry (genl_tasks_json), or NULL */
+    double dump_t0, dump_t1; /* its CRIU dump's start and end (mono_ms_f) */
 };
 
 /* Another node of the job, as the leader knows it. */
 struct gen_member {
     char node[IDENT_MAX + 1];
-    char host[64];          /* its address, as its join came from */
-    int port;               /* its ibcrd's peer port */
-    int wport;              /* its worker's port for this generation */
-    json_object *tasks;     /* manifest entries of its tasks (gen-begin) */
+    char host[64];      /* its address, as its join came from */
+    int port;           /* its ibcrd's peer port */
+    int wport;          /* its worker's port for this generation */
+    json_object *tasks; /* manifest entries of its tasks (gen-begin) */
 
     /* The leader's link to it (fanout.c). */
-    int fd;                 /* connection of the request awaited, or -1 */
-    int session;            /* fd is the generation's session (peerauth.h) */
+    int fd;      /* connection of the request awaited, or -1 */
+    int session; /* fd is the generation's session (peerauth.h) */
     struct peerauth_session ses;
     struct proto_reader rd;
-    unsigned rid;           /* the request awaited, 0 when none */
-    int lost;               /* died, hung or unreachable: asked nothing more */
-    int busy;               /* answered gen-begin with EBUSY: asked again */
-    double t_sent;          /* when that request went (mono_ms_f) */
-    struct gen_span span[PHASE_COUNT];     /* its timeline (timeline.h) */
-    unsigned touched;       /* phases (bits) whose span changed since the
+    unsigned rid;                      /* the request awaited, 0 when none */
+    int lost;                          /* died, hung or unreachable: asked nothing more */
+    int busy;                          /* answered gen-begin with EBUSY: asked again */
+    double t_sent;                     /* when that request went (mono_ms_f) */
+    struct gen_span span[PHASE_COUNT]; /* its timeline (timeline.h) */
+    unsigned touched;                  /* phases (bits) whose span changed since the
                                request this worker serves came (relayed up) */
 
     /* Its place in the tree (fanout.h): a child of this node is asked
      * directly; the others are reached through one. */
     int child;
-    int parent;             /* the member it is a child of, -1 this node */
-    int sub_lo, sub_hi;     /* its descendants: members[sub_lo, sub_hi) */
-    int height;             /* levels below it, 0 for a leaf */
-    double restore_t0, restore_t1;  /* restart: its tasks' restore (mono_ms_f), 0 unknown */
+    int parent;                    /* the member it is a child of, -1 this node */
+    int sub_lo, sub_hi;            /* its descendants: members[sub_lo, sub_hi) */
+    int height;                    /* levels below it, 0 for a leaf */
+    double restore_t0, restore_t1; /* restart: its tasks' restore (mono_ms_f), 0 unknown */
 };
 
 enum gen_kind {
-    GEN_CHECKPOINT,         /* the whole protocol, to a new generation */
-    GEN_RESTORED,           /* after a restore: rebuild, connect, resume */
+    GEN_CHECKPOINT, /* the whole protocol, to a new generation */
+    GEN_RESTORED,   /* after a restore: rebuild, connect, resume */
 };
 
 struct gen {
@@ -86,47 +86,47 @@ struct gen {
     char job[IDENT_MAX + 1];
     uid_t uid;
     gid_t gid;
-    int size;               /* ranks in the job */
-    const char *trigger;    /* "manual", "periodic", ... */
-    int leave_running;      /* CRIU --leave-running (periodic) or not (ending) */
+    int size;            /* ranks in the job */
+    const char *trigger; /* "manual", "periodic", ... */
+    int leave_running;   /* CRIU --leave-running (periodic) or not (ending) */
     int ntasks;
     struct gen_task *tasks;
-    pid_t daemon;           /* the ibcrd that started this worker */
-    struct peerauth *pa;    /* MUNGE, for the other nodes */
-    int nmembers;           /* the nodes this one leads: the leader's are the
+    pid_t daemon;        /* the ibcrd that started this worker */
+    struct peerauth *pa; /* MUNGE, for the other nodes */
+    int nmembers;        /* the nodes this one leads: the leader's are the
                                other nodes of the job, a member's those of
                                its subtree (fanout.h) */
     struct gen_member *members;
-    int fanout;             /* at most this many children per node (conf) */
-    int height;             /* levels below this node */
-    int levels;             /* levels below the leader (its height) */
-    double t_fan;           /* when the last phase's requests went out */
-    double restore_t0, restore_t1;  /* restart: this node's tasks' restore */
-    int member_lfd;         /* member: where the leader reaches this worker */
-    struct peerauth_session ses;    /* member: its session with the leader */
-    int progress_fd;        /* whoever asked wants "progress" messages, or -1 */
-    int report_fd;          /* the daemon hears its phase and end here (worker.h), or -1;
+    int fanout;                        /* at most this many children per node (conf) */
+    int height;                        /* levels below this node */
+    int levels;                        /* levels below the leader (its height) */
+    double t_fan;                      /* when the last phase's requests went out */
+    double restore_t0, restore_t1;     /* restart: this node's tasks' restore */
+    int member_lfd;                    /* member: where the leader reaches this worker */
+    struct peerauth_session ses;       /* member: its session with the leader */
+    int progress_fd;                   /* whoever asked wants "progress" messages, or -1 */
+    int report_fd;                     /* the daemon hears its phase and end here (worker.h), or -1;
                                a member's worker reads "A" on it: abort (fanout.h) */
-    int abort_asked;        /* member: it did (or the daemon is gone: -1) */
-    int member;             /* this is a member node's worker (gen_member_serve) */
-    unsigned rid;           /* leader: the last request id given (fanout.c) */
-    int epfd;               /* leader: epoll over the members' connections */
-    double t0, t0_wall;     /* leader: its start, mono_ms_f () and epoch s */
-    double fan_cpu_ms;      /* leader: CPU spent sending and reading requests */
-    double begin_cpu_ms;    /* leader: of which for gen-begin (MUNGE) */
-    struct gen_span span[PHASE_COUNT];     /* leader: this node's own timeline */
+    int abort_asked;                   /* member: it did (or the daemon is gone: -1) */
+    int member;                        /* this is a member node's worker (gen_member_serve) */
+    unsigned rid;                      /* leader: the last request id given (fanout.c) */
+    int epfd;                          /* leader: epoll over the members' connections */
+    double t0, t0_wall;                /* leader: its start, mono_ms_f () and epoch s */
+    double fan_cpu_ms;                 /* leader: CPU spent sending and reading requests */
+    double begin_cpu_ms;               /* leader: of which for gen-begin (MUNGE) */
+    struct gen_span span[PHASE_COUNT]; /* leader: this node's own timeline */
 
     /* Filled while it runs. */
-    int gen;                /* generation number, once begun */
-    int phase;              /* its enum gen_phase now (gen_enter), -1 before the first */
-    enum gen_phase err_phase;   /* the phase g->err names */
+    int gen;                  /* generation number, once begun */
+    int phase;                /* its enum gen_phase now (gen_enter), -1 before the first */
+    enum gen_phase err_phase; /* the phase g->err names */
     int quiesced, released, dumped;
-    char staging[4096];     /* <staging>/<job>/gen-N */
+    char staging[4096]; /* <staging>/<job>/gen-N */
     double t_quiesce, t_drain, t_release, t_dump, t_rebuild, t_resume, t_commit;
     int drain_rounds;
     uint64_t bytes;
-    uint64_t copy_done, copy_total;     /* this node's copy to storage */
-    double progress_last;   /* when the last progress message went */
+    uint64_t copy_done, copy_total; /* this node's copy to storage */
+    double progress_last;           /* when the last progress message went */
     char err[2048];
 };
 

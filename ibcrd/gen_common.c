@@ -37,7 +37,7 @@ int gen_local_part (struct gen *g, enum gen_phase phase, int (*fn) (struct gen *
  * (fan_put them, also on failure).  -1 with g->err naming the node on the
  * first failure. */
 int gen_phase_all (struct gen *g, enum gen_phase phase, int (*local) (struct gen *),
-               json_object *extra, json_object **replies, uint64_t timeout_ms)
+                   json_object *extra, json_object **replies, uint64_t timeout_ms)
 {
     for (int i = 0; replies && i < g->nmembers; i++)
         replies[i] = NULL;
@@ -61,8 +61,8 @@ void gen_gather (struct gen *g, json_object **replies, const char *key, json_obj
 
 /* A phase that asks every process for one thing and gathers nothing, on
  * every node at once; its duration into *took. */
-int gen_step (struct gen *g, enum gen_phase phase, int (*local) (struct gen *),
-              uint64_t timeout_ms, double *took)
+int gen_step (struct gen *g, enum gen_phase phase, int (*local) (struct gen *), uint64_t timeout_ms,
+              double *took)
 {
     double t0 = mono_ms_f ();
 
@@ -85,7 +85,7 @@ struct ctl_set {
     int *fds;
     int *ranks;
     pid_t *pids;
-    json_object **rep;      /* a reply per process, for the rounds that gen_gather */
+    json_object **rep; /* a reply per process, for the rounds that gen_gather */
 };
 
 static void ctl_set_free (struct ctl_set *cs)
@@ -127,9 +127,10 @@ static int ctl_round (struct gen *g, enum gen_phase phase, struct ctl_set *cs, c
 {
     char err[1024];
 
-    if (cs->n && libctl_round (cs->fds, cs->ranks, cs->pids, cs->n, type, extra, g->gen, want,
-                               gen_gather ? cs->rep : NULL, (int)timeout_ms, err,
-                               sizeof (err)) < 0)
+    if (cs->n
+        && libctl_round (cs->fds, cs->ranks, cs->pids, cs->n, type, extra, g->gen, want,
+                         gen_gather ? cs->rep : NULL, (int)timeout_ms, err, sizeof (err))
+            < 0)
         return gen_fail (g, phase, err);
     return 0;
 }
@@ -210,8 +211,7 @@ void gen_enter (struct gen *g, enum gen_phase phase)
     json_object_put (o);
 }
 
-void gen_progress (struct gen *g, enum gen_phase phase, uint64_t done, uint64_t total,
-                   int force)
+void gen_progress (struct gen *g, enum gen_phase phase, uint64_t done, uint64_t total, int force)
 {
     double now = mono_ms_f ();
     json_object *o;
@@ -240,8 +240,10 @@ int gen_daemon_gone (struct gen *g, enum gen_phase phase)
 
     if (!g->daemon || getppid () == g->daemon)
         return 0;
-    snprintf (why, sizeof (why), "ibcrd (pid %ld) died during the %s; the generation is "
-              "void (restart ibcrd; the job runs on)", (long)g->daemon, phase_name (phase));
+    snprintf (why, sizeof (why),
+              "ibcrd (pid %ld) died during the %s; the generation is "
+              "void (restart ibcrd; the job runs on)",
+              (long)g->daemon, phase_name (phase));
     return gen_fail (g, phase, why);
 }
 

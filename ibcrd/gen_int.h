@@ -30,9 +30,9 @@ int gen_quiesce (struct gen *g);
 int gen_drain (struct gen *g);
 int gen_release (struct gen *g);
 int gen_dump (struct gen *g);
-int gen_rebuild (struct gen *g);        /* rebuild, then connect */
+int gen_rebuild (struct gen *g); /* rebuild, then connect */
 int gen_resume (struct gen *g);
-int gen_commit (struct gen *g, json_object *tasks);    /* copy, then commit */
+int gen_commit (struct gen *g, json_object *tasks); /* copy, then commit */
 void gen_abort (struct gen *g);
 
 /* --- this node's part of each phase (phase_*.c; genl_tasks_json, begin's,
@@ -78,8 +78,7 @@ void gen_enter (struct gen *g, enum gen_phase phase);
 /* Tell whoever asked (g->progress_fd) that phase runs, done of total
  * bytes (0 and 0 when it moves no bytes).  At most every 200 ms unless
  * force (a new phase); a client gone is not an error. */
-void gen_progress (struct gen *g, enum gen_phase phase, uint64_t done, uint64_t total,
-                   int force);
+void gen_progress (struct gen *g, enum gen_phase phase, uint64_t done, uint64_t total, int force);
 
 /* Leader: this node's part fn of phase, in its timeline. */
 int gen_local_part (struct gen *g, enum gen_phase phase, int (*fn) (struct gen *));
@@ -97,8 +96,8 @@ void gen_gather (struct gen *g, json_object **replies, const char *key, json_obj
 
 /* Leader: a phase that asks every process one thing and gathers nothing,
  * on every node at once; its duration into *took. */
-int gen_step (struct gen *g, enum gen_phase phase, int (*local) (struct gen *),
-              uint64_t timeout_ms, double *took);
+int gen_step (struct gen *g, enum gen_phase phase, int (*local) (struct gen *), uint64_t timeout_ms,
+              double *took);
 
 /* This node: one request of type to every process of its tasks that uses
  * verbs, each answering want; ctl_gather appends the replies to out.  0,

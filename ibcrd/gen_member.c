@@ -61,7 +61,8 @@ static json_object *relay_extra (json_object *m)
     static const char *const own[] = { "type", "job", "gen", "phase", "rid", "to" };
     json_object *x = json_object_new_object ();
 
-    json_object_object_foreach (m, key, val) {
+    json_object_object_foreach (m, key, val)
+    {
         int skip = 0;
         for (size_t i = 0; i < sizeof (own) / sizeof (own[0]); i++)
             skip |= !strcmp (key, own[i]);
@@ -143,8 +144,7 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
         return proto_error (name, EINVAL, "node %s: this worker serves job %s generation %d",
                             g->conf->node, g->job, g->gen);
     if (phase < 0 || phase == PHASE_COMMIT || phase == PHASE_RESTORE)
-        return proto_error (name, EINVAL, "node %s: no phase \"%.64s\" here", g->conf->node,
-                            name);
+        return proto_error (name, EINVAL, "node %s: no phase \"%.64s\" here", g->conf->node, name);
     if (!(o = proto_new ("ok")))
         return NULL;
     for (int i = 0; i < g->nmembers; i++)
@@ -168,7 +168,8 @@ static json_object *serve_phase (struct gen *g, json_object *m, int *state)
             rc = -1, relayed = 1;
         else if ((rc = local_phase (g, (enum gen_phase)phase, m, o)) == 0
                  && (rc = fan_wait (g, (enum gen_phase)phase, rep,
-                                    genm_timeout (g, (enum gen_phase)phase))) < 0)
+                                    genm_timeout (g, (enum gen_phase)phase)))
+                     < 0)
             relayed = 1;
         if (rc == 0 && phase == PHASE_DRAIN)
             merge_arrays (g, rep, "reports", o);
@@ -231,8 +232,8 @@ static int serve_message (struct gen *g, int fd, json_object *env, int *state, c
         proto_set_int (rep, "rid", proto_get_int (m, "rid", 0));
     if (rep && (sealed = peerauth_seal (&g->ses, rep, err, sizeof (err)))) {
         if (proto_send (fd, sealed) < 0 && *state == MEMBER_OK)
-            log_msg (LOG_WARNING, "job %s gen %d: cannot answer the leader: %s", g->job,
-                     g->gen, strerror (errno));
+            log_msg (LOG_WARNING, "job %s gen %d: cannot answer the leader: %s", g->job, g->gen,
+                     strerror (errno));
         json_object_put (sealed);
     }
     json_object_put (rep);
@@ -260,10 +261,12 @@ int gen_member_serve (struct gen *g)
 {
     /* The longest a parent may stay silent: any one phase's timeout, and
      * what the levels of the tree add to it (fanout.h). */
-    double hop = (double)g->conf->timeout_connect, begin_hop = 2.0
-        * (double)g->conf->timeout_request + 2.0 * (double)g->conf->timeout_connect;
-    double idle = (double)(g->conf->timeout_dump > g->conf->timeout_commit
-                           ? g->conf->timeout_dump : g->conf->timeout_commit);
+    double hop = (double)g->conf->timeout_connect,
+           begin_hop =
+               2.0 * (double)g->conf->timeout_request + 2.0 * (double)g->conf->timeout_connect;
+    double idle =
+        (double)(g->conf->timeout_dump > g->conf->timeout_commit ? g->conf->timeout_dump
+                                                                 : g->conf->timeout_commit);
     if (idle < (g->levels + 1) * begin_hop)
         idle = (g->levels + 1) * begin_hop;
     idle += (g->levels + 1) * hop;
@@ -275,11 +278,10 @@ int gen_member_serve (struct gen *g)
     int state = MEMBER_OK, ncand = 0, sfd = -1;
     char why[1024];
 
-    snprintf (g->staging, sizeof (g->staging), "%s/%s/gen-%d", g->conf->staging, g->job,
-              g->gen);
+    snprintf (g->staging, sizeof (g->staging), "%s/%s/gen-%d", g->conf->staging, g->job, g->gen);
     store_rmtree (g->staging);
-    log_msg (LOG_INFO, "job %s gen %d: member worker for %d task%s, leading %d node%s",
-             g->job, g->gen, g->ntasks, g->ntasks == 1 ? "" : "s", g->nmembers,
+    log_msg (LOG_INFO, "job %s gen %d: member worker for %d task%s, leading %d node%s", g->job,
+             g->gen, g->ntasks, g->ntasks == 1 ? "" : "s", g->nmembers,
              g->nmembers == 1 ? "" : "s");
     g->member = 1;
     fan_shape (g);
@@ -291,8 +293,9 @@ int gen_member_serve (struct gen *g)
 
         /* The daemon's word that the leader aborted (fanout.h) */
         if (fan_abort_heard (g))
-            return genm_give_up (g, "the leader aborted the generation (it lost the node "
-                                   "above this one); undoing this node's part");
+            return genm_give_up (g,
+                                 "the leader aborted the generation (it lost the node "
+                                 "above this one); undoing this node's part");
         int rfd = g->abort_asked == 0 && g->report_fd >= 0 ? g->report_fd : -1;
         if (sfd >= 0)
             pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
@@ -314,13 +317,14 @@ int gen_member_serve (struct gen *g)
         }
         memcpy (pfd, all, (size_t)n * sizeof (*pfd));
         if (all[n].revents)
-            continue;       /* fan_abort_heard reads it */
+            continue; /* fan_abort_heard reads it */
         now = mono_ms_f ();
         if (sfd >= 0) {
             if (!pfd[0].revents) {
                 if (now >= until)
-                    return genm_give_up (g, "the leader went silent; undoing this node's "
-                                           "part");
+                    return genm_give_up (g,
+                                         "the leader went silent; undoing this node's "
+                                         "part");
                 continue;
             }
             for (;;) {
@@ -333,9 +337,10 @@ int gen_member_serve (struct gen *g)
                      * that is this node's abort. */
                     proto_reader_fini (&srd);
                     close (sfd);
-                    return genm_give_up (g, "the leader closed the session (it aborted "
-                                           "the generation, or died); undoing this node's "
-                                           "part");
+                    return genm_give_up (g,
+                                         "the leader closed the session (it aborted "
+                                         "the generation, or died); undoing this node's "
+                                         "part");
                 }
                 rc = serve_message (g, sfd, env, &state, why, sizeof (why));
                 json_object_put (env);
@@ -352,8 +357,9 @@ int gen_member_serve (struct gen *g)
         if (now >= start_by) {
             while (ncand)
                 cand_drop (cand, &ncand, 0);
-            return genm_give_up (g, "the leader never opened its session; undoing this "
-                                   "node's part");
+            return genm_give_up (g,
+                                 "the leader never opened its session; undoing this "
+                                 "node's part");
         }
         /* Candidates: the first whose message checks out is the leader. */
         for (int k = n - 1; k >= 1; k--) {
@@ -379,8 +385,8 @@ int gen_member_serve (struct gen *g)
             rc = serve_message (g, sfd, env, &state, why, sizeof (why));
             json_object_put (env);
             if (rc < 0) {
-                log_msg (LOG_WARNING, "job %s gen %d: refused a connection: %s", g->job,
-                         g->gen, why);
+                log_msg (LOG_WARNING, "job %s gen %d: refused a connection: %s", g->job, g->gen,
+                         why);
                 proto_reader_fini (&srd);
                 close (sfd);
                 sfd = -1;

@@ -64,8 +64,10 @@ static void reap_workers (struct server *srv)
 
     got_chld = 0;
     while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
-        sched_worker_done (srv, pid, WIFEXITED (status) ? WEXITSTATUS (status) : 128
-                            + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
+        sched_worker_done (srv, pid,
+                           WIFEXITED (status)
+                               ? WEXITSTATUS (status)
+                               : 128 + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
 }
 
 static void usage (FILE *f)
@@ -214,8 +216,8 @@ static int secure_dirs (const struct conf *c, char *err, size_t len)
         { "storage cluster folder", cl },
     };
 
-    snprintf (sockdir, sizeof (sockdir), "%.*s", slash && slash != c->socket
-              ? (int)(slash - c->socket) : 1, c->socket);
+    snprintf (sockdir, sizeof (sockdir), "%.*s",
+              slash && slash != c->socket ? (int)(slash - c->socket) : 1, c->socket);
     if ((size_t)snprintf (cl, sizeof (cl), "%s/%s", c->storage, c->cluster) >= sizeof (cl)) {
         snprintf (err, len, "storage %s: path too long", c->storage);
         return -1;
@@ -242,8 +244,10 @@ static struct conf *reload (const struct opts *o, struct conf *cur, struct serve
         return cur;
     }
     if (strcmp (c->socket, cur->socket) || strcmp (c->pidfile, cur->pidfile)) {
-        log_msg (LOG_WARNING, "reload: socket or pidfile changed; they take effect only "
-                 "after a restart, keeping %s", cur->socket);
+        log_msg (LOG_WARNING,
+                 "reload: socket or pidfile changed; they take effect only "
+                 "after a restart, keeping %s",
+                 cur->socket);
         free (c->socket);
         free (c->pidfile);
         c->socket = strdup (cur->socket);
@@ -283,7 +287,8 @@ static int ping_peer (struct conf *conf, const char *spec)
     }
     proto_set_str (req, "from", conf->node);
     if (peer_request (pa, host, port, node, req, (int)conf->timeout_request, &rep, err,
-                      sizeof (err)) < 0) {
+                      sizeof (err))
+        < 0) {
         log_msg (LOG_ERR, "%s", err);
         json_object_put (req);
         peerauth_destroy (pa);
@@ -311,12 +316,14 @@ static void warn_pipe_pages (void)
         soft = 0;
     fclose (f);
     if (soft > 0)
-        log_msg (LOG_WARNING, "fs.pipe-user-pages-soft is %ld pages (%ld MiB): a user "
+        log_msg (LOG_WARNING,
+                 "fs.pipe-user-pages-soft is %ld pages (%ld MiB): a user "
                  "whose dumps hold more than that in pipes gets only tiny pipes until they "
                  "end, so CRIU falls back to many small ones, and a restore of another of "
                  "their tasks meanwhile fails ('Can't restore pipe size'; ibcr tries again "
                  "for 16 s); set it to 0 (contrib/sysctl.d/60-ibcr.conf, installed in "
-                 "lib/sysctl.d)", soft, soft * (sysconf (_SC_PAGESIZE) / 1024) / 1024);
+                 "lib/sysctl.d)",
+                 soft, soft * (sysconf (_SC_PAGESIZE) / 1024) / 1024);
 }
 
 /* This binary is every dump's action script (criu.h, imgfiles.h): run
@@ -333,19 +340,20 @@ static void dump_script (void)
         return;
     exe[n] = '\0';
     if (stat (exe, &sb) < 0 || !S_ISREG (sb.st_mode) || !(sb.st_mode & S_IXOTH))
-        goto not;
+        goto not ;
     snprintf (dir, sizeof (dir), "%s", exe);
     for (char *slash = strrchr (dir, '/'); slash && slash > dir; slash = strrchr (dir, '/')) {
         *slash = '\0';
         if (stat (dir, &sb) < 0 || !(sb.st_mode & S_IXOTH))
-            goto not;
+            goto not ;
     }
     criu_set_dump_script (exe);
     return;
-not:
-    log_msg (LOG_WARNING, "%s is not reachable and executable by every user: dumps go "
-             "without the record of the files open for writing, which are then not "
-             "rolled back at a restore", exe);
+    not : log_msg (LOG_WARNING,
+                   "%s is not reachable and executable by every user: dumps go "
+                   "without the record of the files open for writing, which are then not "
+                   "rolled back at a restore",
+                   exe);
 }
 
 int main (int argc, char **argv)
@@ -376,14 +384,30 @@ int main (int argc, char **argv)
         return 0;
     while ((ch = getopt_long (argc, argv, "Fc:N:vP:Vh", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'F': o.foreground = 1; break;
-        case 'c': o.config = optarg; break;
-        case 'N': o.node = optarg; break;
-        case 'v': o.verbose = 1; break;
-        case 'P': o.ping = optarg; break;
-        case 'V': printf ("ibcrd %s (protocol 1)\n", PACKAGE_VERSION); return 0;
-        case 'h': usage (stdout); return 0;
-        default: usage (stderr); return 2;
+        case 'F':
+            o.foreground = 1;
+            break;
+        case 'c':
+            o.config = optarg;
+            break;
+        case 'N':
+            o.node = optarg;
+            break;
+        case 'v':
+            o.verbose = 1;
+            break;
+        case 'P':
+            o.ping = optarg;
+            break;
+        case 'V':
+            printf ("ibcrd %s (protocol 1)\n", PACKAGE_VERSION);
+            return 0;
+        case 'h':
+            usage (stdout);
+            return 0;
+        default:
+            usage (stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -398,7 +422,8 @@ int main (int argc, char **argv)
         return 2;
     }
     if (conf->compression && !zimg_available ()) {
-        log_msg (LOG_ERR, "%s: compression = yes, but this ibcrd was built without libzstd: "
+        log_msg (LOG_ERR,
+                 "%s: compression = yes, but this ibcrd was built without libzstd: "
                  "install libzstd-dev and rebuild, or set compression = no",
                  conf->path ? conf->path : "ibcrd.conf");
         conf_destroy (conf);
@@ -475,16 +500,18 @@ int main (int argc, char **argv)
              * use), which then serves its local socket only. */
             if (conf->peer_port_set)
                 goto startup_error;
-            log_msg (LOG_WARNING, "%s; serving without the peer listener (set peer_port "
-                     "to make this an error)", err);
+            log_msg (LOG_WARNING,
+                     "%s; serving without the peer listener (set peer_port "
+                     "to make this an error)",
+                     err);
         }
     }
     if (peer) {
         server_set_peer_port (srv, peer_port (peer));
         server_set_peerauth (srv, pa);
         peer_set_handler (peer, member_peer_request, srv);
-        log_msg (LOG_INFO, "listening for peer ibcrd's on %s:%d (MUNGE%s%s)",
-                 conf->peer_address, peer_port (peer), conf->munge_socket ? " socket " : "",
+        log_msg (LOG_INFO, "listening for peer ibcrd's on %s:%d (MUNGE%s%s)", conf->peer_address,
+                 peer_port (peer), conf->munge_socket ? " socket " : "",
                  conf->munge_socket ? conf->munge_socket : "");
     }
     slurm_hook_set_conf (conf);
@@ -553,7 +580,7 @@ startup_error:
 out:
     slurm_hook_shutdown ();
     if (srv) {
-        server_destroy (srv);   /* removes the socket */
+        server_destroy (srv); /* removes the socket */
         unlink (conf->pidfile);
     }
     peer_destroy (peer);

@@ -37,8 +37,8 @@ static int copy_file (int sdir, int ddir, const char *name, char *buf, int compr
         errno = EINVAL;
         return -1;
     }
-    if ((out = openat (ddir, zname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0600)) < 0) {
+    if ((out = openat (ddir, zname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600))
+        < 0) {
         saved = errno;
         close (in);
         errno = saved;
@@ -114,8 +114,8 @@ uint64_t imgcopy_dir_size (const char *dir)
 
 /* The folder of path's last component, opened through trusted folders
  * (safedir.h), and that last component in *name. */
-static int parent_open (const char *path, char *parent, size_t plen, const char **name,
-                        char *err, size_t len)
+static int parent_open (const char *path, char *parent, size_t plen, const char **name, char *err,
+                        size_t len)
 {
     const char *slash = strrchr (path, '/');
 
@@ -137,8 +137,8 @@ int imgcopy_dirat (int sdir, int ddir, const char *src, const char *dst, int com
 
     *bytes = 0;
     /* Its own fd for the listing: readdir must start at the beginning. */
-    if ((fd = openat (sdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0
-        || !(d = fdopendir (fd)) || !(buf = malloc (COPY_BUF))) {
+    if ((fd = openat (sdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || !(d = fdopendir (fd))
+        || !(buf = malloc (COPY_BUF))) {
         saved = errno ? errno : ENOMEM;
         if (fd >= 0 && !d)
             close (fd);
@@ -152,8 +152,10 @@ int imgcopy_dirat (int sdir, int ddir, const char *src, const char *dst, int com
         if (copy_file (sdir, ddir, e->d_name, buf, compress, bytes, cb, arg) < 0) {
             saved = errno;
             snprintf (err, len, "cannot copy %s/%s to %s: %s%s", src, e->d_name, dst,
-                      strerror (saved), saved == ENOSPC || saved == EDQUOT
-                      ? " (the checkpoint storage is full: free space or lower retention)" : "");
+                      strerror (saved),
+                      saved == ENOSPC || saved == EDQUOT
+                          ? " (the checkpoint storage is full: free space or lower retention)"
+                          : "");
             goto out;
         }
     }

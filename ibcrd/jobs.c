@@ -199,40 +199,43 @@ static int get_ident (json_object *req, const char *key, char *out, const char *
 /* pid (the task, or its application) may be registered by a client of
  * uid: all its uids are the client's, or the client is root.  Fills id.
  * 0, or -1 with errno and err. */
-static int pid_allowed (uid_t uid, int64_t pid, const char *what, struct proc_ident *id,
-                        char *err, size_t len)
+static int pid_allowed (uid_t uid, int64_t pid, const char *what, struct proc_ident *id, char *err,
+                        size_t len)
 {
     if (pid <= 0 || pid > 0x3fffffff || proc_ident ((pid_t)pid, id) < 0)
         return errnprintf (err, len, ESRCH, "%s %lld does not exist", what, (long long)pid);
     if (uid != 0 && !proc_ident_all_uid (id, uid)) {
-        snprintf (err, len, "%s %lld is not yours: its real, effective, saved and "
+        snprintf (err, len,
+                  "%s %lld is not yours: its real, effective, saved and "
                   "filesystem uids (%u %u %u %u) must all be %u; a task registers itself "
-                  "or a process of its own user", what, (long long)pid,
-                  (unsigned)id->uid[0], (unsigned)id->uid[1], (unsigned)id->uid[2],
-                  (unsigned)id->uid[3], (unsigned)uid);
+                  "or a process of its own user",
+                  what, (long long)pid, (unsigned)id->uid[0], (unsigned)id->uid[1],
+                  (unsigned)id->uid[2], (unsigned)id->uid[3], (unsigned)uid);
         errno = EPERM;
         return -1;
     }
     return 0;
 }
 
-static int same_process (pid_t pid, const struct proc_ident *was, const char *what,
-                         char *err, size_t len)
+static int same_process (pid_t pid, const struct proc_ident *was, const char *what, char *err,
+                         size_t len)
 {
     struct proc_ident now;
 
     if (proc_ident (pid, &now) < 0)
         return errnprintf (err, len, ESRCH, "%s %ld is gone", what, (long)pid);
     if (now.start != was->start)
-        return errnprintf (err, len, EPERM, "%s %ld is no longer the registered process "
-                           "(the pid was reused)", what, (long)pid);
+        return errnprintf (err, len, EPERM,
+                           "%s %ld is no longer the registered process "
+                           "(the pid was reused)",
+                           what, (long)pid);
     if (memcmp (now.uid, was->uid, sizeof (now.uid)))
-        return errnprintf (err, len, EPERM, "%s %ld changed identity since it registered "
-                           "(uids %u %u %u %u, were %u %u %u %u)", what, (long)pid,
-                           (unsigned)now.uid[0],
-                           (unsigned)now.uid[1], (unsigned)now.uid[2], (unsigned)now.uid[3],
-                           (unsigned)was->uid[0], (unsigned)was->uid[1], (unsigned)was->uid[2],
-                           (unsigned)was->uid[3]);
+        return errnprintf (err, len, EPERM,
+                           "%s %ld changed identity since it registered "
+                           "(uids %u %u %u %u, were %u %u %u %u)",
+                           what, (long)pid, (unsigned)now.uid[0], (unsigned)now.uid[1],
+                           (unsigned)now.uid[2], (unsigned)now.uid[3], (unsigned)was->uid[0],
+                           (unsigned)was->uid[1], (unsigned)was->uid[2], (unsigned)was->uid[3]);
     return 0;
 }
 
@@ -242,8 +245,8 @@ int jobs_task_check (const struct job *job, const struct task *t, char *err, siz
 
     if (same_process (t->pid, &t->ident, "pid", why, sizeof (why)) < 0
         || (t->app_pid > 0 && t->app_pid != t->pid
-            && same_process ((pid_t)t->app_pid, &t->app_ident, "application pid", why,
-                             sizeof (why)) < 0))
+            && same_process ((pid_t)t->app_pid, &t->app_ident, "application pid", why, sizeof (why))
+                < 0))
         return errprintf (err, len, "job %s step %s rank %d: %s; refused", job->id, t->step,
                           t->rank, why);
     return 0;
@@ -305,17 +308,16 @@ static int name_taken (struct jobs *j, const struct conf *conf, const char *id, 
     if (store_list (&st, id, 0, &gens, serr, sizeof (serr)) == 0) {
         size_t n = json_object_array_length (gens);
         json_object *m;
-        if (n > 0 && json_object_object_get_ex (json_object_array_get_idx (gens, n - 1),
-                                                "manifest", &m))
+        if (n > 0
+            && json_object_object_get_ex (json_object_array_get_idx (gens, n - 1), "manifest", &m))
             taken = proto_get_int (m, "uid", -1) != (int64_t)owner;
     }
     json_object_put (gens);
     return taken;
 }
 
-struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
-                           json_object *req, const struct conf *conf, char *err,
-                           size_t len)
+struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_object *req,
+                           const struct conf *conf, char *err, size_t len)
 {
     const char *node = conf->node;
     struct proc_ident ident, app_ident = { 0 };
@@ -332,33 +334,41 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     struct task *t;
 
     if (get_ident (req, "job", id, NULL) < 0) {
-        snprintf (err, len, "\"job\" is missing or not a job id (1-%d characters of "
-                  "letters, digits, '.', '_', '-')", IDENT_MAX);
+        snprintf (err, len,
+                  "\"job\" is missing or not a job id (1-%d characters of "
+                  "letters, digits, '.', '_', '-')",
+                  IDENT_MAX);
         goto inval;
     }
     if (get_ident (req, "step", step, "0") < 0 || get_ident (req, "node", tnode, node) < 0) {
-        snprintf (err, len, "\"step\" or \"node\" is not a valid name (letters, digits, "
+        snprintf (err, len,
+                  "\"step\" or \"node\" is not a valid name (letters, digits, "
                   "'.', '_', '-')");
         goto inval;
     }
     if (rank < 0 || rank >= conf->max_ranks) {
-        snprintf (err, len, "\"rank\" is missing or not an integer from 0 to %d (a job has "
-                  "at most max_ranks = %d ranks in ibcrd.conf)", conf->max_ranks - 1,
-                  conf->max_ranks);
+        snprintf (err, len,
+                  "\"rank\" is missing or not an integer from 0 to %d (a job has "
+                  "at most max_ranks = %d ranks in ibcrd.conf)",
+                  conf->max_ranks - 1, conf->max_ranks);
         goto inval;
     }
     if (size < 0 || size > conf->max_ranks || (size && rank >= size)) {
-        snprintf (err, len, "\"size\" %lld: give the number of ranks of the job, more "
-                  "than rank %lld and at most max_ranks = %d (ibcrd.conf)", (long long)size,
-                  (long long)rank, conf->max_ranks);
+        snprintf (err, len,
+                  "\"size\" %lld: give the number of ranks of the job, more "
+                  "than rank %lld and at most max_ranks = %d (ibcrd.conf)",
+                  (long long)size, (long long)rank, conf->max_ranks);
         goto inval;
     }
-    if (interval < 0 || (interval > 0 && ((uint64_t)interval < conf->interval_min
-                                          || (uint64_t)interval > conf->interval_max))) {
-        snprintf (err, len, "\"interval_ms\" %lld is outside the bounds of this node: give 0 "
+    if (interval < 0
+        || (interval > 0
+            && ((uint64_t)interval < conf->interval_min
+                || (uint64_t)interval > conf->interval_max))) {
+        snprintf (err, len,
+                  "\"interval_ms\" %lld is outside the bounds of this node: give 0 "
                   "(no periodic checkpoints) or from interval_min = %llu ms to interval_max "
-                  "= %llu ms (ibcrd.conf)", (long long)interval,
-                  (unsigned long long)conf->interval_min,
+                  "= %llu ms (ibcrd.conf)",
+                  (long long)interval, (unsigned long long)conf->interval_min,
                   (unsigned long long)conf->interval_max);
         goto inval;
     }
@@ -369,41 +379,51 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     /* A member sends MUNGE credentials to its leader: a user may name
      * only a host the admin allowed (Slurm jobs get theirs from root). */
     if (uid != 0 && *leader && !leader_allowed (conf->peers, leader)) {
-        snprintf (err, len, "leader %s refused: a job outside Slurm may name as its leader "
+        snprintf (err, len,
+                  "leader %s refused: a job outside Slurm may name as its leader "
                   "only a host listed in 'peers' of this node's ibcrd.conf (%s); run "
                   "multi-node jobs under Slurm, or ask the admin to list the host",
                   leader, conf->peers ? conf->peers : "none listed");
-        log_msg (LOG_WARNING, "job %s step %s: uid %u named leader %s, not in peers: refused",
-                 id, step, (unsigned)uid, leader);
+        log_msg (LOG_WARNING, "job %s step %s: uid %u named leader %s, not in peers: refused", id,
+                 step, (unsigned)uid, leader);
         errno = EPERM;
         return NULL;
     }
     /* Slurm job ids are Slurm's: only root (slurmstepd, with the owner
      * from Slurm) registers their tasks. */
-    if (uid != 0 && (jobs_is_slurm_id (id) || !strcmp (proto_get_str (req, "source", ""),
-                                                       "spank"))) {
-        snprintf (err, len, "job %s: %s only root (the SPANK plugin in slurmstepd) registers "
+    if (uid != 0
+        && (jobs_is_slurm_id (id) || !strcmp (proto_get_str (req, "source", ""), "spank"))) {
+        snprintf (err, len,
+                  "job %s: %s only root (the SPANK plugin in slurmstepd) registers "
                   "the tasks of a Slurm job; run it with srun --checkpoint-ib, or give a job "
-                  "name that is not all digits", id, jobs_is_slurm_id (id) ? "a Slurm job "
-                  "id:" : "\"source\":\"spank\":");
-        log_msg (LOG_WARNING, "job %s step %s: uid %u tried to register rank %lld of a Slurm "
-                 "job: refused", id, step, (unsigned)uid, (long long)rank);
+                  "name that is not all digits",
+                  id,
+                  jobs_is_slurm_id (id) ? "a Slurm job "
+                                          "id:"
+                                        : "\"source\":\"spank\":");
+        log_msg (LOG_WARNING,
+                 "job %s step %s: uid %u tried to register rank %lld of a Slurm "
+                 "job: refused",
+                 id, step, (unsigned)uid, (long long)rank);
         errno = EPERM;
         return NULL;
     }
     if (conf->max_registrations_per_conn > 0
         && jobs_conn_tasks (j, conn) >= conf->max_registrations_per_conn) {
-        snprintf (err, len, "limit reached: %d tasks are registered over this connection "
+        snprintf (err, len,
+                  "limit reached: %d tasks are registered over this connection "
                   "(max_registrations_per_conn in ibcrd.conf); register each task over its "
-                  "own connection", conf->max_registrations_per_conn);
+                  "own connection",
+                  conf->max_registrations_per_conn);
         errno = EUSERS;
         return NULL;
     }
     if (uid != 0 && conf->max_registrations_per_uid > 0
         && jobs_uid_tasks (j, uid) >= conf->max_registrations_per_uid) {
-        snprintf (err, len, "limit reached: uid %u has %d tasks registered on this node "
-                  "(max_registrations_per_uid in ibcrd.conf)", (unsigned)uid,
-                  conf->max_registrations_per_uid);
+        snprintf (err, len,
+                  "limit reached: uid %u has %d tasks registered on this node "
+                  "(max_registrations_per_uid in ibcrd.conf)",
+                  (unsigned)uid, conf->max_registrations_per_uid);
         errno = EUSERS;
         return NULL;
     }
@@ -431,10 +451,14 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
      * or holds checkpoints under, is theirs (its retention would remove
      * their generations, its restart would find theirs). */
     if (!jobs_is_slurm_id (id) && name_taken (j, conf, id, (uid_t)owner)) {
-        snprintf (err, len, "job name %s belongs to another user (their job runs, or keeps "
-                  "checkpoints, under it): choose another name", id);
-        log_msg (LOG_WARNING, "job %s step %s: uid %u asked for a name of another user: "
-                 "refused", id, step, (unsigned)uid);
+        snprintf (err, len,
+                  "job name %s belongs to another user (their job runs, or keeps "
+                  "checkpoints, under it): choose another name",
+                  id);
+        log_msg (LOG_WARNING,
+                 "job %s step %s: uid %u asked for a name of another user: "
+                 "refused",
+                 id, step, (unsigned)uid);
         errno = EPERM;
         return NULL;
     }
@@ -442,9 +466,10 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     if ((job = jobs_find_owned (j, id, (uid_t)owner))) {
         if (!jobs_may_act (uid, job->uid) || (uid_t)owner != job->uid) {
             snprintf (err, len, "job %s belongs to another user", id);
-            log_msg (LOG_WARNING, "job %s step %s: uid %u tried to register rank %lld into "
-                     "a job of uid %u: refused", id, step, (unsigned)uid, (long long)rank,
-                     (unsigned)job->uid);
+            log_msg (LOG_WARNING,
+                     "job %s step %s: uid %u tried to register rank %lld into "
+                     "a job of uid %u: refused",
+                     id, step, (unsigned)uid, (long long)rank, (unsigned)job->uid);
             errno = EPERM;
             return NULL;
         }
@@ -470,11 +495,11 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
                 /* libibcr may say hello (and so register its process from
                  * IBCR_JOB) before its launcher registers the task's init:
                  * the launcher's registration takes that task over. */
-                if (jobs_task_has_conn (t, t->conn) && t->pid != pid
-                    && in_tree (t->pid, pid)) {
-                    log_msg (LOG_INFO, "job %s step %s: rank %d: pid %ld is the "
-                             "application of init %ld", id, step, t->rank, (long)t->pid,
-                             (long)pid);
+                if (jobs_task_has_conn (t, t->conn) && t->pid != pid && in_tree (t->pid, pid)) {
+                    log_msg (LOG_INFO,
+                             "job %s step %s: rank %d: pid %ld is the "
+                             "application of init %ld",
+                             id, step, t->rank, (long)t->pid, (long)pid);
                     t->app_pid = app_pid >= 0 ? app_pid : t->pid;
                     t->app_ident = app_pid >= 0 && app_pid != pid ? app_ident : t->ident;
                     t->pid = pid;
@@ -484,8 +509,10 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
                     job_facts (job, size, interval, leader, req);
                     return job;
                 }
-                snprintf (err, len, "job %s step %s rank %lld is already registered "
-                          "(pid %ld)", id, step, (long long)rank, (long)t->pid);
+                snprintf (err, len,
+                          "job %s step %s rank %lld is already registered "
+                          "(pid %ld)",
+                          id, step, (long long)rank, (long)t->pid);
                 errno = EEXIST;
                 return NULL;
             }
@@ -530,8 +557,8 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
     job->ntasks++;
     if (job->size < job->ntasks)
         job->size = job->ntasks;
-    log_msg (LOG_INFO, "job %s step %s: registered rank %d pid %ld uid %u node %s",
-             id, step, t->rank, (long)pid, (unsigned)job->uid, tnode);
+    log_msg (LOG_INFO, "job %s step %s: registered rank %d pid %ld uid %u node %s", id, step,
+             t->rank, (long)pid, (unsigned)job->uid, tnode);
     return job;
 nomem:
     snprintf (err, len, "ibcrd is out of memory");
@@ -550,8 +577,7 @@ int jobs_task_has_conn (const struct task *t, int conn)
     return 0;
 }
 
-int jobs_task_add_proc (struct job *job, struct task *t, int conn, pid_t pid, char *err,
-                        size_t len)
+int jobs_task_add_proc (struct job *job, struct task *t, int conn, pid_t pid, char *err, size_t len)
 {
     for (int i = 0; i < t->nprocs; i++)
         if (t->procs[i].conn == conn) {
@@ -559,10 +585,10 @@ int jobs_task_add_proc (struct job *job, struct task *t, int conn, pid_t pid, ch
             return 0;
         }
     if (t->nprocs >= TASK_MAX_PROCS)
-        return errnprintf (err, len, EUSERS, "job %s rank %d has %d processes that use verbs "
+        return errnprintf (err, len, EUSERS,
+                           "job %s rank %d has %d processes that use verbs "
                            "already (at most %d per task): this one cannot be checkpointed",
-                           job->id, t->rank,
-                           t->nprocs, TASK_MAX_PROCS);
+                           job->id, t->rank, t->nprocs, TASK_MAX_PROCS);
     t->procs[t->nprocs].conn = conn;
     t->procs[t->nprocs].pid = pid;
     t->nprocs++;
@@ -580,17 +606,19 @@ void jobs_drop_conn (struct jobs *j, int conn)
             struct task *t = *tp;
             for (int i = 0; i < t->nprocs; i++)
                 if (t->procs[i].conn == conn) {
-                    log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control "
-                             "connection of pid %ld closed (%d left)", job->id, t->step,
-                             t->rank, (long)t->pid, (long)t->procs[i].pid, t->nprocs - 1);
+                    log_msg (LOG_INFO,
+                             "job %s step %s: rank %d pid %ld: libibcr control "
+                             "connection of pid %ld closed (%d left)",
+                             job->id, t->step, t->rank, (long)t->pid, (long)t->procs[i].pid,
+                             t->nprocs - 1);
                     memmove (&t->procs[i], &t->procs[i + 1],
                              (size_t)(t->nprocs - i - 1) * sizeof (t->procs[0]));
                     t->nprocs--;
                     i--;
                 }
             if (t->conn == conn) {
-                log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld disconnected",
-                         job->id, t->step, t->rank, (long)t->pid);
+                log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld disconnected", job->id, t->step,
+                         t->rank, (long)t->pid);
                 *tp = t->next;
                 free (t);
                 job->ntasks--;

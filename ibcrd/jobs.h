@@ -41,28 +41,28 @@
 #define TASK_MAX_PROCS 64
 
 struct task_proc {
-    int conn;                   /* its libibcr control connection */
-    pid_t pid;                  /* as the kernel names it: SO_PEERCRED of its
+    int conn;  /* its libibcr control connection */
+    pid_t pid; /* as the kernel names it: SO_PEERCRED of its
                                    hello, or after a restore the process of
                                    the tree holding the connection's other
                                    end; 0 while unknown */
 };
 
 struct task {
-    pid_t pid;                  /* as the daemon sees it (SO_PEERCRED or checked) */
-    long ns_pid;                /* as the task sees itself, -1 when not given */
-    long app_pid;               /* the application under the init, -1 unknown */
-    struct proc_ident ident;    /* pid's start time and uids at registration */
-    struct proc_ident app_ident;    /* app_pid's, when app_pid >= 0 */
+    pid_t pid;                   /* as the daemon sees it (SO_PEERCRED or checked) */
+    long ns_pid;                 /* as the task sees itself, -1 when not given */
+    long app_pid;                /* the application under the init, -1 unknown */
+    struct proc_ident ident;     /* pid's start time and uids at registration */
+    struct proc_ident app_ident; /* app_pid's, when app_pid >= 0 */
     int rank;
     char step[IDENT_MAX + 1];
     char node[IDENT_MAX + 1];
-    int conn;                   /* connection id that registered it */
-    int nprocs;                 /* its verbs processes, in hello order */
+    int conn;   /* connection id that registered it */
+    int nprocs; /* its verbs processes, in hello order */
     struct task_proc procs[TASK_MAX_PROCS];
-    int restored;               /* came back from an image: libibcr waits
+    int restored;                  /* came back from an image: libibcr waits
                                    for a rebuild before the job runs on */
-    double restore_t0, restore_t1;  /* then its restore (mono_ms_f), as long as
+    double restore_t0, restore_t1; /* then its restore (mono_ms_f), as long as
                                    its restarter says it took, ending at its
                                    registration; 0 unknown (timeline only) */
     time_t since;
@@ -79,28 +79,28 @@ struct job_member {
     char host[64];
     int port;
     int nranks;
-    int ranks[MEMBER_MAX_RANKS];    /* a rank joins again after its ibcrd restarted */
-    int joins;                  /* joins accepted from it (again after a restart) */
+    int ranks[MEMBER_MAX_RANKS]; /* a rank joins again after its ibcrd restarted */
+    int joins;                   /* joins accepted from it (again after a restart) */
 };
 
 struct job {
     char id[IDENT_MAX + 1];
     uid_t uid;
-    int slurm;                  /* a Slurm job id (created by root only) */
+    int slurm; /* a Slurm job id (created by root only) */
     time_t since;
-    int ntasks;                 /* registered on this node */
-    int size;                   /* ranks in the whole job (>= ntasks) */
-    uint64_t interval_ms;       /* periodic checkpoints; 0 = none */
-    struct timespec next_due;   /* CLOCK_MONOTONIC of the next periodic one */
-    char leader[256];           /* host of rank 0's ibcrd; "" = this node */
-    int leader_port;            /* its peer port */
-    pid_t worker;               /* generation running (its worker), or 0 */
-    int worker_kind;            /* its enum gen_kind */
-    int report_fd;              /* its reports (gen.h's "worker-phase", "worker-end"), or -1 */
+    int ntasks;               /* registered on this node */
+    int size;                 /* ranks in the whole job (>= ntasks) */
+    uint64_t interval_ms;     /* periodic checkpoints; 0 = none */
+    struct timespec next_due; /* CLOCK_MONOTONIC of the next periodic one */
+    char leader[256];         /* host of rank 0's ibcrd; "" = this node */
+    int leader_port;          /* its peer port */
+    pid_t worker;             /* generation running (its worker), or 0 */
+    int worker_kind;          /* its enum gen_kind */
+    int report_fd;            /* its reports (gen.h's "worker-phase", "worker-end"), or -1 */
     struct proto_reader report_rd;
-    int phase;                  /* the phase it reported last (phase.h), -1 none */
-    int phase_gen;              /* the generation it works on, 0 not numbered yet */
-    int reported_end;           /* it sent its "worker-end" */
+    int phase;        /* the phase it reported last (phase.h), -1 none */
+    int phase_gen;    /* the generation it works on, 0 not numbered yet */
+    int reported_end; /* it sent its "worker-end" */
     /* What the workers reported, for "ibcr status" (schedule.c):
      * last_gen is the newest generation whose part on this node
      * committed while this ibcrd ran (0: none yet; the store lists the
@@ -112,8 +112,8 @@ struct job {
     int members_cap;            /* members[] has room for this many */
     struct job_member *members; /* on the heap, or NULL */
     char last_error[2048];
-    json_object *last_generation;   /* leader: its timeline (timeline.h), or NULL */
-    json_object *last_restore;      /* leader: the last restart's, or NULL */
+    json_object *last_generation; /* leader: its timeline (timeline.h), or NULL */
+    json_object *last_restore;    /* leader: the last restart's, or NULL */
     struct task *tasks;
     struct job *next;
 };
@@ -135,9 +135,8 @@ int jobs_is_slurm_id (const char *id);
  * bad field or a value outside its bounds, EPERM job of another user, a
  * Slurm job registered by a user, or a pid not the client's, EEXIST rank
  * already there, EUSERS a limit on registrations was reached). */
-struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn,
-                           json_object *req, const struct conf *conf, char *err,
-                           size_t len);
+struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_object *req,
+                           const struct conf *conf, char *err, size_t len);
 
 /* Is task t of job still the process that registered (same start time and
  * uids, for pid and app_pid)?  0, or -1 with errno (ESRCH gone, EPERM it

@@ -25,9 +25,9 @@ static const char *who (const int *ranks, const pid_t *pids, int i, char *buf, s
     return buf;
 }
 
-int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n,
-                  const char *type, json_object *extra, int gen, const char *want,
-                  json_object **replies, int timeout_ms, char *err, size_t len)
+int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n, const char *type,
+                  json_object *extra, int gen, const char *want, json_object **replies,
+                  int timeout_ms, char *err, size_t len)
 {
     char w[64];
     struct proto_reader *rd = calloc (n ? n : 1, sizeof (*rd));
@@ -75,7 +75,8 @@ int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n,
             }
         if (left <= 0 || poll (pfd, np, left) == 0) {
             for (int k = 0; k < np; k++) {
-                snprintf (err, len, "%s: no %s from libibcr within %d ms (the "
+                snprintf (err, len,
+                          "%s: no %s from libibcr within %d ms (the "
                           "application is stuck in a verbs call, or stopped?)",
                           who (ranks, pids, idx[k], w, sizeof (w)), want, timeout_ms);
                 break;
@@ -95,8 +96,11 @@ int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n,
             if (rc < 0) {
                 saved = errno ? errno : ECONNRESET;
                 snprintf (err, len, "%s: libibcr's control connection %s during %s",
-                          who (ranks, pids, i, w, sizeof (w)), errno == 0 || errno == ECONNRESET ? "closed (the task "
-                          "ended?)" : strerror (errno), type);
+                          who (ranks, pids, i, w, sizeof (w)),
+                          errno == 0 || errno == ECONNRESET ? "closed (the task "
+                                                              "ended?)"
+                                                            : strerror (errno),
+                          type);
                 goto error;
             }
             if (!strcmp (proto_type (m), "error")) {

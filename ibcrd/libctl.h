@@ -20,8 +20,8 @@
  * is not NULL and it is known) and what went wrong in err: an error
  * reply (its text), a wrong type, a closed connection or the timeout.
  * On failure no reply is left allocated. */
-int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n,
-                  const char *type, json_object *extra, int gen, const char *want,
-                  json_object **replies, int timeout_ms, char *err, size_t len);
+int libctl_round (const int *fds, const int *ranks, const pid_t *pids, int n, const char *type,
+                  json_object *extra, int gen, const char *want, json_object **replies,
+                  int timeout_ms, char *err, size_t len);
 
 #endif

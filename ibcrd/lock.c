@@ -43,11 +43,14 @@ int lock_acquire (const char *socket, const char *pidfile, char *err, size_t len
         if (e != EWOULDBLOCK)
             return errnprintf (err, len, e, "cannot lock %s: %s", path, strerror (e));
         if (pid > 0)
-            return errnprintf (err, len, EADDRINUSE, "another ibcrd (pid %ld) is already "
+            return errnprintf (err, len, EADDRINUSE,
+                               "another ibcrd (pid %ld) is already "
                                "serving %s; stop it first or give this one another socket",
                                pid, socket);
-        return errnprintf (err, len, EADDRINUSE, "another ibcrd holds %s, so it is serving %s; "
-                           "stop it first or give this one another socket", path, socket);
+        return errnprintf (err, len, EADDRINUSE,
+                           "another ibcrd holds %s, so it is serving %s; "
+                           "stop it first or give this one another socket",
+                           path, socket);
     }
     return fd;
 }

@@ -44,8 +44,10 @@ void member_join_leader (struct server *s, struct job *job, int rank)
     pid_t pid;
 
     if (!s->pa) {
-        log_msg (LOG_ERR, "job %s: rank %d cannot join leader %s: this ibcrd has no peer "
-                 "listener (set peer_port)", job->id, rank, job->leader);
+        log_msg (LOG_ERR,
+                 "job %s: rank %d cannot join leader %s: this ibcrd has no peer "
+                 "listener (set peer_port)",
+                 job->id, rank, job->leader);
         return;
     }
     if (at) {
@@ -68,8 +70,8 @@ void member_join_leader (struct server *s, struct job *job, int rank)
         proto_set_int (m, "rank", rank);
         proto_set_int (m, "uid", job->uid);
         proto_set_int (m, "port", s->peer_port);
-        int rc = peer_request (s->pa, host, port, node, m, (int)s->conf->timeout_request, &rep,
-                               err, sizeof (err));
+        int rc = peer_request (s->pa, host, port, node, m, (int)s->conf->timeout_request, &rep, err,
+                               sizeof (err));
         json_object_put (m);
         if (rc == 0 && !strcmp (proto_type (rep), "ok")) {
             log_msg (LOG_INFO, "job %s: rank %d joined leader %s (%s:%d)", job->id, rank, node,
@@ -79,13 +81,15 @@ void member_join_leader (struct server *s, struct job *job, int rank)
         if (rc == 0) {
             snprintf (err, sizeof (err), "%s", proto_get_str (rep, "message", "?"));
             if (proto_get_int (rep, "errno", 0) != ENOENT)
-                attempt = 1000;     /* refused for good */
+                attempt = 1000; /* refused for good */
         }
         json_object_put (rep);
         usleep (200000);
     }
-    log_msg (LOG_ERR, "job %s: rank %d could not join leader %s (%s:%d): %s; its generations "
-             "will not include this node", job->id, rank, node, host, port, err);
+    log_msg (LOG_ERR,
+             "job %s: rank %d could not join leader %s (%s:%d): %s; its generations "
+             "will not include this node",
+             job->id, rank, node, host, port, err);
     _exit (1);
 }
 
@@ -95,14 +99,15 @@ static json_object *p_join (struct server *s, json_object *m, const char *addr)
 {
     const char *id = proto_get_str (m, "job", ""), *from = proto_get_str (m, "from", "");
     int64_t uid = proto_get_int (m, "uid", -1);
-    struct job *job = ident_ok (id) && uid >= 0 ? jobs_find_owned (s->jobs, id, (uid_t)uid)
-        : NULL;
+    struct job *job = ident_ok (id) && uid >= 0 ? jobs_find_owned (s->jobs, id, (uid_t)uid) : NULL;
     struct job_member *mb = NULL;
     json_object *o;
 
     if (!job || !jobs_task (job, 0))
-        return proto_error ("join", ENOENT, "rank 0 of job %s is not registered on node %s "
-                            "(yet)", id, s->conf->node);
+        return proto_error ("join", ENOENT,
+                            "rank 0 of job %s is not registered on node %s "
+                            "(yet)",
+                            id, s->conf->node);
     if ((int64_t)job->uid != proto_get_int (m, "uid", -1))
         return proto_error ("join", EPERM, "job %s belongs to another user on node %s", id,
                             s->conf->node);
@@ -113,9 +118,10 @@ static json_object *p_join (struct server *s, json_object *m, const char *addr)
             mb = &job->members[i];
     if (!mb) {
         if (job->nmembers + 1 >= s->conf->max_nodes)
-            return proto_error ("join", ENOSPC, "job %s has too many nodes: node %s allows %d "
-                                "(max_nodes in ibcrd.conf)", id, s->conf->node,
-                                s->conf->max_nodes);
+            return proto_error ("join", ENOSPC,
+                                "job %s has too many nodes: node %s allows %d "
+                                "(max_nodes in ibcrd.conf)",
+                                id, s->conf->node, s->conf->max_nodes);
         if (job->nmembers == job->members_cap) {
             int cap = job->members_cap ? 2 * job->members_cap : 1;
             struct job_member *more = realloc (job->members, (size_t)cap * sizeof (*more));
@@ -145,7 +151,6 @@ static json_object *p_join (struct server *s, json_object *m, const char *addr)
         proto_set_str (o, "request", "join");
     return o;
 }
-
 
 /* Peer "gen-begin" {job, gen, trigger, leave_running}: the leader starts a
  * generation; a worker here will serve its phases. */

@@ -36,7 +36,7 @@
 
 struct pconn {
     int fd;
-    long last;              /* CLOCK_MONOTONIC ms of its last bytes */
+    long last; /* CLOCK_MONOTONIC ms of its last bytes */
     char addr[64];
     struct proto_reader rd;
     struct pconn *next;
@@ -48,8 +48,8 @@ struct peer {
     int lfd;
     int port;
     int nconns;
-    long paused_until;      /* ms: the listener rests after EMFILE */
-    long full_logged;       /* ms: last "all connections taken" line */
+    long paused_until; /* ms: the listener rests after EMFILE */
+    long full_logged;  /* ms: last "all connections taken" line */
     struct pconn *conns;
     peer_handler_f handler;
     void *handler_arg;
@@ -82,13 +82,12 @@ struct peer *peer_create (struct conf *conf, struct peerauth *pa, char *err, siz
     sa.sin_port = htons (conf->peer_port < 0 ? 0 : conf->peer_port);
     if ((p->lfd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0
         || setsockopt (p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof (one)) < 0
-        || bind (p->lfd, (struct sockaddr *)&sa, sizeof (sa)) < 0
-        || listen (p->lfd, 64) < 0
+        || bind (p->lfd, (struct sockaddr *)&sa, sizeof (sa)) < 0 || listen (p->lfd, 64) < 0
         || getsockname (p->lfd, (struct sockaddr *)&sa, &slen) < 0) {
         int saved = errno;
         snprintf (err, len, "cannot listen for peers on %s:%d: %s%s", conf->peer_address,
-                  conf->peer_port, strerror (saved), saved == EADDRINUSE
-                  ? " (another ibcrd on this node? set peer_port)" : "");
+                  conf->peer_port, strerror (saved),
+                  saved == EADDRINUSE ? " (another ibcrd on this node? set peer_port)" : "");
         if (p->lfd >= 0)
             close (p->lfd);
         free (p);
@@ -156,8 +155,10 @@ int peer_pollfds (struct peer *p, struct pollfd *pfd, int max)
 
     if (n < max && p->nconns >= PEER_MAX_CONNS && mono_ms () - p->full_logged >= 10000) {
         p->full_logged = mono_ms ();
-        log_msg (LOG_WARNING, "peer listener: all %d connections taken; new ones wait until "
-                 "one closes or idles out (peer_idle_timeout)", PEER_MAX_CONNS);
+        log_msg (LOG_WARNING,
+                 "peer listener: all %d connections taken; new ones wait until "
+                 "one closes or idles out (peer_idle_timeout)",
+                 PEER_MAX_CONNS);
     }
     if (n < max && p->nconns < PEER_MAX_CONNS && mono_ms () >= p->paused_until)
         pfd[n++] = (struct pollfd){ .fd = p->lfd, .events = POLLIN };
@@ -178,8 +179,7 @@ static void send_reply (struct peer *p, struct pconn *c, json_object *inner)
         /* No credential to be had (munged down): say so unauthenticated,
          * the peer will refuse it but log why. */
         log_msg (LOG_ERR, "peer %s: cannot authenticate reply: %s", c->addr, err);
-        env = proto_error ("peer", EIO, "ibcrd on %s cannot authenticate: %s",
-                           p->conf->node, err);
+        env = proto_error ("peer", EIO, "ibcrd on %s cannot authenticate: %s", p->conf->node, err);
     }
     if (env && proto_send (c->fd, env) < 0)
         log_msg (LOG_WARNING, "peer %s: cannot send reply: %s", c->addr, strerror (errno));
@@ -193,13 +193,17 @@ static json_object *handle_inner (struct peer *p, struct pconn *c, json_object *
     json_object *o;
 
     if (proto_version (m) != PROTO_VERSION)
-        return proto_error (type, EPROTONOSUPPORT, "peer protocol version %d is not "
-                            "supported; this ibcrd speaks %d", proto_version (m), PROTO_VERSION);
+        return proto_error (type, EPROTONOSUPPORT,
+                            "peer protocol version %d is not "
+                            "supported; this ibcrd speaks %d",
+                            proto_version (m), PROTO_VERSION);
     if (!to || strcmp (to, p->conf->node)) {
-        log_msg (LOG_WARNING, "peer %s: message for node '%s' arrived at node %s: refused",
-                 c->addr, to ? to : "(none)", p->conf->node);
-        return proto_error (type, EACCES, "message addressed to node '%s' refused by node "
-                            "%s", to ? to : "(none)", p->conf->node);
+        log_msg (LOG_WARNING, "peer %s: message for node '%s' arrived at node %s: refused", c->addr,
+                 to ? to : "(none)", p->conf->node);
+        return proto_error (type, EACCES,
+                            "message addressed to node '%s' refused by node "
+                            "%s",
+                            to ? to : "(none)", p->conf->node);
     }
     if (!strcmp (type, "ping")) {
         if ((o = proto_new ("ok"))) {
@@ -213,8 +217,10 @@ static json_object *handle_inner (struct peer *p, struct pconn *c, json_object *
     if (p->handler && (o = p->handler (p->handler_arg, m, c->addr)))
         return o;
     log_msg (LOG_WARNING, "peer %s: unknown peer request type '%.64s'", c->addr, type);
-    return proto_error (type, EOPNOTSUPP, "unknown peer request type '%.64s'; this ibcrd "
-                        "knows: ping, join, gen-begin", type);
+    return proto_error (type, EOPNOTSUPP,
+                        "unknown peer request type '%.64s'; this ibcrd "
+                        "knows: ping, join, gen-begin",
+                        type);
 }
 
 static void handle (struct peer *p, struct pconn *c, json_object *env)
@@ -232,10 +238,15 @@ static void handle (struct peer *p, struct pconn *c, json_object *env)
     }
     /* Only ibcrd's run this protocol: root, or our own uid in tests. */
     if (uid != 0 && uid != geteuid ()) {
-        log_msg (LOG_WARNING, "peer %s: credential of uid %u refused (only root's ibcrd "
-                 "may speak to ibcrd)", c->addr, (unsigned)uid);
-        send_reply (p, c, proto_error (proto_type (m), EACCES, "credential of uid %u "
-                    "refused: peers must be ibcrd (root)", (unsigned)uid));
+        log_msg (LOG_WARNING,
+                 "peer %s: credential of uid %u refused (only root's ibcrd "
+                 "may speak to ibcrd)",
+                 c->addr, (unsigned)uid);
+        send_reply (p, c,
+                    proto_error (proto_type (m), EACCES,
+                                 "credential of uid %u "
+                                 "refused: peers must be ibcrd (root)",
+                                 (unsigned)uid));
         json_object_put (m);
         return;
     }
@@ -257,8 +268,8 @@ static void accept_peers (struct peer *p)
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 if (mono_ms () >= p->paused_until + 10000)
-                    log_msg (LOG_ERR, "peer accept: %s; not accepting for %d ms",
-                             strerror (errno), PEER_ACCEPT_PAUSE_MS);
+                    log_msg (LOG_ERR, "peer accept: %s; not accepting for %d ms", strerror (errno),
+                             PEER_ACCEPT_PAUSE_MS);
                 p->paused_until = mono_ms () + PEER_ACCEPT_PAUSE_MS;
             }
             return;
@@ -297,8 +308,9 @@ static int serve (struct peer *p, struct pconn *c)
         if (errno == EPROTO || errno == EMSGSIZE) {
             log_msg (LOG_WARNING, "peer %s: %s message refused", c->addr,
                      errno == EPROTO ? "malformed" : "oversized");
-            send_reply (p, c, proto_error ("peer", errno, "%s message refused",
-                        errno == EPROTO ? "malformed" : "oversized"));
+            send_reply (p, c,
+                        proto_error ("peer", errno, "%s message refused",
+                                     errno == EPROTO ? "malformed" : "oversized"));
             continue;
         }
         return -1;
@@ -366,8 +378,7 @@ int peer_connect (const char *host, int port, int timeout_ms, char *err, size_t 
 }
 
 int peer_request (struct peerauth *pa, const char *host, int port, const char *node,
-                  json_object *body, int timeout_ms, json_object **reply,
-                  char *err, size_t len)
+                  json_object *body, int timeout_ms, json_object **reply, char *err, size_t len)
 {
     json_object *env, *rep = NULL;
     uid_t uid;
@@ -400,8 +411,10 @@ int peer_request (struct peerauth *pa, const char *host, int port, const char *n
         else {
             char why[512];
             snprintf (why, sizeof (why), "%s", err);
-            snprintf (err, len, "the reply of peer %s:%d cannot be authenticated (%s): do "
-                      "both nodes use the same MUNGE key?", host, port, why);
+            snprintf (err, len,
+                      "the reply of peer %s:%d cannot be authenticated (%s): do "
+                      "both nodes use the same MUNGE key?",
+                      host, port, why);
         }
         json_object_put (rep);
         errno = saved;
@@ -411,8 +424,8 @@ int peer_request (struct peerauth *pa, const char *host, int port, const char *n
     if (uid != 0 && uid != geteuid ()) {
         json_object_put (*reply);
         *reply = NULL;
-        snprintf (err, len, "reply from %s:%d carries a credential of uid %u, not ibcrd's",
-                  host, port, (unsigned)uid);
+        snprintf (err, len, "reply from %s:%d carries a credential of uid %u, not ibcrd's", host,
+                  port, (unsigned)uid);
         errno = EACCES;
         return -1;
     }

@@ -46,7 +46,6 @@ int peer_connect (const char *host, int port, int timeout_ms, char *err, size_t 
  * return its authenticated inner reply (which may be of type "error").
  * -1 with errno and a message in err. */
 int peer_request (struct peerauth *pa, const char *host, int port, const char *node,
-                  json_object *body, int timeout_ms, json_object **reply,
-                  char *err, size_t len);
+                  json_object *body, int timeout_ms, json_object **reply, char *err, size_t len);
 
 #endif

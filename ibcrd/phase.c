@@ -6,10 +6,10 @@
 #include "phase.h"
 
 static const char *const names[PHASE_COUNT] = {
-    [PHASE_BEGIN] = "begin", [PHASE_QUIESCE] = "quiesce", [PHASE_DRAIN] = "drain",
-    [PHASE_RELEASE] = "release", [PHASE_DUMP] = "dump", [PHASE_REBUILD] = "rebuild",
-    [PHASE_CONNECT] = "connect", [PHASE_RESUME] = "resume", [PHASE_COPY] = "copy",
-    [PHASE_COMMIT] = "commit", [PHASE_END] = "end", [PHASE_ABORT] = "abort",
+    [PHASE_BEGIN] = "begin",     [PHASE_QUIESCE] = "quiesce", [PHASE_DRAIN] = "drain",
+    [PHASE_RELEASE] = "release", [PHASE_DUMP] = "dump",       [PHASE_REBUILD] = "rebuild",
+    [PHASE_CONNECT] = "connect", [PHASE_RESUME] = "resume",   [PHASE_COPY] = "copy",
+    [PHASE_COMMIT] = "commit",   [PHASE_END] = "end",         [PHASE_ABORT] = "abort",
     [PHASE_RESTORE] = "restore",
 };
 

@@ -18,19 +18,19 @@
 #define IBCRD_PHASE_H
 
 enum gen_phase {
-    PHASE_BEGIN,        /* members start a worker; the generation is numbered */
-    PHASE_QUIESCE,      /* application threads stop at libibcr's gate */
-    PHASE_DRAIN,        /* rounds of reports until every QP is drained */
-    PHASE_RELEASE,      /* every real verbs object is destroyed */
-    PHASE_DUMP,         /* CRIU dumps each task */
-    PHASE_REBUILD,      /* verbs objects recreated, their new ids gathered */
-    PHASE_CONNECT,      /* every process gets every id; QPs reconnected */
-    PHASE_RESUME,       /* application threads go on */
-    PHASE_COPY,         /* images from staging to storage, durably */
-    PHASE_COMMIT,       /* the manifest renamed into place; retention */
-    PHASE_END,          /* committed: members clean up and exit */
-    PHASE_ABORT,        /* undone everywhere */
-    PHASE_RESTORE,      /* a restart: CRIU restores the tasks (timeline only,
+    PHASE_BEGIN,   /* members start a worker; the generation is numbered */
+    PHASE_QUIESCE, /* application threads stop at libibcr's gate */
+    PHASE_DRAIN,   /* rounds of reports until every QP is drained */
+    PHASE_RELEASE, /* every real verbs object is destroyed */
+    PHASE_DUMP,    /* CRIU dumps each task */
+    PHASE_REBUILD, /* verbs objects recreated, their new ids gathered */
+    PHASE_CONNECT, /* every process gets every id; QPs reconnected */
+    PHASE_RESUME,  /* application threads go on */
+    PHASE_COPY,    /* images from staging to storage, durably */
+    PHASE_COMMIT,  /* the manifest renamed into place; retention */
+    PHASE_END,     /* committed: members clean up and exit */
+    PHASE_ABORT,   /* undone everywhere */
+    PHASE_RESTORE, /* a restart: CRIU restores the tasks (timeline only,
                            before begin; never asked of a member) */
     PHASE_COUNT
 };

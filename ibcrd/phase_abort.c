@@ -54,8 +54,8 @@ void gen_abort (struct gen *g)
     g->err_phase = first_phase;
     genl_cleanup (g, 0);
     if (g->gen > 0 && store_gen_abort (&st, g->job, g->gen) < 0)
-        log_msg (LOG_ERR, "job %s gen %d: abort: cannot remove the partial generation: %s",
-                 g->job, g->gen, strerror (errno));
+        log_msg (LOG_ERR, "job %s gen %d: abort: cannot remove the partial generation: %s", g->job,
+                 g->gen, strerror (errno));
 }
 
 /* Undo this node's part: rebuild if released, resume if quiesced. */

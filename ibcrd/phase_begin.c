@@ -38,9 +38,10 @@ int genm_begin (struct gen *g, json_object *o, int *relayed)
     *relayed = rc < 0;
     for (int i = 0; tasks && i < g->nmembers; i++)
         for (size_t k = 0; g->members[i].child && g->members[i].tasks
-             && k < json_object_array_length (g->members[i].tasks); k++)
-            json_object_array_add (tasks, json_object_get (
-                json_object_array_get_idx (g->members[i].tasks, k)));
+             && k < json_object_array_length (g->members[i].tasks);
+             k++)
+            json_object_array_add (
+                tasks, json_object_get (json_object_array_get_idx (g->members[i].tasks, k)));
     json_object_object_add (o, "tasks", tasks);
     return rc;
 }

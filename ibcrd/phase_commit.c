@@ -114,8 +114,9 @@ int genl_copy (struct gen *g)
 
         snprintf (src, sizeof (src), "%s/task-%d", g->staging, g->tasks[i].rank);
         snprintf (dst, sizeof (dst), "%s/task-%d", gdir, g->tasks[i].rank);
-        if (imgcopy_dir (src, dst, g->conf->compression, &bytes, err, sizeof (err),
-                         copy_progress, g) < 0)
+        if (imgcopy_dir (src, dst, g->conf->compression, &bytes, err, sizeof (err), copy_progress,
+                         g)
+            < 0)
             return gen_fail (g, PHASE_COPY, err);
         g->bytes += bytes;
     }

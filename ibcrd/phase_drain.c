@@ -50,7 +50,7 @@ int gen_drain (struct gen *g)
         int n = (int)json_object_array_length (all);
         if (n == 0) {
             json_object_put (all);
-            break;      /* no task uses verbs: nothing to drain */
+            break; /* no task uses verbs: nothing to drain */
         }
         json_object *arr[n];
         for (int i = 0; i < n; i++)
@@ -63,8 +63,10 @@ int gen_drain (struct gen *g)
         if (done)
             break;
         if (mono_ms_f () > deadline || round >= DRAIN_MAX_ROUNDS) {
-            snprintf (err, sizeof (err), "not drained after %d rounds (%s); raise "
-                      "timeout_drain if the job's messages are very large", round + 1, why);
+            snprintf (err, sizeof (err),
+                      "not drained after %d rounds (%s); raise "
+                      "timeout_drain if the job's messages are very large",
+                      round + 1, why);
             return gen_fail (g, PHASE_DRAIN, err);
         }
         usleep (round < 10 ? 100 : 1000);

@@ -71,7 +71,7 @@ static int task_dir (struct gen *g, const struct gen_task *t, char *err, size_t 
 struct dump_run {
     pid_t criu;
     int status;
-    pid_t end;      /* a task ended by this dump: the init to kill once dumped */
+    pid_t end; /* a task ended by this dump: the init to kill once dumped */
     char log[PATH_MAX + 64];
 };
 
@@ -79,8 +79,8 @@ struct dump_run {
  * control socket leads out of the tree: CRIU is told it is external, and
  * a restart hands a fresh one back in its place; so are the task's
  * stdio files, opened outside its mount namespace. */
-static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run *r,
-                       char *err, size_t errlen)
+static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run *r, char *err,
+                       size_t errlen)
 {
     char dir[PATH_MAX + 32], pid[32], ext[GEN_MAX_CTL + 5][64];
     struct taskns_as as = { .ns_pid = t->pid, .cred_pid = t->pid, .uid = g->uid };
@@ -92,14 +92,16 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
     snprintf (dir, sizeof (dir), "%s/task-%d", g->staging, t->rank);
     /* Beside the images, not among them: a failed dump's log must
      * outlive the abort that removes the images, for the user. */
-    snprintf (r->log, sizeof (r->log), "%s/%s/dump-gen-%d-rank-%d.log", g->conf->staging,
-              g->job, g->gen, t->rank);
+    snprintf (r->log, sizeof (r->log), "%s/%s/dump-gen-%d-rank-%d.log", g->conf->staging, g->job,
+              g->gen, t->rank);
     /* Outside the task's namespaces criu runs as root: only for root's
      * own tasks (ibcr run's), never on an image of a user's process. */
     if (!in_ns && g->uid != 0) {
-        snprintf (err, errlen, "it belongs to uid %lu and has no namespaces of "
+        snprintf (err, errlen,
+                  "it belongs to uid %lu and has no namespaces of "
                   "its own: ibcr checkpoints an ordinary user's task only when the SPANK "
-                  "plugin started it (srun/sbatch --checkpoint-ib)", (unsigned long)g->uid);
+                  "plugin started it (srun/sbatch --checkpoint-ib)",
+                  (unsigned long)g->uid);
         return -1;
     }
     snprintf (pid, sizeof (pid), "%ld", (long)(in_ns ? taskns_nspid (t->pid) : t->pid));
@@ -127,9 +129,10 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
     for (int k = 0; k < t->nctl; k++) {
         uint64_t ino;
         if (sockdiag_unix_peer (t->ctl_fd[k], &ino) < 0) {
-            snprintf (err, errlen, "rank %d: cannot find libibcr's end of the control "
-                      "socket of pid %ld: %s", t->rank, (long)t->ctl_pid[k],
-                      strerror (errno));
+            snprintf (err, errlen,
+                      "rank %d: cannot find libibcr's end of the control "
+                      "socket of pid %ld: %s",
+                      t->rank, (long)t->ctl_pid[k], strerror (errno));
             return -1;
         }
         snprintf (ext[next], sizeof (ext[0]), "unix[%llu]", (unsigned long long)ino);
@@ -155,16 +158,17 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
         argv[ac++] = ext[next++];
     }
     argv[ac] = NULL;
-    log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s%s%s%s", g->job, g->gen,
-             t->rank, pid, g->leave_running ? " --leave-running" : "",
-             t->nctl == 1 ? " (libibcr control socket external)"
-             : t->nctl > 1 ? " (libibcr control sockets external)" : "",
+    log_msg (LOG_INFO, "job %s gen %d: rank %d: criu dump -t %s%s%s%s%s%s", g->job, g->gen, t->rank,
+             pid, g->leave_running ? " --leave-running" : "",
+             t->nctl == 1      ? " (libibcr control socket external)"
+                 : t->nctl > 1 ? " (libibcr control sockets external)"
+                               : "",
              pmi_fd >= 0 ? " (PMI socket external)" : "",
              pmix_fd >= 0 ? " (PMIx relay external)" : "",
              in_ns ? " (in the task's namespaces, as its user)" : "");
     if (access (argv[0], X_OK) < 0) {
-        snprintf (err, errlen, "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf)",
-                  argv[0], strerror (errno));
+        snprintf (err, errlen, "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf)", argv[0],
+                  strerror (errno));
         return -1;
     }
     if ((r->criu = criu_start_as (argv, r->log, NULL, 0, in_ns ? &as : NULL)) < 0) {
@@ -177,8 +181,8 @@ static int dump_start (struct gen *g, const struct gen_task *t, struct dump_run 
 /* Wait for the dumps started in run[] (only run[only] when only >= 0)
  * until they end or the deadline passes (then they are killed).  The
  * first failure is described in msg and its index left in *failed. */
-static void dump_wait (struct gen *g, struct dump_run *run, int only, double deadline,
-                       char *msg, size_t msglen, int *failed)
+static void dump_wait (struct gen *g, struct dump_run *run, int only, double deadline, char *msg,
+                       size_t msglen, int *failed)
 {
     char errs[1024];
     int left = 0;
@@ -195,8 +199,8 @@ static void dump_wait (struct gen *g, struct dump_run *run, int only, double dea
             pid_t w = waitpid (run[i].criu, &run[i].status, expired ? 0 : WNOHANG);
             if (w == 0 || (w < 0 && errno == EINTR))
                 continue;
-            int ok = w == run[i].criu && WIFEXITED (run[i].status)
-                     && WEXITSTATUS (run[i].status) == 0;
+            int ok =
+                w == run[i].criu && WIFEXITED (run[i].status) && WEXITSTATUS (run[i].status) == 0;
             run[i].criu = 0;
             left--;
             g->tasks[i].dump_t1 = mono_ms_f ();
@@ -206,17 +210,20 @@ static void dump_wait (struct gen *g, struct dump_run *run, int only, double dea
                 continue;
             criu_log_errors (run[i].log, 3, errs, sizeof (errs));
             if (expired)
-                snprintf (msg, msglen, "rank %d (pid %ld): criu dump did not finish "
+                snprintf (msg, msglen,
+                          "rank %d (pid %ld): criu dump did not finish "
                           "within %d ms and was killed%s%s; log: %s (raise timeout_dump in "
-                          "ibcrd.conf if the job is large)", g->tasks[i].rank,
-                          (long)g->tasks[i].pid, (int)g->conf->timeout_dump,
+                          "ibcrd.conf if the job is large)",
+                          g->tasks[i].rank, (long)g->tasks[i].pid, (int)g->conf->timeout_dump,
                           errs[0] ? ": " : "", errs, run[i].log);
             else
-                snprintf (msg, msglen, "rank %d (pid %ld): criu dump failed (%s %d): "
-                          "%s; log: %s", g->tasks[i].rank, (long)g->tasks[i].pid,
+                snprintf (msg, msglen,
+                          "rank %d (pid %ld): criu dump failed (%s %d): "
+                          "%s; log: %s",
+                          g->tasks[i].rank, (long)g->tasks[i].pid,
                           WIFEXITED (run[i].status) ? "exit code" : "signal",
                           WIFEXITED (run[i].status) ? WEXITSTATUS (run[i].status)
-                          : WTERMSIG (run[i].status),
+                                                    : WTERMSIG (run[i].status),
                           errs[0] ? errs : "no error line in its log", run[i].log);
             *failed = i;
         }
@@ -249,8 +256,10 @@ static int legacy_lock (struct gen *g)
     while (fd >= 0 && flock (fd, LOCK_EX) < 0 && errno == EINTR)
         ;
     if (fd < 0)
-        log_err (errno, "job %s gen %d: cannot lock %s/.criu-dump.lock; dumps of this node's "
-                 "jobs may overlap", g->job, g->gen, g->conf->staging);
+        log_err (errno,
+                 "job %s gen %d: cannot lock %s/.criu-dump.lock; dumps of this node's "
+                 "jobs may overlap",
+                 g->job, g->gen, g->conf->staging);
     return fd;
 }
 
@@ -297,9 +306,10 @@ int genl_dump (struct gen *g)
                     dump_wait (g, run, i, deadline, msg, sizeof (msg), &failed);
                     if (failed != i || attempt >= 8 || !proc_dir_clash (run[i].log))
                         break;
-                    log_msg (LOG_INFO, "job %s gen %d: rank %d: another dump used the task's "
-                             "working folder at the same time; trying again", g->job, g->gen,
-                             g->tasks[i].rank);
+                    log_msg (LOG_INFO,
+                             "job %s gen %d: rank %d: another dump used the task's "
+                             "working folder at the same time; trying again",
+                             g->job, g->gen, g->tasks[i].rank);
                     /* Workers of other nodes back off differently. */
                     if (attempt == 1)
                         srandom ((unsigned)getpid () ^ (unsigned)mono_ms_f ());
@@ -324,10 +334,10 @@ int genl_dump (struct gen *g)
         if (g->tasks[i].entry && g->tasks[i].dump_t1 >= g->tasks[i].dump_t0
             && g->tasks[i].dump_t0 >= t0) {
             json_object *d = json_object_new_object ();
-            json_object_object_add (d, "start_ms", json_object_new_int64 (
-                (int64_t)(g->tasks[i].dump_t0 - t0 + 0.5)));
-            json_object_object_add (d, "end_ms", json_object_new_int64 (
-                (int64_t)(g->tasks[i].dump_t1 - t0 + 0.5)));
+            json_object_object_add (
+                d, "start_ms", json_object_new_int64 ((int64_t)(g->tasks[i].dump_t0 - t0 + 0.5)));
+            json_object_object_add (
+                d, "end_ms", json_object_new_int64 ((int64_t)(g->tasks[i].dump_t1 - t0 + 0.5)));
             json_object_object_add (g->tasks[i].entry, "dump", d);
         }
     g->dumped = 1;

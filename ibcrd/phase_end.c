@@ -28,8 +28,8 @@ void genl_cleanup (struct gen *g, int committed)
     if (g->staging[0])
         store_rmtree (g->staging);
     for (int i = 0; committed && i < g->ntasks; i++) {
-        snprintf (path, sizeof (path), "%s/%s/dump-gen-%d-rank-%d.log", g->conf->staging,
-                  g->job, g->gen, g->tasks[i].rank);
+        snprintf (path, sizeof (path), "%s/%s/dump-gen-%d-rank-%d.log", g->conf->staging, g->job,
+                  g->gen, g->tasks[i].rank);
         unlink (path);
     }
 }

@@ -14,8 +14,8 @@ int gen_quiesce (struct gen *g)
 /* Quiesce: application threads stop at libibcr's gate. */
 int genl_quiesce (struct gen *g)
 {
-    if (ctl_phase (g, PHASE_QUIESCE, CKPT_QUIESCE, NULL, CKPT_QUIESCED,
-                   g->conf->timeout_quiesce) < 0)
+    if (ctl_phase (g, PHASE_QUIESCE, CKPT_QUIESCE, NULL, CKPT_QUIESCED, g->conf->timeout_quiesce)
+        < 0)
         return -1;
     g->quiesced = 1;
     return 0;

@@ -70,8 +70,7 @@ int genl_connect (struct gen *g, json_object *procs)
     int rc;
 
     json_object_object_add (x, "procs", json_object_get (procs));
-    rc = ctl_phase (g, PHASE_CONNECT, CKPT_CONNECT, x, CKPT_CONNECTED,
-                    g->conf->timeout_rebuild);
+    rc = ctl_phase (g, PHASE_CONNECT, CKPT_CONNECT, x, CKPT_CONNECTED, g->conf->timeout_rebuild);
     json_object_put (x);
     if (rc == 0)
         g->released = 0;

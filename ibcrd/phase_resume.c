@@ -14,8 +14,7 @@ int gen_resume (struct gen *g)
 /* Resume: application threads go on. */
 int genl_resume (struct gen *g)
 {
-    if (ctl_phase (g, PHASE_RESUME, CKPT_RESUME, NULL, CKPT_RESUMED,
-                   g->conf->timeout_quiesce) < 0)
+    if (ctl_phase (g, PHASE_RESUME, CKPT_RESUME, NULL, CKPT_RESUMED, g->conf->timeout_quiesce) < 0)
         return -1;
     g->quiesced = 0;
     return 0;

@@ -39,17 +39,17 @@ typedef json_object *(*info_f) (uid_t uid);
 struct client {
     int fd;
     int id;
-    uid_t uid;              /* (uid_t)-1: an attached one, not bound yet */
+    uid_t uid; /* (uid_t)-1: an attached one, not bound yet */
     gid_t gid;
     pid_t pid;
-    int attached;           /* ctl-attach made it a control channel only */
-    uid_t attach_by;        /* SO_PEERCRED uid of who attached it */
-    pid_t lent;             /* a generation's worker owns this connection */
-    int handed;             /* a worker answers it: close our copy now */
-    int attach_rank;        /* ctl-attach: the restored task's rank, or -1 */
+    int attached;    /* ctl-attach made it a control channel only */
+    uid_t attach_by; /* SO_PEERCRED uid of who attached it */
+    pid_t lent;      /* a generation's worker owns this connection */
+    int handed;      /* a worker answers it: close our copy now */
+    int attach_rank; /* ctl-attach: the restored task's rank, or -1 */
     char attach_job[IDENT_MAX + 1];
     char resume_job[IDENT_MAX + 1]; /* waits for resume-restored of this job */
-    long resume_deadline;   /* CLOCK_MONOTONIC ms: timeout_restore ends the wait */
+    long resume_deadline;           /* CLOCK_MONOTONIC ms: timeout_restore ends the wait */
     struct proto_reader rd;
     struct client *next;
 };
@@ -58,16 +58,16 @@ struct server {
     struct conf *conf;
     struct jobs *jobs;
     int lfd;
-    long accept_paused_until;   /* CLOCK_MONOTONIC ms: EMFILE, listener rests */
-    long accept_log_at;         /* last EMFILE / limit log line (ms) */
-    int accept_log_quiet;       /* lines not logged since */
+    long accept_paused_until; /* CLOCK_MONOTONIC ms: EMFILE, listener rests */
+    long accept_log_at;       /* last EMFILE / limit log line (ms) */
+    int accept_log_quiet;     /* lines not logged since */
     int next_id;
     int nclients;
     int peer_port;
     struct peerauth *pa;
     time_t started;
-    int reloads;                /* SIGHUPs handled */
-    char *reload_error;         /* why the last one was refused; NULL: taken */
+    int reloads;        /* SIGHUPs handled */
+    char *reload_error; /* why the last one was refused; NULL: taken */
     struct client *clients;
     struct {
         const char *type;
@@ -85,7 +85,7 @@ struct server {
 
 /* Returned by a handler that must not answer (libibcr's hello: libibcr
  * only answers requests, it does not read replies). */
-extern char server_no_reply_marker;     /* one object for both files */
+extern char server_no_reply_marker; /* one object for both files */
 #define NO_REPLY ((json_object *)(void *)&server_no_reply_marker)
 
 /* Add a request type to the local socket (type must live as long as s);

@@ -87,21 +87,22 @@ static int worker_busy (struct server *s, struct job *job)
     sched_worker_report (s, job);
     for (int ms = 0;; ms += 5) {
         struct timespec ts = { 0, 5000000L };
-        if ((w = waitpid (job->worker, &status, WNOHANG)) != 0 || !job->reported_end
-            || ms >= 1000)
+        if ((w = waitpid (job->worker, &status, WNOHANG)) != 0 || !job->reported_end || ms >= 1000)
             break;
         (void)nanosleep (&ts, NULL);
     }
     if (w == job->worker)
-        sched_worker_done (s, job->worker, WIFEXITED (status) ? WEXITSTATUS (status) : 128
-                            + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
+        sched_worker_done (s, job->worker,
+                           WIFEXITED (status)
+                               ? WEXITSTATUS (status)
+                               : 128 + (WIFSIGNALED (status) ? WTERMSIG (status) : 0));
     return job->worker != 0;
 }
 
 /* The job named by req's "job" (string or integer) that client c may act
  * on, or NULL with *err set to the error reply. */
-static struct job *job_for (struct server *s, struct client *c, json_object *req,
-                            const char *what, json_object **err)
+static struct job *job_for (struct server *s, struct client *c, json_object *req, const char *what,
+                            json_object **err)
 {
     const char *id = proto_get_str (req, "job", NULL);
     json_object *v;
@@ -118,8 +119,10 @@ static struct job *job_for (struct server *s, struct client *c, json_object *req
         return NULL;
     }
     if (!(job = jobs_find (s->jobs, id, c->uid))) {
-        *err = proto_error (what, ENOENT, "job %s has no task registered on node %s (is it "
-                            "running? see 'ibcr status')", id, s->conf->node);
+        *err = proto_error (what, ENOENT,
+                            "job %s has no task registered on node %s (is it "
+                            "running? see 'ibcr status')",
+                            id, s->conf->node);
         return NULL;
     }
     if (!jobs_may_act (c->uid, job->uid)) {
@@ -129,8 +132,10 @@ static struct job *job_for (struct server *s, struct client *c, json_object *req
         return NULL;
     }
     if (worker_busy (s, job)) {
-        *err = proto_error (what, EBUSY, "job %s: a generation is in progress (worker pid "
-                            "%ld); try again when it ends", id, (long)job->worker);
+        *err = proto_error (what, EBUSY,
+                            "job %s: a generation is in progress (worker pid "
+                            "%ld); try again when it ends",
+                            id, (long)job->worker);
         return NULL;
     }
     return job;
@@ -144,12 +149,12 @@ static struct client *client_by_id (struct server *s, int id)
     return NULL;
 }
 
-_Static_assert (TASK_MAX_PROCS <= GEN_MAX_CTL, "a generation takes every verbs process");
+_Static_assert(TASK_MAX_PROCS <= GEN_MAX_CTL, "a generation takes every verbs process");
 
 /* Every control connection of task t into gt (its processes that use
  * verbs), and their fds into keep[*nkeep] for the worker. */
-static void gen_task_ctls (struct server *s, const struct task *t, struct gen_task *gt,
-                           int *keep, int *nkeep)
+static void gen_task_ctls (struct server *s, const struct task *t, struct gen_task *gt, int *keep,
+                           int *nkeep)
 {
     gt->nctl = 0;
     for (int i = 0; i < t->nprocs; i++) {
@@ -182,7 +187,7 @@ static int report_open (struct job *job, int *wfd)
 
     if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         return -1;
-    if (job->report_fd >= 0) {      /* a worker's that was never reaped */
+    if (job->report_fd >= 0) { /* a worker's that was never reaped */
         proto_reader_fini (&job->report_rd);
         close (job->report_fd);
     }
@@ -209,9 +214,8 @@ static void report_close (struct job *job)
  * reply from the worker and leaves this loop.  0 or -1 with errno; why in
  * job->last_error when a task is no longer the process that registered
  * (EPERM, ESRCH): a dump or signal must never reach a reused pid. */
-static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
-                      const char *trigger, int leave_running, struct client *asker,
-                      int progress)
+static int start_gen (struct server *s, struct job *job, enum gen_kind kind, const char *trigger,
+                      int leave_running, struct client *asker, int progress)
 {
     struct gen g = { .report_fd = -1 };
     /* On the heap: a job may hold up to max_ranks tasks here. */
@@ -231,11 +235,10 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
         if (kind == GEN_RESTORED && !t->restored)
             continue;
         if (jobs_task_check (job, t, job->last_error, sizeof (job->last_error)) < 0) {
-            log_msg (LOG_WARNING, "%s: no %s", job->last_error, trigger);   /* keeps errno */
+            log_msg (LOG_WARNING, "%s: no %s", job->last_error, trigger); /* keeps errno */
             goto done;
         }
-        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid,
-                                      .restored = t->restored };
+        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid, .restored = t->restored };
         if (kind == GEN_RESTORED && t->restore_t1 > 0) {
             if (!g.restore_t1 || t->restore_t0 < g.restore_t0)
                 g.restore_t0 = t->restore_t0;
@@ -285,10 +288,9 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind,
         observe_started (job, kind, trigger);
     lend_ctls (s, job, pid);
     log_msg (LOG_INFO, "job %s: %s started (%s, worker pid %ld)", job->id,
-             kind == GEN_RESTORED ? "resume of restored tasks" : "generation", trigger,
-             (long)pid);
+             kind == GEN_RESTORED ? "resume of restored tasks" : "generation", trigger, (long)pid);
     if (asker)
-        asker->handed = 1;          /* the worker answers it; serve_client closes ours */
+        asker->handed = 1; /* the worker answers it; serve_client closes ours */
 done:
     saved = errno;
     free (tasks);
@@ -323,19 +325,22 @@ json_object *h_checkpoint (struct server *s, struct client *c, json_object *req)
     if (!job)
         return err;
     if (!is_leader (job))
-        return proto_error ("checkpoint", EINVAL, "job %s is led by %s (rank 0's node): ask "
-                            "its ibcrd", job->id, job->leader);
+        return proto_error ("checkpoint", EINVAL,
+                            "job %s is led by %s (rank 0's node): ask "
+                            "its ibcrd",
+                            job->id, job->leader);
     if (!all_ranks (job))
-        return proto_error ("checkpoint", EAGAIN, "job %s: %d of its %d ranks registered so "
-                            "far; try again when every rank runs", job->id, ranks_known (job),
-                            job->size);
+        return proto_error ("checkpoint", EAGAIN,
+                            "job %s: %d of its %d ranks registered so "
+                            "far; try again when every rank runs",
+                            job->id, ranks_known (job), job->size);
     if (start_gen (s, job, GEN_CHECKPOINT, "manual", !proto_get_bool (req, "end", 0),
-                   wait ? c : NULL,
-                   wait && proto_get_bool (req, "progress", 0)) < 0) {
+                   wait ? c : NULL, wait && proto_get_bool (req, "progress", 0))
+        < 0) {
         if (errno == EPERM || errno == ESRCH)
             return proto_error ("checkpoint", errno, "%s", job->last_error);
-        return proto_error ("checkpoint", errno, "job %s: cannot start the generation: %s",
-                            job->id, strerror (errno));
+        return proto_error ("checkpoint", errno, "job %s: cannot start the generation: %s", job->id,
+                            strerror (errno));
     }
     if (wait)
         return NO_REPLY;
@@ -370,9 +375,11 @@ json_object *h_ctl_attach (struct server *s, struct client *c, json_object *req)
     if (job)
         c->uid = job->uid;
     else if (c->uid == 0)
-        c->uid = owner >= 0 ? (uid_t)owner : (uid_t)-1;    /* bound at registration */
-    log_msg (LOG_INFO, "job %s rank %d: client %d attached as its libibcr control channel "
-             "(acts for uid %d from now on)", id, (int)rank, c->id, (int)c->uid);
+        c->uid = owner >= 0 ? (uid_t)owner : (uid_t)-1; /* bound at registration */
+    log_msg (LOG_INFO,
+             "job %s rank %d: client %d attached as its libibcr control channel "
+             "(acts for uid %d from now on)",
+             id, (int)rank, c->id, (int)c->uid);
     /* Answered now, before ibcr restart hands the socket to libibcr,
      * which reads requests only. */
     return ok_reply ("ctl-attach");
@@ -389,8 +396,10 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
     /* Not job_for(): a rebuild already running for the other ranks is the
      * one this caller waits for, not a reason to refuse. */
     if (!job)
-        return proto_error ("resume-restored", ENOENT, "job %s has no task registered on "
-                            "node %s", id, s->conf->node);
+        return proto_error ("resume-restored", ENOENT,
+                            "job %s has no task registered on "
+                            "node %s",
+                            id, s->conf->node);
     if (!jobs_may_act (c->uid, job->uid))
         return proto_error ("resume-restored", EPERM, "job %s belongs to another user", id);
     for (struct task *t = job->tasks; t; t = t->next)
@@ -408,12 +417,14 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
         return o;
     }
     if (job->worker && job->worker_kind != GEN_RESTORED)
-        return proto_error ("resume-restored", EBUSY, "job %s: a generation is in progress; "
-                            "try again when it ends", id);
+        return proto_error ("resume-restored", EBUSY,
+                            "job %s: a generation is in progress; "
+                            "try again when it ends",
+                            id);
     snprintf (c->resume_job, sizeof (c->resume_job), "%s", job->id);
     c->resume_deadline = mono_ms () + (long)s->conf->timeout_restore;
     sched_try_resume (s, job);
-    return NO_REPLY;    /* answered when the rebuild ends (sched_worker_done) */
+    return NO_REPLY; /* answered when the rebuild ends (sched_worker_done) */
 }
 
 void sched_try_resume (struct server *s, struct job *job)
@@ -437,8 +448,9 @@ report_error (struct job *job, int gen, const char *fmt, ...)
 {
     char *e = job->last_error;
     size_t len = sizeof (job->last_error);
-    int off = gen > 0 ? snprintf (e, len, "generation %d: ", gen)
-              : snprintf (e, len, "%s", job->worker_kind == GEN_RESTORED ? "restart: " : "");
+    int off = gen > 0
+        ? snprintf (e, len, "generation %d: ", gen)
+        : snprintf (e, len, "%s", job->worker_kind == GEN_RESTORED ? "restart: " : "");
     va_list ap;
 
     va_start (ap, fmt);
@@ -458,8 +470,10 @@ static void worker_report (struct job *job, json_object *m)
     int phase = phase_from_name (proto_get_str (m, "phase", NULL));
 
     if (gen < 0 || gen > INT32_MAX || strcmp (proto_get_str (m, "job", ""), job->id)) {
-        log_msg (LOG_WARNING, "job %s: worker %ld: report for another job or generation "
-                 "ignored", job->id, (long)job->worker);
+        log_msg (LOG_WARNING,
+                 "job %s: worker %ld: report for another job or generation "
+                 "ignored",
+                 job->id, (long)job->worker);
         return;
     }
     if (!strcmp (type, "worker-phase") && phase >= 0) {
@@ -530,8 +544,8 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
             snprintf (why, sizeof (why), "killed by signal %d", status - 128);
         else
             snprintf (why, sizeof (why), "ended with status %d without a report", status);
-        report_error (job, job->phase_gen, "its worker (pid %ld) was %s%s%s", (long)pid,
-                      why, job->phase >= 0 ? " in phase " : "",
+        report_error (job, job->phase_gen, "its worker (pid %ld) was %s%s%s", (long)pid, why,
+                      job->phase >= 0 ? " in phase " : "",
                       job->phase >= 0 ? phase_name (job->phase) : "");
     }
     job->worker = 0;
@@ -554,17 +568,20 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
                 t->restored = 0;
         for (struct client *c = s->clients; c; c = c->next)
             if (!strcmp (c->resume_job, job->id)) {
-                json_object *o = status == 0 ? ok_reply ("resume-restored")
-                    : proto_error ("resume-restored", EIO, "job %s: the restored tasks could "
-                                   "not be rebuilt and resumed; see ibcrd's log", job->id);
+                json_object *o = status == 0
+                    ? ok_reply ("resume-restored")
+                    : proto_error ("resume-restored", EIO,
+                                   "job %s: the restored tasks could "
+                                   "not be rebuilt and resumed; see ibcrd's log",
+                                   job->id);
                 if (o && proto_send (c->fd, o) < 0)
                     log_msg (LOG_WARNING, "job %s: restarter left before the reply", job->id);
                 json_object_put (o);
                 c->resume_job[0] = '\0';
             }
     }
-    log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id,
-             (long)pid, status == 0 ? "done" : "failed (see its lines above)");
+    log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id, (long)pid,
+             status == 0 ? "done" : "failed (see its lines above)");
     if (observe_done)
         observe_done (s, job, status);
 }
@@ -648,25 +665,28 @@ static long restore_deadlines (struct server *s)
                                              off ? ", " : "", t->rank);
         } else
             snprintf (miss, sizeof (miss), "?");
-        log_msg (LOG_ERR, "job %s: restart failed: rank%s %s not restored within "
+        log_msg (LOG_ERR,
+                 "job %s: restart failed: rank%s %s not restored within "
                  "timeout_restore (%.1f s); restored rank%s %s on node %s ended",
                  c->resume_job, strchr (miss, ',') ? "s" : "", miss,
                  s->conf->timeout_restore / 1000.0, strchr (ended, ',') ? "s" : "",
                  ended[0] ? ended : "(none)", s->conf->node);
         if (job)
-            snprintf (job->last_error, sizeof (job->last_error), "restart: rank%s %s not "
+            snprintf (job->last_error, sizeof (job->last_error),
+                      "restart: rank%s %s not "
                       "restored within timeout_restore (%.1f s); restored rank%s %s ended",
                       strchr (miss, ',') ? "s" : "", miss, s->conf->timeout_restore / 1000.0,
                       strchr (ended, ',') ? "s" : "", ended[0] ? ended : "(none)");
-        json_object *o = proto_error ("resume-restored", ETIMEDOUT, "job %s: restart failed: "
-                                      "rank%s %s of %d did not come back within "
-                                      "timeout_restore (%.1f s); the restored ranks were "
-                                      "ended. Restart every rank of the job (ibcr restart "
-                                      "%s --rank R on each node), or raise timeout_restore "
-                                      "in ibcrd.conf if ranks start slowly",
-                                      c->resume_job, strchr (miss, ',') ? "s" : "", miss,
-                                      job ? job->size : 0, s->conf->timeout_restore / 1000.0,
-                                      c->resume_job);
+        json_object *o =
+            proto_error ("resume-restored", ETIMEDOUT,
+                         "job %s: restart failed: "
+                         "rank%s %s of %d did not come back within "
+                         "timeout_restore (%.1f s); the restored ranks were "
+                         "ended. Restart every rank of the job (ibcr restart "
+                         "%s --rank R on each node), or raise timeout_restore "
+                         "in ibcrd.conf if ranks start slowly",
+                         c->resume_job, strchr (miss, ',') ? "s" : "", miss, job ? job->size : 0,
+                         s->conf->timeout_restore / 1000.0, c->resume_job);
         if (o && proto_send (c->fd, o) < 0)
             log_msg (LOG_WARNING, "job %s: restarter left before the reply", c->resume_job);
         json_object_put (o);
@@ -707,7 +727,7 @@ int sched_timer (struct server *s)
                 log_err (errno, "job %s: periodic checkpoint not started", job->id);
             left = job->interval_ms;
         } else if (left <= 0)
-            left = 100;     /* a generation runs: look again soon */
+            left = 100; /* a generation runs: look again soon */
         if (best < 0 || left < best)
             best = left;
     }
@@ -744,13 +764,15 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     pid_t pid;
 
     if (worker_busy (s, job))
-        return proto_error ("gen-begin", EBUSY, "job %s: node %s is busy with another "
-                            "generation", id, s->conf->node);
+        return proto_error ("gen-begin", EBUSY,
+                            "job %s: node %s is busy with another "
+                            "generation",
+                            id, s->conf->node);
     double r0 = 0, r1 = 0;
     for (struct task *t = job->tasks; t; t = t->next) {
         char why[512];
         if (jobs_task_check (job, t, why, sizeof (why)) < 0) {
-            log_msg (LOG_WARNING, "%s: not dumped", why);       /* keeps errno */
+            log_msg (LOG_WARNING, "%s: not dumped", why); /* keeps errno */
             return proto_error ("gen-begin", errno, "node %s: %s", s->conf->node, why);
         }
         if (t->restored && t->restore_t1 > 0) {
@@ -778,7 +800,7 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     g.tasks = tasks;
     g.pa = s->pa;
     g.daemon = getpid ();
-    g.progress_fd = -1;     /* the leader's worker reports to its asker */
+    g.progress_fd = -1; /* the leader's worker reports to its asker */
     /* The nodes this one leads in the tree (fanout.h), from the leader or
      * the node above (root's ibcrd, MUNGE-authenticated): checked all the
      * same, they are where MUNGE credentials go. */
@@ -789,8 +811,7 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
         return proto_error ("gen-begin", EINVAL, "node %s: bad \"fanout\" or \"levels\"",
                             s->conf->node);
     if (json_object_object_get_ex (m, "subtree", &sub)) {
-        size_t ns = json_object_is_type (sub, json_type_array) ? json_object_array_length (sub)
-            : 0;
+        size_t ns = json_object_is_type (sub, json_type_array) ? json_object_array_length (sub) : 0;
         /* The caller frees it (the worker has its copy). */
         if (ns == 0 || ns >= (size_t)s->conf->max_nodes
             || !(*members = g.members = calloc (ns, sizeof (*g.members))))
@@ -817,7 +838,8 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
      * credential; the worker alone keeps it. */
     unsigned char key[PEERAUTH_KEY_LEN];
     if (peerauth_key_parse (proto_get_str (m, "session_key", NULL), key) < 0)
-        return proto_error ("gen-begin", EPROTO, "node %s: gen-begin without a valid "
+        return proto_error ("gen-begin", EPROTO,
+                            "node %s: gen-begin without a valid "
                             "\"session_key\" (is the leader's ibcrd older than this one?)",
                             s->conf->node);
     peerauth_session_init (&g.ses, key, 0);
@@ -859,8 +881,8 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
         int e = errno;
         json_object_put (o);
         close (g.member_lfd);
-        return proto_error ("gen-begin", e, "node %s: cannot start its worker: %s",
-                            s->conf->node, strerror (e));
+        return proto_error ("gen-begin", e, "node %s: cannot start its worker: %s", s->conf->node,
+                            strerror (e));
     }
     close (g.member_lfd);
     job->worker = pid;
@@ -868,8 +890,8 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
     if (observe_started)
         observe_started (job, GEN_CHECKPOINT, trigger);
     lend_ctls (s, job, pid);
-    log_msg (LOG_INFO, "job %s gen %d: member worker pid %ld on port %d", job->id, g.gen,
-             (long)pid, port);
+    log_msg (LOG_INFO, "job %s gen %d: member worker pid %ld on port %d", job->id, g.gen, (long)pid,
+             port);
     return o;
 }
 
@@ -898,9 +920,10 @@ json_object *sched_member_abort (struct server *s, json_object *m, struct job *j
 
     if (job->worker > 0 && !is_leader (job) && job->report_fd >= 0 && job->phase_gen == gen
         && send (job->report_fd, "A", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
-        log_msg (LOG_WARNING, "job %s gen %lld: the leader lost the node above this one; "
-                 "worker %ld told to undo its part", job->id, (long long)gen,
-                 (long)job->worker);
+        log_msg (LOG_WARNING,
+                 "job %s gen %lld: the leader lost the node above this one; "
+                 "worker %ld told to undo its part",
+                 job->id, (long long)gen, (long)job->worker);
     if ((o = proto_new ("ok")))
         proto_set_str (o, "request", "gen-abort");
     (void)s;

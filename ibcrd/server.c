@@ -167,8 +167,8 @@ static void reply (struct server *s, struct client *c, json_object *req, json_ob
     if (req && json_object_object_get_ex (req, "seq", &seq))
         json_object_object_add (rep, "seq", json_object_get (seq));
     if (proto_send (c->fd, rep) < 0)
-        log_msg (LOG_WARNING, "client pid %ld uid %u: cannot send reply: %s",
-                 (long)c->pid, (unsigned)c->uid, strerror (errno));
+        log_msg (LOG_WARNING, "client pid %ld uid %u: cannot send reply: %s", (long)c->pid,
+                 (unsigned)c->uid, strerror (errno));
     json_object_put (rep);
 }
 
@@ -243,17 +243,19 @@ static json_object *requeue_check (struct server *s, struct client *c, json_obje
     json_object_put (gens);
     if (n == 0)
         return NULL;
-    log_msg (LOG_ERR, "job %s: requeued, and the SPANK plugin found no checkpoint in %s, "
-             "but %d committed generation%s (newest %d) are in %s/%s: refused", job, looked,
-             n, n == 1 ? "" : "s", newest, s->conf->storage, s->conf->cluster);
-    return proto_error ("register", EEXIST, "job %s was requeued and has %d committed "
+    log_msg (LOG_ERR,
+             "job %s: requeued, and the SPANK plugin found no checkpoint in %s, "
+             "but %d committed generation%s (newest %d) are in %s/%s: refused",
+             job, looked, n, n == 1 ? "" : "s", newest, s->conf->storage, s->conf->cluster);
+    return proto_error ("register", EEXIST,
+                        "job %s was requeued and has %d committed "
                         "generation%s (newest %d) in %s/%s, but the SPANK plugin looked in "
                         "%s and found none: its configuration (plugstack.conf conf=, or the "
                         "default) and this ibcrd's differ; the job is not started afresh, "
                         "so that no checkpointed work is lost; make conf= name ibcrd's "
                         "configuration, or remove the job's generations with 'ibcr prune'",
-                        job, n, n == 1 ? "" : "s", newest, s->conf->storage,
-                        s->conf->cluster, looked);
+                        job, n, n == 1 ? "" : "s", newest, s->conf->storage, s->conf->cluster,
+                        looked);
 }
 
 /* The process of t's tree that holds the other end of our connection
@@ -296,8 +298,8 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
                  * the other end, as the kernel says; not whoever made it. */
                 pid_t owner = ctl_owner (t, a->fd);
                 if (jobs_task_add_proc (job, t, a->id, owner, err, sizeof (err)) < 0) {
-                    log_msg (LOG_WARNING, "job %s step %s: rank %d: %s", job->id, t->step,
-                             t->rank, err);
+                    log_msg (LOG_WARNING, "job %s step %s: rank %d: %s", job->id, t->step, t->rank,
+                             err);
                     continue;
                 }
                 a->attach_rank = -1;
@@ -305,13 +307,14 @@ static json_object *h_register (struct server *s, struct client *c, json_object 
                  * root that may have connected it. */
                 a->uid = job->uid;
                 a->pid = owner > 0 ? owner : t->app_pid > 0 ? (pid_t)t->app_pid : t->pid;
-                log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: restored, libibcr "
-                         "control connection of pid %ld handed back", job->id, t->step,
-                         t->rank, (long)t->pid, (long)owner);
+                log_msg (LOG_INFO,
+                         "job %s step %s: rank %d pid %ld: restored, libibcr "
+                         "control connection of pid %ld handed back",
+                         job->id, t->step, t->rank, (long)t->pid, (long)owner);
             }
     }
     for (int i = 0; i < s->non_register; i++)
-        s->on_register[i] (s, job, req);
+        s->on_register[i](s, job, req);
     if ((o = ok_reply ("register"))) {
         proto_set_str (o, "job", job->id);
         proto_set_str (o, "node", s->conf->node);
@@ -367,15 +370,18 @@ static json_object *h_hello (struct server *s, struct client *c, json_object *re
             for (struct task *bt = job->tasks; bt; bt = bt->next)
                 if (jobs_task_has_conn (bt, c->id))
                     return NO_REPLY;
-        log_msg (LOG_WARNING, "client %d (attached for job %s rank %d): hello before its "
-                 "task registered: ignored", c->id, c->attach_job, c->attach_rank);
+        log_msg (LOG_WARNING,
+                 "client %d (attached for job %s rank %d): hello before its "
+                 "task registered: ignored",
+                 c->id, c->attach_job, c->attach_rank);
         return NO_REPLY;
     }
     if (!t) {
         json_object *r;
         if (!proc_env (c->pid, "IBCR_JOB", jobid, sizeof (jobid))
             && !proc_env (c->pid, "SLURM_JOB_ID", jobid, sizeof (jobid))) {
-            log_msg (LOG_WARNING, "libibcr pid %ld uid %u rank %lld connected without a "
+            log_msg (LOG_WARNING,
+                     "libibcr pid %ld uid %u rank %lld connected without a "
                      "registration, IBCR_JOB or SLURM_JOB_ID: it cannot be checkpointed",
                      (long)c->pid, (unsigned)c->uid, (long long)rank);
             return NO_REPLY;
@@ -390,8 +396,8 @@ static json_object *h_hello (struct server *s, struct client *c, json_object *re
         job = jobs_register (s->jobs, c->uid, c->pid, c->id, r, s->conf, err, sizeof (err));
         json_object_put (r);
         if (!job) {
-            log_msg (LOG_WARNING, "libibcr pid %ld uid %u job %s: not registered: %s",
-                     (long)c->pid, (unsigned)c->uid, jobid, err);
+            log_msg (LOG_WARNING, "libibcr pid %ld uid %u job %s: not registered: %s", (long)c->pid,
+                     (unsigned)c->uid, jobid, err);
             return NO_REPLY;
         }
         t = jobs_find_tree (s->jobs, c->pid, &job);
@@ -399,15 +405,15 @@ static json_object *h_hello (struct server *s, struct client *c, json_object *re
     /* Every process of the tree that uses verbs: its own connection, its
      * pid from SO_PEERCRED (the payload's "pid" is never believed). */
     if (t && jobs_task_add_proc (job, t, c->id, c->pid, err, sizeof (err)) < 0)
-        log_msg (LOG_WARNING, "libibcr pid %ld uid %u: %s", (long)c->pid, (unsigned)c->uid,
-                 err);
+        log_msg (LOG_WARNING, "libibcr pid %ld uid %u: %s", (long)c->pid, (unsigned)c->uid, err);
     else if (t && t->nprocs == 1)
-        log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control connection",
-                 job->id, t->step, t->rank, (long)t->pid);
+        log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control connection", job->id,
+                 t->step, t->rank, (long)t->pid);
     else if (t)
-        log_msg (LOG_INFO, "job %s step %s: rank %d pid %ld: libibcr control connection "
-                 "of pid %ld (%d processes of the task use verbs)", job->id, t->step,
-                 t->rank, (long)t->pid, (long)c->pid, t->nprocs);
+        log_msg (LOG_INFO,
+                 "job %s step %s: rank %d pid %ld: libibcr control connection "
+                 "of pid %ld (%d processes of the task use verbs)",
+                 job->id, t->step, t->rank, (long)t->pid, (long)c->pid, t->nprocs);
     return NO_REPLY;
 }
 
@@ -435,8 +441,8 @@ static json_object *h_status (struct server *s, struct client *c, json_object *r
         }
         if (!(job = jobs_find (s->jobs, id, c->uid))) {
             json_object_put (o);
-            return proto_error ("status", ENOENT, "job %s has no task registered on node %s",
-                                id, s->conf->node);
+            return proto_error ("status", ENOENT, "job %s has no task registered on node %s", id,
+                                s->conf->node);
         }
         if (!jobs_may_act (c->uid, job->uid)) {
             json_object_put (o);
@@ -464,7 +470,8 @@ static json_object *h_prune (struct server *s, struct client *c, json_object *re
     int n;
 
     if (!ident_ok (id) || keep < 0 || keep > INT32_MAX)
-        return proto_error ("prune", EINVAL, "give \"job\" (a job id) and \"keep\" (0 or "
+        return proto_error ("prune", EINVAL,
+                            "give \"job\" (a job id) and \"keep\" (0 or "
                             "more generations)");
     if (store_list (&st, id, 0, &gens, err, sizeof (err)) < 0)
         return proto_error ("prune", errno, "%s", err);
@@ -481,8 +488,8 @@ static json_object *h_prune (struct server *s, struct client *c, json_object *re
     }
     json_object_put (gens);
     if (n == 0 && c->uid != 0)
-        return proto_error ("prune", ENOENT, "job %s has no committed generation in %s/%s",
-                            id, s->conf->storage, s->conf->cluster);
+        return proto_error ("prune", ENOENT, "job %s has no committed generation in %s/%s", id,
+                            s->conf->storage, s->conf->cluster);
     removed = json_object_new_array ();
     if (store_prune (&st, id, (int)keep, removed, err, sizeof (err)) < 0) {
         int e = errno;
@@ -562,11 +569,15 @@ static void handle (struct server *s, struct client *c, json_object *req)
     int version = proto_version (req);
 
     if (version != PROTO_VERSION) {
-        log_msg (LOG_WARNING, "client pid %ld uid %u: protocol version %d refused",
-                 (long)c->pid, (unsigned)c->uid, version);
-        reply (s, c, req, proto_error (type, EPROTONOSUPPORT, "protocol version %d is not "
-               "supported: this ibcrd speaks version %d; use ibcr and libibcr of the same "
-               "release as ibcrd", version, PROTO_VERSION));
+        log_msg (LOG_WARNING, "client pid %ld uid %u: protocol version %d refused", (long)c->pid,
+                 (unsigned)c->uid, version);
+        reply (s, c, req,
+               proto_error (
+                   type, EPROTONOSUPPORT,
+                   "protocol version %d is not "
+                   "supported: this ibcrd speaks version %d; use ibcr and libibcr of the same "
+                   "release as ibcrd",
+                   version, PROTO_VERSION));
         return;
     }
     /* Never answer a reply: two parties answering each other's "error"
@@ -577,27 +588,35 @@ static void handle (struct server *s, struct client *c, json_object *req)
         return;
     }
     if (c->attached && strcmp (type, "ibcr-hello") && strcmp (type, "ping")) {
-        log_msg (LOG_WARNING, "client %d (libibcr control channel of job %s, uid %d): '%.64s' "
-                 "refused", c->id, c->attach_job, (int)c->uid, type);
-        reply (s, c, req, proto_error (type, EPERM, "this connection is the libibcr control "
-               "channel of job %s: it may not send '%.64s' requests; open a connection of "
-               "your own", c->attach_job, type));
+        log_msg (LOG_WARNING,
+                 "client %d (libibcr control channel of job %s, uid %d): '%.64s' "
+                 "refused",
+                 c->id, c->attach_job, (int)c->uid, type);
+        reply (s, c, req,
+               proto_error (
+                   type, EPERM,
+                   "this connection is the libibcr control "
+                   "channel of job %s: it may not send '%.64s' requests; open a connection of "
+                   "your own",
+                   c->attach_job, type));
         return;
     }
     for (int i = 0; i < s->nhandlers; i++)
         if (!strcmp (s->handlers[i].type, type)) {
             json_object *rep;
-            log_msg (LOG_DEBUG, "client pid %ld uid %u: %s", (long)c->pid,
-                     (unsigned)c->uid, type);
+            log_msg (LOG_DEBUG, "client pid %ld uid %u: %s", (long)c->pid, (unsigned)c->uid, type);
             if ((rep = s->handlers[i].fn (s, c, req)) != NO_REPLY)
                 reply (s, c, req, rep);
             return;
         }
-    log_msg (LOG_WARNING, "client pid %ld uid %u: unknown request type '%.64s'",
-             (long)c->pid, (unsigned)c->uid, type);
+    log_msg (LOG_WARNING, "client pid %ld uid %u: unknown request type '%.64s'", (long)c->pid,
+             (unsigned)c->uid, type);
     char known[512];
-    reply (s, c, req, proto_error (type, EOPNOTSUPP, "unknown request type '%.64s'; this "
-           "ibcrd knows: %s", type, known_types (s, known, sizeof (known))));
+    reply (s, c, req,
+           proto_error (type, EOPNOTSUPP,
+                        "unknown request type '%.64s'; this "
+                        "ibcrd knows: %s",
+                        type, known_types (s, known, sizeof (known))));
 }
 
 static int uid_conns (struct server *s, uid_t uid)
@@ -616,12 +635,15 @@ static void refuse_client (struct server *s, int fd, uid_t uid, pid_t pid)
     int quiet;
 
     if (flood_log_ok (s, &quiet))
-        log_msg (LOG_WARNING, "client pid %ld uid %u refused: uid %u has %d connections open "
-                 "(max_conns_per_uid) (%d similar lines left out)", (long)pid, (unsigned)uid,
-                 (unsigned)uid, s->conf->max_conns_per_uid, quiet);
-    if ((o = proto_error ("connect", EUSERS, "limit reached: uid %u has %d connections open "
+        log_msg (LOG_WARNING,
+                 "client pid %ld uid %u refused: uid %u has %d connections open "
+                 "(max_conns_per_uid) (%d similar lines left out)",
+                 (long)pid, (unsigned)uid, (unsigned)uid, s->conf->max_conns_per_uid, quiet);
+    if ((o = proto_error ("connect", EUSERS,
+                          "limit reached: uid %u has %d connections open "
                           "to ibcrd (max_conns_per_uid in ibcrd.conf); close some and try "
-                          "again", (unsigned)uid, s->conf->max_conns_per_uid))) {
+                          "again",
+                          (unsigned)uid, s->conf->max_conns_per_uid))) {
         struct timeval tv = { .tv_sec = 0, .tv_usec = 100000 };
         setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
         (void)proto_send (fd, o);
@@ -647,9 +669,10 @@ static void accept_clients (struct server *s)
                 int quiet, saved = errno;
                 s->accept_paused_until = mono_ms () + ACCEPT_PAUSE_MS;
                 if (flood_log_ok (s, &quiet))
-                    log_msg (LOG_ERR, "accept on %s: %s; not accepting for %d ms (%d similar "
-                             "lines left out)", s->conf->socket, strerror (saved),
-                             ACCEPT_PAUSE_MS, quiet);
+                    log_msg (LOG_ERR,
+                             "accept on %s: %s; not accepting for %d ms (%d similar "
+                             "lines left out)",
+                             s->conf->socket, strerror (saved), ACCEPT_PAUSE_MS, quiet);
             } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 log_err (errno, "accept on %s", s->conf->socket);
             return;
@@ -706,30 +729,37 @@ static int serve_client (struct server *s, struct client *c)
         }
         switch (errno) {
         case EPROTO:
-            log_msg (LOG_WARNING, "client pid %ld uid %u: malformed message refused",
-                     (long)c->pid, (unsigned)c->uid);
-            reply (s, c, NULL, proto_error ("message", EPROTO, "malformed message: a "
-                   "message must be one JSON object with an integer \"version\" and a "
-                   "string \"type\""));
+            log_msg (LOG_WARNING, "client pid %ld uid %u: malformed message refused", (long)c->pid,
+                     (unsigned)c->uid);
+            reply (s, c, NULL,
+                   proto_error ("message", EPROTO,
+                                "malformed message: a "
+                                "message must be one JSON object with an integer \"version\" and a "
+                                "string \"type\""));
             continue;
         case EMSGSIZE:
-            log_msg (LOG_WARNING, "client pid %ld uid %u: message of %u bytes over the "
-                     "%zu-byte cap refused", (long)c->pid, (unsigned)c->uid, c->rd.len,
-                     c->rd.cap);
-            reply (s, c, NULL, proto_error ("message", EMSGSIZE, "message of %u bytes "
-                   "is over the %zu-byte limit; it was discarded", c->rd.len, c->rd.cap));
+            log_msg (LOG_WARNING,
+                     "client pid %ld uid %u: message of %u bytes over the "
+                     "%zu-byte cap refused",
+                     (long)c->pid, (unsigned)c->uid, c->rd.len, c->rd.cap);
+            reply (s, c, NULL,
+                   proto_error ("message", EMSGSIZE,
+                                "message of %u bytes "
+                                "is over the %zu-byte limit; it was discarded",
+                                c->rd.len, c->rd.cap));
             continue;
         case 0:
             log_msg (LOG_DEBUG, "client pid %ld uid %u closed", (long)c->pid, (unsigned)c->uid);
             return -1;
         default:
             log_msg (LOG_WARNING, "client pid %ld uid %u: %s; closing", (long)c->pid,
-                     (unsigned)c->uid, errno == ECONNRESET
-                     ? "connection closed in the middle of a message" : strerror (errno));
+                     (unsigned)c->uid,
+                     errno == ECONNRESET ? "connection closed in the middle of a message"
+                                         : strerror (errno));
             return -1;
         }
     }
-    return 0;   /* more later: let others be served first */
+    return 0; /* more later: let others be served first */
 }
 
 void server_dispatch (struct server *s, struct pollfd *pfd, int n)

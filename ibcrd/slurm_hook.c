@@ -39,14 +39,14 @@
 
 /* Messages from the thread besides slurm_watch's events. */
 enum {
-    HK_POLLED = 100,        /* a poll ended; looks = look orders it covered */
-    HK_LOG,                 /* a line for the log at level 'level' */
-    HK_DEAD,                /* the watcher cannot run (text says why) */
-    HK_REQUEUED,            /* a requeue order was carried out (or failed) */
+    HK_POLLED = 100, /* a poll ended; looks = look orders it covered */
+    HK_LOG,          /* a line for the log at level 'level' */
+    HK_DEAD,         /* the watcher cannot run (text says why) */
+    HK_REQUEUED,     /* a requeue order was carried out (or failed) */
 };
 
 struct hk_msg {
-    int kind;               /* enum slurm_watch_kind or HK_* */
+    int kind; /* enum slurm_watch_kind or HK_* */
     int level;
     unsigned looks;
     struct slurm_watch_event ev;
@@ -64,26 +64,26 @@ struct hk_cmd {
 /* What the loop remembers of one Slurm job. */
 struct hk_job {
     uint32_t id;
-    int final_action;       /* of the generation running now, CONF_ACT_* */
-    char pending[32];       /* a trigger to start when the worker ends, "" */
+    int final_action; /* of the generation running now, CONF_ACT_* */
+    char pending[32]; /* a trigger to start when the worker ends, "" */
     int pending_action;
-    int running;            /* a generation of this job runs here */
-    int requeuing;          /* a requeue order is out */
-    int kind;               /* its gen kind */
-    double t0;              /* its start, ms */
-    double expect_until;    /* member: the leader's final generation is
+    int running;          /* a generation of this job runs here */
+    int requeuing;        /* a requeue order is out */
+    int kind;             /* its gen kind */
+    double t0;            /* its start, ms */
+    double expect_until;  /* member: the leader's final generation is
                                expected until then (ms), 0 none */
-    uint32_t slurm_state;   /* the watcher's last look, 0 before the first */
+    uint32_t slurm_state; /* the watcher's last look, 0 before the first */
     struct hk_job *next;
 };
 
 /* A task's SIGTERM, held. */
 struct hk_held {
-    int conn;               /* client id of the task process */
+    int conn; /* client id of the task process */
     uint32_t job;
     int rank;
-    unsigned look;          /* released by a poll covering this look */
-    double deadline;        /* ms */
+    unsigned look;   /* released by a poll covering this look */
+    double deadline; /* ms */
     struct hk_held *next;
 };
 
@@ -99,10 +99,10 @@ static struct {
     unsigned looks_done;
 
     /* The loop's own. */
-    int state;              /* 0 not started, 1 running, -1 dead */
-    char error[256];        /* why it is dead, for status */
-    double dead_at;         /* when it died (hk_now), to try again later */
-    int again;              /* this start follows a failed one */
+    int state;       /* 0 not started, 1 running, -1 dead */
+    char error[256]; /* why it is dead, for status */
+    double dead_at;  /* when it died (hk_now), to try again later */
+    int again;       /* this start follows a failed one */
     int rfd;
     unsigned looks_sent;
     struct slurm_watch_policy pol;
@@ -137,7 +137,7 @@ static void hk_send (const struct hk_msg *m)
         if ((n = write (hk.wfd, p, left)) < 0) {
             if (errno == EINTR)
                 continue;
-            return;     /* the loop is gone: nobody to tell */
+            return; /* the loop is gone: nobody to tell */
         }
         p += n;
         left -= (size_t)n;
@@ -178,9 +178,11 @@ static void *hk_thread (void *arg)
         hk_send (&m);
         return NULL;
     }
-    hk_tlog (LOG_INFO, "watching Slurm%s as node %s (poll %u ms, time-limit margin %u s; "
-             "on_timelimit=%s on_drain=%s on_preempt=%s)", hk.again ? " again" : "", hk.node,
-             hk.pol.poll_ms, hk.pol.margin_s, slurm_watch_action_name (hk.pol.on_timelimit),
+    hk_tlog (LOG_INFO,
+             "watching Slurm%s as node %s (poll %u ms, time-limit margin %u s; "
+             "on_timelimit=%s on_drain=%s on_preempt=%s)",
+             hk.again ? " again" : "", hk.node, hk.pol.poll_ms, hk.pol.margin_s,
+             slurm_watch_action_name (hk.pol.on_timelimit),
              slurm_watch_action_name (hk.pol.on_drain),
              slurm_watch_action_name (hk.pol.on_preempt));
     pthread_mutex_lock (&hk.mu);
@@ -313,7 +315,7 @@ static int hk_start (struct server *s)
 
     if (hk.state == -1 && hk.dead_at > 0 && hk_now () - hk.dead_at >= HK_RETRY_MS) {
         struct hk_cmd *c;
-        while ((c = hk.cmds)) {     /* orders the dead thread never took */
+        while ((c = hk.cmds)) { /* orders the dead thread never took */
             hk.cmds = c->next;
             free (c);
         }
@@ -487,16 +489,16 @@ static void hk_trigger (struct server *s, uint32_t id, const char *trigger, int 
         /* Rank 0's ibcrd sees the same in Slurm and runs the generation
          * across every node; hold this node's SIGTERMs for it. */
         j->expect_until = hk_now () + 120000.0;
-        log_msg (LOG_INFO, "job %u: %s: the final checkpoint is the leader's to run (%s)",
-                 id, trigger, job->leader);
+        log_msg (LOG_INFO, "job %u: %s: the final checkpoint is the leader's to run (%s)", id,
+                 trigger, job->leader);
         return;
     }
     if (job->worker) {
         snprintf (j->pending, sizeof (j->pending), "%s", trigger);
         if (action > j->pending_action)
             j->pending_action = action;
-        log_msg (LOG_INFO, "job %u: %s: a final checkpoint follows the generation that runs",
-                 id, trigger);
+        log_msg (LOG_INFO, "job %u: %s: a final checkpoint follows the generation that runs", id,
+                 trigger);
         return;
     }
     log_msg (LOG_NOTICE, "job %u: %s: final checkpoint%s", id, trigger,
@@ -505,8 +507,10 @@ static void hk_trigger (struct server *s, uint32_t id, const char *trigger, int 
         log_err (errno, "job %u: %s: the final checkpoint cannot start", id, trigger);
         if (action == CONF_ACT_REQUEUE) {
             /* Better back from the last committed generation than lost. */
-            log_msg (LOG_WARNING, "job %u: requeued anyway: its next run restores its last "
-                     "committed generation, if any", id);
+            log_msg (LOG_WARNING,
+                     "job %u: requeued anyway: its next run restores its last "
+                     "committed generation, if any",
+                     id);
             j->requeuing = 1;
             hk_order (HK_REQUEUE, id, 0);
         }
@@ -545,9 +549,11 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
         return;
     case HK_DEAD:
         snprintf (hk.error, sizeof (hk.error), "%s", ev->text);
-        log_msg (LOG_WARNING, "Slurm triggers are off (no time-limit, drain or preemption "
+        log_msg (LOG_WARNING,
+                 "Slurm triggers are off (no time-limit, drain or preemption "
                  "checkpoints): %s; tried again when a job registers, %.0f s from now at "
-                 "the earliest", ev->text, HK_RETRY_MS / 1000);
+                 "the earliest",
+                 ev->text, HK_RETRY_MS / 1000);
         (void)pthread_join (hk.th, NULL);
         close (hk.rfd);
         close (hk.wfd);
@@ -560,11 +566,15 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
     case HK_REQUEUED: {
         struct hk_job *j = hk_job (ev->job, 0);
         if (m->level == LOG_ERR)
-            log_msg (LOG_ERR, "job %u: %s; it ends as Slurm decides, and its checkpoints "
-                     "stay for a manual restart", ev->job, ev->text);
+            log_msg (LOG_ERR,
+                     "job %u: %s; it ends as Slurm decides, and its checkpoints "
+                     "stay for a manual restart",
+                     ev->job, ev->text);
         else
-            log_msg (LOG_NOTICE, "job %u: requeued; its next run restores the newest "
-                     "checkpoint", ev->job);
+            log_msg (LOG_NOTICE,
+                     "job %u: requeued; its next run restores the newest "
+                     "checkpoint",
+                     ev->job);
         if (j)
             j->requeuing = 0;
         if (!hk_busy (j))
@@ -617,7 +627,7 @@ void slurm_hook_dispatch (struct server *s, const struct pollfd *pfd)
         for (;;) {
             ssize_t n = read (hk.rfd, &m, sizeof (m));
             if (n != (ssize_t)sizeof (m))
-                break;      /* EAGAIN: all read (writes are whole) */
+                break; /* EAGAIN: all read (writes are whole) */
             hk_handle (s, &m);
             if (hk.state != 1)
                 break;
@@ -671,8 +681,10 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
     j->final_action = CONF_ACT_NOTHING;
     if (action == CONF_ACT_REQUEUE) {
         if (status != 0)
-            log_msg (LOG_WARNING, "job %u: the final checkpoint failed; requeued anyway: its "
-                     "next run restores its last committed generation, if any", id);
+            log_msg (LOG_WARNING,
+                     "job %u: the final checkpoint failed; requeued anyway: its "
+                     "next run restores its last committed generation, if any",
+                     id);
         /* The tasks keep their SIGTERM until the requeue is done, or the
          * batch script could end the job first. */
         j->requeuing = 1;
@@ -683,8 +695,8 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
          * grace time also shortens the job's end, which looks like its
          * time limit) needs no second one: the job is being requeued
          * from the generation that just committed. */
-        log_msg (LOG_INFO, "job %u: %s: no further checkpoint, the job is being requeued",
-                 id, j->pending);
+        log_msg (LOG_INFO, "job %u: %s: no further checkpoint, the job is being requeued", id,
+                 j->pending);
         j->pending[0] = '\0';
         j->pending_action = CONF_ACT_NOTHING;
     }
@@ -737,7 +749,7 @@ json_object *slurm_hook_status (uid_t uid)
     char name[64];
 
     if (hk.state == 0)
-        return NULL;        /* never started: no Slurm job registered */
+        return NULL; /* never started: no Slurm job registered */
     if (!(o = json_object_new_object ()))
         return NULL;
     proto_set_bool (o, "watching", hk.state == 1);

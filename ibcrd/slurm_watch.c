@@ -29,28 +29,28 @@
 
 struct sw_job {
     uint32_t id;
-    uint32_t state;         /* last seen job_state, 0 before the first look */
-    int seen;               /* looked at once at least */
-    time_t start_time;      /* of the run the flags below are about */
-    time_t fired_end;       /* end time TIMELIMIT was reported for, 0 none */
+    uint32_t state;    /* last seen job_state, 0 before the first look */
+    int seen;          /* looked at once at least */
+    time_t start_time; /* of the run the flags below are about */
+    time_t fired_end;  /* end time TIMELIMIT was reported for, 0 none */
     int fired_preempt;
     int fired_drain;
-    double ckpt_s;          /* last measured checkpoint duration */
+    double ckpt_s; /* last measured checkpoint duration */
     struct sw_job *next;
 };
 
 struct slurm_watch {
     char *node;
-    node_info_msg_t *all;   /* every node, this poll, when a watched job
+    node_info_msg_t *all; /* every node, this poll, when a watched job
                                spans several nodes; else NULL */
     struct slurm_watch_policy pol;
     slurm_watch_f cb;
     void *arg;
     struct sw_job *jobs;
-    struct timespec next;   /* CLOCK_MONOTONIC of the next poll */
+    struct timespec next; /* CLOCK_MONOTONIC of the next poll */
     int draining;
     char drain_reason[160];
-    char error[256];        /* why the last poll failed, "" */
+    char error[256]; /* why the last poll failed, "" */
 };
 
 static const char *sw_action_names[] = { "nothing", "checkpoint", "requeue" };
@@ -88,14 +88,13 @@ const char *slurm_watch_kind_name (enum slurm_watch_kind k)
  * name the states ourselves, base state then the flags that matter here. */
 const char *slurm_watch_state_name (uint32_t state, char *buf, size_t len)
 {
-    static const char *base[] = { "PENDING", "RUNNING", "SUSPENDED", "COMPLETED",
-                                  "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
-                                  "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY" };
+    static const char *base[] = { "PENDING",   "RUNNING",   "SUSPENDED", "COMPLETED",
+                                  "CANCELLED", "FAILED",    "TIMEOUT",   "NODE_FAIL",
+                                  "PREEMPTED", "BOOT_FAIL", "DEADLINE",  "OUT_OF_MEMORY" };
     uint32_t b = state & JOB_STATE_BASE;
 
     snprintf (buf, len, "%s%s%s%s", b < sizeof (base) / sizeof (base[0]) ? base[b] : "?",
-              state & JOB_COMPLETING ? "+COMPLETING" : "",
-              state & JOB_REQUEUE ? "+REQUEUE" : "",
+              state & JOB_COMPLETING ? "+COMPLETING" : "", state & JOB_REQUEUE ? "+REQUEUE" : "",
               state & JOB_CONFIGURING ? "+CONFIGURING" : "");
     return buf;
 }
@@ -128,7 +127,8 @@ struct slurm_watch *slurm_watch_create (const char *node, const struct slurm_wat
         return NULL;
     }
     if (p && p->poll_ms == 0) {
-        snprintf (err, len, "slurm_watch: a poll period of 0 ms would never let the "
+        snprintf (err, len,
+                  "slurm_watch: a poll period of 0 ms would never let the "
                   "daemon wait; give at least 100 ms");
         errno = EINVAL;
         return NULL;
@@ -139,9 +139,10 @@ struct slurm_watch *slurm_watch_create (const char *node, const struct slurm_wat
     if (!conf || !*conf)
         conf = SLURM_WATCH_CONF_DEFAULT;
     if (access (conf, R_OK) < 0) {
-        snprintf (err, len, "slurm_watch: cannot read Slurm's configuration %s: %s (set "
-                  "SLURM_CONF for ibcrd, or run it where Slurm is configured)", conf,
-                  strerror (errno));
+        snprintf (err, len,
+                  "slurm_watch: cannot read Slurm's configuration %s: %s (set "
+                  "SLURM_CONF for ibcrd, or run it where Slurm is configured)",
+                  conf, strerror (errno));
         return NULL;
     }
     if (!(w = calloc (1, sizeof (*w))) || !(w->node = strdup (node))) {
@@ -232,8 +233,8 @@ int slurm_watch_due_ms (const struct slurm_watch *w)
     if (!w->jobs)
         return -1;
     sw_now (&now);
-    ms = (long long)(w->next.tv_sec - now.tv_sec) * 1000
-         + (w->next.tv_nsec - now.tv_nsec) / 1000000;
+    ms =
+        (long long)(w->next.tv_sec - now.tv_sec) * 1000 + (w->next.tv_nsec - now.tv_nsec) / 1000000;
     return ms <= 0 ? 0 : ms > 3600000 ? 3600000 : (int)ms;
 }
 
@@ -243,13 +244,12 @@ int slurm_watch_node_draining (const struct slurm_watch *w)
 }
 
 static void sw_emit (struct slurm_watch *w, enum slurm_watch_kind kind, struct sw_job *j,
-                     enum slurm_watch_action action, const slurm_job_info_t *ji,
-                     uint32_t old_state, const char *fmt, ...)
-    __attribute__ ((format (printf, 7, 8)));
+                     enum slurm_watch_action action, const slurm_job_info_t *ji, uint32_t old_state,
+                     const char *fmt, ...) __attribute__ ((format (printf, 7, 8)));
 
 static void sw_emit (struct slurm_watch *w, enum slurm_watch_kind kind, struct sw_job *j,
-                     enum slurm_watch_action action, const slurm_job_info_t *ji,
-                     uint32_t old_state, const char *fmt, ...)
+                     enum slurm_watch_action action, const slurm_job_info_t *ji, uint32_t old_state,
+                     const char *fmt, ...)
 {
     struct slurm_watch_event ev;
     va_list ap;
@@ -281,10 +281,11 @@ static int sw_poll_node (struct slurm_watch *w)
         || ni->record_count < 1) {
         int e = slurm_get_errno ();
         /* An unknown name is answered with success and no record. */
-        snprintf (w->error, sizeof (w->error), "cannot read node %s from slurmctld: %s%s",
-                  w->node, ni ? "Slurm has no such node" : slurm_strerror (e),
+        snprintf (w->error, sizeof (w->error), "cannot read node %s from slurmctld: %s%s", w->node,
+                  ni ? "Slurm has no such node" : slurm_strerror (e),
                   ni || e == ESLURM_INVALID_NODE_NAME
-                  ? " (ibcrd's node name, -N or node=, must be the Slurm node name)" : "");
+                      ? " (ibcrd's node name, -N or node=, must be the Slurm node name)"
+                      : "");
         if (ni)
             slurm_free_node_info_msg (ni);
         errno = EAGAIN;
@@ -312,8 +313,7 @@ static int sw_running (uint32_t state)
 /* Is another node of the job DRAIN?  Its name and reason into buf, 1; or
  * 0.  A drain of any node of a multi-node job concerns all of its nodes:
  * its leader (rank 0's node) must take the checkpoint. */
-static int sw_other_drain (struct slurm_watch *w, const slurm_job_info_t *ji, char *buf,
-                           size_t len)
+static int sw_other_drain (struct slurm_watch *w, const slurm_job_info_t *ji, char *buf, size_t len)
 {
     hostlist_t hl;
     char *name;
@@ -358,8 +358,8 @@ static int sw_poll_job (struct slurm_watch *w, struct sw_job *j)
             slurm_watch_remove (w, j->id);
             return 1;
         }
-        snprintf (w->error, sizeof (w->error), "cannot read job %u from slurmctld: %s",
-                  j->id, slurm_strerror (e));
+        snprintf (w->error, sizeof (w->error), "cannot read job %u from slurmctld: %s", j->id,
+                  slurm_strerror (e));
         errno = EAGAIN;
         return -1;
     }
@@ -398,8 +398,8 @@ static int sw_poll_job (struct slurm_watch *w, struct sw_job *j)
     }
     {
         char other[256];
-        int elsewhere = !w->draining && ji->num_nodes > 1
-                        && sw_other_drain (w, ji, other, sizeof (other));
+        int elsewhere =
+            !w->draining && ji->num_nodes > 1 && sw_other_drain (w, ji, other, sizeof (other));
         if ((w->draining || elsewhere) && !j->fired_drain) {
             j->fired_drain = 1;
             if (w->draining)
@@ -408,7 +408,7 @@ static int sw_poll_job (struct slurm_watch *w, struct sw_job *j)
             else
                 sw_emit (w, SLURM_WATCH_DRAIN, j, w->pol.on_drain, ji, j->state, "%s", other);
         } else if (!w->draining && !elsewhere && ji->num_nodes > 1)
-            j->fired_drain = 0;     /* resumed: a later drain is a new cause */
+            j->fired_drain = 0; /* resumed: a later drain is a new cause */
     }
     /* INFINITE limits have end_time far away (or 0): never reached. */
     if (ji->time_limit != INFINITE && ji->time_limit != NO_VAL && ji->end_time > 0
@@ -418,8 +418,8 @@ static int sw_poll_job (struct slurm_watch *w, struct sw_job *j)
             j->fired_end = ji->end_time;
             sw_emit (w, SLURM_WATCH_TIMELIMIT, j, w->pol.on_timelimit, ji, j->state,
                      "job %u ends in %ld s (limit %u min; margin %u s + last checkpoint "
-                     "%.1f s)", j->id, (long)(ji->end_time - now), ji->time_limit,
-                     w->pol.margin_s, j->ckpt_s);
+                     "%.1f s)",
+                     j->id, (long)(ji->end_time - now), ji->time_limit, w->pol.margin_s, j->ckpt_s);
         }
     }
 out:
@@ -441,7 +441,7 @@ int slurm_watch_poll (struct slurm_watch *w)
     if (sw_poll_node (w) < 0)
         failed = 1;
     for (j = w->jobs; j; j = next) {
-        next = j->next;     /* j may be dropped */
+        next = j->next; /* j may be dropped */
         if (sw_poll_job (w, j) < 0)
             failed = 1;
     }
@@ -465,10 +465,11 @@ int slurm_watch_requeue (struct slurm_watch *w, uint32_t job, char *err, size_t 
         return 0;
     e = slurm_get_errno ();
     snprintf (err, len, "Slurm refused to requeue job %u: %s%s", job, slurm_strerror (e),
-              e == ESLURM_DISABLED ? " (the job was submitted with --no-requeue, or "
-              "slurm.conf has JobRequeue=0 and the job lacks --requeue)"
-              : e == ESLURM_ACCESS_DENIED ? " (ibcrd must run as root or SlurmUser)"
-              : e == ESLURM_BATCH_ONLY ? " (only batch jobs can be requeued)" : "");
+              e == ESLURM_DISABLED            ? " (the job was submitted with --no-requeue, or "
+                                                "slurm.conf has JobRequeue=0 and the job lacks --requeue)"
+                  : e == ESLURM_ACCESS_DENIED ? " (ibcrd must run as root or SlurmUser)"
+                  : e == ESLURM_BATCH_ONLY    ? " (only batch jobs can be requeued)"
+                                              : "");
     snprintf (w->error, sizeof (w->error), "%s", err);
     errno = EPERM;
     return -1;

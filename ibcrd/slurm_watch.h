@@ -56,32 +56,32 @@ enum slurm_watch_action {
 };
 
 enum slurm_watch_kind {
-    SLURM_WATCH_TIMELIMIT,  /* end_time - margin - last checkpoint time reached */
-    SLURM_WATCH_DRAIN,      /* this node, or another of the job's, is DRAIN */
-    SLURM_WATCH_PREEMPT,    /* Slurm preempts the job (its grace time runs) */
-    SLURM_WATCH_STATE,      /* the job's state changed (incl. the first look) */
-    SLURM_WATCH_GONE,       /* Slurm no longer knows the job; it is dropped */
+    SLURM_WATCH_TIMELIMIT, /* end_time - margin - last checkpoint time reached */
+    SLURM_WATCH_DRAIN,     /* this node, or another of the job's, is DRAIN */
+    SLURM_WATCH_PREEMPT,   /* Slurm preempts the job (its grace time runs) */
+    SLURM_WATCH_STATE,     /* the job's state changed (incl. the first look) */
+    SLURM_WATCH_GONE,      /* Slurm no longer knows the job; it is dropped */
 };
 
 struct slurm_watch_policy {
-    enum slurm_watch_action on_timelimit;   /* default CHECKPOINT_REQUEUE */
-    enum slurm_watch_action on_drain;       /* default CHECKPOINT_REQUEUE */
-    enum slurm_watch_action on_preempt;     /* default CHECKPOINT: Slurm requeues */
-    unsigned margin_s;      /* time-limit margin before the measured
+    enum slurm_watch_action on_timelimit; /* default CHECKPOINT_REQUEUE */
+    enum slurm_watch_action on_drain;     /* default CHECKPOINT_REQUEUE */
+    enum slurm_watch_action on_preempt;   /* default CHECKPOINT: Slurm requeues */
+    unsigned margin_s;                    /* time-limit margin before the measured
                                checkpoint time (default 60) */
-    unsigned poll_ms;       /* period of the polls (default 1000) */
+    unsigned poll_ms;                     /* period of the polls (default 1000) */
 };
 
 struct slurm_watch_event {
     enum slurm_watch_kind kind;
     uint32_t job;
-    enum slurm_watch_action action;     /* the policy's, NOTHING for STATE/GONE */
-    time_t end_time;        /* the job's end time as Slurm has it, 0 unknown */
-    long seconds_left;      /* end_time - now at the event */
-    uint32_t old_state;     /* STATE: Slurm job_state before (0 on first look) */
-    uint32_t new_state;     /*        and now (base state | flags) */
-    unsigned restarts;      /* the job's restart count (SLURM_RESTART_COUNT) */
-    char text[256];         /* one line for the log: the drain reason, the
+    enum slurm_watch_action action; /* the policy's, NOTHING for STATE/GONE */
+    time_t end_time;                /* the job's end time as Slurm has it, 0 unknown */
+    long seconds_left;              /* end_time - now at the event */
+    uint32_t old_state;             /* STATE: Slurm job_state before (0 on first look) */
+    uint32_t new_state;             /*        and now (base state | flags) */
+    unsigned restarts;              /* the job's restart count (SLURM_RESTART_COUNT) */
+    char text[256];                 /* one line for the log: the drain reason, the
                                state names, ... */
 };
 

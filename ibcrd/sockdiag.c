@@ -65,8 +65,7 @@ int sockdiag_unix_peer (int fd, uint64_t *peer)
             continue;
         struct unix_diag_msg *m = NLMSG_DATA (h);
         int alen = h->nlmsg_len - NLMSG_LENGTH (sizeof (*m));
-        for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK (a, alen);
-             a = RTA_NEXT (a, alen))
+        for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK (a, alen); a = RTA_NEXT (a, alen))
             if (a->rta_type == UNIX_DIAG_PEER) {
                 uint32_t p;
                 memcpy (&p, RTA_DATA (a), sizeof (p));

@@ -75,7 +75,7 @@ static int relays_of (uid_t uid)
 }
 
 #ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77     /* Linux 6.5 */
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
 #endif
 
 /* The process that connected, pinned by a pidfd (close-on-exec) in the
@@ -101,15 +101,17 @@ static void relay_pin_client (int fd, pid_t client)
 static int relay_cgjoin (pid_t client, char *err, size_t len)
 {
     if (client_pidfd < 0) {
-        snprintf (err, len, "the process that asked (pid %ld) cannot be pinned: %s",
-                  (long)client, strerror (errno));
+        snprintf (err, len, "the process that asked (pid %ld) cannot be pinned: %s", (long)client,
+                  strerror (errno));
         return -2;
     }
     if (cgjoin_join (client, err, len) < 0)
         return -1;
     if (syscall (SYS_pidfd_send_signal, client_pidfd, 0, NULL, 0) < 0) {
-        snprintf (err, len, "the process that asked (pid %ld) has exited, and its pid may "
-                  "be another process's now", (long)client);
+        snprintf (err, len,
+                  "the process that asked (pid %ld) has exited, and its pid may "
+                  "be another process's now",
+                  (long)client);
         return -2;
     }
     return 0;
@@ -213,8 +215,10 @@ static void __attribute__ ((noreturn)) relay_wait (int fd, pid_t child, pid_t in
             char junk[256];
             ssize_t n = recv (fd, junk, sizeof (junk), MSG_DONTWAIT);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-                log_msg (LOG_INFO, "relay: the client of task init %ld left: ending the "
-                         "task", (long)init);
+                log_msg (LOG_INFO,
+                         "relay: the client of task init %ld left: ending the "
+                         "task",
+                         (long)init);
                 (void)kill (init, SIGTERM);
                 told = 1;
             }
@@ -235,8 +239,8 @@ struct spawn_report {
 
 /* The pipes between the task's waiter and the relay. */
 struct spawn_pipes {
-    int rep;    /* waiter -> relay: struct spawn_report */
-    int go;     /* relay -> waiter: 'g' once the client registered the task */
+    int rep; /* waiter -> relay: struct spawn_report */
+    int go;  /* relay -> waiter: 'g' once the client registered the task */
 };
 
 /* In the waiter, before the application may run: say its pids, then
@@ -291,8 +295,8 @@ static int user_chdir (const struct taskns_as *as, int fd)
  * and application (tasktree.h); the application execs argv in its
  * working folder, with its environment. */
 static void __attribute__ ((noreturn))
-spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **argv,
-            char **envp, const char *init, const struct spawn_pipes *p)
+spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **argv, char **envp,
+            const char *init, const struct spawn_pipes *p)
 {
     int rep = p->rep;
     char err[1024];
@@ -302,8 +306,8 @@ spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **a
     case -2:
         spawn_fail (rep, "%s", err);
     case -1:
-        log_msg (LOG_INFO, "task of client pid %ld stays in ibcrd's cgroups: %s",
-                 (long)client, err);
+        log_msg (LOG_INFO, "task of client pid %ld stays in ibcrd's cgroups: %s", (long)client,
+                 err);
     }
     (void)close (client_pidfd);
     /* Before the new mount namespace: unshare moves the working folder
@@ -315,8 +319,8 @@ spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **a
         spawn_fail (rep, "cannot enter the working folder: %s", strerror (errno));
     /* The whole tree (holder, init, application) has the user's stdio
      * and nothing of the daemon's: 0..2 were ibcrd's (its log). */
-    if ((nul = open ("/dev/null", O_RDONLY)) < 0 || dup2 (nul, 0) < 0
-        || dup2 (fds[1], 1) < 0 || dup2 (fds[2], 2) < 0)
+    if ((nul = open ("/dev/null", O_RDONLY)) < 0 || dup2 (nul, 0) < 0 || dup2 (fds[1], 1) < 0
+        || dup2 (fds[2], 2) < 0)
         spawn_fail (rep, "cannot set up the task's stdio: %s", strerror (errno));
     for (int i = 0; i < 3; i++)
         if (fds[i] > 2)
@@ -343,8 +347,7 @@ spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **a
 
 /* A JSON array of strings as a NULL-terminated vector (pointing into
  * the request), or NULL with err. */
-static char **string_vector (json_object *req, const char *key, int need_one, char *err,
-                             size_t len)
+static char **string_vector (json_object *req, const char *key, int need_one, char *err, size_t len)
 {
     json_object *a;
     size_t n;
@@ -396,18 +399,22 @@ spawn_relay (int fd, uid_t uid, gid_t gid, pid_t client, json_object *req)
     }
     relay_send (fd, proto_new ("spawn-ready"));
     if (relay_recv_fds (fd, fds, 3, 3, err, sizeof (err)) < 0) {
-        relay_send (fd, proto_error ("spawn", EINVAL, "%s: send the working folder, "
-                                     "stdout and stderr", err));
+        relay_send (fd,
+                    proto_error ("spawn", EINVAL,
+                                 "%s: send the working folder, "
+                                 "stdout and stderr",
+                                 err));
         _exit (1);
     }
     if (fstat (fds[0], &sb) < 0 || !S_ISDIR (sb.st_mode)) {
-        relay_send (fd, proto_error ("spawn", ENOTDIR, "the first fd sent is not a folder: "
-                                     "send the working folder, stdout and stderr"));
+        relay_send (fd,
+                    proto_error ("spawn", ENOTDIR,
+                                 "the first fd sent is not a folder: "
+                                 "send the working folder, stdout and stderr"));
         _exit (1);
     }
     if (pipe2 (rep, O_CLOEXEC) < 0 || pipe2 (go, O_CLOEXEC) < 0 || (task = fork ()) < 0) {
-        relay_send (fd, proto_error ("spawn", errno, "cannot fork the task: %s",
-                                     strerror (errno)));
+        relay_send (fd, proto_error ("spawn", errno, "cannot fork the task: %s", strerror (errno)));
         _exit (1);
     }
     if (task == 0) {
@@ -432,9 +439,10 @@ spawn_relay (int fd, uid_t uid, gid_t gid, pid_t client, json_object *req)
             why[n - 1 + (m > 0 ? m : 0)] = '\0';
         }
         (void)waitpid (task, NULL, 0);
-        relay_send (fd, proto_error ("spawn", EIO, "job %s: the task did not start: %s",
-                                     proto_get_str (req, "job", "?"),
-                                     why[0] ? why : "its init failed (see ibcrd's log)"));
+        relay_send (fd,
+                    proto_error ("spawn", EIO, "job %s: the task did not start: %s",
+                                 proto_get_str (req, "job", "?"),
+                                 why[0] ? why : "its init failed (see ibcrd's log)"));
         _exit (1);
     }
     (void)close (rep[0]);
@@ -464,29 +472,35 @@ static json_object *relay_refused (struct server *s, struct client *c, json_obje
     int64_t rank = proto_get_int (req, "rank", -1);
 
     if (!ident_ok (job))
-        return proto_error (type, EINVAL, "\"job\" is missing or not a job name (1-%d "
-                            "letters, digits, '.', '_', '-')", IDENT_MAX);
+        return proto_error (type, EINVAL,
+                            "\"job\" is missing or not a job name (1-%d "
+                            "letters, digits, '.', '_', '-')",
+                            IDENT_MAX);
     if (rank < 0 || rank >= s->conf->max_ranks)
-        return proto_error (type, EINVAL, "\"rank\" must be 0 to %d (max_ranks in "
-                            "ibcrd.conf)", s->conf->max_ranks - 1);
+        return proto_error (type, EINVAL,
+                            "\"rank\" must be 0 to %d (max_ranks in "
+                            "ibcrd.conf)",
+                            s->conf->max_ranks - 1);
     /* A user may restore their Slurm job's generation (for a debugger:
      * the manifest names its owner), never start a task under its id. */
     if (c->uid != 0 && jobs_is_slurm_id (job) && !strcmp (type, "spawn"))
-        return proto_error (type, EPERM, "job %s: a name of digits only is a Slurm job id, "
+        return proto_error (type, EPERM,
+                            "job %s: a name of digits only is a Slurm job id, "
                             "and only Slurm starts or restores those (requeue the job); "
-                            "give another name", job);
+                            "give another name",
+                            job);
     if (nrelays >= TASKS_MAX_RELAYS
         || (c->uid != 0 && s->conf->max_registrations_per_uid > 0
             && relays_of (c->uid) >= s->conf->max_registrations_per_uid))
-        return proto_error (type, EUSERS, "limit reached: uid %u runs %d tasks through this "
+        return proto_error (type, EUSERS,
+                            "limit reached: uid %u runs %d tasks through this "
                             "ibcrd (max_registrations_per_uid in ibcrd.conf)",
                             (unsigned)c->uid, relays_of (c->uid));
     return NULL;
 }
 
 /* Fork the relay for c's request; the daemon forgets the connection. */
-static json_object *relay_start (struct server *s, struct client *c, json_object *req,
-                                 int restore);
+static json_object *relay_start (struct server *s, struct client *c, json_object *req, int restore);
 
 json_object *h_spawn (struct server *s, struct client *c, json_object *req)
 {
@@ -516,11 +530,10 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     int64_t owner;
     pid_t holder, init, app;
 
-    rc = restore_pick (&st, job, want, rank, &plan, &m, note, sizeof (note), err,
-                       sizeof (err));
+    rc = restore_pick (&st, job, want, rank, &plan, &m, note, sizeof (note), err, sizeof (err));
     if (rc == 0) {
-        snprintf (err, sizeof (err), "no checkpoint of job %s under %.2000s (see 'ibcr list')",
-                  job, plan.looked);
+        snprintf (err, sizeof (err), "no checkpoint of job %s under %.2000s (see 'ibcr list')", job,
+                  plan.looked);
         errno = ENOENT;
     }
     if (rc <= 0) {
@@ -529,21 +542,27 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     }
     owner = proto_get_int (m, "uid", -1);
     if (uid != 0 && owner != (int64_t)uid) {
-        log_msg (LOG_WARNING, "job %s: uid %u asked to restore generation %d of uid %lld: "
-                 "refused", job, (unsigned)uid, plan.gen, (long long)owner);
-        relay_send (fd, proto_error ("restore", EPERM, "job %s generation %d belongs to "
-                                     "another user: only its owner (or root) restores it",
-                                     job, plan.gen));
+        log_msg (LOG_WARNING,
+                 "job %s: uid %u asked to restore generation %d of uid %lld: "
+                 "refused",
+                 job, (unsigned)uid, plan.gen, (long long)owner);
+        relay_send (fd,
+                    proto_error ("restore", EPERM,
+                                 "job %s generation %d belongs to "
+                                 "another user: only its owner (or root) restores it",
+                                 job, plan.gen));
         _exit (1);
     }
     if (!plan.in_ns) {
-        relay_send (fd, proto_error ("restore", EMEDIUMTYPE, "job %s generation %d rank %u "
-                                     "was dumped outside a task's namespaces (by an ibcr "
-                                     "before 'ibcr run' started tasks in their own, or a "
-                                     "task registered by hand): this release restores "
-                                     "only tasks dumped inside them; restore it with the "
-                                     "ibcr that wrote it, or remove it ('ibcr prune')",
-                                     job, plan.gen, rank));
+        relay_send (fd,
+                    proto_error ("restore", EMEDIUMTYPE,
+                                 "job %s generation %d rank %u "
+                                 "was dumped outside a task's namespaces (by an ibcr "
+                                 "before 'ibcr run' started tasks in their own, or a "
+                                 "task registered by hand): this release restores "
+                                 "only tasks dumped inside them; restore it with the "
+                                 "ibcr that wrote it, or remove it ('ibcr prune')",
+                                 job, plan.gen, rank));
         _exit (1);
     }
     if (uid == 0 && owner > 0)
@@ -556,8 +575,7 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     }
     snprintf (plan.criu, sizeof (plan.criu), "%s", s->conf->criu);
     snprintf (plan.workdir, sizeof (plan.workdir), "%.4000s/restore", s->conf->staging);
-    snprintf (plan.log, sizeof (plan.log), "%.4000s/%.40s.restart.%u.log", plan.workdir,
-              job, rank);
+    snprintf (plan.log, sizeof (plan.log), "%.4000s/%.40s.restart.%u.log", plan.workdir, job, rank);
     o = proto_new ("restore-ready");
     proto_set_int (o, "gen", plan.gen);
     proto_set_int (o, "ctl_ino", plan.ctl_ino);
@@ -568,18 +586,23 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     proto_set_str (o, "note", note);
     relay_send (fd, o);
     if ((nfds = relay_recv_fds (fd, got, 2, 2 + plan.nctl, err, sizeof (err))) < 0) {
-        relay_send (fd, proto_error ("restore", EINVAL, "%s: send stdout, stderr and, when "
-                                     "nctl > 0, nctl control connections for libibcr", err));
+        relay_send (fd,
+                    proto_error ("restore", EINVAL,
+                                 "%s: send stdout, stderr and, when "
+                                 "nctl > 0, nctl control connections for libibcr",
+                                 err));
         _exit (1);
     }
     fds[1] = got[0];
     fds[2] = got[1];
     nctl = nfds - 2;
     if (nctl < plan.nctl) {
-        relay_send (fd, proto_error ("restore", EINVAL, "job %s generation %d uses verbs in "
-                                     "%d process%s: send as many control connections for "
-                                     "libibcr (ctl-attach), not %d", job, plan.gen, plan.nctl,
-                                     plan.nctl == 1 ? "" : "es", nctl));
+        relay_send (fd,
+                    proto_error ("restore", EINVAL,
+                                 "job %s generation %d uses verbs in "
+                                 "%d process%s: send as many control connections for "
+                                 "libibcr (ctl-attach), not %d",
+                                 job, plan.gen, plan.nctl, plan.nctl == 1 ? "" : "es", nctl));
         _exit (1);
     }
     switch (relay_cgjoin (client, err, sizeof (err))) {
@@ -592,18 +615,21 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     /* The holder mounts the new namespace's /proc over ours (we share
      * its mount namespace): the tree is found through the host's. */
     if ((hostproc = open ("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        relay_send (fd, proto_error ("restore", errno, "cannot open /proc: %s",
-                                     strerror (errno)));
+        relay_send (fd, proto_error ("restore", errno, "cannot open /proc: %s", strerror (errno)));
         _exit (1);
     }
     if ((fds[0] = open ("/dev/null", O_RDONLY | O_CLOEXEC)) < 0
         || (holder = restore_tree_ctl (&plan, &as, fds, got + 2, nctl,
-                                       proto_get_bool (req, "stopped", 0) ? RESTORE_STOPPED
-                                       : 0, err, sizeof (err))) < 0) {
-        log_msg (LOG_WARNING, "job %s generation %d rank %u: restore failed: %s", job,
-                 plan.gen, rank, err);
-        relay_send (fd, proto_error ("restore", EIO, "job %s generation %d rank %u was not "
-                                     "restored: %s", job, plan.gen, rank, err));
+                                       proto_get_bool (req, "stopped", 0) ? RESTORE_STOPPED : 0,
+                                       err, sizeof (err)))
+            < 0) {
+        log_msg (LOG_WARNING, "job %s generation %d rank %u: restore failed: %s", job, plan.gen,
+                 rank, err);
+        relay_send (fd,
+                    proto_error ("restore", EIO,
+                                 "job %s generation %d rank %u was not "
+                                 "restored: %s",
+                                 job, plan.gen, rank, err));
         _exit (1);
     }
     for (int i = 0; i < 6; i++)
@@ -613,9 +639,11 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
         (void)close (got[2 + i]);
     init = proc_first_child_at (hostproc, holder);
     app = init > 0 ? proc_first_child_at (hostproc, init) : 0;
-    log_msg (LOG_INFO, "job %s rank %u: restored from generation %d as uid %u (init %ld, "
-             "application %ld)", job, rank, plan.gen, (unsigned)as.uid, (long)init, (long)app);
-    if (err[0])         /* what the restore had to change (restore.h) */
+    log_msg (LOG_INFO,
+             "job %s rank %u: restored from generation %d as uid %u (init %ld, "
+             "application %ld)",
+             job, rank, plan.gen, (unsigned)as.uid, (long)init, (long)app);
+    if (err[0]) /* what the restore had to change (restore.h) */
         log_msg (LOG_INFO, "job %s rank %u: %s", job, rank, err);
     o = proto_new ("restored");
     proto_set_int (o, "gen", plan.gen);
@@ -628,8 +656,7 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     relay_wait (fd, holder, init);
 }
 
-static json_object *relay_start (struct server *s, struct client *c, json_object *req,
-                                 int restore)
+static json_object *relay_start (struct server *s, struct client *c, json_object *req, int restore)
 {
     json_object *no = relay_refused (s, c, req);
     pid_t pid;
@@ -646,6 +673,6 @@ static json_object *relay_start (struct server *s, struct client *c, json_object
     }
     relays[nrelays].pid = pid;
     relays[nrelays++].uid = c->uid;
-    c->handed = 1;      /* the relay answers it: serve_client closes ours */
+    c->handed = 1; /* the relay answers it: serve_client closes ours */
     return NO_REPLY;
 }

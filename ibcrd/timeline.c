@@ -99,9 +99,10 @@ json_object *timeline_json (const struct gen *g)
     json_object_array_add (nodes, node_json (g, g->conf->node, 1, NULL, g->span));
     for (int i = 0; i < g->nmembers; i++) {
         const struct gen_member *m = &g->members[i];
-        json_object_array_add (nodes, node_json (g, m->node, 0, m->parent >= 0
-                                                 ? g->members[m->parent].node : g->conf->node,
-                                                 m->span));
+        json_object_array_add (
+            nodes,
+            node_json (g, m->node, 0, m->parent >= 0 ? g->members[m->parent].node : g->conf->node,
+                       m->span));
     }
     json_object_object_add (o, "nodes", nodes);
     return o;
@@ -117,13 +118,14 @@ void timeline_save (const struct gen *g, int committed)
 
     int restore = g->kind == GEN_RESTORED;
 
-    snprintf (dir, sizeof (dir), "%s/%s", g->conf->staging, restore ? RESTORE_DIR
-              : TIMELINE_DIR);
+    snprintf (dir, sizeof (dir), "%s/%s", g->conf->staging, restore ? RESTORE_DIR : TIMELINE_DIR);
     snprintf (name, sizeof (name), "%s.json", g->job);
     snprintf (tmp, sizeof (tmp), "%s.new", g->job);
     json_object_object_add (o, "generation", json_object_new_int (g->gen));
-    json_object_object_add (o, "result", json_object_new_string (
-        restore ? (committed ? "resumed" : "failed") : committed ? "committed" : "aborted"));
+    json_object_object_add (o, "result",
+                            json_object_new_string (restore ? (committed ? "resumed" : "failed")
+                                                        : committed ? "committed"
+                                                                    : "aborted"));
     if (!committed)
         json_object_object_add (o, "error", json_object_new_string (g->err));
     json_object_object_add (o, "timeline", timeline_json (g));
@@ -134,10 +136,8 @@ void timeline_save (const struct gen *g, int committed)
         goto out;
     }
     unlinkat (dfd, tmp, 0);
-    fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
-                 | O_CLOEXEC, 0600);
-    if (fd < 0 || write (fd, s, n) != (ssize_t)n
-        || renameat (dfd, tmp, dfd, name) < 0)
+    fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || write (fd, s, n) != (ssize_t)n || renameat (dfd, tmp, dfd, name) < 0)
         log_err (errno, "job %s gen %d: timeline not kept in %s", g->job, g->gen, dir);
 out:
     if (fd >= 0)

@@ -19,11 +19,11 @@
 #include "phase.h"
 
 struct gen_span {
-    double start, end;      /* mono_ms_f () of the first request, last answer */
-    double node_ms;         /* what the node reports it spent, summed */
-    int n;                  /* requests answered */
-    int failed;             /* it failed or did not answer */
-    int open;               /* a request is out */
+    double start, end; /* mono_ms_f () of the first request, last answer */
+    double node_ms;    /* what the node reports it spent, summed */
+    int n;             /* requests answered */
+    int failed;        /* it failed or did not answer */
+    int open;          /* a request is out */
 };
 
 /* spans[] has PHASE_COUNT entries, one per phase (phase.h). */

@@ -84,8 +84,8 @@ static const char init_usage[] =
 struct init_opts {
     const char *pidfile;
     const char *restored;
-    pid_t adopt;        /* --adopt: supervise this child, start nothing */
-    int report;         /* --report: write its wait status (int32) here */
+    pid_t adopt; /* --adopt: supervise this child, start nothing */
+    int report;  /* --report: write its wait status (int32) here */
     char **argv;
 };
 
@@ -142,12 +142,9 @@ static pid_t pidfile_read (const char *path)
 static int parse_args (int argc, char **argv, struct init_opts *o)
 {
     static const struct option longopts[] = {
-        {"pidfile", required_argument, NULL, 'p'},
-        {"restored", required_argument, NULL, 'r'},
-        {"adopt", required_argument, NULL, 'a'},
-        {"report", required_argument, NULL, 'R'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        { "pidfile", required_argument, NULL, 'p' }, { "restored", required_argument, NULL, 'r' },
+        { "adopt", required_argument, NULL, 'a' },   { "report", required_argument, NULL, 'R' },
+        { "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
     };
     int c;
 
@@ -172,12 +169,10 @@ static int parse_args (int argc, char **argv, struct init_opts *o)
             fputs (init_usage, stdout);
             exit (0);
         case ':':
-            init_error (0, "option '%s' needs an argument; see ibcr-init --help",
-                        argv[optind - 1]);
+            init_error (0, "option '%s' needs an argument; see ibcr-init --help", argv[optind - 1]);
             return -1;
         default:
-            init_error (0, "unknown option '%s'; see ibcr-init --help",
-                        argv[optind - 1]);
+            init_error (0, "unknown option '%s'; see ibcr-init --help", argv[optind - 1]);
             return -1;
         }
     }
@@ -195,8 +190,10 @@ static int parse_args (int argc, char **argv, struct init_opts *o)
     /* criu writes a relative --pidfile into its images folder, where we
      * would never find it. */
     if (o->restored && o->restored[0] != '/') {
-        init_error (0, "--restored %s: give an absolute path, as to criu --pidfile "
-                    "(criu puts a relative one in its images folder)", o->restored);
+        init_error (0,
+                    "--restored %s: give an absolute path, as to criu --pidfile "
+                    "(criu puts a relative one in its images folder)",
+                    o->restored);
         return -1;
     }
     o->argv = argv + optind;
@@ -227,8 +224,7 @@ static void kill_adopted (void)
 /* The restart side: run CMD (criu restore --restore-detached) and return
  * the pid of the tree it restored, now our child since we are a
  * subreaper, or -1 after saying why.  Leaves *code set for the exit. */
-static pid_t adopt_restored (const struct init_opts *o, const sigset_t *app_mask,
-                             int *code)
+static pid_t adopt_restored (const struct init_opts *o, const sigset_t *app_mask, int *code)
 {
     pid_t cmd, pid;
     int status;
@@ -259,15 +255,15 @@ static pid_t adopt_restored (const struct init_opts *o, const sigset_t *app_mask
         }
     }
     if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
-        init_error (0, "'%s' failed (exit code %d); nothing was restored; "
-                    "see its log", o->argv[0], init_exit_code (status));
+        init_error (0,
+                    "'%s' failed (exit code %d); nothing was restored; "
+                    "see its log",
+                    o->argv[0], init_exit_code (status));
         return -1;
     }
     if ((pid = pidfile_read (o->restored)) < 0) {
-        init_error (errno, "'%s' succeeded but left no valid pid in %s",
-                    o->argv[0], o->restored);
-        init_error (0, "run it as: criu restore --restore-detached --pidfile %s ...",
-                    o->restored);
+        init_error (errno, "'%s' succeeded but left no valid pid in %s", o->argv[0], o->restored);
+        init_error (0, "run it as: criu restore --restore-detached --pidfile %s ...", o->restored);
         kill_adopted ();
         return -1;
     }
@@ -276,7 +272,7 @@ static pid_t adopt_restored (const struct init_opts *o, const sigset_t *app_mask
 
 int main (int argc, char **argv)
 {
-    struct init_opts o = {0};
+    struct init_opts o = { 0 };
     sigset_t set, app_mask;
     pid_t child;
     int status, code = INIT_EXIT_FAILURE;
@@ -309,9 +305,10 @@ int main (int argc, char **argv)
     }
     if (init_supervise (child, &set, &status) < 0) {
         if (errno == ECHILD && o.restored)
-            init_error (0, "pid %d in %s is not a child of ibcr-init; was '%s' "
-                        "run with --restore-detached?", (int)child, o.restored,
-                        o.argv[0]);
+            init_error (0,
+                        "pid %d in %s is not a child of ibcr-init; was '%s' "
+                        "run with --restore-detached?",
+                        (int)child, o.restored, o.argv[0]);
         else
             init_error (errno, "lost track of pid %d", (int)child);
         if (o.restored)

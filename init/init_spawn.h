@@ -29,7 +29,6 @@ void init_exec (char **argv, const sigset_t *mask) __attribute__ ((noreturn));
 
 /* Print "ibcr-init: " + message (+ ": strerror(errnum)" if errnum);
  * errno is left as it was. */
-void init_error (int errnum, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+void init_error (int errnum, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
 #endif

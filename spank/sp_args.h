@@ -19,19 +19,19 @@
 #include <stdint.h>
 
 enum sp_on_down {
-    SP_DOWN_WARN = 0,   /* run the task untouched, say it is UNPROTECTED */
-    SP_DOWN_FAIL = 1,   /* fail the task with the reason */
+    SP_DOWN_WARN = 0, /* run the task untouched, say it is UNPROTECTED */
+    SP_DOWN_FAIL = 1, /* fail the task with the reason */
 };
 
 struct sp_args {
-    char socket[4096];      /* ibcrd's socket, may hold %n and %h */
-    char libibcr[4096];     /* the library preloaded into each task */
-    char init[4096];        /* ibcr-init, what the task's init execs */
-    int batch_step;         /* 1: the batch script is a protected task too */
+    char socket[4096];  /* ibcrd's socket, may hold %n and %h */
+    char libibcr[4096]; /* the library preloaded into each task */
+    char init[4096];    /* ibcr-init, what the task's init execs */
+    int batch_step;     /* 1: the batch script is a protected task too */
     enum sp_on_down on_down;
-    uint64_t timeout_ms;    /* whole exchange with ibcrd, per task */
-    char conf[4096];        /* ibcrd.conf, may hold %n and %h; "" = default */
-    uint64_t term_wait_ms;  /* longest a task's SIGTERM waits for ibcrd's
+    uint64_t timeout_ms;   /* whole exchange with ibcrd, per task */
+    char conf[4096];       /* ibcrd.conf, may hold %n and %h; "" = default */
+    uint64_t term_wait_ms; /* longest a task's SIGTERM waits for ibcrd's
                                final checkpoint; 0 = never held */
 };
 

@@ -13,7 +13,8 @@
 #include "common/duration.h"
 #include "sp_opt.h"
 
-#define SP_FORMS "90s, 30m, 2h, 1h30m (units s, m, h, d), or the bare flag " \
+#define SP_FORMS                                                                                   \
+    "90s, 30m, 2h, 1h30m (units s, m, h, d), or the bare flag "                                    \
     "--checkpoint-ib for checkpoints only on preemption, time limit and drain"
 
 static struct sp_opt sp_opt_state;
@@ -34,8 +35,10 @@ int sp_opt_parse (const char *arg, struct sp_opt *o, char *err, size_t errlen)
         return -1;
     }
     if (ms < 1000 || ms % 1000) {
-        snprintf (err, errlen, "ibcr: --checkpoint-ib=%s: the interval must be whole "
-                  "seconds, at least 1s; accepted forms: %s", arg, SP_FORMS);
+        snprintf (err, errlen,
+                  "ibcr: --checkpoint-ib=%s: the interval must be whole "
+                  "seconds, at least 1s; accepted forms: %s",
+                  arg, SP_FORMS);
         return -1;
     }
     o->interval_ms = ms;
@@ -64,11 +67,11 @@ static int sp_opt_cb (int val, const char *optarg, int remote)
 
 static struct spank_option sp_opt_def = {
     .name = "checkpoint-ib",
-    .arginfo = "[INTERVAL]",     /* optional: Slurm prints "--checkpoint-ib=[INTERVAL]" */
+    .arginfo = "[INTERVAL]", /* optional: Slurm prints "--checkpoint-ib=[INTERVAL]" */
     .usage = "ibcr: make this job checkpoint-restartable over InfiniBand; "
-        "checkpoint every INTERVAL (90s, 30m, 2h, 1h30m), and on preemption, "
-        "time limit, drain and requeue (bare flag: only those)",
-    .has_arg = 2,               /* optional argument */
+             "checkpoint every INTERVAL (90s, 30m, 2h, 1h30m), and on preemption, "
+             "time limit, drain and requeue (bare flag: only those)",
+    .has_arg = 2, /* optional argument */
     .val = 0,
     .cb = sp_opt_cb,
 };

@@ -14,9 +14,9 @@
 #include <slurm/spank.h>
 
 struct sp_opt {
-    int set;                /* the option was given (or inherited) */
-    uint64_t interval_ms;   /* 0: bare flag, no periodic checkpoints */
-    char text[32];          /* canonical spelling ("1h30m"), "" when bare */
+    int set;              /* the option was given (or inherited) */
+    uint64_t interval_ms; /* 0: bare flag, no periodic checkpoints */
+    char text[32];        /* canonical spelling ("1h30m"), "" when bare */
 };
 
 /* Register the option with Slurm (every context that has options). */

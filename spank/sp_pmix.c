@@ -118,23 +118,24 @@ static int sp_pmix_record (int memfd, const unsigned char *hello, size_t len)
     return ftruncate (memfd, 0) == 0 && pwrite (memfd, hello, len, 0) == (ssize_t)len ? 0 : -1;
 }
 
-int sp_pmix_reconnect (spank_t sp, struct sp_pmix *px, const unsigned char *hello,
-                       size_t len, int timeout_ms, char *err, size_t errlen)
+int sp_pmix_reconnect (spank_t sp, struct sp_pmix *px, const unsigned char *hello, size_t len,
+                       int timeout_ms, char *err, size_t errlen)
 {
     if (!len) {
-        snprintf (err, errlen, "the checkpointed rank talked to Slurm's PMIx and its image "
+        snprintf (err, errlen,
+                  "the checkpointed rank talked to Slurm's PMIx and its image "
                   "holds no record of its connect message");
         return -1;
     }
     if (sp_pmix_server (sp, &px->srv) < 0) {
-        snprintf (err, errlen, "the checkpointed rank talked to Slurm's PMIx (srun "
+        snprintf (err, errlen,
+                  "the checkpointed rank talked to Slurm's PMIx (srun "
                   "--mpi=pmix) and this step has no PMIx server: run it with --mpi=pmix "
                   "again");
         return -1;
     }
     if ((px->srv_fd = sp_pmix_connect (&px->srv)) < 0) {
-        snprintf (err, errlen, "cannot connect to the step's PMIx server: %s",
-                  strerror (errno));
+        snprintf (err, errlen, "cannot connect to the step's PMIx server: %s", strerror (errno));
         return -1;
     }
     if (pmix_replay (px->srv_fd, hello, len, timeout_ms, err, errlen) < 0
@@ -181,7 +182,7 @@ static void __attribute__ ((noreturn)) sp_pmix_relay (struct sp_pmix px)
                 && (errno == EINTR || errno == EAGAIN))
                 continue;
             if (n <= 0 || sp_pmix_write_all (p[1 - i].fd, buf, (size_t)n) < 0)
-                _exit (0);     /* either side gone: the other sees it closed */
+                _exit (0); /* either side gone: the other sees it closed */
         }
     }
 }
@@ -226,7 +227,7 @@ int sp_pmix_start (struct sp_pmix *px, int *keep)
         px->srv_fd = -1;
     }
     if (pid < 0)
-        return 0;       /* nobody at the other end: the rank's PMIx sees it closed */
+        return 0; /* nobody at the other end: the rank's PMIx sees it closed */
     if (px->memfd >= 0)
         keep[n++] = px->memfd;
     return n;

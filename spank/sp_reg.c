@@ -71,12 +71,11 @@ static int connect_deadline (const char *path, long deadline)
         (void)setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof (tv));
     }
     return fd;
-error:
-    {
-        int err = errno;
-        (void)close (fd);
-        errno = err;
-    }
+error : {
+    int err = errno;
+    (void)close (fd);
+    errno = err;
+}
     return -1;
 }
 
@@ -90,8 +89,8 @@ static json_object *req_drop (json_object *req)
 /* One request and its reply; req is consumed (NULL: it could not be built,
  * "out of memory").  0 when the reply is of type "ok", or -1 with a
  * message in err (the daemon's own for an "error" reply). */
-static int exchange (int fd, json_object *req, long deadline, const char *what,
-                     char *err, size_t errlen)
+static int exchange (int fd, json_object *req, long deadline, const char *what, char *err,
+                     size_t errlen)
 {
     json_object *reply = NULL;
     const char *type;
@@ -112,8 +111,10 @@ static int exchange (int fd, json_object *req, long deadline, const char *what,
         goto out;
     }
     if (!reply) {
-        snprintf (err, errlen, "no answer to the %s request: ibcrd closed the "
-                  "connection (see its log)", what);
+        snprintf (err, errlen,
+                  "no answer to the %s request: ibcrd closed the "
+                  "connection (see its log)",
+                  what);
         goto out;
     }
     type = proto_type (reply);
@@ -124,15 +125,14 @@ static int exchange (int fd, json_object *req, long deadline, const char *what,
         goto out;
     }
     rc = 0;
-out:
-    {
-        /* ibcrd's reason, for callers that act on it (EEXIST: the job
+out : {
+    /* ibcrd's reason, for callers that act on it (EEXIST: the job
          * has checkpoints this plugin did not find). */
-        int e = refused ? (int)proto_get_int (reply, "errno", EPROTO) : ECOMM;
-        json_object_put (reply);
-        json_object_put (req);
-        errno = rc ? e : 0;
-    }
+    int e = refused ? (int)proto_get_int (reply, "errno", EPROTO) : ECOMM;
+    json_object_put (reply);
+    json_object_put (req);
+    errno = rc ? e : 0;
+}
     return rc;
 }
 
@@ -162,10 +162,10 @@ int sp_reg_open (const char *path, int timeout_ms, char *err, size_t errlen)
     int fd;
 
     if ((fd = connect_deadline (path, deadline)) < 0)
-        return errprintf (err, errlen, "cannot reach ibcrd at %s: %s%s", path,
-                          errno == ETIMEDOUT ? "timed out" : strerror (errno),
-                          errno == ENOENT || errno == ECONNREFUSED
-                          ? " (is ibcrd running on this node?)" : "");
+        return errprintf (
+            err, errlen, "cannot reach ibcrd at %s: %s%s", path,
+            errno == ETIMEDOUT ? "timed out" : strerror (errno),
+            errno == ENOENT || errno == ECONNREFUSED ? " (is ibcrd running on this node?)" : "");
     return exchange_or_close (fd, path, proto_new ("ping"), deadline, "ping", err, errlen);
 }
 
@@ -175,29 +175,28 @@ int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t 
     long deadline = mono_ms () + timeout_ms;
     json_object *req = proto_new ("register");
 
-    if (req && (proto_set_str (req, "job", id->job) < 0
-                || proto_set_str (req, "step", id->step) < 0
-                || proto_set_int (req, "rank", id->rank) < 0
-                || proto_set_int (req, "local_task", id->local) < 0
-                || proto_set_int (req, "ntasks", id->ntasks) < 0
-                || proto_set_str (req, "node", id->node) < 0
-                || proto_set_int (req, "uid", id->uid) < 0
-                /* The pid ibcrd checkpoints is the task's init; inside its
+    if (req
+        && (proto_set_str (req, "job", id->job) < 0 || proto_set_str (req, "step", id->step) < 0
+            || proto_set_int (req, "rank", id->rank) < 0
+            || proto_set_int (req, "local_task", id->local) < 0
+            || proto_set_int (req, "ntasks", id->ntasks) < 0
+            || proto_set_str (req, "node", id->node) < 0
+            || proto_set_int (req, "uid", id->uid) < 0
+            /* The pid ibcrd checkpoints is the task's init; inside its
                  * namespace it is TASKNS_FIRST_PID, under the holder, and
                  * the application is its child. */
-                || proto_set_int (req, "pid", init_pid) < 0
-                || proto_set_int (req, "ns_pid", TASKNS_FIRST_PID) < 0
-                || proto_set_int (req, "app_pid", app_pid) < 0
-                || proto_set_int (req, "interval_ms", (int64_t)id->interval_ms) < 0
-                || proto_set_str (req, "source", "spank") < 0
-                || (id->leader[0] && proto_set_str (req, "leader", id->leader) < 0)
-                || (id->restored && proto_set_bool (req, "restored", 1) < 0)
-                /* For the leader's restore timeline, as ibcr restart says it
+            || proto_set_int (req, "pid", init_pid) < 0
+            || proto_set_int (req, "ns_pid", TASKNS_FIRST_PID) < 0
+            || proto_set_int (req, "app_pid", app_pid) < 0
+            || proto_set_int (req, "interval_ms", (int64_t)id->interval_ms) < 0
+            || proto_set_str (req, "source", "spank") < 0
+            || (id->leader[0] && proto_set_str (req, "leader", id->leader) < 0)
+            || (id->restored && proto_set_bool (req, "restored", 1) < 0)
+            /* For the leader's restore timeline, as ibcr restart says it
                  * (ibcrd(8), TIMELINE). */
-                || (id->restored && id->restore_ms >= 0
-                    && proto_set_int (req, "restore_ms", id->restore_ms) < 0)
-                || (id->fresh_after[0]
-                    && proto_set_str (req, "requeued_fresh", id->fresh_after) < 0)))
+            || (id->restored && id->restore_ms >= 0
+                && proto_set_int (req, "restore_ms", id->restore_ms) < 0)
+            || (id->fresh_after[0] && proto_set_str (req, "requeued_fresh", id->fresh_after) < 0)))
         req = req_drop (req);
     return exchange (fd, req, deadline, "register", err, errlen);
 }
@@ -209,16 +208,16 @@ int sp_reg_term (int fd, const struct sp_task_id *id, int wait_ms, char *err, si
     long deadline = mono_ms () + wait_ms + 2000;
     json_object *req = proto_new ("term");
 
-    if (req && (proto_set_str (req, "job", id->job) < 0
-                || proto_set_str (req, "step", id->step) < 0
-                || proto_set_int (req, "rank", id->rank) < 0
-                || proto_set_int (req, "wait_ms", wait_ms) < 0))
+    if (req
+        && (proto_set_str (req, "job", id->job) < 0 || proto_set_str (req, "step", id->step) < 0
+            || proto_set_int (req, "rank", id->rank) < 0
+            || proto_set_int (req, "wait_ms", wait_ms) < 0))
         req = req_drop (req);
     return exchange (fd, req, deadline, "term", err, errlen);
 }
 
-int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeout_ms,
-                       char *err, size_t errlen)
+int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeout_ms, char *err,
+                       size_t errlen)
 {
     long deadline = mono_ms () + timeout_ms;
     json_object *req;
@@ -227,14 +226,13 @@ int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeou
     if ((fd = sp_reg_open (path, timeout_ms, err, errlen)) < 0)
         return -1;
     req = proto_new ("ctl-attach");
-    if (req && (proto_set_str (req, "job", id->job) < 0
-                || proto_set_int (req, "rank", id->rank) < 0))
+    if (req
+        && (proto_set_str (req, "job", id->job) < 0 || proto_set_int (req, "rank", id->rank) < 0))
         req = req_drop (req);
     return exchange_or_close (fd, path, req, deadline, "ctl-attach", err, errlen);
 }
 
-int sp_reg_resume (int fd, const struct sp_task_id *id, int timeout_ms, char *err,
-                   size_t errlen)
+int sp_reg_resume (int fd, const struct sp_task_id *id, int timeout_ms, char *err, size_t errlen)
 {
     long deadline = mono_ms () + timeout_ms;
     json_object *req = proto_new ("resume-restored");

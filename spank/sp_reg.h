@@ -46,14 +46,13 @@ int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t 
 /* A fresh connection to ibcrd that becomes, once handed into the
  * restored tree, libibcr's control socket of task id->rank ("ctl-attach").
  * The fd, or -1 with err. */
-int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeout_ms,
-                       char *err, size_t errlen);
+int sp_reg_ctl_attach (const char *path, const struct sp_task_id *id, int timeout_ms, char *err,
+                       size_t errlen);
 
 /* Ask ibcrd to rebuild the restored task's verbs objects and let its
  * threads go ("resume-restored"); on a multi-node job the leader does it
  * once every rank is back.  0 when done, -1 with err. */
-int sp_reg_resume (int fd, const struct sp_task_id *id, int timeout_ms, char *err,
-                   size_t errlen);
+int sp_reg_resume (int fd, const struct sp_task_id *id, int timeout_ms, char *err, size_t errlen);
 
 /* The task got SIGTERM: ask ibcrd over the registration connection fd
  * whether to wait (a final checkpoint runs), and return when it answers

@@ -50,21 +50,24 @@
 /* Check the chosen generation's layout against this step: a checkpoint
  * restores only into the step it was taken of, with as many tasks.  0,
  * or -1 with err. */
-static int sp_restore_layout (const struct sp_restore_in *in, int g, json_object *m,
-                              char *err, size_t errlen)
+static int sp_restore_layout (const struct sp_restore_in *in, int g, json_object *m, char *err,
+                              size_t errlen)
 {
     const char *step = proto_get_str (m, "step", NULL);
     int64_t size = proto_get_int (m, "size", -1);
 
     if (step && strcmp (step, in->step)) {
-        snprintf (err, errlen, "job %s generation %d is a checkpoint of step %s, and this "
+        snprintf (err, errlen,
+                  "job %s generation %d is a checkpoint of step %s, and this "
                   "is step %s: not restoring it, not starting afresh either; run the "
                   "checkpointed step first (or remove the job's checkpoints with "
-                  "'ibcr prune')", in->job, g, step, in->step);
+                  "'ibcr prune')",
+                  in->job, g, step, in->step);
         return -1;
     }
     if (size >= 0 && size != (int64_t)in->ntasks) {
-        snprintf (err, errlen, "job %s generation %d holds %lld tasks and step %s now has "
+        snprintf (err, errlen,
+                  "job %s generation %d holds %lld tasks and step %s now has "
                   "%u: a checkpoint restores only into the same number of tasks; requeue "
                   "with -n %lld (or remove the job's checkpoints with 'ibcr prune')",
                   in->job, g, (long long)size, in->step, in->ntasks, (long long)size);
@@ -73,8 +76,8 @@ static int sp_restore_layout (const struct sp_restore_in *in, int g, json_object
     return 0;
 }
 
-int sp_restore_pick (const struct sp_restore_in *in, struct restore_plan *plan,
-                     char *note, size_t notelen, char *err, size_t errlen)
+int sp_restore_pick (const struct sp_restore_in *in, struct restore_plan *plan, char *note,
+                     size_t notelen, char *err, size_t errlen)
 {
     json_object *m = NULL;
     struct conf *c;
@@ -88,8 +91,10 @@ int sp_restore_pick (const struct sp_restore_in *in, struct restore_plan *plan,
     if (!c && errno == ENOENT && !in->conf_given)
         c = conf_create (in->node);
     if (!c) {
-        snprintf (err, errlen, "cannot read ibcrd's configuration to find the job's "
-                  "checkpoints: %s (plugstack.conf conf=)", cerr);
+        snprintf (err, errlen,
+                  "cannot read ibcrd's configuration to find the job's "
+                  "checkpoints: %s (plugstack.conf conf=)",
+                  cerr);
         return -1;
     }
     struct store st = { .root = c->storage, .cluster = c->cluster };
@@ -161,8 +166,7 @@ static int sp_restore_recv_go (int sock, pid_t *task, int fds[6], int ctl[RESTOR
     do
         n = recvmsg (sock, &mh, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof (word) || !(cm = CMSG_FIRSTHDR (&mh))
-        || cm->cmsg_type != SCM_RIGHTS
+    if (n != (ssize_t)sizeof (word) || !(cm = CMSG_FIRSTHDR (&mh)) || cm->cmsg_type != SCM_RIGHTS
         || (word[1] & ~(SP_GO_PMI | SP_GO_PMIX | (0xff << SP_GO_NCTL_SHIFT)))
         || ((word[1] >> SP_GO_NCTL_SHIFT) & 0xff) > RESTORE_MAX_CTL)
         return -1;
@@ -249,10 +253,9 @@ sp_restore_restorer (const struct restore_plan *plan, int sock)
         (void)sigprocmask (SIG_SETMASK, &none, NULL);
     }
     if (sp_restore_recv_go (sock, &task, fds, ctl, &nctl) < 0)
-        _exit (0);      /* the task did not ask: nothing to do */
+        _exit (0); /* the task did not ask: nothing to do */
     if (cgjoin_join (task, err, sizeof (err)) < 0) {
-        sp_restore_reply (sock, 'E', "cannot put the restore into the step's cgroups: %s",
-                          err);
+        sp_restore_reply (sock, 'E', "cannot put the restore into the step's cgroups: %s", err);
         _exit (SP_RESTORE_EXIT);
     }
     if (sp_restore_ids (task, &uid, &gid) < 0) {
@@ -319,8 +322,7 @@ pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fd
 
     (void)plan;
     if (nctl < 0 || nctl > RESTORE_MAX_CTL) {
-        snprintf (err, errlen, "%d control sockets to hand in (at most %d)", nctl,
-                  RESTORE_MAX_CTL);
+        snprintf (err, errlen, "%d control sockets to hand in (at most %d)", nctl, RESTORE_MAX_CTL);
         (void)close (fd);
         return -1;
     }
@@ -354,8 +356,7 @@ pid_t sp_restore_run (int fd, const struct restore_plan *plan, const int *ctl_fd
     cm->cmsg_len = CMSG_LEN (nfds * sizeof (int));
     memcpy (CMSG_DATA (cm), fds, nfds * sizeof (int));
     if (sendmsg (fd, &mh, MSG_NOSIGNAL) < 0) {
-        snprintf (err, errlen, "the restorer is gone before the restore: %s",
-                  strerror (errno));
+        snprintf (err, errlen, "the restorer is gone before the restore: %s", strerror (errno));
         goto error;
     }
     do

@@ -41,16 +41,15 @@
 #include "common/restore.h"
 
 struct sp_restore_in {
-    const char *conf;       /* ibcrd.conf, expanded for this node */
-    int conf_given;         /* named in plugstack.conf: it must exist;
+    const char *conf; /* ibcrd.conf, expanded for this node */
+    int conf_given;   /* named in plugstack.conf: it must exist;
                                else a missing default means the defaults */
-    const char *node;       /* Slurm node name */
-    const char *job;        /* Slurm job id */
-    const char *step;       /* step id ("0", "batch") */
-    uint32_t rank;          /* global task id */
-    uint32_t ntasks;        /* tasks in the step now */
+    const char *node; /* Slurm node name */
+    const char *job;  /* Slurm job id */
+    const char *step; /* step id ("0", "batch") */
+    uint32_t rank;    /* global task id */
+    uint32_t ntasks;  /* tasks in the step now */
 };
-
 
 /* Find what task 'in->rank' restores.  Returns 1 with *plan filled, 0 when
  * the job has no committed generation (a fresh start is right: the job
@@ -58,8 +57,8 @@ struct sp_restore_in {
  * (layout differs, every generation damaged, configuration unreadable).
  * Notes for the job's stderr (a damaged generation skipped) go into note,
  * "" when none. */
-int sp_restore_pick (const struct sp_restore_in *in, struct restore_plan *plan,
-                     char *note, size_t notelen, char *err, size_t errlen);
+int sp_restore_pick (const struct sp_restore_in *in, struct restore_plan *plan, char *note,
+                     size_t notelen, char *err, size_t errlen);
 
 /* As root, in task_init_privileged: fork the restorer for plan.  The fd
  * the task talks to it over, or -1 with err. */

@@ -40,28 +40,28 @@
 #include "sp_stepd.h"
 
 enum sp_state {
-    SP_OFF = 0,         /* not ours: leave the task exactly as it is */
-    SP_ACTIVE,          /* namespace made, ibcrd answered */
-    SP_UNPROTECTED,     /* option given, but ibcr cannot protect: warn */
-    SP_FAILED,          /* option given, cannot protect, admin says fail */
-    SP_RESTORE,         /* requeued: restore the image instead of exec */
-    SP_RESTORE_FAILED,  /* requeued, an image is due but cannot be restored */
+    SP_OFF = 0,        /* not ours: leave the task exactly as it is */
+    SP_ACTIVE,         /* namespace made, ibcrd answered */
+    SP_UNPROTECTED,    /* option given, but ibcr cannot protect: warn */
+    SP_FAILED,         /* option given, cannot protect, admin says fail */
+    SP_RESTORE,        /* requeued: restore the image instead of exec */
+    SP_RESTORE_FAILED, /* requeued, an image is due but cannot be restored */
 };
 
 static struct {
     enum sp_state state;
-    char why[8192];             /* held for task_init */
-    char socket[PATH_MAX];      /* expanded for this node */
+    char why[8192];        /* held for task_init */
+    char socket[PATH_MAX]; /* expanded for this node */
     char libibcr[PATH_MAX];
-    char conf[PATH_MAX];        /* ibcrd.conf, expanded for this node */
-    int conf_given;             /* plugstack.conf conf= named it */
-    char note[4096];            /* for the job's stderr in task_init, "" none */
+    char conf[PATH_MAX]; /* ibcrd.conf, expanded for this node */
+    int conf_given;      /* plugstack.conf conf= named it */
+    char note[4096];     /* for the job's stderr in task_init, "" none */
     struct restore_plan plan;
-    int restore_fd;             /* to the restorer (SP_RESTORE) */
-    int nctl;                   /* libibcr's control sockets to hand in: one per */
-    int ctl_fd[RESTORE_MAX_CTL];    /* process that used verbs at the dump */
-    int fd;                     /* connection to ibcrd, held by the waiter */
-    struct sp_pmix pmix;        /* the task's PMIx relay (sp_pmix.h) */
+    int restore_fd;              /* to the restorer (SP_RESTORE) */
+    int nctl;                    /* libibcr's control sockets to hand in: one per */
+    int ctl_fd[RESTORE_MAX_CTL]; /* process that used verbs at the dump */
+    int fd;                      /* connection to ibcrd, held by the waiter */
+    struct sp_pmix pmix;         /* the task's PMIx relay (sp_pmix.h) */
     enum sp_on_down on_down;
     int timeout_ms;
     int term_wait_ms;
@@ -138,20 +138,20 @@ static int sp_stepd_leader (spank_t sp, struct sp_task_id *id)
 
     id->leader[0] = '\0';
     if (spank_get_item (sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS
-        || spank_get_item (sp, S_JOB_NODEID, &nodeid) != ESPANK_SUCCESS
-        || nnodes <= 1 || nodeid == 0)
+        || spank_get_item (sp, S_JOB_NODEID, &nodeid) != ESPANK_SUCCESS || nnodes <= 1
+        || nodeid == 0)
         return 0;
     if (spank_getenv (sp, "SLURM_STEP_NODELIST", list, sizeof (list)) != ESPANK_SUCCESS
         && spank_getenv (sp, "SLURM_NODELIST", list, sizeof (list)) != ESPANK_SUCCESS) {
-        snprintf (sp_st.why, sizeof (sp_st.why), "the step's node list is not known "
+        snprintf (sp_st.why, sizeof (sp_st.why),
+                  "the step's node list is not known "
                   "(SLURM_STEP_NODELIST): rank 0's ibcrd cannot be named");
         return -1;
     }
     if (!(hl = slurm_hostlist_create (list)) || !(first = slurm_hostlist_shift (hl))) {
         if (hl)
             slurm_hostlist_destroy (hl);
-        snprintf (sp_st.why, sizeof (sp_st.why), "cannot read the step's node list '%.200s'",
-                  list);
+        snprintf (sp_st.why, sizeof (sp_st.why), "cannot read the step's node list '%.200s'", list);
         return -1;
     }
     slurm_hostlist_destroy (hl);
@@ -159,15 +159,16 @@ static int sp_stepd_leader (spank_t sp, struct sp_task_id *id)
      * node's address is what the member's ibcrd must reach. */
     if (slurm_load_node_single (&ni, first, SHOW_ALL) != SLURM_SUCCESS || !ni
         || ni->record_count < 1 || !ni->node_array[0].node_addr) {
-        snprintf (sp_st.why, sizeof (sp_st.why), "cannot ask slurmctld for the address of "
-                  "node %s (rank 0's): %s", first, slurm_strerror (slurm_get_errno ()));
+        snprintf (sp_st.why, sizeof (sp_st.why),
+                  "cannot ask slurmctld for the address of "
+                  "node %s (rank 0's): %s",
+                  first, slurm_strerror (slurm_get_errno ()));
         if (ni)
             slurm_free_node_info_msg (ni);
         free (first);
         return -1;
     }
-    snprintf (id->leader, sizeof (id->leader), "%.60s@%.250s", first,
-              ni->node_array[0].node_addr);
+    snprintf (id->leader, sizeof (id->leader), "%.60s@%.250s", first, ni->node_array[0].node_addr);
     slurm_free_node_info_msg (ni);
     free (first);
     return 0;
@@ -181,9 +182,13 @@ static int sp_stepd_expand (const char *key, const char *in, const char *node, c
     char *out;
 
     if (!(out = expand_path (in, node, NULL, bad)) || strlen (out) >= len) {
-        snprintf (sp_st.why, sizeof (sp_st.why), "plugstack.conf %s=%s cannot be expanded "
-                  "for node %s: %s", key, in, node,
-                  out ? "too long" : *bad ? "unknown escape" : strerror (errno));
+        snprintf (sp_st.why, sizeof (sp_st.why),
+                  "plugstack.conf %s=%s cannot be expanded "
+                  "for node %s: %s",
+                  key, in, node,
+                  out        ? "too long"
+                      : *bad ? "unknown escape"
+                             : strerror (errno));
         free (out);
         return -1;
     }
@@ -216,15 +221,14 @@ static int sp_stepd_restarting (spank_t sp)
 
     if (spank_get_item (sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS || !jobid)
         return 0;
-    if (slurm_load_job (&msg, jobid, SHOW_ALL) == SLURM_SUCCESS && msg
-        && msg->record_count >= 1)
+    if (slurm_load_job (&msg, jobid, SHOW_ALL) == SLURM_SUCCESS && msg && msg->record_count >= 1)
         cnt = msg->job_array[0].restart_cnt;
     if (msg)
         slurm_free_job_info_msg (msg);
     if (cnt < 0) {
         slurm_error ("ibcr: job %u: cannot ask slurmctld whether the job was requeued (%s): "
-                     "starting afresh, not from a checkpoint", jobid,
-                     slurm_strerror (slurm_get_errno ()));
+                     "starting afresh, not from a checkpoint",
+                     jobid, slurm_strerror (slurm_get_errno ()));
         return 0;
     }
     return cnt > 0;
@@ -235,25 +239,28 @@ static int sp_stepd_restarting (spank_t sp)
 static int sp_stepd_pick (void)
 {
     struct sp_restore_in in = {
-        .conf = sp_st.conf, .node = sp_st.id.node, .job = sp_st.id.job,
-        .step = sp_st.id.step, .rank = sp_st.id.rank, .ntasks = sp_st.id.ntasks,
+        .conf = sp_st.conf,
+        .node = sp_st.id.node,
+        .job = sp_st.id.job,
+        .step = sp_st.id.step,
+        .rank = sp_st.id.rank,
+        .ntasks = sp_st.id.ntasks,
         .conf_given = sp_st.conf_given,
     };
     char err[4096];
     int rc;
 
-    rc = sp_restore_pick (&in, &sp_st.plan, sp_st.note, sizeof (sp_st.note), err,
-                          sizeof (err));
+    rc = sp_restore_pick (&in, &sp_st.plan, sp_st.note, sizeof (sp_st.note), err, sizeof (err));
     if (rc < 0) {
         snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
         sp_st.state = SP_RESTORE_FAILED;
     } else if (rc == 0) {
-        snprintf (sp_st.note, sizeof (sp_st.note), "the job was requeued before its first "
+        snprintf (sp_st.note, sizeof (sp_st.note),
+                  "the job was requeued before its first "
                   "checkpoint: starting afresh");
         /* ibcrd, the authority on storage, checks that at registration:
          * if it holds generations of this job, this looked elsewhere. */
-        snprintf (sp_st.id.fresh_after, sizeof (sp_st.id.fresh_after), "%s",
-                  sp_st.plan.looked);
+        snprintf (sp_st.id.fresh_after, sizeof (sp_st.id.fresh_after), "%s", sp_st.plan.looked);
     }
     return rc;
 }
@@ -293,8 +300,9 @@ static int sp_stepd_restore_prepare (void)
      * that used verbs), libibcr could never rebuild, and the restored
      * program would wait at the gate forever. */
     while (sp_st.nctl < sp_st.plan.nctl) {
-        int cfd = sp_st.fd < 0 ? -1 : sp_reg_ctl_attach (sp_st.socket, &sp_st.id,
-                                                         sp_st.timeout_ms, err, sizeof (err));
+        int cfd = sp_st.fd < 0
+            ? -1
+            : sp_reg_ctl_attach (sp_st.socket, &sp_st.id, sp_st.timeout_ms, err, sizeof (err));
         if (cfd < 0) {
             if (sp_st.fd >= 0)
                 snprintf (sp_st.why, sizeof (sp_st.why), "%s", err);
@@ -333,26 +341,31 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
     sp_st.timeout_ms = (int)a->timeout_ms;
     sp_st.term_wait_ms = (int)a->term_wait_ms;
 
-    if (sp_stepd_expand ("socket", a->socket, sp_st.id.node, sp_st.socket,
-                         sizeof (sp_st.socket)) < 0
+    if (sp_stepd_expand ("socket", a->socket, sp_st.id.node, sp_st.socket, sizeof (sp_st.socket))
+            < 0
         || sp_stepd_expand ("libibcr", a->libibcr, sp_st.id.node, sp_st.libibcr,
-                            sizeof (sp_st.libibcr)) < 0)
+                            sizeof (sp_st.libibcr))
+            < 0)
         return sp_stepd_cannot ();
     if (access (a->init, X_OK) < 0) {
-        snprintf (sp_st.why, sizeof (sp_st.why), "the task init %s cannot run: %s "
-                  "(plugstack.conf init=)", a->init, strerror (errno));
+        snprintf (sp_st.why, sizeof (sp_st.why),
+                  "the task init %s cannot run: %s "
+                  "(plugstack.conf init=)",
+                  a->init, strerror (errno));
         return sp_stepd_cannot ();
     }
     tasktree_set_init (a->init);
     if (stat (sp_st.libibcr, &sb) < 0 || !S_ISREG (sb.st_mode)) {
-        snprintf (sp_st.why, sizeof (sp_st.why), "the checkpoint library %s %s "
-                  "(plugstack.conf libibcr=)", sp_st.libibcr,
-                  errno == ENOENT ? "does not exist" : "is not a regular file");
+        snprintf (sp_st.why, sizeof (sp_st.why),
+                  "the checkpoint library %s %s "
+                  "(plugstack.conf libibcr=)",
+                  sp_st.libibcr, errno == ENOENT ? "does not exist" : "is not a regular file");
         return sp_stepd_cannot ();
     }
     sp_st.conf_given = a->conf[0] != '\0';
-    if (sp_stepd_expand ("conf", a->conf[0] ? a->conf : conf_default_path (),
-                         sp_st.id.node, sp_st.conf, sizeof (sp_st.conf)) < 0)
+    if (sp_stepd_expand ("conf", a->conf[0] ? a->conf : conf_default_path (), sp_st.id.node,
+                         sp_st.conf, sizeof (sp_st.conf))
+        < 0)
         return sp_stepd_cannot ();
     if (sp_stepd_restarting (sp)) {
         switch (sp_stepd_pick ()) {
@@ -361,7 +374,7 @@ int sp_stepd_privileged (spank_t sp, const struct sp_args *a)
         case -1:
             return 0;
         default:
-            break;      /* nothing checkpointed yet: start afresh */
+            break; /* nothing checkpointed yet: start afresh */
         }
     }
     /* Ask before making the namespace: a task that will not be protected
@@ -388,8 +401,7 @@ static int sp_stepd_started (pid_t init, pid_t app, void *arg)
     (void)arg;
     /* The record was kept open by tasktree_start already. */
     (void)sp_pmix_start (&sp_st.pmix, keep);
-    if (sp_reg_register (sp_st.fd, &sp_st.id, init, app, sp_st.timeout_ms, err,
-                         sizeof (err)) == 0)
+    if (sp_reg_register (sp_st.fd, &sp_st.id, init, app, sp_st.timeout_ms, err, sizeof (err)) == 0)
         return 0;
     /* Never a matter of policy: starting afresh would lose the job's
      * checkpointed work, and its retention could delete it. */
@@ -399,14 +411,16 @@ static int sp_stepd_started (pid_t init, pid_t app, void *arg)
         return -1;
     }
     if (sp_st.on_down == SP_DOWN_FAIL) {
-        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; on_daemon_down=fail: "
-                      "the task is not started", sp_st.id.job, sp_st.id.step,
-                      sp_st.id.rank, sp_st.id.node, err);
+        sp_stepd_say (1,
+                      "ibcr: job %s step %s task %u on %s: %s; on_daemon_down=fail: "
+                      "the task is not started",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
         return -1;
     }
-    sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s; running UNPROTECTED: "
-                  "this task will not be checkpointed", sp_st.id.job, sp_st.id.step,
-                  sp_st.id.rank, sp_st.id.node, err);
+    sp_stepd_say (0,
+                  "ibcr: job %s step %s task %u on %s: %s; running UNPROTECTED: "
+                  "this task will not be checkpointed",
+                  sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
     return 0;
 }
 
@@ -421,9 +435,10 @@ static void sp_stepd_term (void *arg)
     if (sp_st.fd < 0 || sp_st.term_wait_ms <= 0)
         return;
     if (sp_reg_term (sp_st.fd, &sp_st.id, sp_st.term_wait_ms, err, sizeof (err)) < 0) {
-        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: SIGTERM passed on without a "
-                      "final checkpoint: %s", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
-                      sp_st.id.node, err);
+        sp_stepd_say (0,
+                      "ibcr: job %s step %s task %u on %s: SIGTERM passed on without a "
+                      "final checkpoint: %s",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
         /* One try per task: a daemon that did not answer will not now. */
         (void)close (sp_st.fd);
         sp_st.fd = -1;
@@ -444,16 +459,15 @@ static int sp_stepd_pmi (spank_t sp, char *err, size_t errlen)
     long fd;
 
     if (spank_getenv (sp, "PMI_FD", val, sizeof (val)) != ESPANK_SUCCESS) {
-        snprintf (err, errlen, "the checkpointed rank talked to Slurm's PMI (srun "
+        snprintf (err, errlen,
+                  "the checkpointed rank talked to Slurm's PMI (srun "
                   "--mpi=pmi2) and this step has no PMI_FD: run it with --mpi=pmi2 again");
         return -1;
     }
     fd = strtol (val, &end, 10);
-    if (end == val || *end || fd < 3 || fd > 65535 || fd == sp_st.restore_fd
-        || sp_stepd_is_ctl (fd) || fd == sp_st.fd || fstat ((int)fd, &sb) < 0
-        || !S_ISSOCK (sb.st_mode)
-        || getsockopt ((int)fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0
-        || cr.pid != getppid ()) {
+    if (end == val || *end || fd < 3 || fd > 65535 || fd == sp_st.restore_fd || sp_stepd_is_ctl (fd)
+        || fd == sp_st.fd || fstat ((int)fd, &sb) < 0 || !S_ISSOCK (sb.st_mode)
+        || getsockopt ((int)fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 || cr.pid != getppid ()) {
         snprintf (err, errlen, "PMI_FD=%.20s is not slurmstepd's PMI socket", val);
         return -1;
     }
@@ -470,31 +484,33 @@ static int sp_stepd_restore (spank_t sp)
     pid_t init;
 
     if (sp_st.note[0])
-        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job,
-                      sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.note);
+        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job, sp_st.id.step,
+                      sp_st.id.rank, sp_st.id.node, sp_st.note);
     if ((sp_st.plan.pmi_ino > 0 && (pmi_fd = sp_stepd_pmi (sp, err, sizeof (err))) < 0)
         || (sp_st.plan.pmix_ino > 0
-            && sp_pmix_reconnect (sp, &sp_st.pmix, sp_st.plan.pmix_hello,
-                                  sp_st.plan.pmix_hello_len, sp_st.timeout_ms, err,
-                                  sizeof (err)) < 0)) {
-        (void)close (sp_st.restore_fd);         /* the restorer leaves */
+            && sp_pmix_reconnect (sp, &sp_st.pmix, sp_st.plan.pmix_hello, sp_st.plan.pmix_hello_len,
+                                  sp_st.timeout_ms, err, sizeof (err))
+                < 0)) {
+        (void)close (sp_st.restore_fd); /* the restorer leaves */
         init = -1;
     } else {
         double t_restore = mono_ms_f ();
-        init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, sp_st.nctl,
-                               pmi_fd, sp_st.pmix.task_end, err, sizeof (err));
+        init = sp_restore_run (sp_st.restore_fd, &sp_st.plan, sp_st.ctl_fd, sp_st.nctl, pmi_fd,
+                               sp_st.pmix.task_end, err, sizeof (err));
         /* For the leader's restore timeline, as ibcr restart says it. */
         sp_st.id.restore_ms = (int64_t)(mono_ms_f () - t_restore);
     }
     if (init >= 0)
-        memcpy (changed, err, sizeof (changed) - 1);   /* sp_restore_run */
-    sp_stepd_close_ctl ();              /* the restored tree holds them now */
+        memcpy (changed, err, sizeof (changed) - 1); /* sp_restore_run */
+    sp_stepd_close_ctl ();                           /* the restored tree holds them now */
     if (pmi_fd >= 0)
-        (void)close (pmi_fd);           /* so does it this one */
+        (void)close (pmi_fd); /* so does it this one */
     if (init < 0) {
-        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: cannot restore generation "
-                      "%d: %s; the task is not started", sp_st.id.job, sp_st.id.step,
-                      sp_st.id.rank, sp_st.id.node, sp_st.plan.gen, err);
+        sp_stepd_say (1,
+                      "ibcr: job %s step %s task %u on %s: cannot restore generation "
+                      "%d: %s; the task is not started",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.plan.gen,
+                      err);
         return -1;
     }
     sp_st.restore_fd = -1;
@@ -503,20 +519,25 @@ static int sp_stepd_restore (spank_t sp)
     if (sp_st.fd < 0
         || sp_reg_register (sp_st.fd, &sp_st.id, proc_first_child (init),
                             proc_first_child (proc_first_child (init)), sp_st.timeout_ms, err,
-                            sizeof (err)) < 0)
-        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: restored, but %s; running "
-                      "UNPROTECTED: it will not be checkpointed again", sp_st.id.job,
-                      sp_st.id.step, sp_st.id.rank, sp_st.id.node,
+                            sizeof (err))
+            < 0)
+        sp_stepd_say (0,
+                      "ibcr: job %s step %s task %u on %s: restored, but %s; running "
+                      "UNPROTECTED: it will not be checkpointed again",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node,
                       sp_st.fd < 0 ? sp_st.why : err);
-    sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: restored from generation %d "
-                  "(init pid %ld)%s%s", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
-                  sp_st.id.node, sp_st.plan.gen, (long)init, changed[0] ? "; " : "", changed);
+    sp_stepd_say (0,
+                  "ibcr: job %s step %s task %u on %s: restored from generation %d "
+                  "(init pid %ld)%s%s",
+                  sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.plan.gen,
+                  (long)init, changed[0] ? "; " : "", changed);
     if (sp_st.id.restored
         && sp_reg_resume (sp_st.fd, &sp_st.id, SP_STEPD_RESUME_MS, err, sizeof (err)) < 0) {
         /* Its verbs objects are gone: it could only wait at the gate. */
-        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: restored, but its verbs "
-                      "objects were not rebuilt: %s; ending it", sp_st.id.job, sp_st.id.step,
-                      sp_st.id.rank, sp_st.id.node, err);
+        sp_stepd_say (1,
+                      "ibcr: job %s step %s task %u on %s: restored, but its verbs "
+                      "objects were not rebuilt: %s; ending it",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, err);
         (void)kill (init, SIGKILL);
         (void)waitpid (init, NULL, 0);
         return -1;
@@ -552,15 +573,16 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
     case SP_OFF:
         return 0;
     case SP_UNPROTECTED:
-        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s; running UNPROTECTED: "
+        sp_stepd_say (0,
+                      "ibcr: job %s step %s task %u on %s: %s; running UNPROTECTED: "
                       "this task will not be checkpointed (on_daemon_down=warn)",
-                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node,
-                      sp_st.why);
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.why);
         return 0;
     case SP_FAILED:
-        sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not "
-                      "started (on_daemon_down=fail)", sp_st.id.job, sp_st.id.step,
-                      sp_st.id.rank, sp_st.id.node, sp_st.why);
+        sp_stepd_say (1,
+                      "ibcr: job %s step %s task %u on %s: %s; the task is not "
+                      "started (on_daemon_down=fail)",
+                      sp_st.id.job, sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.why);
         return -1;
     case SP_RESTORE_FAILED:
         sp_stepd_say (1, "ibcr: job %s step %s task %u on %s: %s; the task is not started",
@@ -572,12 +594,12 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
         break;
     }
     if (sp_st.note[0])
-        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job,
-                      sp_st.id.step, sp_st.id.rank, sp_st.id.node, sp_st.note);
+        sp_stepd_say (0, "ibcr: job %s step %s task %u on %s: %s", sp_st.id.job, sp_st.id.step,
+                      sp_st.id.rank, sp_st.id.node, sp_st.note);
     if (sp_stepd_preload (sp, sp_st.libibcr) < 0
         || spank_setenv (sp, "IBCR_SOCKET", sp_st.socket, 1) != ESPANK_SUCCESS
         || spank_setenv (sp, "IBCR_CHECKPOINT_INTERVAL", sp_opt_get ()->text, 1)
-           != ESPANK_SUCCESS) {
+            != ESPANK_SUCCESS) {
         sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set the task's environment",
                       sp_st.id.job, sp_st.id.step, sp_st.id.rank);
         return -1;
@@ -636,9 +658,10 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
     for (size_t i = 0; i < sizeof (mpi_env) / sizeof (mpi_env[0]); i++)
         if (spank_setenv (sp, mpi_env[i].name, mpi_env[i].value, 0) != ESPANK_SUCCESS
             && spank_getenv (sp, mpi_env[i].name, err, sizeof (err)) != ESPANK_SUCCESS) {
-            sp_stepd_say (1, "ibcr: job %s step %s task %u: cannot set %s in the task's "
-                          "environment", sp_st.id.job, sp_st.id.step, sp_st.id.rank,
-                          mpi_env[i].name);
+            sp_stepd_say (1,
+                          "ibcr: job %s step %s task %u: cannot set %s in the task's "
+                          "environment",
+                          sp_st.id.job, sp_st.id.step, sp_st.id.rank, mpi_env[i].name);
             return -1;
         }
     keep[nkeep++] = sp_st.fd;

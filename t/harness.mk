@@ -20,5 +20,8 @@ spank_harness_spank_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere 
 # it starts only when they have all finished (make check TESTS=... runs
 # just the named ones, and t9999 after them when it is named).
 TESTS += t0005-harness-leftovers.t
+
+# The one C style (.clang-format), over every C file git knows.
+TESTS += t0006-style.t
 TESTS += t9999-leftovers.t
 t9999-leftovers.log: $(filter-out t9999-leftovers.log,$(TEST_LOGS))

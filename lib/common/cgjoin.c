@@ -55,7 +55,7 @@ static int cgjoin_dir (const char *ctrls, const char *path, char *dir, size_t le
             || sscanf (sep + 3, "%63s %*s %1023s", fstype, opts) != 2)
             continue;
         if (*ctrls ? strcmp (fstype, "cgroup") || !cgjoin_has_all (opts, ctrls)
-            : strcmp (fstype, "cgroup2"))
+                   : strcmp (fstype, "cgroup2"))
             continue;
         rl = strlen (root);
         if (!strcmp (root, "/"))
@@ -111,15 +111,16 @@ int cgjoin_join (pid_t pid, char *err, size_t errlen)
         must = *ctrls && strncmp (ctrls, "name=", 5);
         if (cgjoin_dir (ctrls, c2 + 1, dir, sizeof (dir)) < 0) {
             if (must) {
-                snprintf (err, errlen, "no mount of cgroup hierarchy %s reaches %s "
-                          "(/proc/self/mountinfo)", ctrls, c2 + 1);
+                snprintf (err, errlen,
+                          "no mount of cgroup hierarchy %s reaches %s "
+                          "(/proc/self/mountinfo)",
+                          ctrls, c2 + 1);
                 rc = -1;
             }
             continue;
         }
         if (cgjoin_write_pid (dir, getpid ()) < 0 && must) {
-            snprintf (err, errlen, "cannot join cgroup %s/cgroup.procs: %s", dir,
-                      strerror (errno));
+            snprintf (err, errlen, "cannot join cgroup %s/cgroup.procs: %s", dir, strerror (errno));
             rc = -1;
         }
     }

@@ -36,7 +36,20 @@
 #define IBCR_CRIU_DEFAULT "criu"
 #endif
 
-enum kind { K_PATH, K_SOCKPATH, K_WORD, K_LIST, K_CMD, K_PORT, K_POSINT, K_BOOL, K_LEVEL, K_DURATION, K_ACTION, K_ACTION_NORQ };
+enum kind {
+    K_PATH,
+    K_SOCKPATH,
+    K_WORD,
+    K_LIST,
+    K_CMD,
+    K_PORT,
+    K_POSINT,
+    K_BOOL,
+    K_LEVEL,
+    K_DURATION,
+    K_ACTION,
+    K_ACTION_NORQ
+};
 
 static const struct key {
     const char *name;
@@ -165,13 +178,10 @@ struct conf *conf_create (const char *node)
             goto error;
         node = host;
     }
-    if (set_str (&c->node, node) < 0
-        || set_str (&c->socket, RUNSTATEDIR "/ibcr/ibcrd.sock") < 0
+    if (set_str (&c->node, node) < 0 || set_str (&c->socket, RUNSTATEDIR "/ibcr/ibcrd.sock") < 0
         || set_str (&c->storage, LOCALSTATEDIR "/lib/ibcr/checkpoints") < 0
-        || set_str (&c->staging, "/var/tmp/ibcr/staging") < 0
-        || set_str (&c->cluster, "local") < 0
-        || set_str (&c->criu, IBCR_CRIU_DEFAULT) < 0
-        || set_str (&c->peer_address, "0.0.0.0") < 0
+        || set_str (&c->staging, "/var/tmp/ibcr/staging") < 0 || set_str (&c->cluster, "local") < 0
+        || set_str (&c->criu, IBCR_CRIU_DEFAULT) < 0 || set_str (&c->peer_address, "0.0.0.0") < 0
         || !(c->pidfile = dir_join (c->socket, "ibcrd.pid")))
         goto error;
     c->peer_port = 7195;
@@ -216,10 +226,10 @@ struct parse {
     struct conf *c;
     FILE *f;
     const char *file;
-    int line;           /* number of the line last handed to inih */
-    int at_bol;         /* the last chunk ended a line */
-    int too_long;       /* line number of an over-long line, or 0 */
-    int err_line;       /* first error found by the handler */
+    int line;     /* number of the line last handed to inih */
+    int at_bol;   /* the last chunk ended a line */
+    int too_long; /* line number of an over-long line, or 0 */
+    int err_line; /* first error found by the handler */
     unsigned char seen[NKEYS];
     char *err;
     size_t errlen;
@@ -240,15 +250,14 @@ static char *reader (char *str, int num, void *stream)
     return r;
 }
 
-static int fail (struct parse *p, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+static int fail (struct parse *p, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 static int fail (struct parse *p, const char *fmt, ...)
 {
     va_list ap;
     int n;
 
     if (p->err_line)
-        return 0;   /* keep the first error: later ones may be its echo */
+        return 0; /* keep the first error: later ones may be its echo */
     p->err_line = p->line;
     n = snprintf (p->err, p->errlen, "%s:%d: ", p->file, p->line);
     va_start (ap, fmt);
@@ -281,8 +290,8 @@ static int handler (void *user, const char *section, const char *name, const cha
     size_t i;
 
     if (section && *section)
-        return fail (p, "section [%s]: ibcrd.conf has no sections; remove the [%s] line",
-                     section, section);
+        return fail (p, "section [%s]: ibcrd.conf has no sections; remove the [%s] line", section,
+                     section);
     for (i = 0; i < NKEYS; i++)
         if (!strcmp (keys[i].name, name)) {
             k = &keys[i];
@@ -291,8 +300,10 @@ static int handler (void *user, const char *section, const char *name, const cha
     if (!k)
         return fail (p, "unknown key '%s'; known keys are: %s", name, known_keys ());
     if (p->seen[i])
-        return fail (p, "key '%s' is given twice (an indented line continues the "
-                     "previous value: start every line at column 1)", name);
+        return fail (p,
+                     "key '%s' is given twice (an indented line continues the "
+                     "previous value: start every line at column 1)",
+                     name);
     p->seen[i] = 1;
     if (!*value)
         return fail (p, "key '%s' has an empty value; give one or remove the line", name);
@@ -309,13 +320,13 @@ static int handler (void *user, const char *section, const char *name, const cha
         /* Expansion (%n, %h) happens after the whole file is read, since
          * 'node' may come later; here only what does not depend on it. */
         if (value[0] != '/')
-            return fail (p, "%s = %s: not an absolute path; give a path starting with '/'",
-                         name, value);
+            return fail (p, "%s = %s: not an absolute path; give a path starting with '/'", name,
+                         value);
         break;
     case K_CMD:
         if (strchr (value, ' '))
-            return fail (p, "%s = %s: give the path of the binary only, without arguments",
-                         name, value);
+            return fail (p, "%s = %s: give the path of the binary only, without arguments", name,
+                         value);
         break;
     case K_WORD:
         if (strpbrk (value, " \t/"))
@@ -333,16 +344,18 @@ static int handler (void *user, const char *section, const char *name, const cha
         errno = 0;
         n = strtol (value, &end, 10);
         if (errno || *end || n < 0 || n > 65535)
-            return fail (p, "%s = %s: not a TCP port; give a number from 1 to 65535 "
-                         "(0 disables the peer listener, any lets the system choose)", name, value);
+            return fail (p,
+                         "%s = %s: not a TCP port; give a number from 1 to 65535 "
+                         "(0 disables the peer listener, any lets the system choose)",
+                         name, value);
         *(int *)dst = (int)n;
         return 1;
     case K_POSINT:
         errno = 0;
         n = strtol (value, &end, 10);
         if (errno || *end || n < 1 || n > 100000)
-            return fail (p, "%s = %s: not a positive integer; give a number such as 3",
-                         name, value);
+            return fail (p, "%s = %s: not a positive integer; give a number such as 3", name,
+                         value);
         *(int *)dst = (int)n;
         return 1;
     case K_BOOL:
@@ -351,7 +364,10 @@ static int handler (void *user, const char *section, const char *name, const cha
         *(int *)dst = b;
         return 1;
     case K_LEVEL: {
-        static const struct { const char *n; int l; } lv[] = {
+        static const struct {
+            const char *n;
+            int l;
+        } lv[] = {
             { "error", LOG_ERR }, { "warning", LOG_WARNING }, { "notice", LOG_NOTICE },
             { "info", LOG_INFO }, { "debug", LOG_DEBUG },
         };
@@ -365,8 +381,8 @@ static int handler (void *user, const char *section, const char *name, const cha
     }
     case K_DURATION:
         if (duration_parse (value, &ms) < 0 || ms == 0)
-            return fail (p, "%s = %s: not a duration; give e.g. 30s, 5m, 1h30m or 250ms",
-                         name, value);
+            return fail (p, "%s = %s: not a duration; give e.g. 30s, 5m, 1h30m or 250ms", name,
+                         value);
         *(uint64_t *)dst = ms;
         return 1;
     case K_ACTION:
@@ -380,11 +396,15 @@ static int handler (void *user, const char *section, const char *name, const cha
         else if (!strcmp (value, "requeue"))
             /* A cancelled job is not to come back: requeueing it would
              * undo the user's scancel. */
-            return fail (p, "%s = requeue: a cancelled job is never requeued; give "
-                         "checkpoint or nothing", name);
+            return fail (p,
+                         "%s = requeue: a cancelled job is never requeued; give "
+                         "checkpoint or nothing",
+                         name);
         else
-            return fail (p, "%s = %s: give requeue (checkpoint, then requeue the job), "
-                         "checkpoint (checkpoint only) or nothing", name, value);
+            return fail (p,
+                         "%s = %s: give requeue (checkpoint, then requeue the job), "
+                         "checkpoint (checkpoint only) or nothing",
+                         name, value);
         return 1;
     }
     if (set_str ((char **)dst, value) < 0)
@@ -404,7 +424,8 @@ static int expand_all (struct conf *c, const char *file, char *err, size_t errle
             continue;
         if (!(x = expand_path (*s, c->node, NULL, bad))) {
             if (errno == EINVAL)
-                snprintf (err, errlen, "%s: %s = %s: unknown '%s'; paths may use %%n (node "
+                snprintf (err, errlen,
+                          "%s: %s = %s: unknown '%s'; paths may use %%n (node "
                           "name), %%h (host name) and %%%% (a percent sign)",
                           file, keys[i].name, *s, bad);
             else
@@ -413,10 +434,12 @@ static int expand_all (struct conf *c, const char *file, char *err, size_t errle
         }
         free (*s);
         *s = x;
-        if (keys[i].kind == K_SOCKPATH && strlen (x) >= sizeof (((struct sockaddr_un *)0)->sun_path)) {
-            snprintf (err, errlen, "%s: %s = %s: longer than a unix socket path may be "
-                      "(%zu bytes); choose a shorter path", file, keys[i].name, x,
-                      sizeof (((struct sockaddr_un *)0)->sun_path) - 1);
+        if (keys[i].kind == K_SOCKPATH
+            && strlen (x) >= sizeof (((struct sockaddr_un *)0)->sun_path)) {
+            snprintf (err, errlen,
+                      "%s: %s = %s: longer than a unix socket path may be "
+                      "(%zu bytes); choose a shorter path",
+                      file, keys[i].name, x, sizeof (((struct sockaddr_un *)0)->sun_path) - 1);
             errno = EINVAL;
             return -1;
         }
@@ -447,8 +470,8 @@ struct conf *conf_load (const char *path, const char *node, char *err, size_t er
     rc = ini_parse_stream (reader, &p, handler, &p);
     fclose (p.f);
     if (p.too_long && (!p.err_line || p.too_long <= p.err_line)) {
-        snprintf (err, errlen, "%s:%d: line longer than %d characters; shorten it",
-                  path, p.too_long, INI_MAX_LINE - 2);
+        snprintf (err, errlen, "%s:%d: line longer than %d characters; shorten it", path,
+                  p.too_long, INI_MAX_LINE - 2);
         goto inval;
     }
     if (rc < 0) {
@@ -456,8 +479,10 @@ struct conf *conf_load (const char *path, const char *node, char *err, size_t er
         goto inval;
     }
     if (rc > 0 && (!p.err_line || rc < p.err_line)) {
-        snprintf (err, errlen, "%s:%d: not a 'key = value' line; write key = value, or start "
-                  "a comment with '#'", path, rc);
+        snprintf (err, errlen,
+                  "%s:%d: not a 'key = value' line; write key = value, or start "
+                  "a comment with '#'",
+                  path, rc);
         goto inval;
     }
     if (p.err_line)
@@ -477,8 +502,10 @@ struct conf *conf_load (const char *path, const char *node, char *err, size_t er
     }
     c->peer_port_set = p.seen[key_index ("peer_port")];
     if (c->interval_min > c->interval_max) {
-        snprintf (err, errlen, "%s: interval_min is above interval_max; give interval_min "
-                  "<= interval_max", path);
+        snprintf (err, errlen,
+                  "%s: interval_min is above interval_max; give interval_min "
+                  "<= interval_max",
+                  path);
         goto inval;
     }
     if (!p.seen[key_index ("pidfile")]) {

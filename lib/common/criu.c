@@ -81,7 +81,7 @@ pid_t criu_start_as (char *const argv[], const char *log, const int *keep, int n
     fds_close_except (keep, nkeep);
     for (int i = 0; i < nkeep; i++)
         if (keep[i] > 2)
-            fcntl (keep[i], F_SETFD, 0);        /* criu inherits them */
+            fcntl (keep[i], F_SETFD, 0); /* criu inherits them */
     /* The binary is found here, before any namespace is entered: inside
      * one, the path could name something else. */
     int xfd = open (argv[0], O_PATH | O_CLOEXEC);
@@ -127,8 +127,8 @@ pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkee
     return criu_start_as (argv, log, keep, nkeep, NULL);
 }
 
-int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
-              int timeout_ms, char *err, size_t len)
+int criu_run (char *const argv[], const char *log, const int *keep, int nkeep, int timeout_ms,
+              char *err, size_t len)
 {
     return criu_run_as (argv, log, keep, nkeep, NULL, timeout_ms, err, len);
 }
@@ -143,8 +143,10 @@ int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep
 
     if (access (argv[0], X_OK) < 0) {
         saved = errno;
-        snprintf (err, len, "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf; CRIU "
-                  ">= 4.1 is needed on kernels >= 6.13)", argv[0], strerror (saved));
+        snprintf (err, len,
+                  "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf; CRIU "
+                  ">= 4.1 is needed on kernels >= 6.13)",
+                  argv[0], strerror (saved));
         errno = ENOENT;
         return -1;
     }
@@ -156,13 +158,15 @@ int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR) {
-            return errprintf (err, len, "lost track of criu (pid %ld): %s", (long)pid, strerror (errno));
+            return errprintf (err, len, "lost track of criu (pid %ld): %s", (long)pid,
+                              strerror (errno));
         }
         if (timeout_ms >= 0 && mono_ms () > deadline) {
             kill (pid, SIGKILL);
             waitpid (pid, &status, 0);
             criu_log_errors (log, 3, errs, sizeof (errs));
-            snprintf (err, len, "criu %s did not finish within %d ms and was killed%s%s; "
+            snprintf (err, len,
+                      "criu %s did not finish within %d ms and was killed%s%s; "
                       "log: %s (raise timeout_dump in ibcrd.conf if the job is large)",
                       argv[1], timeout_ms, errs[0] ? ": " : "", errs, log ? log : "-");
             errno = ETIMEDOUT;

@@ -17,8 +17,8 @@
  * kills it.  0 when criu exited 0; else -1 with errno (ETIMEDOUT, ENOENT
  * when criu cannot run, EIO when it failed) and in err: what failed, the
  * first error lines of 'log' and its path. */
-int criu_run (char *const argv[], const char *log, const int *keep, int nkeep,
-              int timeout_ms, char *err, size_t len);
+int criu_run (char *const argv[], const char *log, const int *keep, int nkeep, int timeout_ms,
+              char *err, size_t len);
 
 /* Like criu_run, but do not wait: the pid of the started criu, or -1. */
 pid_t criu_start (char *const argv[], const char *log, const int *keep, int nkeep);

@@ -38,7 +38,7 @@ int duration_parse (const char *s, uint64_t *ms)
             n = n * 10 + (*p++ - '0');
         }
         if (bare) {
-            u = 1;              /* bare number: seconds */
+            u = 1; /* bare number: seconds */
         } else {
             while (isalpha ((unsigned char)p[ulen]))
                 ulen++;

@@ -16,8 +16,7 @@
 
 #include <stddef.h>
 
-int errprintf (char *buf, size_t len, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
+int errprintf (char *buf, size_t len, const char *fmt, ...) __attribute__ ((format (printf, 3, 4)));
 int errnprintf (char *buf, size_t len, int errnum, const char *fmt, ...)
     __attribute__ ((format (printf, 4, 5)));
 

@@ -52,9 +52,16 @@ char *expand_path (const char *in, const char *node, const char *host, char bad[
             continue;
         }
         switch (p[1]) {
-        case 'n': sub = node; break;
-        case 'h': sub = host; break;
-        case '%': one[0] = '%'; sub = one; break;
+        case 'n':
+            sub = node;
+            break;
+        case 'h':
+            sub = host;
+            break;
+        case '%':
+            one[0] = '%';
+            sub = one;
+            break;
         default:
             if (bad) {
                 bad[0] = '%';

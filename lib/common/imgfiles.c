@@ -131,7 +131,7 @@ static int read_all (const char *path, uint8_t **buf, size_t *len, char *err, si
     if ((fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0) {
         if (errno == ENOENT) {
             *len = 0;
-            return 0;   /* no open file at all */
+            return 0; /* no open file at all */
         }
         return errprintf (err, errlen, "cannot open %s: %s", path, strerror (errno));
     }
@@ -182,7 +182,7 @@ static void record_pid (const char *pid, json_object *files)
 
     snprintf (path, sizeof (path), "/proc/%s/fd", pid);
     if (!(d = opendir (path)))
-        return;         /* gone, or not ours to look at */
+        return; /* gone, or not ours to look at */
     while ((e = readdir (d))) {
         long flags;
         if (e->d_name[0] == '.')
@@ -260,8 +260,8 @@ int imgfiles_record (const char *dir, char *err, size_t errlen)
         close (fd);
         goto out;
     }
-    rc = close (fd) == 0 ? 0 : errprintf (err, errlen, "cannot write %s: %s", path,
-                                           strerror (errno));
+    rc = close (fd) == 0 ? 0
+                         : errprintf (err, errlen, "cannot write %s: %s", path, strerror (errno));
 out:
     json_object_put (root);
     return rc;
@@ -277,8 +277,10 @@ int imgfiles_action (void)
     if (strcmp (action, "post-dump") || !dir)
         return 0;
     if (imgfiles_record (dir, err, sizeof (err)) < 0)
-        fprintf (stderr, "Warning (ibcr): the sizes of the files open for writing are not "
-                 "recorded (no rollback of them at a restore): %s\n", err);
+        fprintf (stderr,
+                 "Warning (ibcr): the sizes of the files open for writing are not "
+                 "recorded (no rollback of them at a restore): %s\n",
+                 err);
     return 0;
 }
 
@@ -317,17 +319,18 @@ static int rollback_one (const struct regfile *r, char *note, size_t notelen, ch
 
     /* Not a FIFO to block on, nor a terminal to take. */
     if ((fd = open (r->name, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-        return 0;   /* gone or not the user's: CRIU says why, if it matters */
+        return 0; /* gone or not the user's: CRIU says why, if it matters */
     if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || (uint64_t)sb.st_size == r->size) {
         close (fd);
         return 0;
     }
     if ((uint64_t)sb.st_size < r->size) {
         close (fd);
-        return errnprintf (err, errlen, EINVAL, "%s is shorter than at the dump (%jd bytes, "
+        return errnprintf (err, errlen, EINVAL,
+                           "%s is shorter than at the dump (%jd bytes, "
                            "%" PRIu64 " then): it was cut or replaced since, and the restored "
-                           "program would write after a hole", r->name, (intmax_t)sb.st_size,
-                           r->size);
+                           "program would write after a hole",
+                           r->name, (intmax_t)sb.st_size, r->size);
     }
     if (ftruncate (fd, (off_t)r->size) < 0) {
         errprintf (err, errlen, "cannot cut %s back to its %" PRIu64 " bytes of the dump: %s",
@@ -337,8 +340,8 @@ static int rollback_one (const struct regfile *r, char *note, size_t notelen, ch
     }
     close (fd);
     size_t used = strlen (note);
-    snprintf (note + used, notelen - used, "%s%s from %jd to %" PRIu64 " bytes",
-              used ? "; " : "", r->name, (intmax_t)sb.st_size, r->size);
+    snprintf (note + used, notelen - used, "%s%s from %jd to %" PRIu64 " bytes", used ? "; " : "",
+              r->name, (intmax_t)sb.st_size, r->size);
     return 0;
 }
 

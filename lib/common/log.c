@@ -42,7 +42,10 @@ int log_get_level (void)
 static const char *level_name (int level)
 {
     switch (level) {
-    case LOG_EMERG: case LOG_ALERT: case LOG_CRIT: case LOG_ERR:
+    case LOG_EMERG:
+    case LOG_ALERT:
+    case LOG_CRIT:
+    case LOG_ERR:
         return "error: ";
     case LOG_WARNING:
         return "warning: ";

@@ -21,10 +21,8 @@ int log_get_level (void);
 /* Log at a syslog level.  log_err also appends ": strerror(errnum)".
  * All of them leave errno as it was, so an error path may log and then
  * return with the errno it is reporting. */
-void log_msg (int level, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+void log_msg (int level, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 void log_vmsg (int level, const char *fmt, va_list ap);
-void log_err (int errnum, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+void log_err (int errnum, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
 #endif

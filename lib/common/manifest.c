@@ -94,8 +94,8 @@ static int cmp_path (const void *a, const void *b)
 
 /* Depth-first walk of dir (relative path rel, "" at the top), hashing every
  * regular file into arr. */
-static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes,
-                     int hash, char *err, size_t len)
+static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes, int hash,
+                     char *err, size_t len)
 {
     DIR *d;
     struct dirent *e;
@@ -119,7 +119,8 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
             snprintf (err, len, "%s: %s", path, strerror (errno));
             rc = -1;
         } else if (S_ISDIR (sb.st_mode)) {
-            int sub = openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int sub =
+                openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0) {
                 snprintf (err, len, "%s: %s", path, strerror (errno));
                 rc = -1;
@@ -146,8 +147,10 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
             json_object_array_add (arr, f);
             *bytes += sz;
         } else {
-            snprintf (err, len, "%s: not a regular file or folder (symbolic links and "
-                      "devices are never part of an image)", path);
+            snprintf (err, len,
+                      "%s: not a regular file or folder (symbolic links and "
+                      "devices are never part of an image)",
+                      path);
             errno = EINVAL;
             rc = -1;
         }
@@ -212,14 +215,13 @@ json_object *manifest_scan (const char *gendir, uint64_t *bytes, char *err, size
     return scan (gendir, bytes, 1, err, len);
 }
 
-json_object *manifest_scan_at (int dfd, const char *gendir, uint64_t *bytes, char *err,
-                               size_t len)
+json_object *manifest_scan_at (int dfd, const char *gendir, uint64_t *bytes, char *err, size_t len)
 {
     return scan_at (dfd, gendir, bytes, 1, err, len);
 }
 
-int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int gid,
-                       mode_t mode, char *err, size_t len)
+int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int gid, mode_t mode,
+                       char *err, size_t len)
 {
     const char *tmp = MANIFEST_NAME ".tmp", *s;
     int fd, saved;
@@ -256,13 +258,13 @@ error:
     return errprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (errno));
 }
 
-int manifest_write (const char *gendir, json_object *m, int uid, int gid,
-                    char *err, size_t len)
+int manifest_write (const char *gendir, json_object *m, int uid, int gid, char *err, size_t len)
 {
     int dfd, rc, saved;
 
     if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        return errprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (errno));
+        return errprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME,
+                          strerror (errno));
     }
     rc = manifest_write_at (dfd, gendir, m, uid, gid, 0600, err, len);
     saved = errno;
@@ -271,8 +273,7 @@ int manifest_write (const char *gendir, json_object *m, int uid, int gid,
     return rc;
 }
 
-json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, char *err,
-                              size_t len)
+json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, char *err, size_t len)
 {
     char path[4096];
     struct stat sb;
@@ -309,10 +310,12 @@ json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, ch
     m = json_tokener_parse (buf);
     free (buf);
     if (!m || !json_object_is_type (m, json_type_object)
-        || !json_object_object_get_ex (m, "format", &v) || json_object_get_int (v) != MANIFEST_FORMAT
-        || !json_object_object_get_ex (m, "job", &v) || !json_object_is_type (v, json_type_string)
-        || !json_object_object_get_ex (m, "generation", &v) || !json_object_is_type (v, json_type_int)
-        || !json_object_object_get_ex (m, "files", &v) || !json_object_is_type (v, json_type_array)) {
+        || !json_object_object_get_ex (m, "format", &v)
+        || json_object_get_int (v) != MANIFEST_FORMAT || !json_object_object_get_ex (m, "job", &v)
+        || !json_object_is_type (v, json_type_string)
+        || !json_object_object_get_ex (m, "generation", &v)
+        || !json_object_is_type (v, json_type_int) || !json_object_object_get_ex (m, "files", &v)
+        || !json_object_is_type (v, json_type_array)) {
         json_object_put (m);
         snprintf (err, len, "%s: not a valid ibcr manifest (format %d)", path, MANIFEST_FORMAT);
         errno = EBADMSG;
@@ -404,7 +407,7 @@ int manifest_verify (const char *gendir, json_object *m, json_object *problems,
             for (size_t j = 0; !listed && j < json_object_array_length (files); j++) {
                 json_object *g = json_object_array_get_idx (files, j), *w;
                 listed = json_object_object_get_ex (g, "path", &w)
-                         && !strcmp (json_object_get_string (w), p);
+                    && !strcmp (json_object_get_string (w), p);
             }
             if (!listed)
                 nprob += add_problem (problems, p, "not in manifest");

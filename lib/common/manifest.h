@@ -29,18 +29,16 @@ int manifest_hash_file (int dirfd, const char *path, uint64_t *hash, uint64_t *s
 json_object *manifest_scan (const char *gendir, uint64_t *bytes, char *err, size_t len);
 
 /* The same, of the folder dfd (gendir only names it in messages). */
-json_object *manifest_scan_at (int dfd, const char *gendir, uint64_t *bytes, char *err,
-                               size_t len);
+json_object *manifest_scan_at (int dfd, const char *gendir, uint64_t *bytes, char *err, size_t len);
 
 /* Write m as gendir/manifest.json: temporary file, fsync, rename, fsync of
  * the folder.  mode/uid/gid as for the image files (uid -1: unchanged). */
-int manifest_write (const char *gendir, json_object *m, int uid, int gid,
-                    char *err, size_t len);
+int manifest_write (const char *gendir, json_object *m, int uid, int gid, char *err, size_t len);
 
 /* The same into the folder dfd, with mode 'mode' (exactly); the temporary
  * name is created O_EXCL|O_NOFOLLOW and renamed with renameat. */
-int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int gid,
-                       mode_t mode, char *err, size_t len);
+int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int gid, mode_t mode,
+                       char *err, size_t len);
 
 /* Read and check gendir/manifest.json (format, job, generation, files).
  * NULL with errno (ENOENT: no manifest, the generation is partial;
@@ -49,8 +47,7 @@ json_object *manifest_read (const char *gendir, char *err, size_t len);
 
 /* The same from the folder dfd; *st (may be NULL) gets the manifest
  * file's stat, so that a caller can check who wrote it. */
-json_object *manifest_read_at (int dfd, const char *gendir, struct stat *st, char *err,
-                               size_t len);
+json_object *manifest_read_at (int dfd, const char *gendir, struct stat *st, char *err, size_t len);
 
 /* Recompute every checksum listed in m and look for files not listed.
  * Returns the number of problems (0 = intact), each appended to 'problems'

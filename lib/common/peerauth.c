@@ -40,7 +40,8 @@ struct peerauth *peerauth_create (const char *munge_socket)
         return NULL;
     }
     if ((munge_socket && munge_ctx_set (pa->ctx, MUNGE_OPT_SOCKET, munge_socket) != EMUNGE_SUCCESS)
-        || munge_ctx_set (pa->ctx, MUNGE_OPT_UID_RESTRICTION, (uid_t)geteuid ()) != EMUNGE_SUCCESS) {
+        || munge_ctx_set (pa->ctx, MUNGE_OPT_UID_RESTRICTION, (uid_t)geteuid ())
+            != EMUNGE_SUCCESS) {
         munge_ctx_destroy (pa->ctx);
         free (pa);
         errno = EINVAL;
@@ -95,8 +96,8 @@ json_object *peerauth_wrap (struct peerauth *pa, json_object *body, char *err, s
     return env;
 }
 
-int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body,
-                     uid_t *uid, char *err, size_t len)
+int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body, uid_t *uid,
+                     char *err, size_t len)
 {
     const char *cred = proto_get_str (env, "cred", NULL);
     void *payload = NULL;
@@ -106,8 +107,10 @@ int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body,
 
     *body = NULL;
     if (!proto_type (env) || strcmp (proto_type (env), "peer")) {
-        return errnprintf (err, len, EACCES, "peer messages must be of type \"peer\" and carry a MUNGE "
-                           "credential (got type '%.32s')", proto_type (env) ? proto_type (env) : "?");
+        return errnprintf (err, len, EACCES,
+                           "peer messages must be of type \"peer\" and carry a MUNGE "
+                           "credential (got type '%.32s')",
+                           proto_type (env) ? proto_type (env) : "?");
     }
     if (!cred || !*cred) {
         return errnprintf (err, len, EACCES, "peer message without a MUNGE credential refused");
@@ -188,8 +191,8 @@ void peerauth_session_wipe (struct peerauth_session *s)
     explicit_bzero (s, sizeof (*s));
 }
 
-static void session_mac (const struct peerauth_session *s, char dir, uint64_t seq,
-                         const char *body, size_t n, unsigned char *mac)
+static void session_mac (const struct peerauth_session *s, char dir, uint64_t seq, const char *body,
+                         size_t n, unsigned char *mac)
 {
     unsigned char head[9];
     unsigned int maclen = 0;
@@ -208,8 +211,7 @@ static void session_mac (const struct peerauth_session *s, char dir, uint64_t se
     free (buf);
 }
 
-json_object *peerauth_seal (struct peerauth_session *s, json_object *body, char *err,
-                            size_t len)
+json_object *peerauth_seal (struct peerauth_session *s, json_object *body, char *err, size_t len)
 {
     unsigned char mac[32];
     char hex[65];
@@ -244,8 +246,8 @@ json_object *peerauth_seal (struct peerauth_session *s, json_object *body, char 
     return env;
 }
 
-int peerauth_open (struct peerauth_session *s, json_object *env, json_object **body,
-                   char *err, size_t len)
+int peerauth_open (struct peerauth_session *s, json_object *env, json_object **body, char *err,
+                   size_t len)
 {
     const char *hex = proto_get_str (env, "mac", NULL), *txt;
     json_object *b;
@@ -255,8 +257,8 @@ int peerauth_open (struct peerauth_session *s, json_object *env, json_object **b
 
     *body = NULL;
     if (!proto_type (env) || strcmp (proto_type (env), "peer-s")
-        || !json_object_object_get_ex (env, "body", &b) || !json_object_is_type (b, json_type_string)
-        || !hex || strlen (hex) != 64) {
+        || !json_object_object_get_ex (env, "body", &b)
+        || !json_object_is_type (b, json_type_string) || !hex || strlen (hex) != 64) {
         return errnprintf (err, len, EACCES, "not a message of this session (type '%.32s')",
                            proto_type (env) ? proto_type (env) : "?");
     }
@@ -274,8 +276,10 @@ int peerauth_open (struct peerauth_session *s, json_object *env, json_object **b
      * fails like a forged one. */
     session_mac (s, s->peer, s->got + 1, txt, n, want);
     if (CRYPTO_memcmp (mac, want, sizeof (mac)) != 0 || seq != (int64_t)(s->got + 1)) {
-        return errnprintf (err, len, EACCES, "session message %lld refused: its MAC does not match message "
-                           "%llu of this session", (long long)seq, (unsigned long long)(s->got + 1));
+        return errnprintf (err, len, EACCES,
+                           "session message %lld refused: its MAC does not match message "
+                           "%llu of this session",
+                           (long long)seq, (unsigned long long)(s->got + 1));
     }
     if (proto_decode (txt, n, body) < 0) {
         return errnprintf (err, len, EPROTO, "session message %lld is malformed", (long long)seq);

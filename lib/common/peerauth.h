@@ -37,8 +37,8 @@ json_object *peerauth_wrap (struct peerauth *pa, json_object *body, char *err, s
  * credential is missing, invalid, expired, replayed or unauthorized, EPROTO
  * when the envelope or inner message is malformed, EIO when munged cannot
  * be reached. */
-int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body,
-                     uid_t *uid, char *err, size_t len);
+int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body, uid_t *uid,
+                     char *err, size_t len);
 
 /* --- sessions ------------------------------------------------------------
  *
@@ -59,8 +59,8 @@ int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body,
 
 struct peerauth_session {
     unsigned char key[PEERAUTH_KEY_LEN];
-    uint64_t sent, got;     /* last seq sent, last seq accepted */
-    char self, peer;        /* direction bytes */
+    uint64_t sent, got; /* last seq sent, last seq accepted */
+    char self, peer;    /* direction bytes */
 };
 
 /* A new random key.  0, or -1 with errno. */
@@ -76,13 +76,12 @@ void peerauth_session_wipe (struct peerauth_session *s);
 
 /* The envelope carrying body (not consumed) as the session's next
  * message, or NULL with errno and err. */
-json_object *peerauth_seal (struct peerauth_session *s, json_object *body, char *err,
-                            size_t len);
+json_object *peerauth_seal (struct peerauth_session *s, json_object *body, char *err, size_t len);
 
 /* Check the session's next message and return its inner message.  -1
  * with errno EACCES (bad MAC, wrong direction or sequence, not a session
  * message) or EPROTO (malformed) and err. */
-int peerauth_open (struct peerauth_session *s, json_object *env, json_object **body,
-                   char *err, size_t len);
+int peerauth_open (struct peerauth_session *s, json_object *env, json_object **body, char *err,
+                   size_t len);
 
 #endif

@@ -133,8 +133,10 @@ int pmi_greet (int fd, int timeout_ms, char *err, size_t len)
         struct pollfd p = { .fd = fd, .events = POLLIN };
         int left = (int)(deadline - mono_ms_f ());
         if (got >= sizeof (buf) - 1 || left <= 0 || poll (&p, 1, left) == 0) {
-            snprintf (err, len, "the step's PMI server did not answer the init line on fd "
-                      "%d within %d ms", fd, timeout_ms);
+            snprintf (err, len,
+                      "the step's PMI server did not answer the init line on fd "
+                      "%d within %d ms",
+                      fd, timeout_ms);
             return -1;
         }
         if ((n = recv (fd, buf + got, sizeof (buf) - 1 - got, MSG_DONTWAIT)) < 0
@@ -309,26 +311,35 @@ int pmix_replay (int fd, const unsigned char *hello, size_t len, int timeout_ms,
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            snprintf (err, errlen, "cannot say the rank's PMIx connect message to the step's "
-                      "PMIx server: %s", n < 0 ? strerror (errno) : "short write");
+            snprintf (err, errlen,
+                      "cannot say the rank's PMIx connect message to the step's "
+                      "PMIx server: %s",
+                      n < 0 ? strerror (errno) : "short write");
             return -1;
         }
         off += (size_t)n;
     }
     if (pmix_read_all (fd, &word[0], sizeof (word[0]), deadline) < 0) {
-        snprintf (err, errlen, "the step's PMIx server did not answer the rank's connect "
-                  "message: %s", errno == EPIPE ? "it closed the connection (an nspace or "
-                  "rank it does not serve?)" : strerror (errno));
+        snprintf (err, errlen,
+                  "the step's PMIx server did not answer the rank's connect "
+                  "message: %s",
+                  errno == EPIPE ? "it closed the connection (an nspace or "
+                                   "rank it does not serve?)"
+                                 : strerror (errno));
         return -1;
     }
     if (ntohl (word[0]) != 0) {
-        snprintf (err, errlen, "the step's PMIx server refused the rank's connect message "
-                  "(status %d)", (int)ntohl (word[0]));
+        snprintf (err, errlen,
+                  "the step's PMIx server refused the rank's connect message "
+                  "(status %d)",
+                  (int)ntohl (word[0]));
         return -1;
     }
     if (pmix_read_all (fd, &word[1], sizeof (word[1]), deadline) < 0) {
-        snprintf (err, errlen, "the step's PMIx server accepted the rank but sent no index: "
-                  "%s", strerror (errno));
+        snprintf (err, errlen,
+                  "the step's PMIx server accepted the rank but sent no index: "
+                  "%s",
+                  strerror (errno));
         return -1;
     }
     return 0;

@@ -12,8 +12,8 @@
 #include "pmi.h"
 
 const char *const pmix_uri_vars[] = {
-    "PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3", "PMIX_SERVER_URI21",
-    "PMIX_SERVER_URI2", NULL,
+    "PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3",
+    "PMIX_SERVER_URI21", "PMIX_SERVER_URI2", NULL,
 };
 
 int pmix_uri_addr (const char *uri, struct sockaddr_in *sa)

@@ -61,8 +61,8 @@ pid_t proc_first_child_at (int procfd, pid_t pid)
     FILE *f;
     int fd;
 
-    snprintf (path, sizeof (path), "%s%ld/task/%ld/children", procfd < 0 ? "/proc/" : "",
-              (long)pid, (long)pid);
+    snprintf (path, sizeof (path), "%s%ld/task/%ld/children", procfd < 0 ? "/proc/" : "", (long)pid,
+              (long)pid);
     if ((fd = openat (procfd < 0 ? AT_FDCWD : procfd, path, O_RDONLY | O_CLOEXEC)) < 0)
         return 0;
     if (!(f = fdopen (fd, "r"))) {
@@ -118,8 +118,7 @@ static void proc_children (pid_t pid, pid_t *list, int *n, int max)
 
         if (e->d_name[0] == '.')
             continue;
-        snprintf (cpath, sizeof (cpath), "/proc/%ld/task/%.20s/children", (long)pid,
-                  e->d_name);
+        snprintf (cpath, sizeof (cpath), "/proc/%ld/task/%.20s/children", (long)pid, e->d_name);
         if (!(f = fopen (cpath, "re")))
             continue;
         while (*n < max && fscanf (f, "%ld", &child) == 1)
@@ -163,8 +162,12 @@ int proc_ident (pid_t pid, struct proc_ident *id)
     FILE *f;
 
     /* Field 22 (starttime) is the 20th after the command name. */
-    if (!p || sscanf (p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-                      "%*d %*d %*d %*d %llu", &id->start) != 1) {
+    if (!p
+        || sscanf (p,
+                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                   "%*d %*d %*d %*d %llu",
+                   &id->start)
+            != 1) {
         errno = ESRCH;
         return -1;
     }

@@ -29,8 +29,7 @@ static void put_be32 (unsigned char *p, uint32_t v)
 
 static uint32_t get_be32 (const unsigned char *p)
 {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16)
-         | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 
 static int valid_msg (json_object *msg)
@@ -39,11 +38,9 @@ static int valid_msg (json_object *msg)
 
     if (!msg || !json_object_is_type (msg, json_type_object))
         return 0;
-    if (!json_object_object_get_ex (msg, "version", &v)
-        || !json_object_is_type (v, json_type_int))
+    if (!json_object_object_get_ex (msg, "version", &v) || !json_object_is_type (v, json_type_int))
         return 0;
-    if (!json_object_object_get_ex (msg, "type", &v)
-        || !json_object_is_type (v, json_type_string))
+    if (!json_object_object_get_ex (msg, "type", &v) || !json_object_is_type (v, json_type_string))
         return 0;
     return 1;
 }
@@ -213,7 +210,7 @@ int proto_recv_timeout (int fd, size_t cap, int timeout_ms, json_object **msg)
     if ((n = read_full (fd, hdr, sizeof (hdr), deadline)) < 0)
         return -1;
     if (n == 0)
-        return 0;               /* clean EOF between frames */
+        return 0; /* clean EOF between frames */
     if (n < (ssize_t)sizeof (hdr)) {
         errno = ECONNRESET;
         return -1;
@@ -264,8 +261,7 @@ json_object *proto_new (const char *type)
     }
     if (!(o = json_object_new_object ()))
         goto nomem;
-    if (proto_set_int (o, "version", PROTO_VERSION) < 0
-        || proto_set_str (o, "type", type) < 0)
+    if (proto_set_int (o, "version", PROTO_VERSION) < 0 || proto_set_str (o, "type", type) < 0)
         goto nomem;
     return o;
 nomem:
@@ -298,15 +294,47 @@ int proto_version (json_object *msg)
 const char *proto_errname (int errnum)
 {
     switch (errnum) {
-#define E(x) case x: return #x
-    E (EPERM); E (ENOENT); E (ESRCH); E (EINTR); E (EIO); E (E2BIG);
-    E (EBADF); E (EAGAIN); E (ENOMEM); E (EACCES); E (EBUSY); E (EEXIST);
-    E (ENODEV); E (ENOTDIR); E (EISDIR); E (EINVAL); E (ENOSPC); E (EPIPE);
-    E (ERANGE); E (ENOSYS); E (ENOTSUP); E (EPROTO); E (EMSGSIZE);
-    E (EBADMSG); E (EPROTONOSUPPORT); E (ECONNRESET); E (ECONNREFUSED);
-    E (ETIMEDOUT); E (EALREADY); E (EINPROGRESS); E (ECANCELED); E (EROFS);
-    E (EUSERS);
-    E (EDQUOT); E (ENOTCONN); E (EKEYREJECTED); E (ENOEXEC); E (ESTALE);
+#define E(x)                                                                                       \
+    case x:                                                                                        \
+        return #x
+        E (EPERM);
+        E (ENOENT);
+        E (ESRCH);
+        E (EINTR);
+        E (EIO);
+        E (E2BIG);
+        E (EBADF);
+        E (EAGAIN);
+        E (ENOMEM);
+        E (EACCES);
+        E (EBUSY);
+        E (EEXIST);
+        E (ENODEV);
+        E (ENOTDIR);
+        E (EISDIR);
+        E (EINVAL);
+        E (ENOSPC);
+        E (EPIPE);
+        E (ERANGE);
+        E (ENOSYS);
+        E (ENOTSUP);
+        E (EPROTO);
+        E (EMSGSIZE);
+        E (EBADMSG);
+        E (EPROTONOSUPPORT);
+        E (ECONNRESET);
+        E (ECONNREFUSED);
+        E (ETIMEDOUT);
+        E (EALREADY);
+        E (EINPROGRESS);
+        E (ECANCELED);
+        E (EROFS);
+        E (EUSERS);
+        E (EDQUOT);
+        E (ENOTCONN);
+        E (EKEYREJECTED);
+        E (ENOEXEC);
+        E (ESTALE);
 #undef E
     default:
         return "E?";
@@ -324,8 +352,7 @@ json_object *proto_error (const char *what, int errnum, const char *fmt, ...)
     va_end (ap);
     if (!(o = proto_new ("error")))
         return NULL;
-    if (proto_set_str (o, "what", what ? what : "") < 0
-        || proto_set_int (o, "errno", errnum) < 0
+    if (proto_set_str (o, "what", what ? what : "") < 0 || proto_set_int (o, "errno", errnum) < 0
         || proto_set_str (o, "errname", proto_errname (errnum)) < 0
         || proto_set_str (o, "message", text) < 0) {
         json_object_put (o);
@@ -472,7 +499,7 @@ int proto_reader_read (struct proto_reader *r, int fd, json_object **msg)
                 return -1;
             }
             if (!(r->buf = malloc (r->len))) {
-                r->skipping = 1;   /* keep the stream in sync anyway */
+                r->skipping = 1; /* keep the stream in sync anyway */
                 errno = ENOMEM;
                 return -1;
             }

@@ -89,11 +89,11 @@ struct proto_reader {
     size_t cap;
     unsigned char hdr[PROTO_HDR_LEN];
     size_t hdr_got;
-    uint32_t len;       /* payload length once the header is complete */
-    char *buf;          /* payload being read (NULL while skipping) */
-    size_t got;         /* payload bytes read or skipped so far */
-    int skipping;       /* announced length was over cap */
-    int not_sock;       /* fd is a pipe or file: read(2), and it may block */
+    uint32_t len; /* payload length once the header is complete */
+    char *buf;    /* payload being read (NULL while skipping) */
+    size_t got;   /* payload bytes read or skipped so far */
+    int skipping; /* announced length was over cap */
+    int not_sock; /* fd is a pipe or file: read(2), and it may block */
 };
 
 void proto_reader_init (struct proto_reader *r, size_t cap);

@@ -67,17 +67,18 @@ static void restore_note (char *note, size_t len, const char *fmt, ...)
 
 /* Rank's image folder, stdio and control socket in generation g. */
 static int restore_task_plan (const char *job, int g, json_object *m, const char *dir,
-                              uint32_t rank, struct restore_plan *plan, char *err,
-                              size_t errlen)
+                              uint32_t rank, struct restore_plan *plan, char *err, size_t errlen)
 {
     json_object *task = restore_task_of (m, rank), *stdio, *inos;
     struct stat sb;
 
     if ((size_t)snprintf (plan->imgdir, sizeof (plan->imgdir), "%s/task-%u", dir, rank)
-        >= sizeof (plan->imgdir) || !task || lstat (plan->imgdir, &sb) < 0
-        || !S_ISDIR (sb.st_mode)) {
-        snprintf (err, errlen, "job %s generation %d has no image of rank %u: the "
-                  "checkpoint's layout differs (see 'ibcr list %s')", job, g, rank, job);
+            >= sizeof (plan->imgdir)
+        || !task || lstat (plan->imgdir, &sb) < 0 || !S_ISDIR (sb.st_mode)) {
+        snprintf (err, errlen,
+                  "job %s generation %d has no image of rank %u: the "
+                  "checkpoint's layout differs (see 'ibcr list %s')",
+                  job, g, rank, job);
         errno = ENOENT;
         return -1;
     }
@@ -98,16 +99,17 @@ static int restore_task_plan (const char *job, int g, json_object *m, const char
             json_object *v = json_object_array_get_idx (inos, i);
             if (!json_object_is_type (v, json_type_int) || json_object_get_int64 (v) <= 0
                 || plan->nctl >= RESTORE_MAX_CTL) {
-                snprintf (err, errlen, "job %s generation %d rank %u: its manifest's "
-                          "ctl_inos is malformed (at most %d positive inodes)", job, g,
-                          rank, RESTORE_MAX_CTL);
+                snprintf (err, errlen,
+                          "job %s generation %d rank %u: its manifest's "
+                          "ctl_inos is malformed (at most %d positive inodes)",
+                          job, g, rank, RESTORE_MAX_CTL);
                 errno = EINVAL;
                 return -1;
             }
             plan->ctl_inos[plan->nctl++] = json_object_get_int64 (v);
         }
     } else if (plan->ctl_ino > 0)
-        plan->ctl_inos[plan->nctl++] = plan->ctl_ino;    /* written before ctl_inos */
+        plan->ctl_inos[plan->nctl++] = plan->ctl_ino; /* written before ctl_inos */
     if (plan->nctl > 0)
         plan->ctl_ino = plan->ctl_inos[0];
     plan->pmi_ino = (long long)proto_get_int (task, "pmi_ino", 0);
@@ -130,8 +132,8 @@ static int restore_task_plan (const char *job, int g, json_object *m, const char
 }
 
 int restore_pick (const struct store *st, const char *job, int want, uint32_t rank,
-                  struct restore_plan *plan, json_object **manifest, char *note,
-                  size_t notelen, char *err, size_t errlen)
+                  struct restore_plan *plan, json_object **manifest, char *note, size_t notelen,
+                  char *err, size_t errlen)
 {
     json_object *gens = NULL;
     char serr[1024];
@@ -183,18 +185,21 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
         goto out;
     }
     if (!seen) {
-        snprintf (err, errlen, "job %s has no committed generation %d (see 'ibcr list %s')",
-                  job, want, job);
+        snprintf (err, errlen, "job %s has no committed generation %d (see 'ibcr list %s')", job,
+                  want, job);
         errno = ENOENT;
     } else if (want) {
-        snprintf (err, errlen, "job %s %s; not restoring it (see 'ibcr verify %s'; leave "
-                  "out the generation to fall back to an older one)", job, note, job);
+        snprintf (err, errlen,
+                  "job %s %s; not restoring it (see 'ibcr verify %s'; leave "
+                  "out the generation to fall back to an older one)",
+                  job, note, job);
         errno = EBADMSG;
     } else {
-        snprintf (err, errlen, "job %s has %d committed generation%s and every one is "
+        snprintf (err, errlen,
+                  "job %s has %d committed generation%s and every one is "
                   "damaged (%s): nothing to restore, and a fresh start would lose the work "
-                  "silently; see 'ibcr verify %s'", job, damaged, damaged == 1 ? "" : "s",
-                  note, job);
+                  "silently; see 'ibcr verify %s'",
+                  job, damaged, damaged == 1 ? "" : "s", note, job);
         errno = EBADMSG;
     }
 out:
@@ -226,14 +231,13 @@ static int restore_slot (const struct restore_plan *plan, const char *suffix, ch
 /* CRIU's work folder for this restore (its stats file; the images are
  * root's and read-only to the job): <workdir>/<log name>.work, made by
  * root through trusted folders and given to the user.  0 or -1. */
-static int restore_workdir (const struct restore_plan *plan, uid_t uid, gid_t gid,
-                            char *path, size_t len, char *err, size_t errlen)
+static int restore_workdir (const struct restore_plan *plan, uid_t uid, gid_t gid, char *path,
+                            size_t len, char *err, size_t errlen)
 {
     char name[256];
     int dfd, fd;
 
-    if ((dfd = restore_slot (plan, ".work", name, sizeof (name), path, len, err,
-                             errlen)) < 0)
+    if ((dfd = restore_slot (plan, ".work", name, sizeof (name), path, len, err, errlen)) < 0)
         return -1;
     /* Root's, and only traversable by others: each user's criu reaches
      * its own work folder in it. */
@@ -261,16 +265,15 @@ static int restore_workdir (const struct restore_plan *plan, uid_t uid, gid_t gi
  * <workdir>/<log name>.img, given to the user (files first, the folder
  * last: nothing is theirs before root's last write), and read from there.
  * path gets that folder.  0, or -1 with err. */
-static int restore_unpack (const struct restore_plan *plan, uid_t uid, gid_t gid,
-                           char *path, size_t len, char *err, size_t errlen)
+static int restore_unpack (const struct restore_plan *plan, uid_t uid, gid_t gid, char *path,
+                           size_t len, char *err, size_t errlen)
 {
     char name[256];
     struct dirent *e;
     int dfd, fd = -1;
     DIR *d;
 
-    if ((dfd = restore_slot (plan, ".img", name, sizeof (name), path, len, err,
-                             errlen)) < 0)
+    if ((dfd = restore_slot (plan, ".img", name, sizeof (name), path, len, err, errlen)) < 0)
         return -1;
     if (zimg_decompress_dir (plan->imgdir, path, err, errlen) < 0)
         goto error;
@@ -306,8 +309,8 @@ error:
  * task's user for good: the image is the user's data.  note gets what
  * was cut ("" none).  0, or -1 with err. */
 static int restore_rollback (const struct taskns_as *as, const char *dir,
-                             const struct restore_plan *plan, char *note, size_t notelen,
-                             char *err, size_t errlen)
+                             const struct restore_plan *plan, char *note, size_t notelen, char *err,
+                             size_t errlen)
 {
     char msg[2048];
     int p[2], status;
@@ -409,8 +412,10 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
         }
         dprintf (res, "Ecriu restore of %s failed: %s%s; log: %s", plan->imgdir,
                  errs[0] ? errs : "no error line in its log",
-                 attempt > 1 ? " (the last of several tries: this user's pipe buffers were "
-                 "over fs.pipe-user-pages-soft throughout; see ibcrd(8) SYSTEM SETTINGS)" : "",
+                 attempt > 1
+                     ? " (the last of several tries: this user's pipe buffers were "
+                       "over fs.pipe-user-pages-soft throughout; see ibcrd(8) SYSTEM SETTINGS)"
+                     : "",
                  plan->log);
         _exit (RESTORE_EXIT);
     }
@@ -429,7 +434,8 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
      * carry exactly the task's ids and no capability before it runs. */
     if (taskns_check_tree (init, as->uid, as->gid, err, sizeof (err)) < 0) {
         taskns_signal_tree (init, SIGKILL);
-        dprintf (res, "Egeneration refused: %s: the image (%s) asks for more than its "
+        dprintf (res,
+                 "Egeneration refused: %s: the image (%s) asks for more than its "
                  "user has, so it was altered during or after the dump; nothing of it ran",
                  err, plan->imgdir);
         _exit (RESTORE_EXIT);
@@ -449,13 +455,11 @@ restore_holder (const struct restore_plan *plan, struct taskns_as *as, int flags
 pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const int fds[6],
                     int flags, char *err, size_t errlen)
 {
-    return restore_tree_ctl (plan, as, fds, &fds[3], fds[3] >= 0 ? 1 : 0, flags, err,
-                             errlen);
+    return restore_tree_ctl (plan, as, fds, &fds[3], fds[3] >= 0 ? 1 : 0, flags, err, errlen);
 }
 
-pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
-                        const int fds[6], const int *ctl, int nctl, int flags, char *err,
-                        size_t errlen)
+pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as, const int fds[6],
+                        const int *ctl, int nctl, int flags, char *err, size_t errlen)
 {
     static char inherit[RESTORE_MAX_CTL + 6][PATH_MAX + 32];
     char work[PATH_MAX], unpacked[PATH_MAX] = "", note[2048];
@@ -469,10 +473,11 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
     /* Each process that used verbs needs its own: CRIU would refuse the
      * image, later and less clearly, for the one missing. */
     if (nctl > 0 && nctl < plan->nctl) {
-        snprintf (err, errlen, "%d processes of %s used verbs at the dump, and only %d "
+        snprintf (err, errlen,
+                  "%d processes of %s used verbs at the dump, and only %d "
                   "control connection%s for libibcr %s handed in (a restorer older than "
-                  "the generation?)", plan->nctl, plan->imgdir, nctl, nctl == 1 ? "" : "s",
-                  nctl == 1 ? "was" : "were");
+                  "the generation?)",
+                  plan->nctl, plan->imgdir, nctl, nctl == 1 ? "" : "s", nctl == 1 ? "was" : "were");
         errno = EINVAL;
         return -1;
     }
@@ -484,14 +489,15 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
         return -1;
     if (zimg_dir_compressed (plan->imgdir)) {
         char why[2048];
-        if (restore_unpack (plan, as->uid, as->gid, unpacked, sizeof (unpacked), why,
-                            sizeof (why)) < 0) {
+        if (restore_unpack (plan, as->uid, as->gid, unpacked, sizeof (unpacked), why, sizeof (why))
+            < 0) {
             snprintf (err, errlen, "cannot decompress %s: %s", plan->imgdir, why);
             return -1;
         }
     }
-    if (restore_rollback (as, unpacked[0] ? unpacked : plan->imgdir, plan, note, sizeof (note),
-                          err, errlen) < 0)
+    if (restore_rollback (as, unpacked[0] ? unpacked : plan->imgdir, plan, note, sizeof (note), err,
+                          errlen)
+        < 0)
         goto error;
     (void)unlink (plan->log);
     argv[ac++] = plan->criu;

@@ -37,25 +37,25 @@
 #define RESTORE_MAX_CTL 64
 
 struct restore_plan {
-    int gen;                        /* generation restored */
-    char imgdir[PATH_MAX];          /* gen-N/task-<rank> */
-    char criu[PATH_MAX];            /* the criu binary (ibcrd.conf criu=) */
-    char workdir[PATH_MAX];         /* root's folder for criu's log and work files */
-    char log[PATH_MAX];             /* criu's log, in workdir */
-    char stdio[3][PATH_MAX];        /* what fds 0..2 were at the dump ("" unknown):
+    int gen;                                  /* generation restored */
+    char imgdir[PATH_MAX];                    /* gen-N/task-<rank> */
+    char criu[PATH_MAX];                      /* the criu binary (ibcrd.conf criu=) */
+    char workdir[PATH_MAX];                   /* root's folder for criu's log and work files */
+    char log[PATH_MAX];                       /* criu's log, in workdir */
+    char stdio[3][PATH_MAX];                  /* what fds 0..2 were at the dump ("" unknown):
                                        "pipe:[INO]", "socket:[INO]", a path */
-    long long ctl_ino;              /* libibcr's control socket at the dump, 0 none
+    long long ctl_ino;                        /* libibcr's control socket at the dump, 0 none
                                        (the first of ctl_inos) */
-    int nctl;                       /* processes that used verbs at the dump */
-    long long ctl_inos[RESTORE_MAX_CTL];    /* each one's control socket */
-    long long pmi_ino;              /* the PMI socket to slurmstepd at the dump, 0 none
+    int nctl;                                 /* processes that used verbs at the dump */
+    long long ctl_inos[RESTORE_MAX_CTL];      /* each one's control socket */
+    long long pmi_ino;                        /* the PMI socket to slurmstepd at the dump, 0 none
                                        (pmi.h) */
-    long long pmix_ino;             /* the task's end of the PMIx relay at the dump, 0
+    long long pmix_ino;                       /* the task's end of the PMIx relay at the dump, 0
                                        none (pmi.h) */
-    unsigned char pmix_hello[PMIX_HELLO_MAX];   /* the rank's PMIx connect message */
-    size_t pmix_hello_len;          /* 0: none recorded */
-    int in_ns;                      /* dumped inside its task's namespaces (taskns.h) */
-    char looked[PATH_MAX];          /* <storage>/<cluster> the pick looked in */
+    unsigned char pmix_hello[PMIX_HELLO_MAX]; /* the rank's PMIx connect message */
+    size_t pmix_hello_len;                    /* 0: none recorded */
+    int in_ns;                                /* dumped inside its task's namespaces (taskns.h) */
+    char looked[PATH_MAX];                    /* <storage>/<cluster> the pick looked in */
 };
 
 /* Choose what rank 'rank' of job restores (want: that generation only,
@@ -66,8 +66,8 @@ struct restore_plan {
  * damaged, else why it could not be read).  Damaged generations skipped
  * are said in note ("" when none).  The caller sets criu, workdir, log. */
 int restore_pick (const struct store *st, const char *job, int want, uint32_t rank,
-                  struct restore_plan *plan, json_object **manifest, char *note,
-                  size_t notelen, char *err, size_t errlen);
+                  struct restore_plan *plan, json_object **manifest, char *note, size_t notelen,
+                  char *err, size_t errlen);
 
 /* Leave the restored tree stopped (for a debugger); else it runs once
  * checked. */
@@ -92,8 +92,7 @@ pid_t restore_tree (const struct restore_plan *plan, struct taskns_as *as, const
 /* The same for a task with several processes that used verbs: ctl[i]
  * (nctl of them, plan->nctl when all are handed) takes the place of
  * plan->ctl_inos[i]; fds[3] is not used. */
-pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as,
-                        const int fds[6], const int *ctl, int nctl, int flags, char *err,
-                        size_t errlen);
+pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as, const int fds[6],
+                        const int *ctl, int nctl, int flags, char *err, size_t errlen);
 
 #endif

@@ -17,8 +17,8 @@
 #include "safedir.h"
 #include "errbuf.h"
 
-#define SAFEDIR_HOPS 40         /* links and ".." followed in one walk */
-#define SAFEDIR_DEPTH 64        /* folders deep, for rmtree */
+#define SAFEDIR_HOPS 40  /* links and ".." followed in one walk */
+#define SAFEDIR_DEPTH 64 /* folders deep, for rmtree */
 
 static int trusted_owner (uid_t uid)
 {
@@ -34,31 +34,36 @@ static int trusted_group (gid_t gid)
 
 /* Whether the folder 'path' (stat sb) may be trusted: the folder itself
  * (last) or one above it.  0, or -1 with EPERM and the reason in err. */
-static int check_dir (const char *path, const struct stat *sb, int last, char *err,
-                      size_t len)
+static int check_dir (const char *path, const struct stat *sb, int last, char *err, size_t len)
 {
     mode_t m = sb->st_mode;
 
     if (!S_ISDIR (m))
         return errnprintf (err, len, ENOTDIR, "%s is not a folder", path);
     if (!trusted_owner (sb->st_uid) && geteuid () == 0)
-        return errnprintf (err, len, EPERM, "folder %s is owned by uid %u, not by root: its owner "
+        return errnprintf (err, len, EPERM,
+                           "folder %s is owned by uid %u, not by root: its owner "
                            "could choose where root writes; remove it (or, if it is meant to be "
-                           "there, chown root:root %s and chmod go-w %s)", path,
-                           (unsigned)sb->st_uid, path, path);
+                           "there, chown root:root %s and chmod go-w %s)",
+                           path, (unsigned)sb->st_uid, path, path);
     if (!trusted_owner (sb->st_uid))
-        return errnprintf (err, len, EPERM, "folder %s is owned by uid %u, not by root or by us "
+        return errnprintf (err, len, EPERM,
+                           "folder %s is owned by uid %u, not by root or by us "
                            "(uid %u): its owner could replace what we put there; use a folder "
-                           "of our own", path, (unsigned)sb->st_uid, (unsigned)geteuid ());
+                           "of our own",
+                           path, (unsigned)sb->st_uid, (unsigned)geteuid ());
     if (last && (m & (S_IWGRP | S_IWOTH)))
-        return errnprintf (err, len, EPERM, "folder %s is writable by group or others (mode "
+        return errnprintf (err, len, EPERM,
+                           "folder %s is writable by group or others (mode "
                            "%04o): run chmod go-w %s, or use a folder only root can write",
                            path, (unsigned)(m & 07777), path);
     if (!last && ((m & S_IWOTH) || ((m & S_IWGRP) && !trusted_group (sb->st_gid)))
         && !(m & S_ISVTX))
-        return errnprintf (err, len, EPERM, "folder %s is writable by others without the sticky "
+        return errnprintf (err, len, EPERM,
+                           "folder %s is writable by others without the sticky "
                            "bit (mode %04o): anyone could rename what is below it; run chmod go-w "
-                           "%s, or use another folder", path, (unsigned)(m & 07777), path);
+                           "%s, or use another folder",
+                           path, (unsigned)(m & 07777), path);
     return 0;
 }
 
@@ -75,8 +80,7 @@ static int join (char *buf, size_t len, const char *a, const char *b)
 /* The walk behind safedir_ensure (create) and safedir_open; with
  * sticky_ok, the folder itself is checked as one above (a sticky /tmp may
  * hold the folder that safedir_rmtree removes). */
-static int walk (const char *path, int create, mode_t mode, int sticky_ok, char *err,
-                 size_t len)
+static int walk (const char *path, int create, mode_t mode, int sticky_ok, char *err, size_t len)
 {
     char want[PATH_MAX], next[PATH_MAX], cur[PATH_MAX];
     int hops = 0, fd = -1;
@@ -93,8 +97,8 @@ restart:
     cur[0] = '\0';
     if ((fd = open ("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         return errnprintf (err, len, errno, "cannot open /: %s", strerror (errno));
-    if (fstat (fd, &sb) < 0 || check_dir ("/", &sb, !sticky_ok && want[strspn (want, "/")] == '\0',
-                                         err, len) < 0)
+    if (fstat (fd, &sb) < 0
+        || check_dir ("/", &sb, !sticky_ok && want[strspn (want, "/")] == '\0', err, len) < 0)
         goto error;
     for (char *p = want; *p;) {
         char *comp, *rest;
@@ -127,7 +131,8 @@ restart:
             if (mkdirat (fd, comp, last ? mode : 0755) == 0)
                 made = 1;
             else if (errno != EEXIST) {
-                errnprintf (err, len, errno, "cannot create %s/%s: %s", cur, comp, strerror (errno));
+                errnprintf (err, len, errno, "cannot create %s/%s: %s", cur, comp,
+                            strerror (errno));
                 goto error;
             }
             nfd = openat (fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -138,9 +143,11 @@ restart:
             ssize_t n;
 
             if (!trusted_owner (sb.st_uid)) {
-                errnprintf (err, len, EPERM, "%s/%s is a symbolic link owned by uid %u, not by "
+                errnprintf (err, len, EPERM,
+                            "%s/%s is a symbolic link owned by uid %u, not by "
                             "root: its owner could choose where root writes; remove it or give "
-                            "the real folder's path", cur, comp, (unsigned)sb.st_uid);
+                            "the real folder's path",
+                            cur, comp, (unsigned)sb.st_uid);
                 goto error;
             }
             if ((n = readlinkat (fd, comp, target, sizeof (target) - 1)) < 0)
@@ -184,12 +191,11 @@ syserr:
     goto error;
 toolong:
     errnprintf (err, len, ENAMETOOLONG, "%s: path too long", path);
-error:
-    {
-        int saved = errno;
-        close (fd);
-        errno = saved;
-    }
+error : {
+    int saved = errno;
+    close (fd);
+    errno = saved;
+}
     return -1;
 }
 
@@ -331,7 +337,7 @@ int safedir_rmtree (const char *path, char *err, size_t len)
         return errnprintf (err, len, EINVAL, "%s: not an absolute path", path ? path : "(null)");
     strcpy (parent, path);
     while ((slash = strrchr (parent, '/')) && slash != parent && !slash[1])
-        *slash = '\0';  /* trailing slashes */
+        *slash = '\0'; /* trailing slashes */
     slash = strrchr (parent, '/');
     name = path + (slash - parent) + 1;
     if (slash == parent)

@@ -109,7 +109,7 @@ static int scan_gens (int jfd, int **out, int *n)
 static int ours (const struct stat *sb)
 {
     return (sb->st_uid == 0 || sb->st_uid == geteuid ()) && !(sb->st_mode & (S_IWGRP | S_IWOTH))
-           && (S_ISDIR (sb->st_mode) || sb->st_nlink == 1);
+        && (S_ISDIR (sb->st_mode) || sb->st_nlink == 1);
 }
 
 /* Owner root (when we are root), group gid, mode exactly: by fd. */
@@ -127,14 +127,15 @@ static int cluster_open (const struct store *st, int create, char *err, size_t l
     char cl[4096];
 
     if (!ident_ok (st->cluster) || !st->root || st->root[0] != '/') {
-        return errnprintf (err, len, EINVAL, "bad storage %s or cluster name %s", st->root ? st->root : "(none)",
-                                st->cluster ? st->cluster : "(none)");
+        return errnprintf (err, len, EINVAL, "bad storage %s or cluster name %s",
+                           st->root ? st->root : "(none)", st->cluster ? st->cluster : "(none)");
     }
     if ((size_t)snprintf (cl, sizeof (cl), "%s/%s", st->root, st->cluster) >= sizeof (cl)) {
         return errnprintf (err, len, ENAMETOOLONG, "storage path %s is too long", st->root);
     }
-    if (create && (safedir_ensure (st->root, 0755, err, len) < 0
-                   || safedir_ensure (cl, 0755, err, len) < 0))
+    if (create
+        && (safedir_ensure (st->root, 0755, err, len) < 0
+            || safedir_ensure (cl, 0755, err, len) < 0))
         return -1;
     return safedir_open (cl, err, len);
 }
@@ -248,13 +249,13 @@ static int job_folder (int cfd, const char *job, gid_t gid)
     return jfd;
 }
 
-int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t gid,
-                     int *gen, char *dir, size_t dirlen, char *err, size_t len)
+int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t gid, int *gen,
+                     char *dir, size_t dirlen, char *err, size_t len)
 {
     char jp[4096], name[32];
     int *gens = NULL, n = 0, next, last, saved, cfd = -1, jfd = -1, gfd = -1;
 
-    (void)uid;  /* the job's user reads through the group; root owns */
+    (void)uid; /* the job's user reads through the group; root owns */
     if (store_job_path (st, job, jp, sizeof (jp)) < 0) {
         errprintf (err, len, "'%s' is not a valid job name", job);
         return -1;
@@ -292,8 +293,8 @@ int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t g
     }
     if (last_gen_write (jfd, next) < 0) {
         saved = errno;
-        errprintf (err, len, "cannot record generation %d in %s/" STORE_LAST_GEN ": %s", next,
-                        jp, strerror (saved));
+        errprintf (err, len, "cannot record generation %d in %s/" STORE_LAST_GEN ": %s", next, jp,
+                   strerror (saved));
         (void)safedir_rmtreeat (jfd, name);
         goto error;
     }
@@ -323,7 +324,8 @@ static int own_tree (int fd, const char *rel, gid_t gid, int depth, char *err, s
     if (depth > 16) {
         return errnprintf (err, len, ELOOP, "%s: folders nested too deep for an image", rel);
     }
-    if ((dfd = openat (fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || !(d = fdopendir (dfd))) {
+    if ((dfd = openat (fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0
+        || !(d = fdopendir (dfd))) {
         errprintf (err, len, "%s: %s", rel, strerror (errno));
         if (dfd >= 0)
             close (dfd);
@@ -353,14 +355,16 @@ static int own_tree (int fd, const char *rel, gid_t gid, int depth, char *err, s
                 rc = -1;
             else if (!S_ISREG (sb.st_mode) || sb.st_nlink != 1) {
                 errprintf (err, len, "%s: not a plain file of its own (links %lu)", path,
-                                (unsigned long)sb.st_nlink);
+                           (unsigned long)sb.st_nlink);
                 errno = EINVAL;
                 rc = -2;
             } else if (give (sub, gid, 0640) < 0)
                 rc = -1;
         } else {
-            errprintf (err, len, "%s: not a regular file or folder (symbolic links and devices "
-                            "are never part of an image)", path);
+            errprintf (err, len,
+                       "%s: not a regular file or folder (symbolic links and devices "
+                       "are never part of an image)",
+                       path);
             errno = EINVAL;
             rc = -2;
         }
@@ -394,8 +398,8 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
         return -1;
     }
     snprintf (name, sizeof (name), "gen-%d", gen);
-    if ((jfd = job_open (st, job, why, sizeof (why))) < 0
-        || (gfd = safedir_openat (jfd, name)) < 0 || fstat (gfd, &sb) < 0) {
+    if ((jfd = job_open (st, job, why, sizeof (why))) < 0 || (gfd = safedir_openat (jfd, name)) < 0
+        || fstat (gfd, &sb) < 0) {
         saved = errno;
         errprintf (err, len, "cannot open %s: %s", dir, jfd < 0 ? why : strerror (saved));
         goto error;
@@ -403,8 +407,8 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
     /* Ours and closed to everyone since store_gen_begin: nobody else can
      * have put anything in it, and nothing in it moves while we walk. */
     if (!ours (&sb) || (sb.st_mode & 077)) {
-        errprintf (err, len, "%s is not ibcrd's own (owner uid %u, mode %04o): not committed",
-                        dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+        errprintf (err, len, "%s is not ibcrd's own (owner uid %u, mode %04o): not committed", dir,
+                   (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         saved = EPERM;
         goto error;
     }
@@ -441,8 +445,7 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
     json_object_object_add (m, "bytes", json_object_new_int64 ((int64_t)bytes));
     json_object_object_add (m, "checksum", json_object_new_string ("xxh3-64"));
     json_object_object_add (m, "files", files);
-    if (manifest_write_at (gfd, dir, m, geteuid () == 0 ? 0 : -1, (int)gid, 0640, err,
-                           len) < 0) {
+    if (manifest_write_at (gfd, dir, m, geteuid () == 0 ? 0 : -1, (int)gid, 0640, err, len) < 0) {
         saved = errno;
         json_object_put (m);
         goto error;
@@ -452,7 +455,7 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
     if (give (gfd, gid, 0750) < 0) {
         saved = errno;
         errprintf (err, len, "cannot open %s to group %u: %s", dir, (unsigned)gid,
-                        strerror (saved));
+                   strerror (saved));
         goto error;
     }
     close (gfd);
@@ -499,8 +502,10 @@ static int job_error (const struct store *st, const char *job, const char *jp, c
     if (saved == ENOENT)
         errprintf (err, len, "no checkpoint of job %s under %s/%s", job, st->root, st->cluster);
     else if (saved == EACCES)
-        errprintf (err, len, "job %s: permission denied: its checkpoints belong to another "
-                        "user", job);
+        errprintf (err, len,
+                   "job %s: permission denied: its checkpoints belong to another "
+                   "user",
+                   job);
     else
         errprintf (err, len, "cannot read %s: %s", jp, strerror (saved));
     errno = saved;
@@ -520,7 +525,7 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
     snprintf (dir, sizeof (dir), "%s/%s", jp, name);
     if ((gfd = safedir_openat (jfd, name)) < 0 || fstat (gfd, &sb) < 0) {
         saved = errno;
-        if (saved == EACCES)     /* root's, 0700: still being written */
+        if (saved == EACCES) /* root's, 0700: still being written */
             errprintf (why, len, "no manifest (incomplete or in progress)");
         else
             errprintf (why, len, "%s: %s", dir, strerror (saved));
@@ -531,7 +536,7 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
     }
     if (!ours (&sb)) {
         errprintf (why, len, "%s is not ibcrd's (owner uid %u, mode %04o): not trusted", dir,
-                        (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+                   (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         close (gfd);
         errno = EPERM;
         return NULL;
@@ -540,8 +545,10 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
     saved = errno;
     close (gfd);
     if (m && !ours (&sb)) {
-        errprintf (why, len, "%s/" MANIFEST_NAME " is not ibcrd's (owner uid %u, mode %04o): "
-                        "not trusted", dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+        errprintf (why, len,
+                   "%s/" MANIFEST_NAME " is not ibcrd's (owner uid %u, mode %04o): "
+                   "not trusted",
+                   dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         json_object_put (m);
         errno = EPERM;
         return NULL;
@@ -552,8 +559,8 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
     return m;
 }
 
-int store_list (const struct store *st, const char *job, int with_partial,
-                json_object **out, char *err, size_t len)
+int store_list (const struct store *st, const char *job, int with_partial, json_object **out,
+                char *err, size_t len)
 {
     char jp[4096], why[1024];
     int *gens = NULL, n = 0, jfd;
@@ -565,7 +572,7 @@ int store_list (const struct store *st, const char *job, int with_partial,
         return -1;
     }
     if ((jfd = job_open (st, job, why, sizeof (why))) < 0) {
-        if (errno == EPERM) {   /* an untrusted folder on the way: why says which */
+        if (errno == EPERM) { /* an untrusted folder on the way: why says which */
             errprintf (err, len, "%s", why);
             return -1;
         }
@@ -591,8 +598,9 @@ int store_list (const struct store *st, const char *job, int with_partial,
             json_object *g;
             /* A manifest for another job or generation was moved here by
              * hand: not trustworthy, treat as partial. */
-            if (!json_object_object_get_ex (m, "generation", &g) || json_object_get_int (g) != gens[i]
-                || !json_object_object_get_ex (m, "job", &g) || strcmp (json_object_get_string (g), job)) {
+            if (!json_object_object_get_ex (m, "generation", &g)
+                || json_object_get_int (g) != gens[i] || !json_object_object_get_ex (m, "job", &g)
+                || strcmp (json_object_get_string (g), job)) {
                 errprintf (why, sizeof (why), "manifest names another job or generation");
                 json_object_put (m);
                 m = NULL;
@@ -615,8 +623,8 @@ int store_list (const struct store *st, const char *job, int with_partial,
     return 0;
 }
 
-int store_prune (const struct store *st, const char *job, int keep, json_object *removed,
-                 char *err, size_t len)
+int store_prune (const struct store *st, const char *job, int keep, json_object *removed, char *err,
+                 size_t len)
 {
     json_object *gens;
     int ncommitted = 0, newest = 0, seen = 0, count = 0;
@@ -652,9 +660,11 @@ int store_prune (const struct store *st, const char *job, int keep, json_object 
         if (store_gen_abort (st, job, g) < 0) {
             int saved = errno;
             errprintf (err, len, "cannot remove generation %d of job %s: %s%s", g, job,
-                            strerror (saved), (saved == EACCES || saved == EPERM) && geteuid () != 0
-                            ? " (generations belong to root: ibcrd's retention removes them, or "
-                            "root runs ibcr prune)" : "");
+                       strerror (saved),
+                       (saved == EACCES || saved == EPERM) && geteuid () != 0
+                           ? " (generations belong to root: ibcrd's retention removes them, or "
+                             "root runs ibcr prune)"
+                           : "");
             json_object_put (gens);
             errno = saved;
             return -1;

@@ -51,8 +51,8 @@
 #include <json-c/json.h>
 
 struct store {
-    const char *root;       /* absolute */
-    const char *cluster;    /* "local" without Slurm */
+    const char *root;    /* absolute */
+    const char *cluster; /* "local" without Slurm */
 };
 
 /* <root>/<cluster>/<job> into buf.  -1 with errno EINVAL for a bad job
@@ -63,8 +63,8 @@ int store_job_path (const struct store *st, const char *job, char *buf, size_t l
  * create the folders with their owners and modes (the generation root's
  * and 0700), return N+1 in *gen and its folder in dir.  uid is unused
  * (kept for the manifest's sake in commit); gid is the job folder's group.  -1 with errno and a message in err. */
-int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t gid,
-                     int *gen, char *dir, size_t dirlen, char *err, size_t len);
+int store_gen_begin (const struct store *st, const char *job, uid_t uid, gid_t gid, int *gen,
+                     char *dir, size_t dirlen, char *err, size_t len);
 
 /* Commit generation gen: give every file to root:gid (0640, folders 0750)
  * by fd, refusing links and devices, checksum them, and write the manifest from 'meta' (caller's fields such
@@ -82,8 +82,8 @@ int store_gen_abort (const struct store *st, const char *job, int gen);
  * "committed":true,"manifest":{...}} and, when with_partial, of
  * {"generation":N,"committed":false,"why":"..."}.  -1 with errno
  * (ENOENT: no such job; EACCES: not the caller's) and a message in err. */
-int store_list (const struct store *st, const char *job, int with_partial,
-                json_object **gens, char *err, size_t len);
+int store_list (const struct store *st, const char *job, int with_partial, json_object **gens,
+                char *err, size_t len);
 
 /* Folder of generation gen into buf. */
 int store_gen_path (const struct store *st, const char *job, int gen, char *buf, size_t len);
@@ -92,8 +92,8 @@ int store_gen_path (const struct store *st, const char *job, int gen, char *buf,
  * ones and partial ones older than the newest committed (a newer partial
  * may be a commit in progress).  The removed numbers are appended to
  * 'removed' if not NULL.  Returns how many were removed, or -1. */
-int store_prune (const struct store *st, const char *job, int keep, json_object *removed,
-                 char *err, size_t len);
+int store_prune (const struct store *st, const char *job, int keep, json_object *removed, char *err,
+                 size_t len);
 
 /* rm -rf that never follows a symbolic link, by fds (safedir_rmtree: the
  * folder holding path must be trusted).  0 or -1+errno. */

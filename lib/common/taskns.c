@@ -33,8 +33,8 @@
 int taskns_unshare_mnt (char *err, size_t len)
 {
     if (unshare (CLONE_NEWNS) < 0) {
-        snprintf (err, len, "cannot create a mount namespace for the task: %s%s",
-                  strerror (errno), errno == EPERM ? " (needs CAP_SYS_ADMIN)" : "");
+        snprintf (err, len, "cannot create a mount namespace for the task: %s%s", strerror (errno),
+                  errno == EPERM ? " (needs CAP_SYS_ADMIN)" : "");
         return -1;
     }
     /* Mounts made on the host later (a new file system) still reach the
@@ -49,8 +49,8 @@ int taskns_unshare_mnt (char *err, size_t len)
 int taskns_unshare_pid (char *err, size_t len)
 {
     if (unshare (CLONE_NEWPID) < 0) {
-        snprintf (err, len, "cannot create a PID namespace for the task: %s%s",
-                  strerror (errno), errno == EINVAL ? " (another plugin made one already?)" : "");
+        snprintf (err, len, "cannot create a PID namespace for the task: %s%s", strerror (errno),
+                  errno == EINVAL ? " (another plugin made one already?)" : "");
         return -1;
     }
     return 0;
@@ -155,10 +155,9 @@ int taskns_load_ids (struct taskns_as *as, char *err, size_t len)
 
     if (as->have_ids)
         return 0;
-    if (status_field (as->cred_pid, "Uid", buf, sizeof (buf)) < 0
-        || ids_are (buf, as->uid) < 0) {
-        snprintf (err, len, "process %ld is not (or no longer) wholly uid %lu",
-                  (long)as->cred_pid, (unsigned long)as->uid);
+    if (status_field (as->cred_pid, "Uid", buf, sizeof (buf)) < 0 || ids_are (buf, as->uid) < 0) {
+        snprintf (err, len, "process %ld is not (or no longer) wholly uid %lu", (long)as->cred_pid,
+                  (unsigned long)as->uid);
         return -1;
     }
     if (status_field (as->cred_pid, "Gid", buf, sizeof (buf)) < 0) {
@@ -191,14 +190,15 @@ static int take_creds (const struct taskns_as *c, char *err, size_t len)
                   (unsigned long)c->gid, strerror (errno));
         return -1;
     }
-    if (!(cp = cap_init ())
-        || cap_set_flag (cp, CAP_PERMITTED, 2, caps, CAP_SET) < 0
+    if (!(cp = cap_init ()) || cap_set_flag (cp, CAP_PERMITTED, 2, caps, CAP_SET) < 0
         || cap_set_flag (cp, CAP_EFFECTIVE, 2, caps, CAP_SET) < 0
         || cap_set_flag (cp, CAP_INHERITABLE, 2, caps, CAP_SET) < 0 || cap_set_proc (cp) < 0
         || cap_set_ambient (CAP_CHECKPOINT_RESTORE, CAP_SET) < 0
         || cap_set_ambient (CAP_SETPCAP, CAP_SET) < 0) {
-        snprintf (err, len, "cannot give criu CAP_CHECKPOINT_RESTORE (kernel >= 5.9 "
-                  "needed): %s", strerror (errno));
+        snprintf (err, len,
+                  "cannot give criu CAP_CHECKPOINT_RESTORE (kernel >= 5.9 "
+                  "needed): %s",
+                  strerror (errno));
         if (cp)
             cap_free (cp);
         return -1;
@@ -243,7 +243,8 @@ int taskns_become (const struct taskns_as *as, char *err, size_t len)
      * user namespace is the user's to arrange (mounts, the criu path),
      * and root must not act inside it. */
     if (own && same_ns (as->ns_pid, "user") != 1) {
-        return errnprintf (err, len, EPERM, "process %ld is in a user namespace (made by its user, or it "
+        return errnprintf (err, len, EPERM,
+                           "process %ld is in a user namespace (made by its user, or it "
                            "left the task's namespaces): refusing to run criu inside it",
                            (long)as->ns_pid);
     }
@@ -258,8 +259,8 @@ int taskns_become (const struct taskns_as *as, char *err, size_t len)
         mfd = open (path, O_RDONLY | O_CLOEXEC);
         if (pfd < 0 || mfd < 0 || setns (pfd, CLONE_NEWPID) < 0 || setns (mfd, CLONE_NEWNS) < 0
             || chdir ("/") < 0) {
-            snprintf (err, len, "cannot enter the namespaces of process %ld: %s",
-                      (long)as->ns_pid, strerror (errno));
+            snprintf (err, len, "cannot enter the namespaces of process %ld: %s", (long)as->ns_pid,
+                      strerror (errno));
             return -1;
         }
         close (pfd);
@@ -333,7 +334,7 @@ static int check_thread (pid_t pid, const char *tid, struct check_arg *a)
 
     snprintf (path, sizeof (path), "/proc/%ld/task/%s/status", (long)pid, tid);
     if (!(f = fopen (path, "re")))
-        return 0;       /* gone: nothing it can do */
+        return 0; /* gone: nothing it can do */
     while (rc == 0 && fgets (line, sizeof (line), f)) {
         char *v = strchr (line, ':');
         if (!v)
@@ -351,15 +352,19 @@ static int check_thread (pid_t pid, const char *tid, struct check_arg *a)
             break;
         if ((!strcmp (line, "Uid") && ids_are (v, a->uid) < 0)
             || (!strcmp (line, "Gid") && ids_are (v, a->gid) < 0)) {
-            snprintf (a->err, a->len, "restored process %ld (thread %s) has %s %.64s, not the "
-                      "job's %lu", (long)pid, tid, !strcmp (line, "Uid") ? "uids" : "gids", v,
+            snprintf (a->err, a->len,
+                      "restored process %ld (thread %s) has %s %.64s, not the "
+                      "job's %lu",
+                      (long)pid, tid, !strcmp (line, "Uid") ? "uids" : "gids", v,
                       (unsigned long)(!strcmp (line, "Uid") ? a->uid : a->gid));
             rc = -1;
         }
         for (size_t i = 0; rc == 0 && a->uid != 0 && i < sizeof (caps) / sizeof (caps[0]); i++)
             if (!strcmp (line, caps[i]) && strtoull (v, NULL, 16) != 0) {
-                snprintf (a->err, a->len, "restored process %ld (thread %s) has capabilities "
-                          "(%s %.32s) that the job's user does not", (long)pid, tid, caps[i], v);
+                snprintf (a->err, a->len,
+                          "restored process %ld (thread %s) has capabilities "
+                          "(%s %.32s) that the job's user does not",
+                          (long)pid, tid, caps[i], v);
                 rc = -1;
             }
     }

@@ -41,9 +41,8 @@
  * anyway) nor KILL/STOP (cannot be caught; Slurm's SIGKILL reaches every
  * process of the cgroup, its SIGSTOP is the cgroup freezer). */
 static const int tasktree_fwd[] = {
-    SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
-    SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGXCPU, SIGXFSZ, SIGVTALRM,
-    SIGPROF, SIGWINCH, SIGIO, SIGPWR,
+    SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE,   SIGALRM, SIGTERM,  SIGCONT, SIGTSTP,
+    SIGTTIN, SIGTTOU, SIGURG,  SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGWINCH, SIGIO,   SIGPWR,
 };
 #define TASKTREE_NFWD (sizeof (tasktree_fwd) / sizeof (tasktree_fwd[0]))
 
@@ -99,9 +98,9 @@ static void tasktree_close_fds (int only_cloexec, const int *keep, int nkeep)
     /* The task process shares the task's mount namespace, whose /proc
      * does not know it ("self" resolves to nothing there): it reads its
      * fds through the host's /proc, opened before that was mounted. */
-    int dfd = tasktree_hostproc >= 0 ? openat (tasktree_hostproc, "self/fd",
-                                            O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                                  : open ("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = tasktree_hostproc >= 0
+        ? openat (tasktree_hostproc, "self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        : open ("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = dfd >= 0 ? fdopendir (dfd) : NULL;
     struct dirent *e;
     int fd, flags;
@@ -115,7 +114,8 @@ static void tasktree_close_fds (int only_cloexec, const int *keep, int nkeep)
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
         fd = atoi (e->d_name);
-        if (fd <= 2 || fd == dirfd (d) || fd == tasktree_hostproc || tasktree_keep (fd, keep, nkeep))
+        if (fd <= 2 || fd == dirfd (d) || fd == tasktree_hostproc
+            || tasktree_keep (fd, keep, nkeep))
             continue;
         if (only_cloexec && ((flags = fcntl (fd, F_GETFD)) < 0 || !(flags & FD_CLOEXEC)))
             continue;
@@ -152,15 +152,14 @@ static void __attribute__ ((noreturn)) tasktree_mounter (pid_t task, int req, in
     (void)prctl (PR_SET_NAME, "ibcr-mounter", 0, 0, 0);
     tasktree_close_fds (0, keep, 2);
     if (read (req, &c, 1) != 1)
-        _exit (0);      /* the task never asked */
+        _exit (0); /* the task never asked */
     /* Its pid names the namespace: only while it is our parent is it the
      * task process and not a later one with the same pid. */
     if (getppid () != task)
         _exit (0);
     snprintf (path, sizeof (path), "/proc/%ld/ns/pid_for_children", (long)task);
     if ((fd = open (path, O_RDONLY | O_CLOEXEC)) < 0 || setns (fd, CLONE_NEWPID) < 0) {
-        snprintf (err, sizeof (err), "cannot enter the task's PID namespace: %s",
-                  strerror (errno));
+        snprintf (err, sizeof (err), "cannot enter the task's PID namespace: %s", strerror (errno));
         (void)write (done, err, strlen (err) + 1);
         _exit (1);
     }
@@ -212,9 +211,8 @@ int tasktree_prepare (char *err, size_t errlen)
     (void)close (done[1]);
     if (h < 0 || taskns_unshare_pid (err, errlen) < 0) {
         if (h < 0)
-            snprintf (err, errlen, "cannot fork the task's /proc mounter: %s",
-                      strerror (errno));
-        (void)close (req[1]);   /* the mounter sees EOF and leaves */
+            snprintf (err, errlen, "cannot fork the task's /proc mounter: %s", strerror (errno));
+        (void)close (req[1]); /* the mounter sees EOF and leaves */
         (void)close (done[0]);
         return -1;
     }
@@ -307,8 +305,7 @@ static void __attribute__ ((noreturn)) tasktree_exit_as (int status)
  * kills whatever it left in the namespace, as Slurm would at the end of
  * the step).  CRIU dumps this process (about 1.7 MB, 90 ms measured with
  * a shell application): it holds only fds 0-2 and 'report'. */
-static void __attribute__ ((noreturn))
-tasktree_init (pid_t app, int report, const sigset_t *set)
+static void __attribute__ ((noreturn)) tasktree_init (pid_t app, int report, const sigset_t *set)
 {
     int32_t word = (int32_t)app;
     siginfo_t si;
@@ -325,7 +322,7 @@ tasktree_init (pid_t app, int report, const sigset_t *set)
         if (!sig) {
             if ((sig = sigwaitinfo (set, &si)) < 0) {
                 sig = 0;
-                continue;       /* EINTR: nothing else can fail here */
+                continue; /* EINTR: nothing else can fail here */
             }
             if (sig != SIGCHLD) {
                 (void)kill (app, sig);
@@ -340,9 +337,9 @@ tasktree_init (pid_t app, int report, const sigset_t *set)
                     (void)tasktree_write_all (report, &word, sizeof (word));
                 /* Also as an exit code, the way ibcr-init reports it: a
                  * restored init has no waiter pipe, only this. */
-                _exit (WIFEXITED (status) ? WEXITSTATUS (status)
-                       : WIFSIGNALED (status) ? 128 + WTERMSIG (status)
-                       : TASKTREE_EXIT_FAILURE);
+                _exit (WIFEXITED (status)         ? WEXITSTATUS (status)
+                           : WIFSIGNALED (status) ? 128 + WTERMSIG (status)
+                                                  : TASKTREE_EXIT_FAILURE);
             }
         }
     }
@@ -350,8 +347,7 @@ tasktree_init (pid_t app, int report, const sigset_t *set)
 
 /* The waiter, once the application may run: forward signals to the init
  * until it ends, then exit as the application did. */
-static void __attribute__ ((noreturn))
-tasktree_wait (pid_t init, int report, const sigset_t *set)
+static void __attribute__ ((noreturn)) tasktree_wait (pid_t init, int report, const sigset_t *set)
 {
     int32_t word;
     siginfo_t si;
@@ -367,7 +363,7 @@ tasktree_wait (pid_t init, int report, const sigset_t *set)
                 continue;
             }
             if (sig == SIGTERM && tasktree_term_cb)
-                tasktree_term_cb (tasktree_term_arg);     /* may hold it a while */
+                tasktree_term_cb (tasktree_term_arg); /* may hold it a while */
             if (sig != SIGCHLD) {
                 (void)kill (init, sig);
                 continue;
@@ -415,8 +411,8 @@ void tasktree_adopt (pid_t init, const int *keep, int nkeep)
     tasktree_wait (init, -1, &set);
 }
 
-int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int nkeep,
-                 char *err, size_t errlen)
+int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int nkeep, char *err,
+                    size_t errlen)
 {
     int report[2] = { -1, -1 }, go[2] = { -1, -1 };
     sigset_t set, old;
@@ -435,8 +431,7 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
         goto error;
     }
     if ((init = fork ()) < 0) {
-        snprintf (err, errlen, "cannot fork the task's PID namespace init: %s",
-                  strerror (errno));
+        snprintf (err, errlen, "cannot fork the task's PID namespace init: %s", strerror (errno));
         goto error;
     }
     if (init == 0) {
@@ -480,7 +475,7 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
         }
         if ((app = fork ()) < 0) {
             tasktree_say ("ibcr: cannot fork the application in its PID namespace: %s",
-                       strerror (errno));
+                          strerror (errno));
             _exit (TASKTREE_EXIT_FAILURE);
         }
         if (app == 0) {
@@ -506,10 +501,9 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
             snprintf (apid, sizeof (apid), "%ld", (long)app);
             snprintf (rfd, sizeof (rfd), "%d", report[1]);
             (void)fcntl (report[1], F_SETFD, 0);
-            execl (tasktree_init_path, "ibcr-init", "--adopt", apid, "--report", rfd,
-                   (char *)NULL);
+            execl (tasktree_init_path, "ibcr-init", "--adopt", apid, "--report", rfd, (char *)NULL);
             tasktree_say ("ibcr: cannot run the task init %s: %s", tasktree_init_path,
-                       strerror (errno));
+                          strerror (errno));
             (void)kill (app, SIGKILL);
             _exit (TASKTREE_EXIT_FAILURE);
         }
@@ -527,8 +521,10 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
     go[0] = -1;
     if (tasktree_read_all (report[0], &word, sizeof (word)) != 1) {
         (void)waitpid (init, &status, 0);
-        snprintf (err, errlen, "the task's PID namespace init failed before starting "
-                  "the application (status 0x%x)", (unsigned)status);
+        snprintf (err, errlen,
+                  "the task's PID namespace init failed before starting "
+                  "the application (status 0x%x)",
+                  (unsigned)status);
         goto error;
     }
     (void)prctl (PR_SET_NAME, "ibcr-task", 0, 0, 0);
@@ -567,19 +563,18 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
     (void)close (go[1]);
     tasktree_wait (init, report[0], &set);
 
-error:
-    {
-        int e = errno;
-        if (report[0] >= 0)
-            (void)close (report[0]);
-        if (report[1] >= 0)
-            (void)close (report[1]);
-        if (go[0] >= 0)
-            (void)close (go[0]);
-        if (go[1] >= 0)
-            (void)close (go[1]);
-        (void)sigprocmask (SIG_SETMASK, &old, NULL);
-        errno = e;
-    }
+error : {
+    int e = errno;
+    if (report[0] >= 0)
+        (void)close (report[0]);
+    if (report[1] >= 0)
+        (void)close (report[1]);
+    if (go[0] >= 0)
+        (void)close (go[0]);
+    if (go[1] >= 0)
+        (void)close (go[1]);
+    (void)sigprocmask (SIG_SETMASK, &old, NULL);
+    errno = e;
+}
     return -1;
 }

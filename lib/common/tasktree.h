@@ -43,8 +43,8 @@ typedef int (*tasktree_started_f) (pid_t init_pid, pid_t app_pid, void *arg);
  * happened, or the init died at once); the caller fails the task.
  * fds in keep[] stay open in the waiter (e.g. its ibcrd connection); every
  * other close-on-exec fd is closed there, as an exec would have done. */
-int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int nkeep,
-                 char *err, size_t errlen);
+int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int nkeep, char *err,
+                    size_t errlen);
 
 /* The waiter's half alone, for a restored task (sp_restore.h): 'init' is
  * already our child (re-parented to us as a subreaper).  Forward signals

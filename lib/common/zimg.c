@@ -153,7 +153,7 @@ static int decompress_fd (int in, int out)
             }
         }
     }
-    if (last != 0) {    /* the frame was cut short */
+    if (last != 0) { /* the frame was cut short */
         saved = EBADMSG;
         goto out;
     }
@@ -205,7 +205,7 @@ static int copy_fd (int in, int out)
     saved = errno;
     free (buf);
     errno = saved;
-    return n == 0 ? 0 : -1;     /* n > 0: the write failed */
+    return n == 0 ? 0 : -1; /* n > 0: the write failed */
 }
 
 int zimg_decompress_dir (const char *src, const char *dst, char *err, size_t len)
@@ -245,9 +245,11 @@ int zimg_decompress_dir (const char *src, const char *dst, char *err, size_t len
         close (in);
         close (out);
         if (rc < 0) {
-            snprintf (err, len, "cannot %s %s/%s: %s%s", z ? "decompress" : "copy", src,
-                      e->d_name, strerror (saved), saved == ENOTSUP ? " (this ibcr was "
-                      "built without libzstd: install libzstd-dev and rebuild)" : "");
+            snprintf (err, len, "cannot %s %s/%s: %s%s", z ? "decompress" : "copy", src, e->d_name,
+                      strerror (saved),
+                      saved == ENOTSUP ? " (this ibcr was "
+                                         "built without libzstd: install libzstd-dev and rebuild)"
+                                       : "");
             goto out;
         }
         saved = 0;

@@ -97,8 +97,8 @@ int ibcr_init_ah_from_wc (struct ibv_context *ctx, uint8_t port, struct ibv_wc *
     return 0;
 }
 
-struct ibv_ah *ibcr_create_ah_from_wc (struct ibv_pd *pd, struct ibv_wc *wc,
-                                       struct ibv_grh *grh, uint8_t port)
+struct ibv_ah *ibcr_create_ah_from_wc (struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
+                                       uint8_t port)
 {
     struct ibv_ah_attr a;
     if (ibcr_init_ah_from_wc (pd->context, port, wc, grh, &a))
@@ -111,8 +111,7 @@ struct ibv_ah *ibcr_create_ah_from_wc (struct ibv_pd *pd, struct ibv_wc *wc,
  * rebuild's replay (gate closed) do, so no lock is shared between threads
  * that send on different QPs.  The cache holds real AHs of the current
  * backend: emptied at release (ckpt.c) and when the QP is destroyed. */
-struct ibv_ah *ibcr_ah_real_for (struct ibcr_qp *vqp, struct ibcr_ah *vah, uint16_t rlid,
-                                 int rank)
+struct ibv_ah *ibcr_ah_real_for (struct ibcr_qp *vqp, struct ibcr_ah *vah, uint16_t rlid, int rank)
 {
     uint64_t key = ((uint64_t)(uintptr_t)vah->vpd << 16) ^ rlid;
     key = (key << 9) | ((uint64_t)vah->attr.is_global << 8) | vah->attr.sl;

@@ -17,7 +17,7 @@
 #include "nsheap.h"
 
 struct ibcr_backend ibcr_be;
-static void *ns_handle;          /* libibcr_ns.so, first in the namespace */
+static void *ns_handle; /* libibcr_ns.so, first in the namespace */
 static int want_fork_init;
 
 struct sym {
@@ -25,7 +25,10 @@ struct sym {
     size_t off;
 };
 
-#define S(field, name, ver) { name, ver, __builtin_offsetof (struct ibcr_backend, field) }
+#define S(field, name, ver)                                                                        \
+    {                                                                                              \
+        name, ver, __builtin_offsetof(struct ibcr_backend, field)                                  \
+    }
 static const struct sym syms[] = {
     S (get_device_list, "ibv_get_device_list", "IBVERBS_1.1"),
     S (free_device_list, "ibv_free_device_list", "IBVERBS_1.1"),
@@ -70,7 +73,7 @@ int be_errno (void)
 {
     int e = ibcr_be.errno_loc ? *ibcr_be.errno_loc () : 0;
     if (e == 0)
-        e = EIO;                /* a failure must never look like success */
+        e = EIO; /* a failure must never look like success */
     errno = e;
     return e;
 }
@@ -93,11 +96,9 @@ static int ns_open (Lmid_t *lmid)
     char path[1024];
     const char *slash;
 
-    if (!dladdr ((void *)ns_open, &di) || !di.dli_fname
-        || !(slash = strrchr (di.dli_fname, '/')))
+    if (!dladdr ((void *)ns_open, &di) || !di.dli_fname || !(slash = strrchr (di.dli_fname, '/')))
         goto missing;
-    snprintf (path, sizeof (path), "%.*s/libibcr_ns.so", (int)(slash - di.dli_fname),
-              di.dli_fname);
+    snprintf (path, sizeof (path), "%.*s/libibcr_ns.so", (int)(slash - di.dli_fname), di.dli_fname);
     ns_handle = dlmopen (LM_ID_NEWLM, path, RTLD_NOW | RTLD_LOCAL);
     if (!ns_handle)
         goto missing;
@@ -109,8 +110,11 @@ static int ns_open (Lmid_t *lmid)
         goto missing;
     }
     struct ibcr_ns_alloc fns = {
-        .malloc = nsheap_malloc, .free = nsheap_free, .calloc = nsheap_calloc,
-        .realloc = nsheap_realloc, .posix_memalign = nsheap_memalign,
+        .malloc = nsheap_malloc,
+        .free = nsheap_free,
+        .calloc = nsheap_calloc,
+        .realloc = nsheap_realloc,
+        .posix_memalign = nsheap_memalign,
         .usable = nsheap_usable,
     };
     set (&fns);
@@ -151,13 +155,14 @@ int backend_load (const char *path)
     be.handle = dlmopen (lmid, p, RTLD_NOW | RTLD_LOCAL);
     if (!be.handle) {
         ibcr_log ("cannot load the verbs backend %s: %s; set IBCR_BACKEND to "
-                  "the path of a libibverbs.so.1", p, dlerror ());
+                  "the path of a libibverbs.so.1",
+                  p, dlerror ());
         ns_close ();
         errno = ENOENT;
         return -1;
     }
     snprintf (be.path, sizeof (be.path), "%s", p);
-    be.errno_loc = (int *(*) (void))dlsym (be.handle, "__errno_location");
+    be.errno_loc = (int *(*)(void))dlsym (be.handle, "__errno_location");
     for (size_t i = 0; i < sizeof (syms) / sizeof (syms[0]); i++) {
         void *f = dlvsym (be.handle, syms[i].name, syms[i].ver);
         if (!f)

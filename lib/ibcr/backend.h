@@ -30,8 +30,8 @@ struct ibcr_backend {
     int (*query_device) (struct ibv_context *, struct ibv_device_attr *);
     int (*query_port) (struct ibv_context *, uint8_t, struct _compat_ibv_port_attr *);
     int (*query_gid) (struct ibv_context *, uint8_t, int, union ibv_gid *);
-    int (*query_gid_ex) (struct ibv_context *, uint32_t, uint32_t,
-                         struct ibv_gid_entry *, uint32_t, size_t);
+    int (*query_gid_ex) (struct ibv_context *, uint32_t, uint32_t, struct ibv_gid_entry *, uint32_t,
+                         size_t);
     int (*query_pkey) (struct ibv_context *, uint8_t, int, __be16 *);
     int (*get_async_event) (struct ibv_context *, struct ibv_async_event *);
     void (*ack_async_event) (struct ibv_async_event *);
@@ -42,8 +42,7 @@ struct ibcr_backend {
     int (*dereg_mr) (struct ibv_mr *);
     struct ibv_comp_channel *(*create_comp_channel) (struct ibv_context *);
     int (*destroy_comp_channel) (struct ibv_comp_channel *);
-    struct ibv_cq *(*create_cq) (struct ibv_context *, int, void *,
-                                 struct ibv_comp_channel *, int);
+    struct ibv_cq *(*create_cq) (struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
     int (*resize_cq) (struct ibv_cq *, int);
     int (*destroy_cq) (struct ibv_cq *);
     int (*get_cq_event) (struct ibv_comp_channel *, struct ibv_cq **, void **);
@@ -69,7 +68,10 @@ extern struct ibcr_backend ibcr_be;
 int backend_load (const char *path);
 /* Unload it (after every real object was destroyed).  Safe when unloaded. */
 void backend_unload (void);
-static inline int backend_loaded (void) { return ibcr_be.handle != NULL; }
+static inline int backend_loaded (void)
+{
+    return ibcr_be.handle != NULL;
+}
 /* Copy the backend's errno into ours; returns it. */
 int be_errno (void);
 /* Remember that the application called ibv_fork_init (re-applied at load). */

@@ -29,9 +29,9 @@
 #include "plock.h"
 
 struct ibcr_block {
-    struct gate_slot *_Atomic owner;    /* biased to this thread, or NULL */
-    atomic_int owner_in;                /* the owner holds it by the fast path */
-    atomic_int revoked;                 /* bias gone: everyone takes pl */
+    struct gate_slot *_Atomic owner; /* biased to this thread, or NULL */
+    atomic_int owner_in;             /* the owner holds it by the fast path */
+    atomic_int revoked;              /* bias gone: everyone takes pl */
     struct ibcr_plock pl;
 };
 

@@ -30,14 +30,14 @@ static unsigned int psn_seed;
  * have no real counterpart: it must not run. */
 static bool released;
 
-#define CTX_FOREACH(vctx) \
-    for (struct ibcr_link *_l = ibcr_ctxs.next; _l != &ibcr_ctxs; _l = _l->next) \
+#define CTX_FOREACH(vctx)                                                                          \
+    for (struct ibcr_link *_l = ibcr_ctxs.next; _l != &ibcr_ctxs; _l = _l->next)                   \
         for (struct ibcr_ctx *vctx = ibcr_container (_l, struct ibcr_ctx, link); vctx; vctx = NULL)
-#define OBJ_FOREACH(type, v, head) \
-    for (struct ibcr_link *_o = (head)->next; _o != (head); _o = _o->next) \
+#define OBJ_FOREACH(type, v, head)                                                                 \
+    for (struct ibcr_link *_o = (head)->next; _o != (head); _o = _o->next)                         \
         for (type *v = ibcr_container (_o, type, link); v; v = NULL)
-#define OBJ_FOREACH_REV(type, v, head) \
-    for (struct ibcr_link *_o = (head)->prev; _o != (head); _o = _o->prev) \
+#define OBJ_FOREACH_REV(type, v, head)                                                             \
+    for (struct ibcr_link *_o = (head)->prev; _o != (head); _o = _o->prev)                         \
         for (type *v = ibcr_container (_o, type, link); v; v = NULL)
 
 int ckpt_quiesce (void)
@@ -68,19 +68,23 @@ int ckpt_drain (json_object *report)
 {
     json_object *qps = json_object_new_array ();
     pthread_mutex_lock (&ibcr_lock);
-    CTX_FOREACH (vctx) {
+    CTX_FOREACH (vctx)
+    {
         OBJ_FOREACH (struct ibcr_cq, vcq, &vctx->cqs)
-            if (vcq->real && ibcr_cq_drain (vcq) < 0)
-                ibcr_log ("drain: polling a CQ failed");
-        OBJ_FOREACH (struct ibcr_qp, vqp, &vctx->qps) {
+        if (vcq->real && ibcr_cq_drain (vcq) < 0)
+            ibcr_log ("drain: polling a CQ failed");
+        OBJ_FOREACH (struct ibcr_qp, vqp, &vctx->qps)
+        {
             json_object *q = json_object_new_object ();
             enum ibv_qp_type t = vqp->qpx.qp_base.qp_type;
             struct wrlog_send *head = wrlog_sq_at (&vqp->sq, 0);
             jadd (q, "vlid", vctx->port[vqp->port <= IBCR_MAX_PORTS ? vqp->port : 1].vlid);
             jadd (q, "vqpn", vqp->vqpn);
             jadd (q, "rqpn", vqp->rqpn);
-            json_object_object_add (q, "type", json_object_new_string (
-                t == IBV_QPT_UD ? "ud" : t == IBV_QPT_UC ? "uc" : "rc"));
+            json_object_object_add (q, "type",
+                                    json_object_new_string (t == IBV_QPT_UD       ? "ud"
+                                                                : t == IBV_QPT_UC ? "uc"
+                                                                                  : "rc"));
             jadd (q, "has_peer", vqp->has_peer);
             jadd (q, "peer_vlid", vqp->peer_vlid);
             jadd (q, "peer_vqpn", vqp->peer_vqpn);
@@ -89,8 +93,8 @@ int ckpt_drain (json_object *report)
             jadd (q, "rmsg_posted", vqp->sq.rmsg_posted);
             jadd (q, "rmsg_done", vqp->sq.rmsg_done);
             jadd (q, "recv_done", vqp->recv_done);
-            jadd (q, "rq_avail", vqp->vsrq ? wrlog_rq_len (&vqp->vsrq->rq)
-                                           : wrlog_rq_len (&vqp->rq));
+            jadd (q, "rq_avail",
+                  vqp->vsrq ? wrlog_rq_len (&vqp->vsrq->rq) : wrlog_rq_len (&vqp->rq));
             jadd (q, "head_needs_recv", head && head->needs_recv);
             if (t == IBV_QPT_UD) {
                 json_object_object_add (q, "ud_sent", ud_list (&vqp->ud_sent));
@@ -111,40 +115,47 @@ static void release_ctx (struct ibcr_ctx *vctx)
     pump_del_ctx (vctx);
     /* Reverse dependency order: nothing is destroyed while in use. */
     OBJ_FOREACH_REV (struct ibcr_qp, v, &vctx->qps)
-        ibcr_ah_cache_clear (v);
-    OBJ_FOREACH_REV (struct ibcr_ah, v, &vctx->ahs) {
+    ibcr_ah_cache_clear (v);
+    OBJ_FOREACH_REV (struct ibcr_ah, v, &vctx->ahs)
+    {
         if (v->real && ibcr_be.destroy_ah (v->real))
             ibcr_log ("release: destroying an AH failed");
         v->real = NULL;
     }
-    OBJ_FOREACH_REV (struct ibcr_qp, v, &vctx->qps) {
+    OBJ_FOREACH_REV (struct ibcr_qp, v, &vctx->qps)
+    {
         if (v->real && ibcr_be.destroy_qp (v->real))
             ibcr_log ("release: destroying QP %u failed", v->vqpn);
         v->real = NULL;
     }
     idtab_clear (&vctx->qp_by_rqpn);
-    OBJ_FOREACH_REV (struct ibcr_srq, v, &vctx->srqs) {
+    OBJ_FOREACH_REV (struct ibcr_srq, v, &vctx->srqs)
+    {
         if (v->real && ibcr_be.destroy_srq (v->real))
             ibcr_log ("release: destroying an SRQ failed");
         v->real = NULL;
     }
-    OBJ_FOREACH_REV (struct ibcr_cq, v, &vctx->cqs) {
+    OBJ_FOREACH_REV (struct ibcr_cq, v, &vctx->cqs)
+    {
         if (v->real && ibcr_be.destroy_cq (v->real))
             ibcr_log ("release: destroying a CQ failed");
         v->real = NULL;
     }
-    OBJ_FOREACH_REV (struct ibcr_chan, v, &vctx->chans) {
+    OBJ_FOREACH_REV (struct ibcr_chan, v, &vctx->chans)
+    {
         pump_del (v);
         if (v->real && ibcr_be.destroy_comp_channel (v->real))
             ibcr_log ("release: destroying a completion channel failed");
         v->real = NULL;
     }
-    OBJ_FOREACH_REV (struct ibcr_mr, v, &vctx->mrs) {
+    OBJ_FOREACH_REV (struct ibcr_mr, v, &vctx->mrs)
+    {
         if (v->real && ibcr_be.dereg_mr (v->real))
             ibcr_log ("release: deregistering an MR failed");
         v->real = NULL;
     }
-    OBJ_FOREACH_REV (struct ibcr_pd, v, &vctx->pds) {
+    OBJ_FOREACH_REV (struct ibcr_pd, v, &vctx->pds)
+    {
         if (v->real && ibcr_be.dealloc_pd (v->real))
             ibcr_log ("release: deallocating a PD failed");
         v->real = NULL;
@@ -158,7 +169,7 @@ int ckpt_release (void)
 {
     pthread_mutex_lock (&ibcr_lock);
     CTX_FOREACH (vctx)
-        release_ctx (vctx);
+    release_ctx (vctx);
     backend_unload ();
     released = true;
     pthread_mutex_unlock (&ibcr_lock);
@@ -203,14 +214,16 @@ static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mr
         return -1;
     publish_gids (vctx, gids);
     OBJ_FOREACH (struct ibcr_chan, v, &vctx->chans)
-        if (ibcr_chan_open_real (v) < 0)
-            return -1;
-    OBJ_FOREACH (struct ibcr_pd, v, &vctx->pds) {
+    if (ibcr_chan_open_real (v) < 0)
+        return -1;
+    OBJ_FOREACH (struct ibcr_pd, v, &vctx->pds)
+    {
         v->real = ibcr_be.alloc_pd (vctx->real);
         if (!v->real)
             return -1 * (be_errno () != 0);
     }
-    OBJ_FOREACH (struct ibcr_mr, v, &vctx->mrs) {
+    OBJ_FOREACH (struct ibcr_mr, v, &vctx->mrs)
+    {
         if (ibcr_mr_open_real (v) < 0)
             return -1;
         json_object *m = json_object_new_object ();
@@ -218,7 +231,8 @@ static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mr
         jadd (m, "rrkey", v->real->rkey);
         json_object_array_add (mrs, m);
     }
-    OBJ_FOREACH (struct ibcr_cq, v, &vctx->cqs) {
+    OBJ_FOREACH (struct ibcr_cq, v, &vctx->cqs)
+    {
         if (ibcr_cq_open_real (v) < 0)
             return -1;
         /* Armed now, before any QP exists: connect reposts sends and a
@@ -236,9 +250,10 @@ static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mr
         }
     }
     OBJ_FOREACH (struct ibcr_srq, v, &vctx->srqs)
-        if (ibcr_srq_open_real (v) < 0)
-            return -1;
-    OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps) {
+    if (ibcr_srq_open_real (v) < 0)
+        return -1;
+    OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps)
+    {
         if (ibcr_qp_open_real (v) < 0)
             return -1;
         /* PSNs are chosen afresh and exchanged, never assumed. */
@@ -268,7 +283,8 @@ int ckpt_rebuild (const char *backend, json_object *ids)
         rc = -1;
         goto out;
     }
-    CTX_FOREACH (vctx) {
+    CTX_FOREACH (vctx)
+    {
         if (rebuild_ctx (vctx, qps, mrs, gids) < 0) {
             ibcr_log ("rebuild on backend %s failed: %m", ibcr_be.path);
             rc = -1;
@@ -293,20 +309,23 @@ int ckpt_connect (json_object *procs)
         goto out;
     }
     ibcr_xlate = 1;
-    CTX_FOREACH (vctx) {
+    CTX_FOREACH (vctx)
+    {
         OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps)
-            if (ibcr_qp_connect_real (v) < 0)
-                rc = -1;
+        if (ibcr_qp_connect_real (v) < 0)
+            rc = -1;
         OBJ_FOREACH (struct ibcr_ah, v, &vctx->ahs)
-            if (ibcr_ah_open_real (v) < 0)
-                rc = -1;
+        if (ibcr_ah_open_real (v) < 0)
+            rc = -1;
     }
     if (rc)
         goto out;
     /* Receives first, everywhere, then the sends that were never
      * delivered: a reposted send must find its receive. */
-    CTX_FOREACH (vctx) {
-        OBJ_FOREACH (struct ibcr_srq, v, &vctx->srqs) {
+    CTX_FOREACH (vctx)
+    {
+        OBJ_FOREACH (struct ibcr_srq, v, &vctx->srqs)
+        {
             for (size_t i = 0; i < wrlog_rq_len (&v->rq); i++)
                 if (ibcr_post_real_recv (NULL, v, wrlog_rq_at (&v->rq, i)))
                     rc = -1;
@@ -314,19 +333,22 @@ int ckpt_connect (json_object *procs)
                 ibcr_log ("rebuild: re-arming an SRQ limit failed");
         }
         OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps)
-            if (!v->vsrq)
-                for (size_t i = 0; i < wrlog_rq_len (&v->rq); i++)
-                    if (ibcr_post_real_recv (v, NULL, wrlog_rq_at (&v->rq, i)))
-                        rc = -1;
+        if (!v->vsrq)
+            for (size_t i = 0; i < wrlog_rq_len (&v->rq); i++)
+                if (ibcr_post_real_recv (v, NULL, wrlog_rq_at (&v->rq, i)))
+                    rc = -1;
     }
-    CTX_FOREACH (vctx) {
-        OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps) {
+    CTX_FOREACH (vctx)
+    {
+        OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps)
+        {
             for (size_t i = 0; i < wrlog_sq_len (&v->sq); i++)
                 if (ibcr_post_real_send (v, wrlog_sq_at (&v->sq, i)))
                     rc = -1;
             ibcr_debug ("rebuild: QP %u is real QP %u now; reposted %zu receives, "
-                        "%zu sends", v->vqpn, v->rqpn,
-                        v->vsrq ? (size_t)0 : wrlog_rq_len (&v->rq), wrlog_sq_len (&v->sq));
+                        "%zu sends",
+                        v->vqpn, v->rqpn, v->vsrq ? (size_t)0 : wrlog_rq_len (&v->rq),
+                        wrlog_sq_len (&v->sq));
         }
     }
     if (rc)
@@ -353,14 +375,17 @@ int ckpt_stat (json_object *out)
 {
     json_object *qps = json_object_new_array (), *mrs = json_object_new_array ();
     pthread_mutex_lock (&ibcr_lock);
-    CTX_FOREACH (vctx) {
-        OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps) {
+    CTX_FOREACH (vctx)
+    {
+        OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps)
+        {
             json_object *q = json_object_new_object ();
             jadd (q, "vqpn", v->vqpn);
             jadd (q, "rqpn", v->rqpn);
             json_object_array_add (qps, q);
         }
-        OBJ_FOREACH (struct ibcr_mr, v, &vctx->mrs) {
+        OBJ_FOREACH (struct ibcr_mr, v, &vctx->mrs)
+        {
             json_object *m = json_object_new_object ();
             jadd (m, "vrkey", v->mr.rkey);
             jadd (m, "rrkey", v->real ? v->real->rkey : 0);
@@ -411,5 +436,5 @@ int ckpt_count_fds (void)
     while (readdir (d))
         n++;
     closedir (d);
-    return n - 3;               /* ".", ".." and the DIR's own fd */
+    return n - 3; /* ".", ".." and the DIR's own fd */
 }

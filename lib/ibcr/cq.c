@@ -180,8 +180,8 @@ void ibcr_ack_cq_events (struct ibv_cq *cq, unsigned int nevents)
 int ibcr_cq_open_real (struct ibcr_cq *vcq)
 {
     int want = vcq->cqe > vcq->wr_load ? vcq->cqe : vcq->wr_load;
-    vcq->real = ibcr_be.create_cq (vcq->ctx->real, want, vcq,
-                                   vcq->vchan ? vcq->vchan->real : NULL, vcq->comp_vector);
+    vcq->real = ibcr_be.create_cq (vcq->ctx->real, want, vcq, vcq->vchan ? vcq->vchan->real : NULL,
+                                   vcq->comp_vector);
     if (!vcq->real) {
         be_errno ();
         return -1;
@@ -199,7 +199,8 @@ int ibcr_cq_grow (struct ibcr_cq *vcq, int more)
         return 0;
     if (ibcr_be.resize_cq (vcq->real, vcq->wr_load) != 0) {
         ibcr_log ("cannot grow a CQ to %d entries (%s): a QP posting many "
-                  "unsignaled WRs may overrun it", vcq->wr_load, strerror (be_errno ()));
+                  "unsignaled WRs may overrun it",
+                  vcq->wr_load, strerror (be_errno ()));
         return -1;
     }
     vcq->real_cqe = vcq->real->cqe;

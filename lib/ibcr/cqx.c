@@ -14,9 +14,9 @@
 #include "ibcr.h"
 #include "exports.h"
 
-#define CQX_SUPPORTED (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM \
-                       | IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL \
-                       | IBV_WC_EX_WITH_DLID_PATH_BITS)
+#define CQX_SUPPORTED                                                                              \
+    (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP  \
+     | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS)
 
 static struct ibcr_cq *vcq_x (struct ibv_cq_ex *c)
 {
@@ -107,17 +107,19 @@ struct ibv_cq_ex *ibcr_create_cq_ex (struct ibv_context *ctx, struct ibv_cq_init
 {
     if (a->wc_flags & ~(uint64_t)CQX_SUPPORTED) {
         ibcr_refuse ("ibv_create_cq_ex wc_flags beyond byte_len, imm, qp_num, src_qp, "
-                     "slid, sl, dlid_path_bits", "timestamps, flow tags and tag matching "
+                     "slid, sl, dlid_path_bits",
+                     "timestamps, flow tags and tag matching "
                      "do not survive a rebuild");
         return NULL;
     }
     if (a->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) {
-        ibcr_refuse ("ibv_create_cq_ex with a parent domain", "parent domains are not "
+        ibcr_refuse ("ibv_create_cq_ex with a parent domain",
+                     "parent domains are not "
                      "recreated at rebuild");
         return NULL;
     }
-    struct ibv_cq *cq = ibcr_create_cq (ctx, (int)a->cqe, a->cq_context, a->channel,
-                                        (int)a->comp_vector);
+    struct ibv_cq *cq =
+        ibcr_create_cq (ctx, (int)a->cqe, a->cq_context, a->channel, (int)a->comp_vector);
     if (!cq)
         return NULL;
     struct ibv_cq_ex *c = &vcq_of (cq)->cqx;

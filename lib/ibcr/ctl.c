@@ -45,7 +45,7 @@ static void ctl_atexit (void)
 {
     struct timespec ts;
     if (getpid () != owner_pid)
-        return;                 /* a forked child: not ours to close */
+        return; /* a forked child: not ours to close */
     clock_gettime (CLOCK_REALTIME, &ts);
     ts.tv_sec += 60;
     if (pthread_mutex_timedlock (&cycle_lock, &ts) != 0)
@@ -71,8 +71,8 @@ static int reply (json_object *req, json_object *msg)
 static json_object *fail (const char *what)
 {
     int e = errno ? errno : EIO;
-    return proto_error (what, e, "libibcr rank %d pid %d: %s failed: %s", ibcr_rank,
-                        (int)getpid (), what, strerror (e));
+    return proto_error (what, e, "libibcr rank %d pid %d: %s failed: %s", ibcr_rank, (int)getpid (),
+                        what, strerror (e));
 }
 
 static int serve (json_object *req)
@@ -93,10 +93,13 @@ static int serve (json_object *req)
              * more no-op). */
             ckpt_resume ();
             cycle_end ();
-            return reply (req, proto_error (t, EAGAIN, "libibcr rank %d pid %d: inside %s: "
-                                            "a checkpoint taken now could not be restored; "
-                                            "the job runs on, take the next one once %s "
-                                            "returned", ibcr_rank, (int)getpid (), mpi, mpi));
+            return reply (req,
+                          proto_error (t, EAGAIN,
+                                       "libibcr rank %d pid %d: inside %s: "
+                                       "a checkpoint taken now could not be restored; "
+                                       "the job runs on, take the next one once %s "
+                                       "returned",
+                                       ibcr_rank, (int)getpid (), mpi, mpi));
         }
         return reply (req, proto_new (CKPT_QUIESCED));
     }
@@ -139,10 +142,13 @@ static int serve (json_object *req)
     if (strcmp (t, CKPT_RESUME) == 0) {
         if (ckpt_is_released ()) {
             errno = EPROTO;
-            return reply (req, proto_error (t, EPROTO, "libibcr rank %d pid %d: cannot "
-                                            "resume: verbs resources are released and not "
-                                            "rebuilt; send ckpt-rebuild and ckpt-connect "
-                                            "first", ibcr_rank, (int)getpid ()));
+            return reply (req,
+                          proto_error (t, EPROTO,
+                                       "libibcr rank %d pid %d: cannot "
+                                       "resume: verbs resources are released and not "
+                                       "rebuilt; send ckpt-rebuild and ckpt-connect "
+                                       "first",
+                                       ibcr_rank, (int)getpid ()));
         }
         ckpt_resume ();
         int rc = reply (req, proto_new (CKPT_RESUMED));
@@ -154,8 +160,11 @@ static int serve (json_object *req)
         ckpt_stat (m);
         return reply (req, m);
     }
-    return reply (req, proto_error (t, EPROTO, "libibcr: unknown request type '%s'; "
-                                    "expected one of ckpt_proto.h", t));
+    return reply (req,
+                  proto_error (t, EPROTO,
+                               "libibcr: unknown request type '%s'; "
+                               "expected one of ckpt_proto.h",
+                               t));
 }
 
 static void *ctl_main (void *arg)
@@ -164,8 +173,7 @@ static void *ctl_main (void *arg)
         json_object *req = NULL;
         if (proto_recv (ctl_fd, 0, &req) < 0 || !req) {
             if (errno != 0 && req == NULL)
-                ibcr_log ("control channel lost (%s); no more checkpoints",
-                          strerror (errno));
+                ibcr_log ("control channel lost (%s); no more checkpoints", strerror (errno));
             break;
         }
         int rc = serve (req);
@@ -223,7 +231,8 @@ int ctl_start (void)
         return -1;
     if (connect (ctl_fd, (struct sockaddr *)&sa, sizeof (sa)) < 0) {
         ibcr_log ("cannot connect to the checkpoint coordinator at IBCR_SOCKET=%s: %m; "
-                  "start ibcrd or unset IBCR_SOCKET", path);
+                  "start ibcrd or unset IBCR_SOCKET",
+                  path);
         goto error;
     }
     json_object *hello = proto_new (CKPT_HELLO);

@@ -109,8 +109,7 @@ static struct ibv_context *open_matching (struct ibcr_device *vdev)
     if (!pick && n > 0)
         pick = l[0];
     if (!pick) {
-        ibcr_log ("no verbs device in backend %s to open %s on",
-                  ibcr_be.path, vdev->dev.name);
+        ibcr_log ("no verbs device in backend %s to open %s on", ibcr_be.path, vdev->dev.name);
         errno = ENODEV;
     } else {
         c = ibcr_be.open_device (pick);
@@ -335,8 +334,8 @@ static int query_port_ex (struct ibv_context *ctx, uint8_t port, struct ibv_port
 int ibcr_query_gid (struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
 {
     struct ibcr_ctx *vctx = vctx_of (ctx);
-    if (port >= 1 && port <= IBCR_MAX_PORTS && vctx->port[port].known
-        && index >= 0 && index < vctx->port[port].ngid) {
+    if (port >= 1 && port <= IBCR_MAX_PORTS && vctx->port[port].known && index >= 0
+        && index < vctx->port[port].ngid) {
         *gid = vctx->port[port].vgid[index];
         return 0;
     }
@@ -402,7 +401,7 @@ void ibcr_ctx_async_push (struct ibcr_ctx *vctx, const struct ibv_async_event *r
         ev.element.qp = &((struct ibcr_qp *)real->element.qp->qp_context)->qpx.qp_base;
         break;
     default:
-        break;                  /* port and device events: port_num as is */
+        break; /* port and device events: port_num as is */
     }
     pthread_mutex_lock (&vctx->alock);
     if (vctx->aq_len == vctx->aq_cap) {
@@ -410,8 +409,7 @@ void ibcr_ctx_async_push (struct ibcr_ctx *vctx, const struct ibv_async_event *r
         struct ibv_async_event *n = malloc (ncap * sizeof (*n));
         if (!n) {
             pthread_mutex_unlock (&vctx->alock);
-            ibcr_log ("out of memory queueing an async event (type %d): lost",
-                      (int)ev.event_type);
+            ibcr_log ("out of memory queueing an async event (type %d): lost", (int)ev.event_type);
             return;
         }
         for (size_t i = 0; i < vctx->aq_len; i++)
@@ -470,7 +468,8 @@ static struct ibv_xrcd *open_xrcd (struct ibv_context *c, struct ibv_xrcd_init_a
 }
 static struct ibv_dm *alloc_dm (struct ibv_context *c, struct ibv_alloc_dm_attr *a)
 {
-    ibcr_refuse ("device memory (ibv_alloc_dm)", "its contents live on the HCA and are lost at release");
+    ibcr_refuse ("device memory (ibv_alloc_dm)",
+                 "its contents live on the HCA and are lost at release");
     return NULL;
 }
 static struct ibv_mr *reg_dm_mr (struct ibv_pd *pd, struct ibv_dm *dm, uint64_t off, size_t l,
@@ -529,7 +528,8 @@ static struct ibv_mr *alloc_null_mr (struct ibv_pd *pd)
 }
 static struct ibv_mw *alloc_mw (struct ibv_pd *pd, enum ibv_mw_type t)
 {
-    ibcr_refuse ("memory windows (ibv_alloc_mw)", "MW bindings cannot be rebuilt with the same rkeys");
+    ibcr_refuse ("memory windows (ibv_alloc_mw)",
+                 "MW bindings cannot be rebuilt with the same rkeys");
     return NULL;
 }
 static struct ibv_flow_action *create_flow_action_esp (struct ibv_context *c,

@@ -95,8 +95,7 @@ static int64_t ud_count (json_object *q, const char *list, int64_t lid, int64_t 
     return 0;
 }
 
-static int check (const struct qp_index *x, json_object **reports, int n, char *why,
-                  size_t whylen)
+static int check (const struct qp_index *x, json_object **reports, int n, char *why, size_t whylen)
 {
     for (int p = 0; p < n; p++) {
         json_object *qps;
@@ -118,8 +117,8 @@ static int check (const struct qp_index *x, json_object **reports, int n, char *
             }
             if (strcmp (type, "ud") == 0) {
                 if (done != posted) {
-                    snprintf (why, whylen, "UD QP %ld:%ld: %ld sends pending",
-                              (long)lid, (long)qpn, (long)(posted - done));
+                    snprintf (why, whylen, "UD QP %ld:%ld: %ld sends pending", (long)lid, (long)qpn,
+                              (long)(posted - done));
                     return 0;
                 }
                 json_object *sent;
@@ -142,8 +141,8 @@ static int check (const struct qp_index *x, json_object **reports, int n, char *
             }
             if (geti (a, "has_peer") != 1) {
                 if (done != posted) {
-                    snprintf (why, whylen, "QP %ld:%ld (unconnected): %ld WRs pending",
-                              (long)lid, (long)qpn, (long)(posted - done));
+                    snprintf (why, whylen, "QP %ld:%ld (unconnected): %ld WRs pending", (long)lid,
+                              (long)qpn, (long)(posted - done));
                     return 0;
                 }
                 continue;
@@ -164,8 +163,8 @@ static int check (const struct qp_index *x, json_object **reports, int n, char *
                 return 0;
             }
             if (done != posted && !(head_recv && geti (b, "rq_avail") == 0)) {
-                snprintf (why, whylen, "QP %ld:%ld: %ld WRs in flight",
-                          (long)lid, (long)qpn, (long)(posted - done));
+                snprintf (why, whylen, "QP %ld:%ld: %ld WRs in flight", (long)lid, (long)qpn,
+                          (long)(posted - done));
                 return 0;
             }
         }

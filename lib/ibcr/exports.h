@@ -34,8 +34,8 @@ struct ibv_mr *ibcr_reg_mr_iova2 (struct ibv_pd *pd, void *addr, size_t length, 
 int ibcr_dereg_mr (struct ibv_mr *mr);
 int ibcr_rereg_mr (struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
                    int access);
-struct ibv_mr *ibcr_reg_dmabuf_mr (struct ibv_pd *pd, uint64_t offset, size_t length,
-                                   uint64_t iova, int fd, int access);
+struct ibv_mr *ibcr_reg_dmabuf_mr (struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+                                   int fd, int access);
 
 struct ibv_comp_channel *ibcr_create_comp_channel (struct ibv_context *ctx);
 int ibcr_destroy_comp_channel (struct ibv_comp_channel *ch);
@@ -67,7 +67,7 @@ struct ibv_ah *ibcr_create_ah (struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int ibcr_destroy_ah (struct ibv_ah *ah);
 int ibcr_init_ah_from_wc (struct ibv_context *ctx, uint8_t port, struct ibv_wc *wc,
                           struct ibv_grh *grh, struct ibv_ah_attr *ah);
-struct ibv_ah *ibcr_create_ah_from_wc (struct ibv_pd *pd, struct ibv_wc *wc,
-                                       struct ibv_grh *grh, uint8_t port);
+struct ibv_ah *ibcr_create_ah_from_wc (struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
+                                       uint8_t port);
 
 #endif

@@ -58,7 +58,7 @@ struct gate_slot *gate_slot_new (void)
     if (!s) {
         s = aligned_alloc (64, sizeof (*s));
         if (!s)
-            abort ();           /* cannot pass the gate without a slot */
+            abort (); /* cannot pass the gate without a slot */
         atomic_init (&s->inside, 0);
         s->next = atomic_load (&slots);
         atomic_store (&slots, s);
@@ -84,7 +84,7 @@ void gate_wait_open (void)
 static void barrier_all (void)
 {
     if (atomic_load (&gate_fence))
-        return;                 /* gate_enter fences itself */
+        return; /* gate_enter fences itself */
     if (membarrier (MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
         return;
     /* The registration is state of the process in the kernel: a process
@@ -149,7 +149,7 @@ int block_lock_slow (struct ibcr_block *l)
     } else {
         struct gate_slot *none = NULL;
         if (atomic_compare_exchange_strong (&l->owner, &none, s))
-            return block_lock (l);      /* the first thread: biased to it */
+            return block_lock (l); /* the first thread: biased to it */
     }
     plock_lock (&l->pl);
     if (!atomic_load (&l->revoked)) {

@@ -27,8 +27,8 @@
 #include <stdbool.h>
 
 struct gate_slot {
-    _Alignas (64) atomic_int inside;    /* verbs this thread is in (nesting) */
-    bool owned;                         /* a live thread has it */
+    _Alignas(64) atomic_int inside; /* verbs this thread is in (nesting) */
+    bool owned;                     /* a live thread has it */
     struct gate_slot *next;
 };
 

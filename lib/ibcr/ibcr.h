@@ -44,13 +44,13 @@ struct ibcr_link {
 };
 
 struct ibcr_device {
-    struct ibv_device dev;      /* what the application sees */
-    uint64_t guid;              /* network order, first seen */
+    struct ibv_device dev; /* what the application sees */
+    uint64_t guid;         /* network order, first seen */
     int index;
 };
 
 struct ibcr_port {
-    bool known;                 /* virtual ids recorded */
+    bool known; /* virtual ids recorded */
     uint16_t vlid, rlid;
     int ngid;
     union ibv_gid vgid[IBCR_MAX_GIDS], rgid[IBCR_MAX_GIDS];
@@ -64,7 +64,7 @@ struct ibcr_pd {
 };
 
 struct ibcr_mr {
-    struct ibv_mr mr;           /* lkey/rkey: virtual */
+    struct ibv_mr mr; /* lkey/rkey: virtual */
     struct ibv_mr *real;
     struct ibcr_pd *vpd;
     void *addr;
@@ -80,28 +80,28 @@ struct ibcr_chan {
     struct ibv_comp_channel *real;
     struct ibcr_ctx *ctx;
     pthread_mutex_t lock;
-    struct ibcr_cq **evq;       /* CQs with an event not yet read */
+    struct ibcr_cq **evq; /* CQs with an event not yet read */
     size_t evq_head, evq_len, evq_cap;
     struct ibcr_link link;
 };
 
 struct ibcr_cq {
-    struct ibv_cq_ex cqx;       /* first fields are a struct ibv_cq */
+    struct ibv_cq_ex cqx; /* first fields are a struct ibv_cq */
     struct ibv_cq *real;
     struct ibcr_ctx *ctx;
     struct ibcr_chan *vchan;
-    int cqe;                    /* as asked */
-    int real_cqe;               /* what the real CQ got (may be bigger) */
+    int cqe;      /* as asked */
+    int real_cqe; /* what the real CQ got (may be bigger) */
     int comp_vector;
-    int wr_load;                /* WRs of attached QPs: the real CQ's need */
-    bool armed;                 /* req_notify since the last event (vchan->lock) */
-    unsigned arms;              /* req_notify calls since the app's last get_cq_event */
+    int wr_load;   /* WRs of attached QPs: the real CQ's need */
+    bool armed;    /* req_notify since the last event (vchan->lock) */
+    unsigned arms; /* req_notify calls since the app's last get_cq_event */
     int solicited_only;
-    struct ibcr_block plock;    /* serializes polls of this CQ */
-    struct ibv_wc cur;          /* ibv_cq_ex: the completion being read */
-    struct ibv_wc *pend;        /* completions drained at checkpoint */
+    struct ibcr_block plock; /* serializes polls of this CQ */
+    struct ibv_wc cur;       /* ibv_cq_ex: the completion being read */
+    struct ibv_wc *pend;     /* completions drained at checkpoint */
     size_t pend_head, pend_len, pend_cap;
-    unsigned long events;       /* events handed to the app */
+    unsigned long events; /* events handed to the app */
     unsigned long acked;
     struct ibcr_link link;
 };
@@ -125,17 +125,17 @@ struct ibcr_qp_mod {
 };
 
 struct ibcr_qp {
-    struct ibv_qp_ex qpx;       /* qpx.qp_base.qp_num: virtual, forever */
+    struct ibv_qp_ex qpx; /* qpx.qp_base.qp_num: virtual, forever */
     struct ibv_qp *real;
     struct ibcr_ctx *ctx;
     struct ibcr_pd *vpd;
     struct ibcr_cq *vscq, *vrcq;
     struct ibcr_srq *vsrq;
-    struct ibv_qp_init_attr init;   /* as asked (virtual pointers) */
+    struct ibv_qp_init_attr init; /* as asked (virtual pointers) */
     bool app_sig_all;
     uint32_t vqpn, rqpn;
     uint8_t port;
-    struct ibcr_qp_mod hist[8];     /* one entry per state walked: qp.c */
+    struct ibcr_qp_mod hist[8]; /* one entry per state walked: qp.c */
     int nhist;
     /* Peer (RC/UC) in virtual ids, from the RTR modify. */
     bool has_peer;
@@ -143,19 +143,19 @@ struct ibcr_qp {
     uint32_t peer_vqpn;
     union ibv_gid peer_vgid;
     bool peer_global;
-    int peer_rank;              /* owner of the peer, -1 unknown */
-    uint32_t psn;               /* own sq_psn chosen at the last rebuild */
-    bool psn_published;         /* psn is in the job's table */
+    int peer_rank;      /* owner of the peer, -1 unknown */
+    uint32_t psn;       /* own sq_psn chosen at the last rebuild */
+    bool psn_published; /* psn is in the job's table */
     /* Logs and counters for the exact drain. */
     struct ibcr_block slock, rlock;
     struct wrlog_sq sq;
     struct wrlog_rq rq;
-    uint64_t recv_done;         /* receive completions (messages from peer) */
-    struct ibcr_map ud_sent;    /* UD: (vlid<<32|vqpn) of dest -> sends done */
-    struct ibcr_map ud_recv;    /* UD: (vlid<<32|vqpn) of source -> received */
-    struct ibcr_map ah_cache;   /* UD after a rebuild: real dest -> real AH,
+    uint64_t recv_done;       /* receive completions (messages from peer) */
+    struct ibcr_map ud_sent;  /* UD: (vlid<<32|vqpn) of dest -> sends done */
+    struct ibcr_map ud_recv;  /* UD: (vlid<<32|vqpn) of source -> received */
+    struct ibcr_map ah_cache; /* UD after a rebuild: real dest -> real AH,
                                  * under slock like every send (ah.c) */
-    struct ibcr_wrb *wrb;       /* ibv_wr_* batch being built (qpx.c) */
+    struct ibcr_wrb *wrb;     /* ibv_wr_* batch being built (qpx.c) */
     struct ibcr_link link;
 };
 
@@ -163,12 +163,12 @@ struct ibcr_ah {
     struct ibv_ah ah;
     struct ibv_ah *real;
     struct ibcr_pd *vpd;
-    struct ibv_ah_attr attr;    /* virtual destination */
+    struct ibv_ah_attr attr; /* virtual destination */
     struct ibcr_link link;
 };
 
 struct ibcr_ctx {
-    struct verbs_context vc;    /* the application's ibv_context is vc.context */
+    struct verbs_context vc; /* the application's ibv_context is vc.context */
     struct ibcr_device *vdev;
     struct ibv_context *real;
     int async_efd;              /* vc.context.async_fd: ours, one count per event */
@@ -178,8 +178,8 @@ struct ibcr_ctx {
     int nports;
     struct ibcr_port port[IBCR_MAX_PORTS + 1];
     struct ibcr_link pds, mrs, chans, cqs, srqs, qps, ahs;
-    struct idtab qp_by_rqpn;        /* real QPN -> ibcr_qp (read unlocked: idtab.h) */
-    struct idtab mr_by_vlkey;       /* virtual lkey -> ibcr_mr (read unlocked) */
+    struct idtab qp_by_rqpn;  /* real QPN -> ibcr_qp (read unlocked: idtab.h) */
+    struct idtab mr_by_vlkey; /* virtual lkey -> ibcr_mr (read unlocked) */
     struct ibcr_link link;
 };
 
@@ -194,21 +194,29 @@ extern int ibcr_rank;
 extern int ibcr_base_maps;
 
 /* list.c-style helpers (inline, tiny) */
-static inline void ibcr_list_init (struct ibcr_link *h) { h->next = h->prev = h; }
+static inline void ibcr_list_init (struct ibcr_link *h)
+{
+    h->next = h->prev = h;
+}
 static inline void ibcr_list_add (struct ibcr_link *h, struct ibcr_link *l)
 {
-    l->prev = h->prev; l->next = h; h->prev->next = l; h->prev = l;
+    l->prev = h->prev;
+    l->next = h;
+    h->prev->next = l;
+    h->prev = l;
 }
 static inline void ibcr_list_del (struct ibcr_link *l)
 {
-    l->prev->next = l->next; l->next->prev = l->prev; l->next = l->prev = l;
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    l->next = l->prev = l;
 }
-#define ibcr_container(ptr, type, member) \
-    ((type *)((char *)(ptr) - __builtin_offsetof (type, member)))
-#define ibcr_foreach(pos, head) \
+#define ibcr_container(ptr, type, member)                                                          \
+    ((type *)((char *)(ptr) - __builtin_offsetof(type, member)))
+#define ibcr_foreach(pos, head)                                                                    \
     for (struct ibcr_link *pos = (head)->next; pos != (head); pos = pos->next)
-#define ibcr_foreach_safe(pos, nx, head) \
-    for (struct ibcr_link *pos = (head)->next, *nx = pos->next; pos != (head); \
+#define ibcr_foreach_safe(pos, nx, head)                                                           \
+    for (struct ibcr_link *pos = (head)->next, *nx = pos->next; pos != (head);                     \
          pos = nx, nx = pos->next)
 
 /* Casts from the application's pointers. */
@@ -255,8 +263,7 @@ int ibcr_qp_connect_real (struct ibcr_qp *vqp);
 int ibcr_qp_repost (struct ibcr_qp *vqp);
 int ibcr_srq_repost (struct ibcr_srq *vsrq);
 int ibcr_ah_open_real (struct ibcr_ah *vah);
-struct ibv_ah *ibcr_ah_real_for (struct ibcr_qp *vqp, struct ibcr_ah *vah, uint16_t rlid,
-                                 int rank);
+struct ibv_ah *ibcr_ah_real_for (struct ibcr_qp *vqp, struct ibcr_ah *vah, uint16_t rlid, int rank);
 void ibcr_ah_cache_clear (struct ibcr_qp *vqp);
 /* Account one real completion: update logs and counters; translate it to
  * virtual ids; false when the application must not see it (a WR it posted

@@ -34,7 +34,7 @@ struct idtab_mid {
 };
 
 struct idtab {
-    struct idtab_mid **top;     /* 1 << IDTAB_B1 entries, made at the first put */
+    struct idtab_mid **top; /* 1 << IDTAB_B1 entries, made at the first put */
 };
 
 void idtab_init (struct idtab *t);
@@ -54,8 +54,8 @@ static inline void *idtab_get (const struct idtab *t, uint32_t id)
     struct idtab_mid *m = __atomic_load_n (&top[id >> (IDTAB_B2 + IDTAB_B3)], __ATOMIC_ACQUIRE);
     if (__builtin_expect (!m, 0))
         return NULL;
-    struct idtab_leaf *l = __atomic_load_n (&m->leaf[(id >> IDTAB_B3) & ((1u << IDTAB_B2) - 1)],
-                                            __ATOMIC_ACQUIRE);
+    struct idtab_leaf *l =
+        __atomic_load_n (&m->leaf[(id >> IDTAB_B3) & ((1u << IDTAB_B2) - 1)], __ATOMIC_ACQUIRE);
     if (__builtin_expect (!l, 0))
         return NULL;
     return __atomic_load_n (&l->val[id & ((1u << IDTAB_B3) - 1)], __ATOMIC_ACQUIRE);

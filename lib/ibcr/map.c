@@ -55,7 +55,7 @@ static int grow (struct ibcr_map *m)
 {
     size_t ncap = m->cap ? m->cap * 2 : 16;
     if ((m->len + 1) * 2 < m->cap)
-        ncap = m->cap;          /* only tombstones to sweep */
+        ncap = m->cap; /* only tombstones to sweep */
     struct ibcr_map_slot *ns = calloc (ncap, sizeof (*ns));
     if (!ns) {
         errno = ENOMEM;

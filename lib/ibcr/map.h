@@ -13,7 +13,7 @@
 struct ibcr_map_slot {
     uint64_t key;
     void *val;
-    int used;                   /* 0 empty, 1 used, 2 deleted */
+    int used; /* 0 empty, 1 used, 2 deleted */
 };
 
 struct ibcr_map {

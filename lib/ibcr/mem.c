@@ -81,7 +81,7 @@ static bool key_taken (struct ibcr_mr *vmr)
     if (!ibcr_xlate)
         return false;
     return xlate_has_rkey (ibcr_rank, vmr->real->rkey)
-           || idtab_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->real->lkey) != NULL;
+        || idtab_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->real->lkey) != NULL;
 }
 
 static int mr_open_fresh (struct ibcr_mr *vmr)
@@ -96,7 +96,8 @@ static int mr_open_fresh (struct ibcr_mr *vmr)
     }
     if (rc == 0 && key_taken (vmr))
         ibcr_log ("MR key %u: already another MR's virtual key; RDMA to it may "
-                  "reach the wrong MR until the next checkpoint", vmr->real->rkey);
+                  "reach the wrong MR until the next checkpoint",
+                  vmr->real->rkey);
     pthread_mutex_unlock (&ibcr_lock);
     while (nspare > 0)
         ibcr_be.dereg_mr (spare[--nspare]);
@@ -156,14 +157,14 @@ struct ibv_mr *ibcr_reg_mr (struct ibv_pd *pd, void *addr, size_t length, int ac
     return reg (pd, addr, length, (uintptr_t)addr, false, (unsigned int)access);
 }
 
-struct ibv_mr *ibcr_reg_mr_iova (struct ibv_pd *pd, void *addr, size_t length,
-                                 uint64_t iova, int access)
+struct ibv_mr *ibcr_reg_mr_iova (struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+                                 int access)
 {
     return reg (pd, addr, length, iova, true, (unsigned int)access);
 }
 
-struct ibv_mr *ibcr_reg_mr_iova2 (struct ibv_pd *pd, void *addr, size_t length,
-                                  uint64_t iova, unsigned int access)
+struct ibv_mr *ibcr_reg_mr_iova2 (struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+                                  unsigned int access)
 {
     return reg (pd, addr, length, iova, iova != (uintptr_t)addr, access);
 }
@@ -186,18 +187,20 @@ int ibcr_dereg_mr (struct ibv_mr *mr)
     return rc;
 }
 
-int ibcr_rereg_mr (struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
-                   size_t length, int access)
+int ibcr_rereg_mr (struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+                   int access)
 {
-    ibcr_refuse ("ibv_rereg_mr", "re-registration is not replayed at rebuild; "
+    ibcr_refuse ("ibv_rereg_mr",
+                 "re-registration is not replayed at rebuild; "
                  "deregister and register again");
     return IBV_REREG_MR_ERR_INPUT;
 }
 
-struct ibv_mr *ibcr_reg_dmabuf_mr (struct ibv_pd *pd, uint64_t offset, size_t length,
-                                   uint64_t iova, int fd, int access)
+struct ibv_mr *ibcr_reg_dmabuf_mr (struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+                                   int fd, int access)
 {
-    ibcr_refuse ("dma-buf MRs (ibv_reg_dmabuf_mr)", "device memory behind a dma-buf "
+    ibcr_refuse ("dma-buf MRs (ibv_reg_dmabuf_mr)",
+                 "device memory behind a dma-buf "
                  "cannot be saved by a checkpoint");
     return NULL;
 }

@@ -63,16 +63,16 @@ static void *mpi_next (const char *name)
     return f;
 }
 
-#define MPI_STANDIN(name, params, args)                                                 \
-    __attribute__ ((visibility ("default"))) int name params                           \
-    {                                                                                   \
-        static int (*real) params;                                                      \
-        if (!real)                                                                      \
-            real = (int (*) params)mpi_next (#name);                                    \
-        mpi_enter (#name);                                                              \
-        int rc = real args;                                                             \
-        mpi_leave ();                                                                   \
-        return rc;                                                                      \
+#define MPI_STANDIN(name, params, args)                                                            \
+    __attribute__ ((visibility ("default"))) int name params                                       \
+    {                                                                                              \
+        static int (*real) params;                                                                 \
+        if (!real)                                                                                 \
+            real = (int (*) params)mpi_next (#name);                                               \
+        mpi_enter (#name);                                                                         \
+        int rc = real args;                                                                        \
+        mpi_leave ();                                                                              \
+        return rc;                                                                                 \
     }
 
 MPI_STANDIN (MPI_Init, (int *argc, char ***argv), (argc, argv))

@@ -21,9 +21,9 @@
 #include "nsheap.h"
 
 #define REGION (1u << 20)
-#define MINSHIFT 5                  /* 32 bytes */
-#define NCLASS 12                   /* 32 B .. 64 KiB */
-#define HDR 16                      /* keeps 16-byte alignment */
+#define MINSHIFT 5 /* 32 bytes */
+#define NCLASS 12  /* 32 B .. 64 KiB */
+#define HDR 16     /* keeps 16-byte alignment */
 #define TAG_SMALL 0u
 #define TAG_LARGE 1u
 #define TAG_ALIGNED 2u

@@ -25,7 +25,7 @@
 #define NS_EXPORT __attribute__ ((visibility ("default")))
 
 static struct ibcr_ns_alloc a;
-static _Alignas (64) unsigned char early[64 * 1024];
+static _Alignas(64) unsigned char early[64 * 1024];
 static size_t early_used;
 
 NS_EXPORT void ibcr_ns_set_alloc (const struct ibcr_ns_alloc *fns);
@@ -83,7 +83,7 @@ void *calloc (size_t k, size_t n)
         errno = ENOMEM;
         return NULL;
     }
-    return early_alloc (k * n, 16);     /* static memory is zeroed */
+    return early_alloc (k * n, 16); /* static memory is zeroed */
 }
 
 NS_EXPORT void *realloc (void *p, size_t n);

@@ -41,8 +41,8 @@ static int pmix_relay_fd (int fd, const struct sockaddr *sa, socklen_t len)
     if (!v || !sa || len < (socklen_t)sizeof (*in) || sa->sa_family != AF_INET)
         return -1;
     for (int i = 0; pmix_uri_vars[i] && !ours; i++)
-        ours = pmix_uri_addr (getenv (pmix_uri_vars[i]), &srv) == 0
-               && srv.sin_port == in->sin_port && srv.sin_addr.s_addr == in->sin_addr.s_addr;
+        ours = pmix_uri_addr (getenv (pmix_uri_vars[i]), &srv) == 0 && srv.sin_port == in->sin_port
+            && srv.sin_addr.s_addr == in->sin_addr.s_addr;
     relay = strtol (v, &end, 10);
     if (!ours || end == v || *end || relay < 3 || relay > 65535 || relay == fd
         || fstat ((int)relay, &sb) < 0 || !S_ISSOCK (sb.st_mode)
@@ -53,7 +53,7 @@ static int pmix_relay_fd (int fd, const struct sockaddr *sa, socklen_t len)
 }
 
 __attribute__ ((visibility ("default"))) int connect (int fd, const struct sockaddr *sa,
-                                                       socklen_t len)
+                                                      socklen_t len)
 {
     int relay = pmix_relay_fd (fd, sa, len), fdfl, fl;
 
@@ -61,14 +61,13 @@ __attribute__ ((visibility ("default"))) int connect (int fd, const struct socka
         /* The socket's flags stay its own: close-on-exec and O_NONBLOCK. */
         fdfl = fcntl (fd, F_GETFD);
         fl = fcntl (fd, F_GETFL);
-        if (fdfl >= 0 && fl >= 0
-            && dup3 (relay, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) == fd
+        if (fdfl >= 0 && fl >= 0 && dup3 (relay, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) == fd
             && fcntl (fd, F_SETFL, fl) == 0) {
             ibcr_debug ("PMIx connection on fd %d goes through the relay (fd %d)", fd, relay);
             return 0;
         }
-        ibcr_log ("cannot put the PMIx relay in place of fd %d: %s; connecting directly",
-                  fd, strerror (errno));
+        ibcr_log ("cannot put the PMIx relay in place of fd %d: %s; connecting directly", fd,
+                  strerror (errno));
     }
     return (int)syscall (SYS_connect, fd, sa, len);
 }

@@ -224,7 +224,7 @@ int ibcr_post_recv (struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
     struct ibcr_qp *vqp = vqp_of (qp);
     if (vqp->vsrq) {
         *bad = wr;
-        return EINVAL;          /* receives of an SRQ QP go to the SRQ */
+        return EINVAL; /* receives of an SRQ QP go to the SRQ */
     }
     return post_recv_common (vqp, NULL, &vqp->rq, &vqp->rlock, wr, bad);
 }

@@ -20,7 +20,7 @@ static pthread_mutex_t pump_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t pump_once = PTHREAD_ONCE_INIT;
 static int epfd = -1;
 static int start_errno;
-static struct ibcr_map live;    /* ibcr_chan pointer -> itself */
+static struct ibcr_map live; /* ibcr_chan pointer -> itself */
 
 static void forward (struct ibcr_chan *vchan)
 {

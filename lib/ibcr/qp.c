@@ -54,15 +54,16 @@ static int qp_open_fresh (struct ibcr_qp *vqp)
     int nspare = 0, rc;
     uint16_t vlid = vqp->ctx->port[1].vlid;
     for (;;) {
-        if ((rc = ibcr_qp_open_real (vqp)) < 0 || !ibcr_xlate
-            || !xlate_qp (vlid, vqp->rqpn) || nspare == 8)
+        if ((rc = ibcr_qp_open_real (vqp)) < 0 || !ibcr_xlate || !xlate_qp (vlid, vqp->rqpn)
+            || nspare == 8)
             break;
         idtab_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
         spare[nspare++] = vqp->real;
     }
     if (rc == 0 && ibcr_xlate && xlate_qp (vlid, vqp->rqpn))
         ibcr_log ("QP %u: its real QPN is another QP's virtual one; peers may "
-                  "address the wrong QP until the next checkpoint", vqp->rqpn);
+                  "address the wrong QP until the next checkpoint",
+                  vqp->rqpn);
     while (nspare > 0)
         ibcr_be.destroy_qp (spare[--nspare]);
     return rc;
@@ -126,10 +127,10 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
         attr->cap = qi.cap;
     vqp->init.cap = attr->cap;
     if (wrlog_sq_init (&vqp->sq, attr->cap.max_send_wr, attr->cap.max_send_sge,
-                       attr->cap.max_inline_data) < 0)
+                       attr->cap.max_inline_data)
+        < 0)
         goto error;
-    if (!vqp->vsrq && wrlog_rq_init (&vqp->rq, attr->cap.max_recv_wr,
-                                     attr->cap.max_recv_sge) < 0)
+    if (!vqp->vsrq && wrlog_rq_init (&vqp->rq, attr->cap.max_recv_wr, attr->cap.max_recv_sge) < 0)
         goto error;
     ibcr_cq_grow (vqp->vscq, attr->cap.max_send_wr);
     if (!vqp->vsrq)
@@ -168,10 +169,10 @@ error:;
     return NULL;
 }
 
-#define SEND_OPS_SUPPORTED (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM \
-                            | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM \
-                            | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP \
-                            | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define SEND_OPS_SUPPORTED                                                                         \
+    (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE                \
+     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ                               \
+     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
 struct ibv_qp *ibcr_create_qp_ex (struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
@@ -192,8 +193,13 @@ struct ibv_qp *ibcr_create_qp_ex (struct ibv_context *ctx, struct ibv_qp_init_at
         return NULL;
     }
     struct ibv_qp_init_attr ia = {
-        .qp_context = a->qp_context, .send_cq = a->send_cq, .recv_cq = a->recv_cq,
-        .srq = a->srq, .cap = a->cap, .qp_type = a->qp_type, .sq_sig_all = a->sq_sig_all,
+        .qp_context = a->qp_context,
+        .send_cq = a->send_cq,
+        .recv_cq = a->recv_cq,
+        .srq = a->srq,
+        .cap = a->cap,
+        .qp_type = a->qp_type,
+        .sq_sig_all = a->sq_sig_all,
     };
     struct ibv_qp *qp = ibcr_create_qp (a->pd, &ia);
     if (qp)
@@ -212,7 +218,9 @@ struct ibv_qp_ex *ibcr_qp_to_qp_ex (struct ibv_qp *qp)
 static void attr_merge (struct ibv_qp_attr *dst, int *dmask, const struct ibv_qp_attr *src,
                         int mask)
 {
-#define M(bit, field) if (mask & (bit)) dst->field = src->field
+#define M(bit, field)                                                                              \
+    if (mask & (bit))                                                                              \
+    dst->field = src->field
     M (IBV_QP_STATE, qp_state);
     M (IBV_QP_CUR_STATE, cur_qp_state);
     M (IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
@@ -259,8 +267,7 @@ static void hist_add (struct ibcr_qp *vqp, const struct ibv_qp_attr *a, int mask
     if (mask & IBV_QP_STATE) {
         for (int i = 0; i < vqp->nhist; i++) {
             if (vqp->hist[i].attr.qp_state == a->qp_state) {
-                attr_merge (&vqp->hist[i].attr, &vqp->hist[i].mask, a,
-                            mask & ~IBV_QP_CUR_STATE);
+                attr_merge (&vqp->hist[i].attr, &vqp->hist[i].mask, a, mask & ~IBV_QP_CUR_STATE);
                 vqp->nhist = i + 1;
                 return;
             }
@@ -271,7 +278,8 @@ static void hist_add (struct ibcr_qp *vqp, const struct ibv_qp_attr *a, int mask
             return;
         if (mask & IBV_QP_STATE)
             ibcr_log ("QP %u: more than %d states in its history; a rebuild replays "
-                      "a shortened walk", vqp->vqpn, max);
+                      "a shortened walk",
+                      vqp->vqpn, max);
         struct ibcr_qp_mod *last = &vqp->hist[vqp->nhist - 1];
         attr_merge (&last->attr, &last->mask, a, mask & ~IBV_QP_CUR_STATE);
         return;
@@ -303,7 +311,8 @@ static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, 
             vqp->peer_rank = rank;
         if (rebuild)
             ibcr_log ("rebuild: peer LID %u QPN %u of QP %u is not in the id table; "
-                      "left as is", vlid, vqpn, vqp->vqpn);
+                      "left as is",
+                      vlid, vqpn, vqp->vqpn);
         return;
     }
     if (mask & IBV_QP_AV) {
@@ -498,7 +507,7 @@ bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc)
         /* accounted */
     } else {
         bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
-                   && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
+            && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
         if (vqp->vsrq) {
             int how = block_lock (&vqp->vsrq->lock);
             if (grh)

@@ -35,9 +35,9 @@ struct ibcr_wrb {
     size_t nsge, sgecap;
     unsigned char *inl;
     size_t ninl, inlcap;
-    struct ibv_sge *isg;        /* one sge per inline WR, built at wr_complete */
+    struct ibv_sge *isg; /* one sge per inline WR, built at wr_complete */
     size_t isgcap;
-    int err;                    /* first error since wr_start: wr_complete's */
+    int err; /* first error since wr_start: wr_complete's */
 };
 
 static struct ibcr_wrb *wrb_of (struct ibv_qp_ex *qx)
@@ -100,7 +100,7 @@ static struct wrb_ent *cur (struct ibv_qp_ex *qx)
     struct ibcr_wrb *b = wrb_of (qx);
     if (!b || b->n == 0) {
         if (b && !b->err)
-            b->err = EINVAL;    /* a setter before any WR */
+            b->err = EINVAL; /* a setter before any WR */
         return NULL;
     }
     return &b->e[b->n - 1];
@@ -118,8 +118,8 @@ static void wr_send_imm (struct ibv_qp_ex *qx, __be32 imm)
         e->wr.imm_data = imm;
 }
 
-static void wr_rdma (struct ibv_qp_ex *qx, enum ibv_wr_opcode op, uint32_t rkey,
-                     uint64_t addr, __be32 imm)
+static void wr_rdma (struct ibv_qp_ex *qx, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr,
+                     __be32 imm)
 {
     struct wrb_ent *e = new_wr (qx, op);
     if (e) {
@@ -144,8 +144,8 @@ static void wr_rdma_read (struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr)
     wr_rdma (qx, IBV_WR_RDMA_READ, rkey, addr, 0);
 }
 
-static void wr_atomic (struct ibv_qp_ex *qx, enum ibv_wr_opcode op, uint32_t rkey,
-                       uint64_t addr, uint64_t cmp_add, uint64_t swap)
+static void wr_atomic (struct ibv_qp_ex *qx, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr,
+                       uint64_t cmp_add, uint64_t swap)
 {
     struct wrb_ent *e = new_wr (qx, op);
     if (e) {
@@ -156,14 +156,13 @@ static void wr_atomic (struct ibv_qp_ex *qx, enum ibv_wr_opcode op, uint32_t rke
     }
 }
 
-static void wr_atomic_cmp_swp (struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr,
-                               uint64_t compare, uint64_t swap)
+static void wr_atomic_cmp_swp (struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr, uint64_t compare,
+                               uint64_t swap)
 {
     wr_atomic (qx, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, addr, compare, swap);
 }
 
-static void wr_atomic_fetch_add (struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr,
-                                 uint64_t add)
+static void wr_atomic_fetch_add (struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr, uint64_t add)
 {
     wr_atomic (qx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
 }
@@ -204,14 +203,12 @@ static void wr_set_xrc_srqn (struct ibv_qp_ex *qx, uint32_t srqn)
     refuse_op (qx, "ibv_wr_set_xrc_srqn (XRC)");
 }
 
-static void wr_atomic_write (struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr,
-                             const void *data)
+static void wr_atomic_write (struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr, const void *data)
 {
     refuse_op (qx, "ibv_wr_atomic_write");
 }
 
-static void wr_set_ud_addr (struct ibv_qp_ex *qx, struct ibv_ah *ah, uint32_t qpn,
-                            uint32_t qkey)
+static void wr_set_ud_addr (struct ibv_qp_ex *qx, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
 {
     struct wrb_ent *e = cur (qx);
     if (e) {

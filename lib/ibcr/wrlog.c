@@ -70,8 +70,8 @@ int wrlog_sq_init (struct wrlog_sq *q, size_t cap, int max_sge, uint32_t max_inl
         max_sge = 1;
     q->max_sge = max_sge;
     q->max_inline = max_inline;
-    return ring_init (&q->r, cap + 1, sizeof (struct wrlog_send)
-                      + max_sge * sizeof (struct ibv_sge) + max_inline);
+    return ring_init (&q->r, cap + 1,
+                      sizeof (struct wrlog_send) + max_sge * sizeof (struct ibv_sge) + max_inline);
 }
 
 void wrlog_sq_fini (struct wrlog_sq *q)
@@ -96,8 +96,8 @@ int wrlog_rq_init (struct wrlog_rq *q, size_t cap, int max_sge)
     if (max_sge < 1)
         max_sge = 1;
     q->max_sge = max_sge;
-    return ring_init (&q->r, cap + 1, sizeof (struct wrlog_recv)
-                      + max_sge * sizeof (struct ibv_sge));
+    return ring_init (&q->r, cap + 1,
+                      sizeof (struct wrlog_recv) + max_sge * sizeof (struct ibv_sge));
 }
 
 void wrlog_rq_fini (struct wrlog_rq *q)

@@ -24,18 +24,18 @@ struct ibcr_ah;
 struct wrlog_send {
     uint64_t wr_id;
     enum ibv_wr_opcode opcode;
-    unsigned int send_flags;    /* as posted */
-    bool app_signaled;          /* the application expects a completion */
-    bool needs_recv;            /* consumes a receive at the peer */
+    unsigned int send_flags; /* as posted */
+    bool app_signaled;       /* the application expects a completion */
+    bool needs_recv;         /* consumes a receive at the peer */
     __be32 imm_data;
     uint64_t remote_addr;
     uint32_t rkey;
     uint64_t compare_add, swap;
-    struct ibcr_ah *vah;        /* UD */
+    struct ibcr_ah *vah; /* UD */
     uint32_t remote_qpn, remote_qkey;
     int num_sge;
-    uint32_t inl_len;           /* IBV_SEND_INLINE: bytes copied below */
-    struct ibv_sge sge[];       /* num_sge, then inline bytes */
+    uint32_t inl_len;     /* IBV_SEND_INLINE: bytes copied below */
+    struct ibv_sge sge[]; /* num_sge, then inline bytes */
 };
 
 struct wrlog_recv {
@@ -53,8 +53,8 @@ struct wrlog_sq {
     struct wrlog_ring r;
     int max_sge;
     uint32_t max_inline;
-    uint64_t posted, done;          /* all WRs */
-    uint64_t rmsg_posted, rmsg_done;/* WRs that consume a peer receive */
+    uint64_t posted, done;           /* all WRs */
+    uint64_t rmsg_posted, rmsg_done; /* WRs that consume a peer receive */
 };
 
 struct wrlog_rq {
@@ -67,7 +67,10 @@ int wrlog_sq_init (struct wrlog_sq *q, size_t cap, int max_sge, uint32_t max_inl
 void wrlog_sq_fini (struct wrlog_sq *q);
 /* Drop the newest n entries (a post that the backend refused). */
 void wrlog_sq_unpush (struct wrlog_sq *q, size_t n);
-static inline size_t wrlog_sq_len (const struct wrlog_sq *q) { return q->r.len; }
+static inline size_t wrlog_sq_len (const struct wrlog_sq *q)
+{
+    return q->r.len;
+}
 /* Inline bytes of an entry. */
 static inline unsigned char *wrlog_inl (struct wrlog_send *e)
 {
@@ -81,7 +84,10 @@ void wrlog_rq_unpush (struct wrlog_rq *q, size_t n);
  * but an SRQ's completions can be polled from several CQs out of order).
  * 0, or -1 when none matches. */
 int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id);
-static inline size_t wrlog_rq_len (const struct wrlog_rq *q) { return q->r.len; }
+static inline size_t wrlog_rq_len (const struct wrlog_rq *q)
+{
+    return q->r.len;
+}
 
 /* The data path's operations, inline in their callers (post.c, qp.c):
  * called per WR and per completion. */
@@ -112,14 +118,14 @@ static inline void wrlog_ring_pop (struct wrlog_ring *r)
 
 static inline bool wrlog_needs_recv (enum ibv_wr_opcode op)
 {
-    return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM
-           || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
+    return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM
+        || op == IBV_WR_SEND_WITH_INV;
 }
 
 /* Append a copy of wr (inline data copied from its sges).  NULL + errno:
  * EINVAL (more sges or inline bytes than the QP was created for), ENOMEM. */
 static inline struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct ibv_send_wr *wr,
-                                  bool sig_all)
+                                                bool sig_all)
 {
     size_t inl = 0;
     if (wr->num_sge < 0 || wr->num_sge > q->max_sge) {

@@ -22,7 +22,7 @@ static struct ibcr_map lidrank; /* vlid -> rank + 1, or LID_SHARED */
 static struct xl_gid {
     union ibv_gid v, r;
     int rank;
-} *gids;
+} * gids;
 static size_t ngids, capgids;
 
 void xlate_fini (void)
@@ -144,8 +144,8 @@ int xlate_load (json_object *procs)
                     return -1;
                 void *owner = map_get (&lidrank, vlid);
                 if (owner != (void *)(uintptr_t)(rank + 1)
-                    && map_put (&lidrank, vlid, owner ? LID_SHARED
-                                : (void *)(uintptr_t)(rank + 1)) < 0)
+                    && map_put (&lidrank, vlid, owner ? LID_SHARED : (void *)(uintptr_t)(rank + 1))
+                        < 0)
                     return -1;
             }
         }
@@ -166,7 +166,8 @@ int xlate_load (json_object *procs)
                 if (v < 0 || r < 0)
                     goto bad;
                 if (map_put (&rkeys, ((uint64_t)rank << 32) | (uint32_t)v,
-                             (void *)(uintptr_t)((uint64_t)r + 1)) < 0)
+                             (void *)(uintptr_t)((uint64_t)r + 1))
+                    < 0)
                     return -1;
             }
         }

@@ -17,223 +17,213 @@
 
 #include "softib.h"
 
-SIB_EXPORT int ibv_fork_init(void)
+SIB_EXPORT int ibv_fork_init (void)
 {
-	return 0;	/* no pinned pages: fork is always safe */
+    return 0; /* no pinned pages: fork is always safe */
 }
 
-SIB_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)
+SIB_EXPORT enum ibv_fork_status ibv_is_fork_initialized (void)
 {
-	return IBV_FORK_UNNEEDED;
+    return IBV_FORK_UNNEEDED;
 }
 
 /* driver.h prototypes (not installed by libibverbs-dev) */
-SIB_EXPORT int ibv_dontfork_range(void *base, size_t size);
-SIB_EXPORT int ibv_dofork_range(void *base, size_t size);
-SIB_EXPORT const char *ibv_get_sysfs_path(void);
-SIB_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file,
-				   char *buf, size_t size);
-SIB_EXPORT void ibv_copy_qp_attr_from_kern(void *dst, void *src);
-SIB_EXPORT void ibv_copy_ah_attr_from_kern(void *dst, void *src);
-SIB_EXPORT void ibv_copy_path_rec_from_kern(void *dst, void *src);
-SIB_EXPORT void ibv_copy_path_rec_to_kern(void *dst, void *src);
-SIB_EXPORT void sib_compat_register_driver(const char *name, void *init);
+SIB_EXPORT int ibv_dontfork_range (void *base, size_t size);
+SIB_EXPORT int ibv_dofork_range (void *base, size_t size);
+SIB_EXPORT const char *ibv_get_sysfs_path (void);
+SIB_EXPORT int ibv_read_sysfs_file (const char *dir, const char *file, char *buf, size_t size);
+SIB_EXPORT void ibv_copy_qp_attr_from_kern (void *dst, void *src);
+SIB_EXPORT void ibv_copy_ah_attr_from_kern (void *dst, void *src);
+SIB_EXPORT void ibv_copy_path_rec_from_kern (void *dst, void *src);
+SIB_EXPORT void ibv_copy_path_rec_to_kern (void *dst, void *src);
+SIB_EXPORT void sib_compat_register_driver (const char *name, void *init);
 
-int ibv_dontfork_range(void *base, size_t size)
+int ibv_dontfork_range (void *base, size_t size)
 {
-	return 0;
+    return 0;
 }
 
-int ibv_dofork_range(void *base, size_t size)
+int ibv_dofork_range (void *base, size_t size)
 {
-	return 0;
+    return 0;
 }
 
-const char *ibv_get_sysfs_path(void)
+const char *ibv_get_sysfs_path (void)
 {
-	return "/sys";
+    return "/sys";
 }
 
-int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
-			size_t size)
+int ibv_read_sysfs_file (const char *dir, const char *file, char *buf, size_t size)
 {
-	errno = ENOENT;	/* softib has no sysfs presence */
-	return -1;
+    errno = ENOENT; /* softib has no sysfs presence */
+    return -1;
 }
 
 /* kernel uverbs structures never reach softib: nothing to convert */
-void ibv_copy_qp_attr_from_kern(void *dst, void *src)
+void ibv_copy_qp_attr_from_kern (void *dst, void *src)
 {
 }
 
-void ibv_copy_ah_attr_from_kern(void *dst, void *src)
+void ibv_copy_ah_attr_from_kern (void *dst, void *src)
 {
 }
 
-void ibv_copy_path_rec_from_kern(void *dst, void *src)
+void ibv_copy_path_rec_from_kern (void *dst, void *src)
 {
 }
 
-void ibv_copy_path_rec_to_kern(void *dst, void *src)
+void ibv_copy_path_rec_to_kern (void *dst, void *src)
 {
 }
 
 /* ibv_register_driver@IBVERBS_1.1: old providers register here */
-__attribute__((symver("ibv_register_driver@IBVERBS_1.1")))
-void sib_compat_register_driver(const char *name, void *init)
+__attribute__ ((symver ("ibv_register_driver@IBVERBS_1.1"))) void
+sib_compat_register_driver (const char *name, void *init)
 {
-	sib_log("provider '%s' ignored: softib is the only device",
-		name ? name : "?");
+    sib_log ("provider '%s' ignored: softib is the only device", name ? name : "?");
 }
 
-SIB_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				uint16_t lid)
+SIB_EXPORT int ibv_attach_mcast (struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return EOPNOTSUPP;	/* multicast */
+    return EOPNOTSUPP; /* multicast */
 }
 
-SIB_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
-				uint16_t lid)
+SIB_EXPORT int ibv_detach_mcast (struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	return EOPNOTSUPP;
+    return EOPNOTSUPP;
 }
 
-SIB_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *c,
-					   struct ibv_ah_attr *attr,
-					   uint8_t eth_mac[6],
-					   uint16_t *vid)
+SIB_EXPORT int ibv_resolve_eth_l2_from_gid (struct ibv_context *c, struct ibv_ah_attr *attr,
+                                            uint8_t eth_mac[6], uint16_t *vid)
 {
-	return EOPNOTSUPP;	/* the port is InfiniBand, not Ethernet */
+    return EOPNOTSUPP; /* the port is InfiniBand, not Ethernet */
 }
 
-SIB_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+SIB_EXPORT struct ibv_context *ibv_import_device (int cmd_fd)
 {
-	errno = EOPNOTSUPP;
-	return NULL;
+    errno = EOPNOTSUPP;
+    return NULL;
 }
 
-SIB_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *c, uint32_t h)
+SIB_EXPORT struct ibv_pd *ibv_import_pd (struct ibv_context *c, uint32_t h)
 {
-	errno = EOPNOTSUPP;
-	return NULL;
+    errno = EOPNOTSUPP;
+    return NULL;
 }
 
-SIB_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+SIB_EXPORT void ibv_unimport_pd (struct ibv_pd *pd)
 {
 }
 
-SIB_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t h)
+SIB_EXPORT struct ibv_mr *ibv_import_mr (struct ibv_pd *pd, uint32_t h)
 {
-	errno = EOPNOTSUPP;
-	return NULL;
+    errno = EOPNOTSUPP;
+    return NULL;
 }
 
-SIB_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
-{
-}
-
-SIB_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *c, uint32_t h)
-{
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-SIB_EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+SIB_EXPORT void ibv_unimport_mr (struct ibv_mr *mr)
 {
 }
 
-SIB_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+SIB_EXPORT struct ibv_dm *ibv_import_dm (struct ibv_context *c, uint32_t h)
 {
-	return EOPNOTSUPP;
+    errno = EOPNOTSUPP;
+    return NULL;
 }
 
-SIB_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+SIB_EXPORT void ibv_unimport_dm (struct ibv_dm *dm)
 {
-	return EOPNOTSUPP;
+}
+
+SIB_EXPORT int ibv_set_ece (struct ibv_qp *qp, struct ibv_ece *ece)
+{
+    return EOPNOTSUPP;
+}
+
+SIB_EXPORT int ibv_query_ece (struct ibv_qp *qp, struct ibv_ece *ece)
+{
+    return EOPNOTSUPP;
 }
 
 /* ---- IBVERBS_1.0 ---- */
 
-#define COMPAT_PTR(name) \
-	SIB_EXPORT void *sib_compat10_##name(void); \
-	__attribute__((symver("ibv_" #name "@IBVERBS_1.0"))) \
-	void *sib_compat10_##name(void) \
-	{ \
-		sib_log("ibv_" #name "@IBVERBS_1.0: the libibverbs 1.0 ABI " \
-			"is not supported; rebuild the program"); \
-		errno = EOPNOTSUPP; \
-		return NULL; \
-	}
-#define COMPAT_INT(name) \
-	SIB_EXPORT int sib_compat10_##name(void); \
-	__attribute__((symver("ibv_" #name "@IBVERBS_1.0"))) \
-	int sib_compat10_##name(void) \
-	{ \
-		sib_log("ibv_" #name "@IBVERBS_1.0: the libibverbs 1.0 ABI " \
-			"is not supported; rebuild the program"); \
-		errno = EOPNOTSUPP; \
-		return EOPNOTSUPP; \
-	}
-#define COMPAT_VOID(name) \
-	SIB_EXPORT void sib_compat10_##name(void); \
-	__attribute__((symver("ibv_" #name "@IBVERBS_1.0"))) \
-	void sib_compat10_##name(void) \
-	{ \
-	}
+#define COMPAT_PTR(name)                                                                           \
+    SIB_EXPORT void *sib_compat10_##name (void);                                                   \
+    __attribute__ ((symver ("ibv_" #name "@IBVERBS_1.0"))) void *sib_compat10_##name (void)        \
+    {                                                                                              \
+        sib_log ("ibv_" #name "@IBVERBS_1.0: the libibverbs 1.0 ABI "                              \
+                 "is not supported; rebuild the program");                                         \
+        errno = EOPNOTSUPP;                                                                        \
+        return NULL;                                                                               \
+    }
+#define COMPAT_INT(name)                                                                           \
+    SIB_EXPORT int sib_compat10_##name (void);                                                     \
+    __attribute__ ((symver ("ibv_" #name "@IBVERBS_1.0"))) int sib_compat10_##name (void)          \
+    {                                                                                              \
+        sib_log ("ibv_" #name "@IBVERBS_1.0: the libibverbs 1.0 ABI "                              \
+                 "is not supported; rebuild the program");                                         \
+        errno = EOPNOTSUPP;                                                                        \
+        return EOPNOTSUPP;                                                                         \
+    }
+#define COMPAT_VOID(name)                                                                          \
+    SIB_EXPORT void sib_compat10_##name (void);                                                    \
+    __attribute__ ((symver ("ibv_" #name "@IBVERBS_1.0"))) void sib_compat10_##name (void)         \
+    {                                                                                              \
+    }
 
-COMPAT_VOID(ack_async_event)
-COMPAT_VOID(ack_cq_events)
-COMPAT_PTR(alloc_pd)
-COMPAT_INT(attach_mcast)
-COMPAT_INT(close_device)
-COMPAT_PTR(create_ah)
-COMPAT_PTR(create_cq)
-COMPAT_PTR(create_qp)
-COMPAT_PTR(create_srq)
-COMPAT_INT(dealloc_pd)
-COMPAT_INT(dereg_mr)
-COMPAT_INT(destroy_ah)
-COMPAT_INT(destroy_cq)
-COMPAT_INT(destroy_qp)
-COMPAT_INT(destroy_srq)
-COMPAT_INT(detach_mcast)
-COMPAT_VOID(free_device_list)
-COMPAT_INT(get_async_event)
-COMPAT_INT(get_cq_event)
-COMPAT_INT(get_device_guid)
-COMPAT_PTR(get_device_list)
-COMPAT_PTR(get_device_name)
-COMPAT_INT(modify_qp)
-COMPAT_INT(modify_srq)
-COMPAT_PTR(open_device)
-COMPAT_INT(query_device)
-COMPAT_INT(query_gid)
-COMPAT_INT(query_pkey)
-COMPAT_INT(query_port)
-COMPAT_INT(query_qp)
-COMPAT_INT(query_srq)
-COMPAT_PTR(reg_mr)
-COMPAT_INT(resize_cq)
+COMPAT_VOID (ack_async_event)
+COMPAT_VOID (ack_cq_events)
+COMPAT_PTR (alloc_pd)
+COMPAT_INT (attach_mcast)
+COMPAT_INT (close_device)
+COMPAT_PTR (create_ah)
+COMPAT_PTR (create_cq)
+COMPAT_PTR (create_qp)
+COMPAT_PTR (create_srq)
+COMPAT_INT (dealloc_pd)
+COMPAT_INT (dereg_mr)
+COMPAT_INT (destroy_ah)
+COMPAT_INT (destroy_cq)
+COMPAT_INT (destroy_qp)
+COMPAT_INT (destroy_srq)
+COMPAT_INT (detach_mcast)
+COMPAT_VOID (free_device_list)
+COMPAT_INT (get_async_event)
+COMPAT_INT (get_cq_event)
+COMPAT_INT (get_device_guid)
+COMPAT_PTR (get_device_list)
+COMPAT_PTR (get_device_name)
+COMPAT_INT (modify_qp)
+COMPAT_INT (modify_srq)
+COMPAT_PTR (open_device)
+COMPAT_INT (query_device)
+COMPAT_INT (query_gid)
+COMPAT_INT (query_pkey)
+COMPAT_INT (query_port)
+COMPAT_INT (query_qp)
+COMPAT_INT (query_srq)
+COMPAT_PTR (reg_mr)
+COMPAT_INT (resize_cq)
 
 /* default versions; IBVERBS_1.0 ones are in misc.c */
-SIB_V11(ibv_attach_mcast);
-SIB_V11(ibv_detach_mcast);
+SIB_V11 (ibv_attach_mcast);
+SIB_V11 (ibv_detach_mcast);
 
 /* sib_lock's contended path: spin a little (the holder is on the other
  * CPU and about to store 0), then give the CPU away until it is free (the
  * holder may be waiting for it). */
-void sib_lock_wait(sib_lock_t *l)
+void sib_lock_wait (sib_lock_t *l)
 {
-	for (int k = 0;; k++) {
-		if (__atomic_load_n(&l->v, __ATOMIC_RELAXED) == 0
-		    && __atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE) == 0)
-			return;
-		if (k < 100) {
+    for (int k = 0;; k++) {
+        if (__atomic_load_n (&l->v, __ATOMIC_RELAXED) == 0
+            && __atomic_exchange_n (&l->v, 1, __ATOMIC_ACQUIRE) == 0)
+            return;
+        if (k < 100) {
 #if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
+            __builtin_ia32_pause ();
 #endif
-		} else {
-			sched_yield();
-		}
-	}
+        } else {
+            sched_yield ();
+        }
+    }
 }

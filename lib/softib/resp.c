@@ -18,302 +18,291 @@
 
 #include "softib.h"
 
-
-static void respond(struct sib_conn *c, uint8_t op, uint32_t seq,
-		    uint32_t imm, const void *data, uint32_t len)
+static void respond (struct sib_conn *c, uint8_t op, uint32_t seq, uint32_t imm, const void *data,
+                     uint32_t len)
 {
-	struct sib_hdr h;
+    struct sib_hdr h;
 
-	memset(&h, 0, sizeof(h));
-	h.op = op;
-	h.seq = seq;
-	h.imm = imm;
-	h.len = len;
-	sib_hdr_to_wire(&h);
-	if (sib_conn_queue(c, &h, sizeof(h), data, len) < 0)
-		sib_conn_garbage(c, "out of memory for a response");
+    memset (&h, 0, sizeof (h));
+    h.op = op;
+    h.seq = seq;
+    h.imm = imm;
+    h.len = len;
+    sib_hdr_to_wire (&h);
+    if (sib_conn_queue (c, &h, sizeof (h), data, len) < 0)
+        sib_conn_garbage (c, "out of memory for a response");
 }
 
 /* Points the payload sink at a receive WQE's buffers, skipping `skip`
  * bytes (UD's GRH room); returns false with c->rstatus set on error. */
-bool sib_sink_rwqe(struct sib_conn *c, struct sib_qp *qp, uint32_t skip,
-		   uint64_t len)
+bool sib_sink_rwqe (struct sib_conn *c, struct sib_qp *qp, uint32_t skip, uint64_t len)
 {
-	uint64_t room = 0, want = len;
-	uint32_t i;
+    uint64_t room = 0, want = len;
+    uint32_t i;
 
-	c->riovcnt = 0;
-	for (i = 0; i < c->rwqe.nsge; i++) {
-		struct ibv_sge *s = &c->rwqe.sge[i];
-		enum ibv_wc_status st;
-		uint8_t *p;
+    c->riovcnt = 0;
+    for (i = 0; i < c->rwqe.nsge; i++) {
+        struct ibv_sge *s = &c->rwqe.sge[i];
+        enum ibv_wc_status st;
+        uint8_t *p;
 
-		if (!s->length)
-			continue;
-		p = sib_mr_check(qp, s->lkey, s->addr,
-				 s->length, IBV_ACCESS_LOCAL_WRITE,
-				 IBV_WC_LOC_PROT_ERR, &st);
-		if (!p) {
-			c->rstatus = st;
-			return false;
-		}
-		room += s->length;
-		if (skip >= s->length) {
-			skip -= s->length;
-			continue;
-		}
-		if (want) {
-			size_t k = s->length - skip;
+        if (!s->length)
+            continue;
+        p = sib_mr_check (qp, s->lkey, s->addr, s->length, IBV_ACCESS_LOCAL_WRITE,
+                          IBV_WC_LOC_PROT_ERR, &st);
+        if (!p) {
+            c->rstatus = st;
+            return false;
+        }
+        room += s->length;
+        if (skip >= s->length) {
+            skip -= s->length;
+            continue;
+        }
+        if (want) {
+            size_t k = s->length - skip;
 
-			if (k > want)
-				k = (size_t)want;
-			c->riov[c->riovcnt].iov_base = p + skip;
-			c->riov[c->riovcnt].iov_len = k;
-			c->riovcnt++;
-			want -= k;
-		}
-		skip = 0;
-	}
-	if (want) {
-		c->rstatus = IBV_WC_LOC_LEN_ERR;
-		c->riovcnt = 0;
-		return false;
-	}
-	(void)room;
-	return true;
+            if (k > want)
+                k = (size_t)want;
+            c->riov[c->riovcnt].iov_base = p + skip;
+            c->riov[c->riovcnt].iov_len = k;
+            c->riovcnt++;
+            want -= k;
+        }
+        skip = 0;
+    }
+    if (want) {
+        c->rstatus = IBV_WC_LOC_LEN_ERR;
+        c->riovcnt = 0;
+        return false;
+    }
+    (void)room;
+    return true;
 }
 
-static bool active(struct sib_qp *qp)
+static bool active (struct sib_qp *qp)
 {
-	return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS
-		|| qp->state == IBV_QPS_SQD || qp->state == IBV_QPS_SQE;
+    return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD
+        || qp->state == IBV_QPS_SQE;
 }
 
-static void rnr(struct sib_conn *c, struct sib_qp *qp)
+static void rnr (struct sib_conn *c, struct sib_qp *qp)
 {
-	c->rdiscard = c->rh.len;
-	if (qp->qpx.qp_base.qp_type == IBV_QPT_UC) {
-		/* UC has no RNR: the message is silently lost */
-		c->rstatus = IBV_WC_GENERAL_ERR;
-		return;
-	}
-	respond(c, SIB_OP_NAK_RNR, c->rh.seq, qp->attr.min_rnr_timer, NULL, 0);
-	qp->resp_acked = c->rh.seq;
-	qp->resp_rnr_drop = true;
-	c->rstatus = IBV_WC_RNR_RETRY_EXC_ERR;	/* marker: nothing to do */
+    c->rdiscard = c->rh.len;
+    if (qp->qpx.qp_base.qp_type == IBV_QPT_UC) {
+        /* UC has no RNR: the message is silently lost */
+        c->rstatus = IBV_WC_GENERAL_ERR;
+        return;
+    }
+    respond (c, SIB_OP_NAK_RNR, c->rh.seq, qp->attr.min_rnr_timer, NULL, 0);
+    qp->resp_acked = c->rh.seq;
+    qp->resp_rnr_drop = true;
+    c->rstatus = IBV_WC_RNR_RETRY_EXC_ERR; /* marker: nothing to do */
 }
 
-static void *remote_check(struct sib_conn *c, struct sib_qp *qp, int need,
-			  uint64_t len)
+static void *remote_check (struct sib_conn *c, struct sib_qp *qp, int need, uint64_t len)
 {
-	enum ibv_wc_status st;
-	void *p;
+    enum ibv_wc_status st;
+    void *p;
 
-	if ((qp->attr.qp_access_flags & (unsigned int)need) != (unsigned int)need) {
-		c->rstatus = IBV_WC_REM_ACCESS_ERR;
-		return NULL;
-	}
-	if (!len)
-		return NULL;
-	p = sib_mr_check(qp, c->rh.rkey, c->rh.addr,
-			 len, need, IBV_WC_REM_ACCESS_ERR, &st);
-	if (!p)
-		c->rstatus = st;
-	return p;
+    if ((qp->attr.qp_access_flags & (unsigned int)need) != (unsigned int)need) {
+        c->rstatus = IBV_WC_REM_ACCESS_ERR;
+        return NULL;
+    }
+    if (!len)
+        return NULL;
+    p = sib_mr_check (qp, c->rh.rkey, c->rh.addr, len, need, IBV_WC_REM_ACCESS_ERR, &st);
+    if (!p)
+        c->rstatus = st;
+    return p;
 }
 
-void sib_resp_header(struct sib_conn *c)
+void sib_resp_header (struct sib_conn *c)
 {
-	struct sib_qp *qp = c->qp;
-	struct sib_hdr *h = &c->rh;
-	void *p;
+    struct sib_qp *qp = c->qp;
+    struct sib_hdr *h = &c->rh;
+    void *p;
 
-	if (h->op < SIB_OP_SEND || h->op > SIB_OP_FETCH_ADD) {
-		sib_conn_garbage(c, "not a request opcode");
-		return;
-	}
-	if (!active(qp)) {
-		c->rdiscard = h->len;	/* RESET/INIT/ERR drop requests */
-		c->rstatus = IBV_WC_GENERAL_ERR;
-		return;
-	}
-	if (qp->resp_rnr_drop) {
-		if (h->seq != qp->resp_expect) {
-			c->rdiscard = h->len;
-			c->rstatus = IBV_WC_GENERAL_ERR;
-			return;
-		}
-		qp->resp_rnr_drop = false;
-	}
-	if (h->seq != qp->resp_expect) {
-		sib_conn_garbage(c, "request out of sequence");
-		return;
-	}
-	if (qp->qpx.qp_base.qp_type == IBV_QPT_UC && h->op >= SIB_OP_READ) {
-		sib_conn_garbage(c, "READ or atomic on a UC QP");
-		return;
-	}
-	switch (h->op) {
-	case SIB_OP_SEND:
-	case SIB_OP_SEND_IMM:
-		if (!sib_take_recv(qp, &c->rwqe)) {
-			rnr(c, qp);
-			return;
-		}
-		c->have_rwqe = true;
-		if (!sib_sink_rwqe(c, qp, 0, h->len)) {
-			c->rdiscard = h->len;
-			return;
-		}
-		c->rleft = h->len;
-		return;
-	case SIB_OP_WRITE:
-	case SIB_OP_WRITE_IMM:
-		p = remote_check(c, qp, IBV_ACCESS_REMOTE_WRITE, h->len);
-		if (c->rstatus != IBV_WC_SUCCESS) {
-			c->rdiscard = h->len;
-			return;
-		}
-		if (h->op == SIB_OP_WRITE_IMM) {
-			if (!sib_take_recv(qp, &c->rwqe)) {
-				rnr(c, qp);
-				return;
-			}
-			c->have_rwqe = true;
-		}
-		if (h->len) {
-			c->riov[0].iov_base = p;
-			c->riov[0].iov_len = h->len;
-			c->riovcnt = 1;
-			c->rleft = h->len;
-			c->rx_key = h->rkey;
-		}
-		return;
-	default:
-		if (h->len) {
-			sib_conn_garbage(c, "READ/atomic request with payload");
-			return;
-		}
-		return;	/* READ and atomics are served in sib_resp_done */
-	}
+    if (h->op < SIB_OP_SEND || h->op > SIB_OP_FETCH_ADD) {
+        sib_conn_garbage (c, "not a request opcode");
+        return;
+    }
+    if (!active (qp)) {
+        c->rdiscard = h->len; /* RESET/INIT/ERR drop requests */
+        c->rstatus = IBV_WC_GENERAL_ERR;
+        return;
+    }
+    if (qp->resp_rnr_drop) {
+        if (h->seq != qp->resp_expect) {
+            c->rdiscard = h->len;
+            c->rstatus = IBV_WC_GENERAL_ERR;
+            return;
+        }
+        qp->resp_rnr_drop = false;
+    }
+    if (h->seq != qp->resp_expect) {
+        sib_conn_garbage (c, "request out of sequence");
+        return;
+    }
+    if (qp->qpx.qp_base.qp_type == IBV_QPT_UC && h->op >= SIB_OP_READ) {
+        sib_conn_garbage (c, "READ or atomic on a UC QP");
+        return;
+    }
+    switch (h->op) {
+    case SIB_OP_SEND:
+    case SIB_OP_SEND_IMM:
+        if (!sib_take_recv (qp, &c->rwqe)) {
+            rnr (c, qp);
+            return;
+        }
+        c->have_rwqe = true;
+        if (!sib_sink_rwqe (c, qp, 0, h->len)) {
+            c->rdiscard = h->len;
+            return;
+        }
+        c->rleft = h->len;
+        return;
+    case SIB_OP_WRITE:
+    case SIB_OP_WRITE_IMM:
+        p = remote_check (c, qp, IBV_ACCESS_REMOTE_WRITE, h->len);
+        if (c->rstatus != IBV_WC_SUCCESS) {
+            c->rdiscard = h->len;
+            return;
+        }
+        if (h->op == SIB_OP_WRITE_IMM) {
+            if (!sib_take_recv (qp, &c->rwqe)) {
+                rnr (c, qp);
+                return;
+            }
+            c->have_rwqe = true;
+        }
+        if (h->len) {
+            c->riov[0].iov_base = p;
+            c->riov[0].iov_len = h->len;
+            c->riovcnt = 1;
+            c->rleft = h->len;
+            c->rx_key = h->rkey;
+        }
+        return;
+    default:
+        if (h->len) {
+            sib_conn_garbage (c, "READ/atomic request with payload");
+            return;
+        }
+        return; /* READ and atomics are served in sib_resp_done */
+    }
 }
 
-static void recv_cqe(struct sib_qp *qp, struct sib_conn *c,
-		     enum ibv_wc_status st)
+static void recv_cqe (struct sib_qp *qp, struct sib_conn *c, enum ibv_wc_status st)
 {
-	struct ibv_wc wc;
+    struct ibv_wc wc;
 
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = c->rwqe.wr_id;
-	wc.status = st;
-	wc.opcode = c->rh.op == SIB_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM
-		: IBV_WC_RECV;
-	wc.byte_len = c->rh.op == SIB_OP_WRITE_IMM ? c->rh.len : c->rh.len;
-	wc.qp_num = qp->qpx.qp_base.qp_num;
-	wc.src_qp = qp->attr.dest_qp_num;
-	wc.slid = c->rh.lid;
-	wc.sl = qp->attr.ah_attr.sl;
-	if (c->rh.flags & SIB_F_IMM) {
-		wc.wc_flags |= IBV_WC_WITH_IMM;
-		wc.imm_data = c->rh.imm;
-	}
-	sib_cq_push(qp->rcq, &wc, (c->rh.flags & SIB_F_SOLICITED) != 0);
-	c->have_rwqe = false;	/* completed: a flush must not repeat it */
+    memset (&wc, 0, sizeof (wc));
+    wc.wr_id = c->rwqe.wr_id;
+    wc.status = st;
+    wc.opcode = c->rh.op == SIB_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+    wc.byte_len = c->rh.op == SIB_OP_WRITE_IMM ? c->rh.len : c->rh.len;
+    wc.qp_num = qp->qpx.qp_base.qp_num;
+    wc.src_qp = qp->attr.dest_qp_num;
+    wc.slid = c->rh.lid;
+    wc.sl = qp->attr.ah_attr.sl;
+    if (c->rh.flags & SIB_F_IMM) {
+        wc.wc_flags |= IBV_WC_WITH_IMM;
+        wc.imm_data = c->rh.imm;
+    }
+    sib_cq_push (qp->rcq, &wc, (c->rh.flags & SIB_F_SOLICITED) != 0);
+    c->have_rwqe = false; /* completed: a flush must not repeat it */
 }
 
-static void serve_read(struct sib_conn *c, struct sib_qp *qp)
+static void serve_read (struct sib_conn *c, struct sib_qp *qp)
 {
-	void *p = remote_check(c, qp, IBV_ACCESS_REMOTE_READ, c->rh.rlen);
+    void *p = remote_check (c, qp, IBV_ACCESS_REMOTE_READ, c->rh.rlen);
 
-	if (c->rstatus != IBV_WC_SUCCESS)
-		return;
-	respond(c, SIB_OP_READ_RESP, c->rh.seq, 0, p, c->rh.rlen);
+    if (c->rstatus != IBV_WC_SUCCESS)
+        return;
+    respond (c, SIB_OP_READ_RESP, c->rh.seq, 0, p, c->rh.rlen);
 }
 
-static void serve_atomic(struct sib_conn *c, struct sib_qp *qp)
+static void serve_atomic (struct sib_conn *c, struct sib_qp *qp)
 {
-	uint64_t *p, old;
+    uint64_t *p, old;
 
-	if (c->rh.addr & 7) {
-		c->rstatus = IBV_WC_REM_INV_REQ_ERR;
-		return;
-	}
-	p = remote_check(c, qp, IBV_ACCESS_REMOTE_ATOMIC, 8);
-	if (c->rstatus != IBV_WC_SUCCESS)
-		return;
-	/* CPU atomics keep local atomic users of the same memory coherent */
-	if (c->rh.op == SIB_OP_CMP_SWP) {
-		old = c->rh.cmp;
-		__atomic_compare_exchange_n(p, &old, c->rh.swp, false,
-					    __ATOMIC_SEQ_CST,
-					    __ATOMIC_SEQ_CST);
-	} else {
-		old = __atomic_fetch_add(p, c->rh.cmp, __ATOMIC_SEQ_CST);
-	}
-	old = htole64(old);
-	respond(c, SIB_OP_ATOMIC_RESP, c->rh.seq, 0, &old, sizeof(old));
+    if (c->rh.addr & 7) {
+        c->rstatus = IBV_WC_REM_INV_REQ_ERR;
+        return;
+    }
+    p = remote_check (c, qp, IBV_ACCESS_REMOTE_ATOMIC, 8);
+    if (c->rstatus != IBV_WC_SUCCESS)
+        return;
+    /* CPU atomics keep local atomic users of the same memory coherent */
+    if (c->rh.op == SIB_OP_CMP_SWP) {
+        old = c->rh.cmp;
+        __atomic_compare_exchange_n (p, &old, c->rh.swp, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    } else {
+        old = __atomic_fetch_add (p, c->rh.cmp, __ATOMIC_SEQ_CST);
+    }
+    old = htole64 (old);
+    respond (c, SIB_OP_ATOMIC_RESP, c->rh.seq, 0, &old, sizeof (old));
 }
 
-void sib_resp_done(struct sib_conn *c)
+void sib_resp_done (struct sib_conn *c)
 {
-	struct sib_qp *qp = c->qp;
-	enum ibv_wc_status st;
+    struct sib_qp *qp = c->qp;
+    enum ibv_wc_status st;
 
-	if (c->rstatus == IBV_WC_GENERAL_ERR
-	    || c->rstatus == IBV_WC_RNR_RETRY_EXC_ERR) {
-		if (qp->qpx.qp_base.qp_type == IBV_QPT_UC
-		    && c->rstatus == IBV_WC_GENERAL_ERR && active(qp)
-		    && !qp->resp_rnr_drop && c->rh.seq == qp->resp_expect)
-			qp->resp_expect++;	/* UC drop still consumes */
-		return;
-	}
-	if (c->rstatus == IBV_WC_SUCCESS) {
-		if (c->rh.op == SIB_OP_READ)
-			serve_read(c, qp);
-		else if (c->rh.op == SIB_OP_CMP_SWP
-			 || c->rh.op == SIB_OP_FETCH_ADD)
-			serve_atomic(c, qp);
-	}
-	st = c->rstatus;
-	if (st != IBV_WC_SUCCESS) {
-		char why[128];
+    if (c->rstatus == IBV_WC_GENERAL_ERR || c->rstatus == IBV_WC_RNR_RETRY_EXC_ERR) {
+        if (qp->qpx.qp_base.qp_type == IBV_QPT_UC && c->rstatus == IBV_WC_GENERAL_ERR && active (qp)
+            && !qp->resp_rnr_drop && c->rh.seq == qp->resp_expect)
+            qp->resp_expect++; /* UC drop still consumes */
+        return;
+    }
+    if (c->rstatus == IBV_WC_SUCCESS) {
+        if (c->rh.op == SIB_OP_READ)
+            serve_read (c, qp);
+        else if (c->rh.op == SIB_OP_CMP_SWP || c->rh.op == SIB_OP_FETCH_ADD)
+            serve_atomic (c, qp);
+    }
+    st = c->rstatus;
+    if (st != IBV_WC_SUCCESS) {
+        char why[128];
 
-		if (st == IBV_WC_REM_ACCESS_ERR) {
-			respond(c, SIB_OP_NAK_ACCESS, c->rh.seq, 0, NULL, 0);
-			sib_async_event(qp->ctx, IBV_EVENT_QP_ACCESS_ERR, qp);
-			snprintf(why, sizeof(why), "remote access error: rkey "
-				 "0x%x addr 0x%llx len %u", c->rh.rkey,
-				 (unsigned long long)c->rh.addr,
-				 c->rh.op == SIB_OP_READ ? c->rh.rlen
-				 : c->rh.len);
-		} else {
-			/* IB: a length error is an invalid request, any
+        if (st == IBV_WC_REM_ACCESS_ERR) {
+            respond (c, SIB_OP_NAK_ACCESS, c->rh.seq, 0, NULL, 0);
+            sib_async_event (qp->ctx, IBV_EVENT_QP_ACCESS_ERR, qp);
+            snprintf (why, sizeof (why),
+                      "remote access error: rkey "
+                      "0x%x addr 0x%llx len %u",
+                      c->rh.rkey, (unsigned long long)c->rh.addr,
+                      c->rh.op == SIB_OP_READ ? c->rh.rlen : c->rh.len);
+        } else {
+            /* IB: a length error is an invalid request, any
 			 * other local error of ours a remote op error */
-			respond(c, st == IBV_WC_LOC_LEN_ERR ? SIB_OP_NAK_INV
-				: SIB_OP_NAK_OP, c->rh.seq, 0, NULL, 0);
-			if (c->have_rwqe)
-				recv_cqe(qp, c, st);
-			snprintf(why, sizeof(why), "%s on an incoming message "
-				 "of %u bytes", sib_wc_status_str(st), c->rh.len);
-		}
-		sib_conn_flush(c);
-		sib_qp_error(qp, why);
-		return;
-	}
-	if (c->have_rwqe)
-		recv_cqe(qp, c, IBV_WC_SUCCESS);
-	qp->resp_expect++;
-	if (c->rh.op == SIB_OP_READ || c->rh.op == SIB_OP_CMP_SWP
-	    || c->rh.op == SIB_OP_FETCH_ADD)
-		qp->resp_acked = qp->resp_expect;
+            respond (c, st == IBV_WC_LOC_LEN_ERR ? SIB_OP_NAK_INV : SIB_OP_NAK_OP, c->rh.seq, 0,
+                     NULL, 0);
+            if (c->have_rwqe)
+                recv_cqe (qp, c, st);
+            snprintf (why, sizeof (why),
+                      "%s on an incoming message "
+                      "of %u bytes",
+                      sib_wc_status_str (st), c->rh.len);
+        }
+        sib_conn_flush (c);
+        sib_qp_error (qp, why);
+        return;
+    }
+    if (c->have_rwqe)
+        recv_cqe (qp, c, IBV_WC_SUCCESS);
+    qp->resp_expect++;
+    if (c->rh.op == SIB_OP_READ || c->rh.op == SIB_OP_CMP_SWP || c->rh.op == SIB_OP_FETCH_ADD)
+        qp->resp_acked = qp->resp_expect;
 }
 
-void sib_resp_batch_end(struct sib_conn *c)
+void sib_resp_batch_end (struct sib_conn *c)
 {
-	struct sib_qp *qp = c->qp;
+    struct sib_qp *qp = c->qp;
 
-	if (qp->resp_acked != qp->resp_expect && !qp->resp_rnr_drop) {
-		respond(c, SIB_OP_ACK, qp->resp_expect - 1, 0, NULL, 0);
-		qp->resp_acked = qp->resp_expect;
-	}
+    if (qp->resp_acked != qp->resp_expect && !qp->resp_rnr_drop) {
+        respond (c, SIB_OP_ACK, qp->resp_expect - 1, 0, NULL, 0);
+        qp->resp_acked = qp->resp_expect;
+    }
 }

@@ -30,26 +30,26 @@
 
 #include "wire.h"
 
-#define SIB_HIDDEN __attribute__((visibility("hidden")))
-#define SIB_EXPORT __attribute__((visibility("default")))
+#define SIB_HIDDEN __attribute__ ((visibility ("hidden")))
+#define SIB_EXPORT __attribute__ ((visibility ("default")))
 /* Names exported under both IBVERBS_1.0 and 1.1: the definition becomes
  * the default 1.1 version only (misc.c defines the 1.0 ones). */
 #define SIB_V11(name) __asm__(".symver " #name ", " #name "@@@IBVERBS_1.1")
 
-#define SIB_DEV_NAME     "softib0"
-#define SIB_PORT_BASE    24576	/* default; SOFTIB_PORT_BASE overrides */
-#define SIB_SLOTS        4096	/* slot 0 unused: QPN 0/1 are special */
-#define SIB_QP_IDX_BITS  12
-#define SIB_MAX_QP       (1 << SIB_QP_IDX_BITS)
-#define SIB_MAX_SGE      16
-#define SIB_MAX_INLINE   1024
-#define SIB_MAX_WR       16384
-#define SIB_MAX_CQE      (1 << 22)
-#define SIB_MAX_RD_ATOM  16
-#define SIB_MTU_BYTES    4096
-#define SIB_GRH_BYTES    40
-#define SIB_VENDOR_ID    0x5342	/* "SB": matches no real vendor */
-#define SIB_VENDOR_PART  0x0001
+#define SIB_DEV_NAME "softib0"
+#define SIB_PORT_BASE 24576 /* default; SOFTIB_PORT_BASE overrides */
+#define SIB_SLOTS 4096      /* slot 0 unused: QPN 0/1 are special */
+#define SIB_QP_IDX_BITS 12
+#define SIB_MAX_QP (1 << SIB_QP_IDX_BITS)
+#define SIB_MAX_SGE 16
+#define SIB_MAX_INLINE 1024
+#define SIB_MAX_WR 16384
+#define SIB_MAX_CQE (1 << 22)
+#define SIB_MAX_RD_ATOM 16
+#define SIB_MTU_BYTES 4096
+#define SIB_GRH_BYTES 40
+#define SIB_VENDOR_ID 0x5342 /* "SB": matches no real vendor */
+#define SIB_VENDOR_PART 0x0001
 
 struct sib_ctx;
 struct sib_qp;
@@ -57,76 +57,73 @@ struct sib_conn;
 
 /* ---- device (device.c) ---- */
 struct sib_dev {
-	struct ibv_device ibdev;
-	int refs;		/* list + open contexts */
-	uint64_t guid;
+    struct ibv_device ibdev;
+    int refs; /* list + open contexts */
+    uint64_t guid;
 };
 
 struct sib_addr {
-	uint32_t ip;		/* network order */
-	uint16_t lid;
-	union ibv_gid gid;
+    uint32_t ip; /* network order */
+    uint16_t lid;
+    union ibv_gid gid;
 };
 
-SIB_HIDDEN int sib_host_addr(struct sib_addr *a);
-SIB_HIDDEN uint32_t sib_lid_to_ip(const struct sib_ctx *ctx, uint16_t lid);
-SIB_HIDDEN bool sib_gid_to_ip(const union ibv_gid *gid, uint32_t *ip);
-SIB_HIDDEN void sib_ip_to_gid(uint32_t ip, union ibv_gid *gid);
-SIB_HIDDEN uint16_t sib_port_of_qpn(const struct sib_ctx *ctx, uint32_t qpn);
-SIB_HIDDEN void sib_dev_put(struct sib_dev *dev);
+SIB_HIDDEN int sib_host_addr (struct sib_addr *a);
+SIB_HIDDEN uint32_t sib_lid_to_ip (const struct sib_ctx *ctx, uint16_t lid);
+SIB_HIDDEN bool sib_gid_to_ip (const union ibv_gid *gid, uint32_t *ip);
+SIB_HIDDEN void sib_ip_to_gid (uint32_t ip, union ibv_gid *gid);
+SIB_HIDDEN uint16_t sib_port_of_qpn (const struct sib_ctx *ctx, uint32_t qpn);
+SIB_HIDDEN void sib_dev_put (struct sib_dev *dev);
 
 /* ---- strings (strings.c) ---- */
-SIB_HIDDEN const char *sib_wc_status_str(enum ibv_wc_status st);
-SIB_HIDDEN const char *sib_event_str(enum ibv_event_type ev);
+SIB_HIDDEN const char *sib_wc_status_str (enum ibv_wc_status st);
+SIB_HIDDEN const char *sib_event_str (enum ibv_event_type ev);
 
 /* ---- logging (log.c): SOFTIB_LOG=stderr|quiet|syslog ---- */
-SIB_HIDDEN void sib_log(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
+SIB_HIDDEN void sib_log (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 /* -1/EINVAL (with a line on stderr) if SOFTIB_LOG is not a known mode */
-SIB_HIDDEN int sib_log_check(void);
+SIB_HIDDEN int sib_log_check (void);
 
 /* ---- async events (device.c) ---- */
-SIB_HIDDEN void sib_async_event(struct sib_ctx *ctx, enum ibv_event_type type,
-				void *obj);
+SIB_HIDDEN void sib_async_event (struct sib_ctx *ctx, enum ibv_event_type type, void *obj);
 
 /* ---- PD / MR (mr.c) ---- */
 struct sib_pd {
-	struct ibv_pd pd;
+    struct ibv_pd pd;
 };
 
 struct sib_mr {
-	struct ibv_mr mr;
-	uint64_t iova;
-	int access;
-	uint32_t idx;
+    struct ibv_mr mr;
+    uint64_t iova;
+    int access;
+    uint32_t idx;
 };
 
-SIB_HIDDEN struct sib_mr *sib_mr_lookup(struct sib_ctx *ctx, uint32_t key);
+SIB_HIDDEN struct sib_mr *sib_mr_lookup (struct sib_ctx *ctx, uint32_t key);
 /* Checks [addr, addr+len) against key's MR; returns the local pointer or
  * NULL with *status set (IBV_WC_LOC_PROT_ERR or IBV_WC_REM_ACCESS_ERR). */
 struct sib_qp;
 /* Checks that key names an MR of qp's PD with `need` access covering
  * [addr, addr + len) and returns where those bytes are, or NULL with
  * *status = fail.  Caller holds qp->lock (the QP's cache of MRs). */
-SIB_HIDDEN void *sib_mr_check(struct sib_qp *qp, uint32_t key, uint64_t addr,
-			      uint64_t len, int need, enum ibv_wc_status fail,
-			      enum ibv_wc_status *status);
+SIB_HIDDEN void *sib_mr_check (struct sib_qp *qp, uint32_t key, uint64_t addr, uint64_t len,
+                               int need, enum ibv_wc_status fail, enum ibv_wc_status *status);
 /* What the data path's checks of one MR need, copied under ctx->lock;
  * valid while the epoch (sib_mr_changed) has not moved (mr.c). */
 struct sib_mr_cache {
-	const struct sib_ctx *ctx;
-	uint64_t epoch;
-	uint32_t key;
-	int access;
-	const struct ibv_pd *pd;
-	uint64_t iova, length;
-	char *addr;
+    const struct sib_ctx *ctx;
+    uint64_t epoch;
+    uint32_t key;
+    int access;
+    const struct ibv_pd *pd;
+    uint64_t iova, length;
+    char *addr;
 };
 #define SIB_MR_CACHE 4
-SIB_HIDDEN void sib_mr_table_free(struct sib_ctx *ctx);
+SIB_HIDDEN void sib_mr_table_free (struct sib_ctx *ctx);
 /* What a key means changed (data-path caches are invalid: mr.c). */
-SIB_HIDDEN void sib_mr_changed(void);
-SIB_HIDDEN void sib_mr_keys_seed(struct sib_ctx *ctx);
+SIB_HIDDEN void sib_mr_changed (void);
+SIB_HIDDEN void sib_mr_keys_seed (struct sib_ctx *ctx);
 
 /* ---- a light lock for the data path (QPs and CQs) ----
  * Taking it is one atomic exchange, releasing it a plain store: a
@@ -137,412 +134,397 @@ SIB_HIDDEN void sib_mr_keys_seed(struct sib_ctx *ctx);
  * so a waiter spins briefly and then gives its CPU away until the lock is
  * free, instead of sleeping in the kernel. */
 typedef struct {
-	int v;
+    int v;
 } sib_lock_t;
 
-static inline void sib_lock_init(sib_lock_t *l)
+static inline void sib_lock_init (sib_lock_t *l)
 {
-	__atomic_store_n(&l->v, 0, __ATOMIC_RELAXED);
+    __atomic_store_n (&l->v, 0, __ATOMIC_RELAXED);
 }
 
-static inline bool sib_trylock(sib_lock_t *l)
+static inline bool sib_trylock (sib_lock_t *l)
 {
-	return __atomic_load_n(&l->v, __ATOMIC_RELAXED) == 0
-	       && __atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE) == 0;
+    return __atomic_load_n (&l->v, __ATOMIC_RELAXED) == 0
+        && __atomic_exchange_n (&l->v, 1, __ATOMIC_ACQUIRE) == 0;
 }
 
-SIB_HIDDEN void sib_lock_wait(sib_lock_t *l);
+SIB_HIDDEN void sib_lock_wait (sib_lock_t *l);
 
-static inline void sib_lock(sib_lock_t *l)
+static inline void sib_lock (sib_lock_t *l)
 {
-	if (__builtin_expect(__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE)
-			     != 0, 0))
-		sib_lock_wait(l);
+    if (__builtin_expect (__atomic_exchange_n (&l->v, 1, __ATOMIC_ACQUIRE) != 0, 0))
+        sib_lock_wait (l);
 }
 
-static inline void sib_unlock(sib_lock_t *l)
+static inline void sib_unlock (sib_lock_t *l)
 {
-	__atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+    __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
 }
 
 /* ---- CQ and completion channels (cq.c) ---- */
 struct sib_chan_ev {
-	struct sib_chan_ev *next;
-	struct ibv_cq *cq;
+    struct sib_chan_ev *next;
+    struct ibv_cq *cq;
 };
 
 struct sib_chan {
-	struct ibv_comp_channel ch;
-	pthread_mutex_t lock;
-	struct sib_chan_ev *head, *tail;
-	uint32_t stale;		/* fd counts of events dropped by destroy_cq */
+    struct ibv_comp_channel ch;
+    pthread_mutex_t lock;
+    struct sib_chan_ev *head, *tail;
+    uint32_t stale; /* fd counts of events dropped by destroy_cq */
 };
 
 struct sib_cq {
-	struct ibv_cq_ex cqx;	/* ibv_cq is its prefix */
-	sib_lock_t lock;
-	struct ibv_wc *ring;
-	uint32_t size, head, tail;	/* entries = head - tail */
-	bool armed, solicited_only, overflowed;
-	uint64_t *ts;		/* completion times (ns), if asked for */
-	struct ibv_wc cur;	/* ibv_cq_ex polling: current entry */
-	uint64_t cur_ts;
-	uint64_t wc_flags_ex;
-	int users;		/* QPs using it: destroy gives EBUSY */
-	/* QPs completing here, for progress driven by a polling thread */
-	sib_lock_t qlock;	/* order: qlock, then qp->lock (trylock) */
-	struct sib_qp **qps;
-	uint32_t nqps, qcap;
+    struct ibv_cq_ex cqx; /* ibv_cq is its prefix */
+    sib_lock_t lock;
+    struct ibv_wc *ring;
+    uint32_t size, head, tail; /* entries = head - tail */
+    bool armed, solicited_only, overflowed;
+    uint64_t *ts;      /* completion times (ns), if asked for */
+    struct ibv_wc cur; /* ibv_cq_ex polling: current entry */
+    uint64_t cur_ts;
+    uint64_t wc_flags_ex;
+    int users; /* QPs using it: destroy gives EBUSY */
+    /* QPs completing here, for progress driven by a polling thread */
+    sib_lock_t qlock; /* order: qlock, then qp->lock (trylock) */
+    struct sib_qp **qps;
+    uint32_t nqps, qcap;
 };
 
-SIB_HIDDEN void sib_cq_push(struct sib_cq *cq, const struct ibv_wc *wc,
-			    bool solicited);
+SIB_HIDDEN void sib_cq_push (struct sib_cq *cq, const struct ibv_wc *wc, bool solicited);
 /* A QP completing into cq joins / leaves its list (0 or -1 ENOMEM). */
-SIB_HIDDEN int sib_cq_attach(struct sib_cq *cq, struct sib_qp *qp);
-SIB_HIDDEN void sib_cq_detach(struct sib_cq *cq, struct sib_qp *qp);
+SIB_HIDDEN int sib_cq_attach (struct sib_cq *cq, struct sib_qp *qp);
+SIB_HIDDEN void sib_cq_detach (struct sib_cq *cq, struct sib_qp *qp);
 
 /* ---- SRQ and receive queues (srq.c) ---- */
 struct sib_rwqe {
-	uint64_t wr_id;
-	uint32_t nsge;
-	struct ibv_sge sge[SIB_MAX_SGE];
+    uint64_t wr_id;
+    uint32_t nsge;
+    struct ibv_sge sge[SIB_MAX_SGE];
 };
 
 struct sib_rq {
-	struct sib_rwqe *ring;
-	uint32_t cap, head, tail;	/* entries = head - tail */
-	uint32_t max_sge;
+    struct sib_rwqe *ring;
+    uint32_t cap, head, tail; /* entries = head - tail */
+    uint32_t max_sge;
 };
 
 struct sib_srq {
-	struct ibv_srq srq;
-	pthread_mutex_t lock;
-	struct sib_rq rq;
-	uint32_t limit;		/* armed when non-zero */
-	int users;		/* QPs using it: destroy gives EBUSY */
+    struct ibv_srq srq;
+    pthread_mutex_t lock;
+    struct sib_rq rq;
+    uint32_t limit; /* armed when non-zero */
+    int users;      /* QPs using it: destroy gives EBUSY */
 };
 
-SIB_HIDDEN int sib_rq_init(struct sib_rq *rq, uint32_t max_wr,
-			   uint32_t max_sge);
-SIB_HIDDEN int sib_rq_post(struct sib_rq *rq, struct ibv_recv_wr *wr,
-			   struct ibv_recv_wr **bad);
-SIB_HIDDEN bool sib_rq_pop(struct sib_rq *rq, struct sib_rwqe *out);
+SIB_HIDDEN int sib_rq_init (struct sib_rq *rq, uint32_t max_wr, uint32_t max_sge);
+SIB_HIDDEN int sib_rq_post (struct sib_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+SIB_HIDDEN bool sib_rq_pop (struct sib_rq *rq, struct sib_rwqe *out);
 /* Takes one receive WQE for qp from its SRQ or RQ; false if none. */
-SIB_HIDDEN bool sib_take_recv(struct sib_qp *qp, struct sib_rwqe *out);
+SIB_HIDDEN bool sib_take_recv (struct sib_qp *qp, struct sib_rwqe *out);
 
 /* ---- AH (ah.c) ---- */
 struct sib_ah {
-	struct ibv_ah ah;
-	struct ibv_ah_attr attr;
-	uint32_t ip;
+    struct ibv_ah ah;
+    struct ibv_ah_attr attr;
+    uint32_t ip;
 };
 
 /* ---- QP (qp.c, post.c) ---- */
 struct sib_swqe {
-	uint64_t wr_id;
-	uint32_t seq;
-	uint8_t op;		/* SIB_OP_* */
-	uint8_t signaled, solicited, sent;
-	uint32_t imm;		/* raw __be32 */
-	uint32_t len;
-	uint32_t nsge;
-	struct ibv_sge sge[SIB_MAX_SGE];
-	uint8_t *inl;		/* inline copy (points into qp->inl_pool) */
-	uint64_t raddr;
-	uint32_t rkey;
-	uint64_t cmp, swp;
-	/* UD */
-	uint32_t ud_ip, rqpn, qkey;
-	uint16_t ud_port;
-	uint8_t ud_grh;
-	struct sib_hdr hdr;	/* wire header, built at transmit */
+    uint64_t wr_id;
+    uint32_t seq;
+    uint8_t op; /* SIB_OP_* */
+    uint8_t signaled, solicited, sent;
+    uint32_t imm; /* raw __be32 */
+    uint32_t len;
+    uint32_t nsge;
+    struct ibv_sge sge[SIB_MAX_SGE];
+    uint8_t *inl; /* inline copy (points into qp->inl_pool) */
+    uint64_t raddr;
+    uint32_t rkey;
+    uint64_t cmp, swp;
+    /* UD */
+    uint32_t ud_ip, rqpn, qkey;
+    uint16_t ud_port;
+    uint8_t ud_grh;
+    struct sib_hdr hdr; /* wire header, built at transmit */
 };
 
 enum sib_conn_kind {
-	SIB_CONN_PENDING,	/* accepted, HELLO not read yet */
-	SIB_CONN_RC_REQ,	/* our QP is the requester */
-	SIB_CONN_RC_RESP,	/* our QP is the responder */
-	SIB_CONN_UD_TX,		/* UD datagrams to a peer endpoint */
-	SIB_CONN_UD_RX,		/* UD datagrams from a peer endpoint */
+    SIB_CONN_PENDING, /* accepted, HELLO not read yet */
+    SIB_CONN_RC_REQ,  /* our QP is the requester */
+    SIB_CONN_RC_RESP, /* our QP is the responder */
+    SIB_CONN_UD_TX,   /* UD datagrams to a peer endpoint */
+    SIB_CONN_UD_RX,   /* UD datagrams from a peer endpoint */
 };
 
 struct sib_qp {
-	struct ibv_qp_ex qpx;	/* ibv_qp is its prefix */
-	struct sib_ctx *ctx;
-	uint32_t idx;
-	sib_lock_t lock;
-	/* the MRs this QP's checks found last (under lock) */
-	struct sib_mr_cache mrc[SIB_MR_CACHE];
-	enum ibv_qp_state state;
-	struct ibv_qp_attr attr;	/* attributes last set */
-	struct ibv_qp_cap cap;
-	bool sq_sig_all;
-	struct sib_cq *scq, *rcq;
-	struct sib_srq *srq;
+    struct ibv_qp_ex qpx; /* ibv_qp is its prefix */
+    struct sib_ctx *ctx;
+    uint32_t idx;
+    sib_lock_t lock;
+    /* the MRs this QP's checks found last (under lock) */
+    struct sib_mr_cache mrc[SIB_MR_CACHE];
+    enum ibv_qp_state state;
+    struct ibv_qp_attr attr; /* attributes last set */
+    struct ibv_qp_cap cap;
+    bool sq_sig_all;
+    struct sib_cq *scq, *rcq;
+    struct sib_srq *srq;
 
-	/* send queue: done <= tx <= head (free-running counters) */
-	struct sib_swqe *sq;
-	uint32_t sq_cap, sq_head, sq_tx, sq_done;
-	size_t tx_off;		/* bytes of WQE sq_tx already written */
-	uint32_t next_seq;
-	uint8_t *inl_pool;
-	int rnr_left;
-	uint64_t rnr_until;	/* monotonic ns; 0 = not waiting */
-	bool rnr_rewind;	/* rewind to sq_done after the partial WQE */
-	/* responder gone (connection closed, refused, unreachable): like an
+    /* send queue: done <= tx <= head (free-running counters) */
+    struct sib_swqe *sq;
+    uint32_t sq_cap, sq_head, sq_tx, sq_done;
+    size_t tx_off; /* bytes of WQE sq_tx already written */
+    uint32_t next_seq;
+    uint8_t *inl_pool;
+    int rnr_left;
+    uint64_t rnr_until; /* monotonic ns; 0 = not waiting */
+    bool rnr_rewind;    /* rewind to sq_done after the partial WQE */
+    /* responder gone (connection closed, refused, unreachable): like an
 	 * HCA whose packets go unanswered, outstanding WQEs fail with
 	 * RETRY_EXC_ERR only after the transport timeout x (retry_cnt + 1) */
-	const char *gone_why;	/* non-NULL once the responder is gone */
-	uint64_t gone_at;	/* monotonic ns; 0 = no deadline armed */
+    const char *gone_why; /* non-NULL once the responder is gone */
+    uint64_t gone_at;     /* monotonic ns; 0 = no deadline armed */
 
-	struct sib_rq rq;
+    struct sib_rq rq;
 
-	/* RC transport */
-	struct sib_conn *req;	/* requester connection (we send) */
-	struct sib_conn *resp;	/* responder connection (we receive) */
-	uint32_t peer_ip;
-	uint16_t peer_port;
-	uint32_t resp_expect;	/* next request seq the responder takes */
-	uint32_t resp_acked;	/* highest seq acknowledged + 1 */
-	bool resp_rnr_drop;	/* discarding until seq == resp_expect */
-	bool close_conns;	/* progress thread must drop connections */
+    /* RC transport */
+    struct sib_conn *req;  /* requester connection (we send) */
+    struct sib_conn *resp; /* responder connection (we receive) */
+    uint32_t peer_ip;
+    uint16_t peer_port;
+    uint32_t resp_expect; /* next request seq the responder takes */
+    uint32_t resp_acked;  /* highest seq acknowledged + 1 */
+    bool resp_rnr_drop;   /* discarding until seq == resp_expect */
+    bool close_conns;     /* progress thread must drop connections */
 
-	/* ibv_wr_* API */
-	bool wr_err;
-	uint32_t wr_first;
+    /* ibv_wr_* API */
+    bool wr_err;
+    uint32_t wr_first;
 };
 
 /* qp.c */
-SIB_HIDDEN struct sib_qp *sib_qp_lookup(struct sib_ctx *ctx, uint32_t qpn);
-SIB_HIDDEN void sib_qp_error(struct sib_qp *qp, const char *why);
-SIB_HIDDEN void sib_qp_flush(struct sib_qp *qp);
-SIB_HIDDEN uint64_t sib_now_ns(void);
-SIB_HIDDEN uint64_t sib_rnr_ns(uint8_t timer);
+SIB_HIDDEN struct sib_qp *sib_qp_lookup (struct sib_ctx *ctx, uint32_t qpn);
+SIB_HIDDEN void sib_qp_error (struct sib_qp *qp, const char *why);
+SIB_HIDDEN void sib_qp_flush (struct sib_qp *qp);
+SIB_HIDDEN uint64_t sib_now_ns (void);
+SIB_HIDDEN uint64_t sib_rnr_ns (uint8_t timer);
 
 /* post.c */
-SIB_HIDDEN int sib_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-			     struct ibv_send_wr **bad);
-SIB_HIDDEN int sib_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
-			     struct ibv_recv_wr **bad);
+SIB_HIDDEN int sib_post_send (struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+                              struct ibv_send_wr **bad);
+SIB_HIDDEN int sib_post_recv (struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+                              struct ibv_recv_wr **bad);
 /* The wire opcode of a verbs opcode on a QP type; *err EINVAL (not for
  * this QP type) or EOPNOTSUPP (memory windows, TSO, ...). */
-SIB_HIDDEN uint8_t sib_wr_op(enum ibv_wr_opcode op, enum ibv_qp_type t,
-			     int *err);
+SIB_HIDDEN uint8_t sib_wr_op (enum ibv_wr_opcode op, enum ibv_qp_type t, int *err);
 /* Validates a WQE built at sq_head (inline copy, lkeys to pointers):
  * an errno for the post, or 0 with *err_status set for a completion
  * error. */
-SIB_HIDDEN int sib_wqe_prepare(struct sib_qp *qp, struct sib_swqe *w,
-			       bool inl, uint32_t *err_status);
-SIB_HIDDEN bool sib_send_state_ok(struct sib_qp *qp);
+SIB_HIDDEN int sib_wqe_prepare (struct sib_qp *qp, struct sib_swqe *w, bool inl,
+                                uint32_t *err_status);
+SIB_HIDDEN bool sib_send_state_ok (struct sib_qp *qp);
 /* After WQEs were added at sq_head (qp->lock held): send them. */
-SIB_HIDDEN void sib_post_kick(struct sib_qp *qp);
+SIB_HIDDEN void sib_post_kick (struct sib_qp *qp);
 /* wr.c */
-SIB_HIDDEN void sib_qp_ex_init(struct sib_qp *qp);
+SIB_HIDDEN void sib_qp_ex_init (struct sib_qp *qp);
 /* tx.c */
-SIB_HIDDEN void sib_tx_progress(struct sib_qp *qp);
-SIB_HIDDEN void sib_send_complete(struct sib_qp *qp, struct sib_swqe *w,
-				  enum ibv_wc_status st);
-SIB_HIDDEN void sib_sq_ack(struct sib_qp *qp, uint32_t seq_excl);
+SIB_HIDDEN void sib_tx_progress (struct sib_qp *qp);
+SIB_HIDDEN void sib_send_complete (struct sib_qp *qp, struct sib_swqe *w, enum ibv_wc_status st);
+SIB_HIDDEN void sib_sq_ack (struct sib_qp *qp, uint32_t seq_excl);
 
 /* ---- connections and progress thread (conn.c, progress.c) ---- */
 struct sib_conn {
-	int fd;
-	enum sib_conn_kind kind;
-	struct sib_ctx *ctx;
-	struct sib_qp *qp;	/* RC: owner (locks with qp->lock) */
-	struct sib_conn *next;	/* ctx->conns */
-	pthread_mutex_t lock;	/* UD_TX: obuf, shared by UD QPs */
-	uint32_t peer_ip;
-	uint16_t peer_port;
-	bool connecting, dead, out_armed, parked;
-	/* PENDING became RC_RESP: the unlocked receive stops right after the
+    int fd;
+    enum sib_conn_kind kind;
+    struct sib_ctx *ctx;
+    struct sib_qp *qp;     /* RC: owner (locks with qp->lock) */
+    struct sib_conn *next; /* ctx->conns */
+    pthread_mutex_t lock;  /* UD_TX: obuf, shared by UD QPs */
+    uint32_t peer_ip;
+    uint16_t peer_port;
+    bool connecting, dead, out_armed, parked;
+    /* PENDING became RC_RESP: the unlocked receive stops right after the
 	 * HELLO and goes on under the QP's lock (handoff); only then may a
 	 * polling application thread read it too (pollable) */
-	bool handoff, pollable;
-	uint64_t retry_at, give_up_at;
+    bool handoff, pollable;
+    uint64_t retry_at, give_up_at;
 
-	/* receive side */
-	uint8_t *stage;
-	uint32_t st_len, st_off;
-	struct sib_hdr rh;
-	uint32_t rh_have;
-	bool in_payload;
-	struct iovec riov[SIB_MAX_SGE + 1];
-	int riovcnt;
-	uint64_t rleft;		/* payload bytes still to place */
-	uint64_t rdiscard;	/* payload bytes still to drop */
-	uint8_t small[64];	/* small payloads: HELLO, atomic result */
-	struct sib_rwqe rwqe;	/* receive WQE consumed by this message */
-	bool have_rwqe;
-	enum ibv_wc_status rstatus;
-	uint32_t rx_key;	/* rkey being written into, 0 if none */
+    /* receive side */
+    uint8_t *stage;
+    uint32_t st_len, st_off;
+    struct sib_hdr rh;
+    uint32_t rh_have;
+    bool in_payload;
+    struct iovec riov[SIB_MAX_SGE + 1];
+    int riovcnt;
+    uint64_t rleft;       /* payload bytes still to place */
+    uint64_t rdiscard;    /* payload bytes still to drop */
+    uint8_t small[64];    /* small payloads: HELLO, atomic result */
+    struct sib_rwqe rwqe; /* receive WQE consumed by this message */
+    bool have_rwqe;
+    enum ibv_wc_status rstatus;
+    uint32_t rx_key; /* rkey being written into, 0 if none */
 
-	/* same host: the stream goes through shared rings (shm.c); fd is
+    /* same host: the stream goes through shared rings (shm.c); fd is
 	 * then a unix socket kept for the peer's end of life */
-	struct sib_shm *shm;
-	bool is_unix;		/* accepted on the unix listener */
-	bool peer_gone;		/* its socket hung up: EOF after the ring */
-	uint8_t *rbuf;		/* what consume() reads: stage or ring */
+    struct sib_shm *shm;
+    bool is_unix;   /* accepted on the unix listener */
+    bool peer_gone; /* its socket hung up: EOF after the ring */
+    uint8_t *rbuf;  /* what consume() reads: stage or ring */
 
-	/* send side byte queue (responses, UD datagrams) */
-	uint8_t *obuf;
-	size_t olen, ooff, ocap;
+    /* send side byte queue (responses, UD datagrams) */
+    uint8_t *obuf;
+    size_t olen, ooff, ocap;
 };
 
 /* shm.c: the same-host transport (rings in a memfd shared with the peer) */
 struct sib_ring_ctl;
 struct sib_shm {
-	void *map;
-	struct sib_ring_ctl *tx, *rx;
-	uint8_t *txd, *rxd;
-	uint32_t size;		/* bytes per ring, a power of two */
-	uint64_t tx_head, tx_tail;	/* ours; tx_tail a cached copy */
-	uint64_t rx_tail;
-	int memfd;		/* connector, until the HELLO carried it */
-	int efd_self, efd_peer;	/* wakes us / wakes the peer */
-	uint32_t hello_left;	/* connector: HELLO bytes still to send */
-	bool watched;		/* efd_self is in the epoll set */
-	/* an application thread polling a CQ reads the ring itself; while
+    void *map;
+    struct sib_ring_ctl *tx, *rx;
+    uint8_t *txd, *rxd;
+    uint32_t size;             /* bytes per ring, a power of two */
+    uint64_t tx_head, tx_tail; /* ours; tx_tail a cached copy */
+    uint64_t rx_tail;
+    int memfd;              /* connector, until the HELLO carried it */
+    int efd_self, efd_peer; /* wakes us / wakes the peer */
+    uint32_t hello_left;    /* connector: HELLO bytes still to send */
+    bool watched;           /* efd_self is in the epoll set */
+    /* an application thread polling a CQ reads the ring itself; while
 	 * it does, the progress thread is not woken per message (app_polls
 	 * moves) and only looks again every SIB_SHM_LAZY_NS */
-	uint32_t app_polls, seen_polls;
-	uint64_t lazy_until;	/* progress thread: look again then; 0 = armed */
+    uint32_t app_polls, seen_polls;
+    uint64_t lazy_until; /* progress thread: look again then; 0 = armed */
 };
 
-#define SIB_SHM_LAZY_NS	1000000ull
-#define SIB_SHM_SPIN_NS	50000ull	/* progress thread: wait before sleep */
+#define SIB_SHM_LAZY_NS 1000000ull
+#define SIB_SHM_SPIN_NS 50000ull /* progress thread: wait before sleep */
 #define SIB_SHM_SPIN_ROUNDS 256
 
-
-SIB_HIDDEN bool sib_shm_wanted(void);
-SIB_HIDDEN int sib_shm_listen(struct sib_ctx *ctx);
-SIB_HIDDEN int sib_shm_connect(struct sib_conn *c);
-SIB_HIDDEN ssize_t sib_shm_recv_hello(struct sib_conn *c, void *buf,
-				      size_t len);
-SIB_HIDDEN int sib_shm_watch(struct sib_conn *c);
-SIB_HIDDEN void sib_shm_unwatch(struct sib_conn *c);
-SIB_HIDDEN void sib_shm_free(struct sib_conn *c);
-SIB_HIDDEN void sib_shm_kick_self(struct sib_conn *c);
-SIB_HIDDEN void sib_shm_drain_wake(struct sib_conn *c);
-SIB_HIDDEN ssize_t sib_shm_writev(struct sib_conn *c, const struct iovec *iov,
-				  int cnt);
-SIB_HIDDEN bool sib_shm_want_space(struct sib_conn *c, bool on);
-SIB_HIDDEN int64_t sib_shm_peek(struct sib_conn *c, uint8_t **p);
-SIB_HIDDEN void sib_shm_consumed(struct sib_conn *c, uint32_t n);
-SIB_HIDDEN bool sib_shm_arm(struct sib_conn *c);
-SIB_HIDDEN void sib_shm_disarm(struct sib_conn *c);
+SIB_HIDDEN bool sib_shm_wanted (void);
+SIB_HIDDEN int sib_shm_listen (struct sib_ctx *ctx);
+SIB_HIDDEN int sib_shm_connect (struct sib_conn *c);
+SIB_HIDDEN ssize_t sib_shm_recv_hello (struct sib_conn *c, void *buf, size_t len);
+SIB_HIDDEN int sib_shm_watch (struct sib_conn *c);
+SIB_HIDDEN void sib_shm_unwatch (struct sib_conn *c);
+SIB_HIDDEN void sib_shm_free (struct sib_conn *c);
+SIB_HIDDEN void sib_shm_kick_self (struct sib_conn *c);
+SIB_HIDDEN void sib_shm_drain_wake (struct sib_conn *c);
+SIB_HIDDEN ssize_t sib_shm_writev (struct sib_conn *c, const struct iovec *iov, int cnt);
+SIB_HIDDEN bool sib_shm_want_space (struct sib_conn *c, bool on);
+SIB_HIDDEN int64_t sib_shm_peek (struct sib_conn *c, uint8_t **p);
+SIB_HIDDEN void sib_shm_consumed (struct sib_conn *c, uint32_t n);
+SIB_HIDDEN bool sib_shm_arm (struct sib_conn *c);
+SIB_HIDDEN void sib_shm_disarm (struct sib_conn *c);
 /* Unlocked: disarms and waits up to SIB_SHM_SPIN_NS for bytes (or room
  * the connection waits for); true if some came. */
-SIB_HIDDEN bool sib_shm_spin(struct sib_conn *c);
+SIB_HIDDEN bool sib_shm_spin (struct sib_conn *c);
 /* An application thread arms a CQ (it may block): every lazy ring of the
  * context is armed by the progress thread at once. */
-SIB_HIDDEN void sib_shm_app_sleeps(struct sib_ctx *ctx);
+SIB_HIDDEN void sib_shm_app_sleeps (struct sib_ctx *ctx);
 
 struct sib_cmd {
-	struct sib_cmd *next;
-	int type;
-	void *arg;
-	bool done;
+    struct sib_cmd *next;
+    int type;
+    void *arg;
+    bool done;
 };
 
-enum { SIB_CMD_DESTROY_QP = 1, SIB_CMD_DEREG_MR, SIB_CMD_RESET_QP,
-	SIB_CMD_KICK };
+enum { SIB_CMD_DESTROY_QP = 1, SIB_CMD_DEREG_MR, SIB_CMD_RESET_QP, SIB_CMD_KICK };
 
 struct sib_ctx {
-	struct verbs_context vctx;	/* ibv_context is its last member */
-	struct sib_dev *dev;
-	struct sib_addr addr;
-	uint16_t port_base, slot, port;
-	pthread_mutex_t lock;	/* tables below */
-	struct sib_qp *qps[SIB_MAX_QP];
-	uint32_t qp_next;
-	struct sib_mr **mrs;
-	uint32_t nmrs;
-	uint32_t mr_gen;	/* low key byte: a stale key misses */
-	uint32_t key_mask;	/* 24 random bits: keys differ per open */
-	struct sib_conn *conns;	/* all connections (progress thread frees) */
+    struct verbs_context vctx; /* ibv_context is its last member */
+    struct sib_dev *dev;
+    struct sib_addr addr;
+    uint16_t port_base, slot, port;
+    pthread_mutex_t lock; /* tables below */
+    struct sib_qp *qps[SIB_MAX_QP];
+    uint32_t qp_next;
+    struct sib_mr **mrs;
+    uint32_t nmrs;
+    uint32_t mr_gen;        /* low key byte: a stale key misses */
+    uint32_t key_mask;      /* 24 random bits: keys differ per open */
+    struct sib_conn *conns; /* all connections (progress thread frees) */
 
-	/* progress thread */
-	int epfd, listen_fd, wake_fd;
-	int ulisten_fd;		/* same-host endpoint (shm.c), -1 if none */
-	bool shm_on;		/* SOFTIB_SHM is not 0 */
-	bool shm_wake_all;	/* sib_shm_app_sleeps: arm every lazy ring */
-	pthread_t thread;
-	void *stack;
-	bool stop;
-	pthread_mutex_t cmd_lock;
-	pthread_cond_t cmd_cond;
-	struct sib_cmd *cmds;
+    /* progress thread */
+    int epfd, listen_fd, wake_fd;
+    int ulisten_fd;    /* same-host endpoint (shm.c), -1 if none */
+    bool shm_on;       /* SOFTIB_SHM is not 0 */
+    bool shm_wake_all; /* sib_shm_app_sleeps: arm every lazy ring */
+    pthread_t thread;
+    void *stack;
+    bool stop;
+    pthread_mutex_t cmd_lock;
+    pthread_cond_t cmd_cond;
+    struct sib_cmd *cmds;
 
-	/* async events */
-	pthread_mutex_t ev_lock;
-	struct sib_async {
-		struct sib_async *next;
-		struct ibv_async_event ev;
-	} *ev_head, *ev_tail;
+    /* async events */
+    pthread_mutex_t ev_lock;
+    struct sib_async {
+        struct sib_async *next;
+        struct ibv_async_event ev;
+    } * ev_head, *ev_tail;
 };
 
-static inline struct sib_ctx *sib_ctx_of(struct ibv_context *c)
+static inline struct sib_ctx *sib_ctx_of (struct ibv_context *c)
 {
-	return (struct sib_ctx *)((char *)c - offsetof(struct sib_ctx, vctx) -
-				  offsetof(struct verbs_context, context));
+    return (struct sib_ctx *)((char *)c - offsetof (struct sib_ctx, vctx)
+                              - offsetof (struct verbs_context, context));
 }
 
 /* progress.c */
-SIB_HIDDEN int sib_progress_start(struct sib_ctx *ctx);
-SIB_HIDDEN void sib_progress_stop(struct sib_ctx *ctx);
-SIB_HIDDEN void sib_progress_cmd(struct sib_ctx *ctx, int type, void *arg);
-SIB_HIDDEN void sib_progress_kick(struct sib_ctx *ctx);
+SIB_HIDDEN int sib_progress_start (struct sib_ctx *ctx);
+SIB_HIDDEN void sib_progress_stop (struct sib_ctx *ctx);
+SIB_HIDDEN void sib_progress_cmd (struct sib_ctx *ctx, int type, void *arg);
+SIB_HIDDEN void sib_progress_kick (struct sib_ctx *ctx);
 
 /* conn.c */
-SIB_HIDDEN struct sib_conn *sib_conn_new(struct sib_ctx *ctx, int fd,
-					 enum sib_conn_kind kind);
-SIB_HIDDEN int sib_conn_connect(struct sib_conn *c, uint32_t ip,
-				uint16_t port);
-SIB_HIDDEN void sib_conn_kill(struct sib_conn *c, const char *why);
-SIB_HIDDEN void sib_conn_want_out(struct sib_conn *c, bool on);
-SIB_HIDDEN int sib_conn_flush(struct sib_conn *c);
+SIB_HIDDEN struct sib_conn *sib_conn_new (struct sib_ctx *ctx, int fd, enum sib_conn_kind kind);
+SIB_HIDDEN int sib_conn_connect (struct sib_conn *c, uint32_t ip, uint16_t port);
+SIB_HIDDEN void sib_conn_kill (struct sib_conn *c, const char *why);
+SIB_HIDDEN void sib_conn_want_out (struct sib_conn *c, bool on);
+SIB_HIDDEN int sib_conn_flush (struct sib_conn *c);
 /* Writes iov to the connection's stream (socket or rings) without
  * blocking: bytes taken, or -1 with errno (EAGAIN: full). */
-SIB_HIDDEN ssize_t sib_conn_writev(struct sib_conn *c, struct iovec *iov,
-				   int cnt);
-SIB_HIDDEN int sib_conn_queue(struct sib_conn *c, const void *a, size_t alen,
-			      const void *b, size_t blen);
-SIB_HIDDEN void sib_conn_event(struct sib_conn *c, uint32_t events);
-SIB_HIDDEN void sib_conn_timer(struct sib_conn *c, uint64_t now);
-SIB_HIDDEN void sib_conn_free(struct sib_conn *c);
-SIB_HIDDEN void sib_conn_resume(struct sib_conn *c);
+SIB_HIDDEN ssize_t sib_conn_writev (struct sib_conn *c, struct iovec *iov, int cnt);
+SIB_HIDDEN int sib_conn_queue (struct sib_conn *c, const void *a, size_t alen, const void *b,
+                               size_t blen);
+SIB_HIDDEN void sib_conn_event (struct sib_conn *c, uint32_t events);
+SIB_HIDDEN void sib_conn_timer (struct sib_conn *c, uint64_t now);
+SIB_HIDDEN void sib_conn_free (struct sib_conn *c);
+SIB_HIDDEN void sib_conn_resume (struct sib_conn *c);
 /* Reads and handles what already arrived on an RC connection, from an
  * application thread that polls a CQ (owner qp->lock held). */
-SIB_HIDDEN void sib_conn_poll(struct sib_conn *c);
+SIB_HIDDEN void sib_conn_poll (struct sib_conn *c);
 /* Progress thread: lazy same-host rings whose time came (or all, after
  * sib_shm_app_sleeps); returns the next such time, 0 if none. */
-SIB_HIDDEN uint64_t sib_conn_shm_timers(struct sib_ctx *ctx, uint64_t now,
-					bool all);
+SIB_HIDDEN uint64_t sib_conn_shm_timers (struct sib_ctx *ctx, uint64_t now, bool all);
 /* Ends a connection that sent something invalid (and its RC QP). */
-SIB_HIDDEN void sib_conn_garbage(struct sib_conn *c, const char *why);
-SIB_HIDDEN bool sib_hello_matches(struct sib_conn *c, struct sib_qp *qp);
-SIB_HIDDEN bool sib_sink_rwqe(struct sib_conn *c, struct sib_qp *qp,
-			      uint32_t skip, uint64_t len);
+SIB_HIDDEN void sib_conn_garbage (struct sib_conn *c, const char *why);
+SIB_HIDDEN bool sib_hello_matches (struct sib_conn *c, struct sib_qp *qp);
+SIB_HIDDEN bool sib_sink_rwqe (struct sib_conn *c, struct sib_qp *qp, uint32_t skip, uint64_t len);
 
 /* ud.c */
-SIB_HIDDEN int sib_ud_send(struct sib_qp *qp, struct sib_swqe *w);
-SIB_HIDDEN void sib_ud_rx_header(struct sib_conn *c);
-SIB_HIDDEN void sib_ud_rx_done(struct sib_conn *c);
+SIB_HIDDEN int sib_ud_send (struct sib_qp *qp, struct sib_swqe *w);
+SIB_HIDDEN void sib_ud_rx_header (struct sib_conn *c);
+SIB_HIDDEN void sib_ud_rx_done (struct sib_conn *c);
 
 /* resp.c: responder side of RC */
-SIB_HIDDEN void sib_resp_header(struct sib_conn *c);
-SIB_HIDDEN void sib_resp_done(struct sib_conn *c);
-SIB_HIDDEN void sib_resp_batch_end(struct sib_conn *c);
+SIB_HIDDEN void sib_resp_header (struct sib_conn *c);
+SIB_HIDDEN void sib_resp_done (struct sib_conn *c);
+SIB_HIDDEN void sib_resp_batch_end (struct sib_conn *c);
 /* req.c: requester side of RC (responses arriving) */
-SIB_HIDDEN void sib_req_header(struct sib_conn *c);
-SIB_HIDDEN void sib_req_done(struct sib_conn *c);
-SIB_HIDDEN void sib_req_lost(struct sib_qp *qp, const char *why);
+SIB_HIDDEN void sib_req_header (struct sib_conn *c);
+SIB_HIDDEN void sib_req_done (struct sib_conn *c);
+SIB_HIDDEN void sib_req_lost (struct sib_qp *qp, const char *why);
 /* Arms the transport deadline of a QP whose responder is gone, if it has
  * outstanding WQEs (qp->lock held). */
-SIB_HIDDEN void sib_req_gone_arm(struct sib_qp *qp);
+SIB_HIDDEN void sib_req_gone_arm (struct sib_qp *qp);
 /* Fails the head WQE once the deadline passed; returns the deadline still
  * pending (0 if none). */
-SIB_HIDDEN uint64_t sib_req_gone_timer(struct sib_qp *qp, uint64_t now);
+SIB_HIDDEN uint64_t sib_req_gone_timer (struct sib_qp *qp, uint64_t now);
 
 #endif

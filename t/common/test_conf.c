@@ -28,7 +28,8 @@ static void refuse (const char *text, const char *why, const char *n1, const cha
     char err[1024];
     struct conf *c = load_text (text, NULL, err, sizeof (err));
     ok (!c && errno == EINVAL && strstr (err, file) && strstr (err, n1)
-        && (!n2 || strstr (err, n2)), "%s is refused: %s", why, err);
+            && (!n2 || strstr (err, n2)),
+        "%s is refused: %s", why, err);
     conf_destroy (c);
 }
 
@@ -36,10 +37,13 @@ static void test_duration (void)
 {
     uint64_t ms;
     char buf[64];
-    static const struct { const char *s; uint64_t ms; } good[] = {
-        { "90", 90000 }, { "90s", 90000 }, { "30m", 1800000 }, { "2h", 7200000 },
-        { "1h30m", 5400000 }, { "250ms", 250 }, { "1d", 86400000 }, { "1m30s", 90000 },
-        { "0", 0 },
+    static const struct {
+        const char *s;
+        uint64_t ms;
+    } good[] = {
+        { "90", 90000 },    { "90s", 90000 },     { "30m", 1800000 },
+        { "2h", 7200000 },  { "1h30m", 5400000 }, { "250ms", 250 },
+        { "1d", 86400000 }, { "1m30s", 90000 },   { "0", 0 },
     };
     static const char *bad[] = { "", "m", "30x", "1h1h", "-5s", "1.5h", "30 m", "h30", "5s3" };
 
@@ -48,7 +52,8 @@ static void test_duration (void)
             good[i].s, (unsigned long long)good[i].ms);
     for (size_t i = 0; i < sizeof (bad) / sizeof (bad[0]); i++)
         ok (duration_parse (bad[i], &ms) < 0 && errno == EINVAL, "duration '%s' is EINVAL", bad[i]);
-    ok (duration_parse ("99999999999999999999999s", &ms) < 0 && errno == ERANGE, "overflow is ERANGE");
+    ok (duration_parse ("99999999999999999999999s", &ms) < 0 && errno == ERANGE,
+        "overflow is ERANGE");
     ok (!strcmp (duration_format (5400000, buf, sizeof (buf)), "1h30m"), "format 1h30m: %s", buf);
     ok (!strcmp (duration_format (250, buf, sizeof (buf)), "250ms"), "format 250ms: %s", buf);
 }
@@ -61,7 +66,11 @@ static void test_expand (void)
     ok (s && !strcmp (s, "/run/ibcr-node7/hostA/100%.sock"), "expand %%n %%h %%%%: %s", s);
     free (s);
     s = expand_path ("/x/%n%n%n%n", "a-very-long-node-name", "h", bad);
-    ok (s && !strcmp (s, "/x/a-very-long-node-namea-very-long-node-namea-very-long-node-namea-very-long-node-name"),
+    ok (s
+            && !strcmp (s,
+                        "/x/"
+                        "a-very-long-node-namea-very-long-node-namea-very-long-node-namea-very-"
+                        "long-node-name"),
         "repeated long expansions fit");
     free (s);
     s = expand_path ("/x/%q", "n", "h", bad);
@@ -75,11 +84,12 @@ static void test_conf (void)
     char err[1024];
     struct conf *c;
 
-    c = load_text ("socket = /tmp/x/%n.sock\nstorage = /tmp/st\nstaging = /tmp/sg/%n\n",
-                   "nodeA", err, sizeof (err));
+    c = load_text ("socket = /tmp/x/%n.sock\nstorage = /tmp/st\nstaging = /tmp/sg/%n\n", "nodeA",
+                   err, sizeof (err));
     ok (c != NULL, "a file of only socket/storage/staging is valid: %s", c ? "" : err);
     ok (c && !strcmp (c->socket, "/tmp/x/nodeA.sock") && !strcmp (c->staging, "/tmp/sg/nodeA")
-        && !strcmp (c->storage, "/tmp/st"), "paths are read and %%n expanded");
+            && !strcmp (c->storage, "/tmp/st"),
+        "paths are read and %%n expanded");
     ok (c && !strcmp (c->pidfile, "/tmp/x/ibcrd.pid"), "the pid file defaults next to the socket");
     ok (c && c->retention == 3 && c->peer_port == 7195 && !strcmp (c->cluster, "local"),
         "other keys keep their defaults");
@@ -105,14 +115,15 @@ static void test_conf (void)
                    "peer_address = 127.0.0.1\npeer_port = 0\nretention = 5\ncompression = yes\n"
                    "log_level = debug\ntimeout_connect = 2s\ntimeout_request = 250ms\n"
                    "timeout_quiesce = 1m\ntimeout_drain = 90\ntimeout_dump = 1h30m\n"
-                   "timeout_rebuild = 1m30s\ntimeout_commit = 2h\n", NULL, err, sizeof (err));
+                   "timeout_rebuild = 1m30s\ntimeout_commit = 2h\n",
+                   NULL, err, sizeof (err));
     ok (c != NULL, "every documented key parses: %s", c ? "" : err);
     ok (c && !strcmp (c->storage, "/tmp/st/n9") && !strcmp (c->node, "n9"),
         "'node' is used for %%n even when it comes after the path");
     ok (c && c->retention == 5 && c->compression == 1 && c->peer_port == 0
-        && c->log_level == LOG_DEBUG && c->timeout_request == 250 && c->timeout_dump == 5400000
-        && c->timeout_drain == 90000 && !strcmp (c->pidfile, "/tmp/p.pid")
-        && !strcmp (c->cluster, "c1") && !strcmp (c->munge_socket, "/tmp/m/munge.socket"),
+            && c->log_level == LOG_DEBUG && c->timeout_request == 250 && c->timeout_dump == 5400000
+            && c->timeout_drain == 90000 && !strcmp (c->pidfile, "/tmp/p.pid")
+            && !strcmp (c->cluster, "c1") && !strcmp (c->munge_socket, "/tmp/m/munge.socket"),
         "values are converted");
     conf_destroy (c);
     c = load_text ("node = n9\nsocket = /tmp/%n.sock\n", "override", err, sizeof (err));
@@ -129,7 +140,8 @@ static void test_conf (void)
     refuse ("storage = /a\nstorage = /b\n", "a repeated key", ":2:", "twice");
     refuse ("socket = /a\n  storage = /b\n", "an indented continuation", ":2:", "column 1");
     refuse ("[main]\nsocket = /a\n", "a section", "[main]", "no sections");
-    refuse ("socket = /a\nthis line has no equals sign\n", "a line without '='", ":2:", "key = value");
+    refuse ("socket = /a\nthis line has no equals sign\n", "a line without '='",
+            ":2:", "key = value");
     refuse ("staging =\n", "an empty value", ":1:", "staging");
     refuse ("cluster = a b\n", "a cluster name with a space", ":1:", "cluster");
     refuse ("socket = /tmp/%x\n", "an unknown %-sequence", "'%x'", "socket");
@@ -152,7 +164,8 @@ static void test_conf (void)
     ok (!c && errno == ENOENT && strstr (err, "/nonexistent/ibcrd.conf"),
         "a missing file is ENOENT and named: %s", err);
     c = conf_create (NULL);
-    ok (c && c->socket[0] == '/' && c->pidfile && c->node[0], "conf_create gives absolute defaults");
+    ok (c && c->socket[0] == '/' && c->pidfile && c->node[0],
+        "conf_create gives absolute defaults");
     conf_destroy (c);
     conf_destroy (NULL);
 }

@@ -51,10 +51,12 @@ int main (void)
 
     plan (17);
     ok (peerauth_key_new (key) == 0 && peerauth_key_new (other) == 0
-        && memcmp (key, other, sizeof (key)), "two new keys differ");
+            && memcmp (key, other, sizeof (key)),
+        "two new keys differ");
     peerauth_key_hex (key, hex);
     ok (strlen (hex) == 64 && peerauth_key_parse (hex, back) == 0
-        && !memcmp (key, back, sizeof (key)), "a key survives hex and back");
+            && !memcmp (key, back, sizeof (key)),
+        "a key survives hex and back");
     ok (peerauth_key_parse ("abc", back) < 0 && peerauth_key_parse (NULL, back) < 0,
         "a short or missing key is refused");
     hex[5] = 'g';

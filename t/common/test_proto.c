@@ -59,8 +59,9 @@ static void test_roundtrip (void)
     ok (proto_send (sv[0], m) == 0, "proto_send succeeds");
     ok (proto_recv (sv[1], 0, &r) == 0 && r != NULL, "proto_recv gets a message");
     ok (r && proto_get_int (r, "pid", -1) == 4242
-        && strcmp (proto_get_str (r, "job", ""), "17") == 0
-        && proto_get_bool (r, "flag", 0) == 1, "members survive the trip");
+            && strcmp (proto_get_str (r, "job", ""), "17") == 0
+            && proto_get_bool (r, "flag", 0) == 1,
+        "members survive the trip");
     ok (proto_get_int (r, "absent", -7) == -7 && proto_get_str (r, "pid", NULL) == NULL,
         "absent or mistyped members give the default");
     json_object_put (r);
@@ -76,8 +77,8 @@ static void test_error_reply (void)
     json_object *e = proto_error ("checkpoint", ENOENT, "job %d is not registered", 12);
     ok (e && strcmp (proto_type (e), "error") == 0, "proto_error has type error");
     ok (e && proto_get_int (e, "errno", 0) == ENOENT
-        && strcmp (proto_get_str (e, "errname", ""), "ENOENT") == 0
-        && strcmp (proto_get_str (e, "what", ""), "checkpoint") == 0,
+            && strcmp (proto_get_str (e, "errname", ""), "ENOENT") == 0
+            && strcmp (proto_get_str (e, "what", ""), "checkpoint") == 0,
         "it names what and the errno");
     ok (e && strcmp (proto_get_str (e, "message", ""), "job 12 is not registered") == 0,
         "and carries the formatted message");
@@ -91,7 +92,8 @@ static void test_bad_send (void)
 
     pair (sv);
     errno = 0;
-    ok (proto_send (sv[0], o) < 0 && errno == EINVAL, "sending an object without version/type: EINVAL");
+    ok (proto_send (sv[0], o) < 0 && errno == EINVAL,
+        "sending an object without version/type: EINVAL");
     json_object_put (o);
     o = json_object_new_array ();
     errno = 0;
@@ -105,7 +107,9 @@ static void test_bad_send (void)
 
 static void test_malformed (void)
 {
-    static const struct { const char *payload, *why; } bad[] = {
+    static const struct {
+        const char *payload, *why;
+    } bad[] = {
         { "{\"version\":1,\"type\":", "truncated JSON" },
         { "not json at all", "garbage" },
         { "[1,2,3]", "an array" },
@@ -288,7 +292,8 @@ static void test_reader (void)
         }
     }
     ok (msgs == 2 && types[0] && types[1] && strcmp (types[0], "one") == 0
-        && strcmp (types[1], "two") == 0, "byte-at-a-time reader got both good frames in order");
+            && strcmp (types[1], "two") == 0,
+        "byte-at-a-time reader got both good frames in order");
     ok (eproto == 1, "it reported the broken frame once as EPROTO");
     ok (emsgsize == 1, "it reported the oversized frame once as EMSGSIZE and skipped it");
     ok (proto_reader_read (&r, sv[1], &m) == 0, "nothing more: 0 (would block)");

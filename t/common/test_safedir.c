@@ -15,7 +15,7 @@
 #include "common/safedir.h"
 #include "tap.h"
 
-#define OTHER_UID 4243      /* ibcr-user2 of the tests; only a number here */
+#define OTHER_UID 4243 /* ibcr-user2 of the tests; only a number here */
 
 static char root[] = "/tmp/ibcr-test-safedir-XXXXXX";
 
@@ -52,15 +52,17 @@ int main (void)
         BAIL_OUT ("mkdtemp");
     umask (077);
 
-    ok (safedir_ensure (at ("a/b/c"), 0711, err, sizeof (err)) == 0, "ensure makes a/b/c: %s",
-        err);
+    ok (safedir_ensure (at ("a/b/c"), 0711, err, sizeof (err)) == 0, "ensure makes a/b/c: %s", err);
     ok (mode_of (at ("a")) == 0755 && mode_of (at ("a/b")) == 0755
-        && mode_of (at ("a/b/c")) == 0711, "parents 0755, the folder its mode, whatever the umask");
-    ok (chmod (at ("a/b/c"), 0700) == 0 && safedir_ensure (at ("a/b/c"), 0755, err,
-                                                           sizeof (err)) == 0
-        && mode_of (at ("a/b/c")) == 0700, "an existing good folder is kept as it is");
+            && mode_of (at ("a/b/c")) == 0711,
+        "parents 0755, the folder its mode, whatever the umask");
+    ok (chmod (at ("a/b/c"), 0700) == 0
+            && safedir_ensure (at ("a/b/c"), 0755, err, sizeof (err)) == 0
+            && mode_of (at ("a/b/c")) == 0700,
+        "an existing good folder is kept as it is");
     ok ((fd = safedir_open (at ("a/b/c"), err, sizeof (err))) >= 0 && fstat (fd, &sb) == 0
-        && S_ISDIR (sb.st_mode), "open gives a folder fd");
+            && S_ISDIR (sb.st_mode),
+        "open gives a folder fd");
     if (fd >= 0)
         close (fd);
     ok (safedir_open (at ("a/missing"), err, sizeof (err)) < 0 && errno == ENOENT,
@@ -72,12 +74,12 @@ int main (void)
      * with the sticky bit. */
     chmod (at ("a/b/c"), 0775);
     ok (safedir_ensure (at ("a/b/c"), 0755, err, sizeof (err)) < 0 && errno == EPERM
-        && strstr (err, at ("a/b/c")) && strstr (err, "chmod go-w"),
+            && strstr (err, at ("a/b/c")) && strstr (err, "chmod go-w"),
         "a group-writable folder is refused, named, with the fix: %s", err);
     chmod (at ("a/b/c"), 0755);
     chmod (at ("a/b"), 0777);
     ok (safedir_open (at ("a/b/c"), err, sizeof (err)) < 0 && errno == EPERM
-        && strstr (err, at ("a/b")) && strstr (err, "sticky"),
+            && strstr (err, at ("a/b")) && strstr (err, "sticky"),
         "a world-writable folder above is refused: %s", err);
     chmod (at ("a/b"), 01777);
     ok ((fd = safedir_open (at ("a/b/c"), err, sizeof (err))) >= 0,
@@ -87,9 +89,10 @@ int main (void)
     chmod (at ("a/b"), 0755);
 
     /* A link on the way: followed when ours, relative or absolute. */
-    ok (symlink ("a/b", at ("lnk")) == 0 && safedir_ensure (at ("lnk/c/d"), 0700, err,
-                                                            sizeof (err)) == 0
-        && mode_of (at ("a/b/c/d")) == 0700, "a link of ours on the way is followed: %s", err);
+    ok (symlink ("a/b", at ("lnk")) == 0
+            && safedir_ensure (at ("lnk/c/d"), 0700, err, sizeof (err)) == 0
+            && mode_of (at ("a/b/c/d")) == 0700,
+        "a link of ours on the way is followed: %s", err);
     ok (safedir_open (at ("a/b/../b/c/d"), err, sizeof (err)) >= 0,
         "'..' is resolved on the folders walked");
 
@@ -99,15 +102,16 @@ int main (void)
     {
         int sub, made = -1;
         ok ((sub = safedir_mkdirat (fd, "m", 0700, &made)) >= 0 && made == 1
-            && mode_of (at ("a/m")) == 0700, "mkdirat makes a folder 0700");
+                && mode_of (at ("a/m")) == 0700,
+            "mkdirat makes a folder 0700");
         if (sub >= 0)
             close (sub);
-        ok ((sub = safedir_mkdirat (fd, "m", 0700, &made)) >= 0 && made == 0,
-            "and opens it again");
+        ok ((sub = safedir_mkdirat (fd, "m", 0700, &made)) >= 0 && made == 0, "and opens it again");
         if (sub >= 0)
             close (sub);
         ok (symlink (root, at ("a/ml")) == 0 && safedir_mkdirat (fd, "ml", 0700, NULL) < 0
-            && (errno == ELOOP || errno == ENOTDIR), "a link in its place is not followed");
+                && (errno == ELOOP || errno == ENOTDIR),
+            "a link in its place is not followed");
         chmod (at ("a/m"), 0770);
         ok (safedir_mkdirat (fd, "m", 0700, NULL) < 0 && errno == EPERM,
             "a group-writable one is refused");
@@ -122,13 +126,12 @@ int main (void)
     if (symlink (at ("victim"), at ("a/t/sub/dirlink")) < 0
         || symlink (at ("victim/file"), at ("a/t/filelink")) < 0)
         BAIL_OUT ("symlink");
-    ok (safedir_rmtreeat (fd, "t") == 0 && lstat (at ("a/t"), &sb) < 0,
-        "rmtreeat removes a tree");
+    ok (safedir_rmtreeat (fd, "t") == 0 && lstat (at ("a/t"), &sb) < 0, "rmtreeat removes a tree");
     ok (mode_of (at ("victim/file")) != (mode_t)-1 && lstat (at ("victim"), &sb) == 0,
         "without following the links in it");
     ok (safedir_rmtreeat (fd, "t") == 0, "a missing name is not an error");
-    ok (safedir_rmtreeat (fd, "..") < 0 && errno == EINVAL
-        && safedir_rmtreeat (fd, "x/y") < 0 && errno == EINVAL,
+    ok (safedir_rmtreeat (fd, "..") < 0 && errno == EINVAL && safedir_rmtreeat (fd, "x/y") < 0
+            && errno == EINVAL,
         "'..' and names with a slash are refused");
     close (fd);
 
@@ -140,15 +143,15 @@ int main (void)
         if (chown (at ("theirs"), OTHER_UID, OTHER_UID) < 0)
             BAIL_OUT ("chown");
         ok (safedir_ensure (at ("theirs"), 0755, err, sizeof (err)) < 0 && errno == EPERM
-            && strstr (err, at ("theirs")) && strstr (err, "owned by uid 4243"),
+                && strstr (err, at ("theirs")) && strstr (err, "owned by uid 4243"),
             "a folder of another uid is refused: %s", err);
         ok (safedir_ensure (at ("theirs/below"), 0755, err, sizeof (err)) < 0 && errno == EPERM
-            && lstat (at ("theirs/below"), &sb) < 0,
+                && lstat (at ("theirs/below"), &sb) < 0,
             "and nothing is made below it");
         ok (symlink (at ("a"), at ("theirlink")) == 0
-            && lchown (at ("theirlink"), OTHER_UID, OTHER_UID) == 0
-            && safedir_open (at ("theirlink/b"), err, sizeof (err)) < 0 && errno == EPERM
-            && strstr (err, "symbolic link owned by uid 4243"),
+                && lchown (at ("theirlink"), OTHER_UID, OTHER_UID) == 0
+                && safedir_open (at ("theirlink/b"), err, sizeof (err)) < 0 && errno == EPERM
+                && strstr (err, "symbolic link owned by uid 4243"),
             "a link of another uid on the way is not followed: %s", err);
         rc = safedir_rmtree (at ("theirs"), err, sizeof (err));
         ok (rc == 0 && lstat (at ("theirs"), &sb) < 0, "rmtree removes it by fds");

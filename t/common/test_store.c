@@ -40,7 +40,8 @@ int main (void)
 
     ok (ident_ok ("4242") && ident_ok ("run.a_b-c"), "plain names are valid");
     ok (!ident_ok ("..") && !ident_ok (".hidden") && !ident_ok ("a/b") && !ident_ok ("")
-        && !ident_ok ("-x") && !ident_ok ("a b") && !ident_ok (NULL), "path-like names are not");
+            && !ident_ok ("-x") && !ident_ok ("a b") && !ident_ok (NULL),
+        "path-like names are not");
     char longname[80];
     memset (longname, 'a', sizeof (longname) - 1);
     longname[sizeof (longname) - 1] = '\0';
@@ -49,15 +50,20 @@ int main (void)
         "store_job_path refuses ../etc");
 
     ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
-                         sizeof (err)) == 0 && gen == 1, "first generation is 1");
+                         sizeof (err))
+                == 0
+            && gen == 1,
+        "first generation is 1");
     put (dir, "a.img", "hello");
     ok (store_list (&st, "j1", 0, &gens, err, sizeof (err)) == 0
-        && json_object_array_length (gens) == 0, "before commit nothing is listed");
+            && json_object_array_length (gens) == 0,
+        "before commit nothing is listed");
     json_object_put (gens);
     ok (store_gen_commit (&st, "j1", gen, getuid (), getgid (), NULL, err, sizeof (err)) == 0,
         "commit succeeds: %s", err);
     ok (store_list (&st, "j1", 0, &gens, err, sizeof (err)) == 0
-        && json_object_array_length (gens) == 1, "after commit it is listed");
+            && json_object_array_length (gens) == 1,
+        "after commit it is listed");
     json_object_put (gens);
     {
         struct stat gs, fs, ms;
@@ -68,7 +74,8 @@ int main (void)
         snprintf (f, sizeof (f), "%s/manifest.json", dir);
         stat (f, &ms);
         ok ((gs.st_mode & 07777) == 0750 && (fs.st_mode & 07777) == 0640
-            && (ms.st_mode & 07777) == 0640 && gs.st_uid == geteuid () && fs.st_uid == geteuid (),
+                && (ms.st_mode & 07777) == 0640 && gs.st_uid == geteuid ()
+                && fs.st_uid == geteuid (),
             "committed: ours, folders 0750, files 0640 (%o %o %o)", gs.st_mode & 07777,
             fs.st_mode & 07777, ms.st_mode & 07777);
         if (geteuid () != 0)
@@ -79,10 +86,11 @@ int main (void)
             if (chown (f, 4242, 4242) < 0)
                 BAIL_OUT ("chown");
             ok (store_list (&st, "j1", 1, &gens, err, sizeof (err)) == 0
-                && (e = json_object_array_get_idx (gens, 0))
-                && !json_object_get_boolean (json_object_object_get (e, "committed"))
-                && strstr (json_object_get_string (json_object_object_get (e, "why")),
-                           "not trusted"), "a manifest of another uid is not trusted");
+                    && (e = json_object_array_get_idx (gens, 0))
+                    && !json_object_get_boolean (json_object_object_get (e, "committed"))
+                    && strstr (json_object_get_string (json_object_object_get (e, "why")),
+                               "not trusted"),
+                "a manifest of another uid is not trusted");
             json_object_put (gens);
             if (chown (f, 0, 0) < 0)
                 BAIL_OUT ("chown");
@@ -90,7 +98,10 @@ int main (void)
     }
 
     ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
-                         sizeof (err)) == 0 && gen == 2, "next generation is 2");
+                         sizeof (err))
+                == 0
+            && gen == 2,
+        "next generation is 2");
     put (dir, "b.img", "data");
     snprintf (other, sizeof (other), "%s/outside", root);
     put (root, "outside", "secret");
@@ -104,26 +115,33 @@ int main (void)
     ok (stat (other, &sb) == 0 && (sb.st_mode & 07777) != 0600,
         "and the file it points to was not touched (mode %o)", sb.st_mode & 07777);
     ok (store_list (&st, "j1", 1, &gens, err, sizeof (err)) == 0
-        && json_object_array_length (gens) == 2
-        && !json_object_get_boolean (json_object_object_get (json_object_array_get_idx (gens, 1),
-                                                             "committed")),
+            && json_object_array_length (gens) == 2
+            && !json_object_get_boolean (
+                json_object_object_get (json_object_array_get_idx (gens, 1), "committed")),
         "the failed generation is partial");
     json_object_put (gens);
     ok (store_gen_abort (&st, "j1", gen) == 0 && stat (dir, &sb) < 0 && stat (other, &sb) == 0,
         "abort removes it without following the link");
     ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
-                         sizeof (err)) == 0 && gen == 3, "an aborted number is never reused");
+                         sizeof (err))
+                == 0
+            && gen == 3,
+        "an aborted number is never reused");
     ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
-                         sizeof (err)) == 0 && gen == 4, "a partial one is never reused");
-    ok (store_gen_abort (&st, "j1", 3) == 0 && store_gen_abort (&st, "j1", 4) == 0,
-        "both aborted");
+                         sizeof (err))
+                == 0
+            && gen == 4,
+        "a partial one is never reused");
+    ok (store_gen_abort (&st, "j1", 3) == 0 && store_gen_abort (&st, "j1", 4) == 0, "both aborted");
     {
         char jd[4300];
         snprintf (jd, sizeof (jd), "%s/local/j1", root);
         put (jd, ".last-gen", "garbage");
     }
     ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
-                         sizeof (err)) == 0 && gen == 2,
+                         sizeof (err))
+                == 0
+            && gen == 2,
         "an unreadable record: the folders decide");
     {
         /* Links left in the job folder (by hand, or by a user of the
@@ -138,7 +156,9 @@ int main (void)
         if (unlink (lg) < 0 || symlink (victim, lg) < 0 || symlink (victim, tmpn) < 0)
             BAIL_OUT ("symlink");
         ok (store_gen_begin (&st, "j1", getuid (), getgid (), &gen, dir, sizeof (dir), err,
-                             sizeof (err)) == 0 && gen == 3,
+                             sizeof (err))
+                    == 0
+                && gen == 3,
             "a link as the record is not read: next is from the folders");
         if ((f = fopen (victim, "r"))) {
             if (!fgets (buf, sizeof (buf), f))
@@ -146,11 +166,13 @@ int main (void)
             fclose (f);
         }
         ok (strcmp (buf, "99\n") == 0 && lstat (tmpn, &sb) < 0 && lstat (lg, &sb) == 0
-            && S_ISREG (sb.st_mode), "nor written through: the file it named is unchanged");
+                && S_ISREG (sb.st_mode),
+            "nor written through: the file it named is unchanged");
     }
 
     ok (store_list (&st, "nojob", 0, &gens, err, sizeof (err)) < 0 && errno == ENOENT
-        && strstr (err, "no checkpoint of job nojob"), "an unknown job is ENOENT: %s", err);
+            && strstr (err, "no checkpoint of job nojob"),
+        "an unknown job is ENOENT: %s", err);
 
     store_rmtree (root);
     ok (stat (root, &sb) < 0, "store_rmtree cleans up");

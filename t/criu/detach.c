@@ -26,7 +26,8 @@ int main (int argc, char *argv[])
     /* Fails only for a process group leader: start us from a shell
      * pipeline or under timeout(1), never as a job leader. */
     if (setsid () < 0) {
-        fprintf (stderr, "detach: setsid: %s (a process group leader cannot "
+        fprintf (stderr,
+                 "detach: setsid: %s (a process group leader cannot "
                  "start a session; run detach as another process's child)\n",
                  strerror (errno));
         return 127;

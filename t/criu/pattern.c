@@ -101,8 +101,9 @@ static size_t report (struct pattern *p, const char *what)
     int n;
 
     p->seq++;
-    n = snprintf (line, sizeof (line), "%s %lu run=%016" PRIx64 " pid=%d pattern=%s bad=%zu counters=",
-                  what, p->seq, p->run, (int)getpid (), bad ? "BAD" : "ok", bad);
+    n = snprintf (line, sizeof (line),
+                  "%s %lu run=%016" PRIx64 " pid=%d pattern=%s bad=%zu counters=", what, p->seq,
+                  p->run, (int)getpid (), bad ? "BAD" : "ok", bad);
     for (int i = 0; i < p->nthreads; i++)
         n += snprintf (line + n, sizeof (line) - n, "%s%" PRIu64, i ? "," : "",
                        __atomic_load_n (&p->counters[i], __ATOMIC_RELAXED));
@@ -122,8 +123,8 @@ static long parse_num (const char *opt, const char *val, long min, long max)
     errno = 0;
     v = strtol (val, &end, 10);
     if (errno || end == val || *end || v < min || v > max) {
-        fprintf (stderr, "pattern: %s wants a number from %ld to %ld, not '%s'\n",
-                 opt, min, max, val);
+        fprintf (stderr, "pattern: %s wants a number from %ld to %ld, not '%s'\n", opt, min, max,
+                 val);
         exit (2);
     }
     return v;
@@ -131,7 +132,7 @@ static long parse_num (const char *opt, const char *val, long min, long max)
 
 int main (int argc, char **argv)
 {
-    static struct pattern p = {.nthreads = 3, .tick_ms = 10};
+    static struct pattern p = { .nthreads = 3, .tick_ms = 10 };
     static struct counter_arg args[PATTERN_MAX_THREADS];
     long mib = 64;
     sigset_t set;
@@ -145,8 +146,10 @@ int main (int argc, char **argv)
         else if (i + 1 < argc && !strcmp (argv[i], "--tick-ms"))
             p.tick_ms = parse_num (argv[i], argv[i + 1], 1, 10000), i++;
         else {
-            fprintf (stderr, "pattern: unknown or incomplete option '%s'; usage: "
-                     "pattern [--mib N] [--threads T] [--tick-ms MS]\n", argv[i]);
+            fprintf (stderr,
+                     "pattern: unknown or incomplete option '%s'; usage: "
+                     "pattern [--mib N] [--threads T] [--tick-ms MS]\n",
+                     argv[i]);
             return 2;
         }
     }
@@ -174,14 +177,14 @@ int main (int argc, char **argv)
         return 2;
     }
     for (int i = 0; i < p.nthreads; i++) {
-        args[i] = (struct counter_arg){.p = &p, .idx = i};
+        args[i] = (struct counter_arg){ .p = &p, .idx = i };
         if ((err = pthread_create (&p.threads[i], NULL, count, &args[i]))) {
             fprintf (stderr, "pattern: pthread_create: %s\n", strerror (err));
             return 2;
         }
     }
-    printf ("start run=%016" PRIx64 " pid=%d mib=%ld threads=%d\n", p.run,
-            (int)getpid (), mib, p.nthreads);
+    printf ("start run=%016" PRIx64 " pid=%d mib=%ld threads=%d\n", p.run, (int)getpid (), mib,
+            p.nthreads);
     fflush (stdout);
 
     for (;;) {

@@ -42,7 +42,9 @@ int main (int argc, char **argv)
     if (!mr || !cq || !srq)
         BAIL_OUT ("mr/cq/srq: %s", strerror (errno));
     struct ibv_qp_init_attr ia = {
-        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+        .send_cq = cq,
+        .recv_cq = cq,
+        .qp_type = IBV_QPT_RC,
         .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 },
     };
     struct ibv_qp *a = ibv_create_qp (pd, &ia);
@@ -52,7 +54,8 @@ int main (int argc, char **argv)
         || selfqp_connect (b, pa.lid, a->qp_num, 0))
         BAIL_OUT ("QPs: %s", strerror (errno));
     for (int i = 0; i < 4; i++) {
-        struct ibv_sge sg = { .addr = (uintptr_t)(buf + 64 * (i + 4)), .length = 64,
+        struct ibv_sge sg = { .addr = (uintptr_t)(buf + 64 * (i + 4)),
+                              .length = 64,
                               .lkey = mr->lkey };
         struct ibv_recv_wr rw = { .wr_id = 100 + i, .sg_list = &sg, .num_sge = 1 }, *bad;
         if (ibv_post_srq_recv (srq, &rw, &bad))
@@ -65,8 +68,12 @@ int main (int argc, char **argv)
 
     for (int i = 0; i < 3; i++) {
         struct ibv_sge sg = { .addr = (uintptr_t)(buf + 64 * i), .length = 64, .lkey = mr->lkey };
-        struct ibv_send_wr sw = { .wr_id = i, .sg_list = &sg, .num_sge = 1,
-                                  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
+        struct ibv_send_wr sw = { .wr_id = i,
+                                  .sg_list = &sg,
+                                  .num_sge = 1,
+                                  .opcode = IBV_WR_SEND,
+                                  .send_flags = IBV_SEND_SIGNALED },
+                           *bad;
         if (ibv_post_send (a, &sw, &bad))
             BAIL_OUT ("post_send");
     }
@@ -80,8 +87,7 @@ int main (int argc, char **argv)
         } else
             usleep (1000);
     }
-    ok (got == 6 && bad == 0, "3 sends and 3 receives complete (%d completions, %d bad)",
-        got, bad);
+    ok (got == 6 && bad == 0, "3 sends and 3 receives complete (%d completions, %d bad)", got, bad);
 
     struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
     ok (poll (&pfd, 1, 5000) == 1, "the async fd becomes readable");

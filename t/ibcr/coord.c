@@ -171,8 +171,9 @@ static int cycle (int k, const char *backend)
         return rc;
     double t3 = now_ms ();
     printf ("cycle %d: drain %.2f ms (%d extra rounds) release %.2f ms rebuild+resume %.2f ms "
-            "total %.2f ms%s%s\n", k, t1 - t0, rounds, t2 - t1, t3 - t2, t3 - t0,
-            backend ? " backend " : "", backend ? backend : "");
+            "total %.2f ms%s%s\n",
+            k, t1 - t0, rounds, t2 - t1, t3 - t2, t3 - t0, backend ? " backend " : "",
+            backend ? backend : "");
     fflush (stdout);
     return 0;
 }
@@ -184,24 +185,37 @@ int main (int argc, char **argv)
     int nb = 0, n = 0, cycles = 1, wmin = 10, wmax = 100, opt;
     while ((opt = getopt (argc, argv, "s:n:c:w:b:g:p:k:")) != -1) {
         switch (opt) {
-        case 's': sock = optarg; break;
-        case 'n': n = atoi (optarg); break;
-        case 'c': cycles = atoi (optarg); break;
+        case 's':
+            sock = optarg;
+            break;
+        case 'n':
+            n = atoi (optarg);
+            break;
+        case 'c':
+            cycles = atoi (optarg);
+            break;
         case 'w':
             if (sscanf (optarg, "%d:%d", &wmin, &wmax) != 2 || wmin < 0 || wmax < wmin) {
                 fprintf (stderr, "coord: -w wants MIN_MS:MAX_MS, got '%s'\n", optarg);
                 return 2;
             }
             break;
-        case 'g': trigger = optarg; break;
-        case 'p': pause_file = optarg; break;
-        case 'k': resume_skew_ms = atoi (optarg); break;
+        case 'g':
+            trigger = optarg;
+            break;
+        case 'p':
+            pause_file = optarg;
+            break;
+        case 'k':
+            resume_skew_ms = atoi (optarg);
+            break;
         case 'b':
             for (char *s = strtok (optarg, ","); s && nb < 16; s = strtok (NULL, ","))
                 backends[nb++] = s;
             break;
         default:
-            fprintf (stderr, "usage: coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN:MAX] "
+            fprintf (stderr,
+                     "usage: coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN:MAX] "
                      "[-b LIB,...] [-g FILE] [-p FILE] [-k MS]\n");
             return 2;
         }

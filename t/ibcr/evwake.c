@@ -45,8 +45,7 @@ static void write_addr (const char *dir, const char *role, uint16_t lid, uint32_
     snprintf (path, sizeof (path), "%s/%s.addr", dir, role);
     snprintf (tmp, sizeof (tmp), "%s.tmp", path);
     FILE *f = fopen (tmp, "w");
-    if (!f || fprintf (f, "%u %u\n", lid, qpn) < 0 || fclose (f) != 0
-        || rename (tmp, path) != 0)
+    if (!f || fprintf (f, "%u %u\n", lid, qpn) < 0 || fclose (f) != 0 || rename (tmp, path) != 0)
         BAIL_OUT ("cannot write %s: %s", path, strerror (errno));
 }
 
@@ -98,9 +97,10 @@ int main (int argc, char **argv)
     struct ibv_pd *pd = ibv_alloc_pd (ctx);
     struct ibv_mr *mr = pd ? ibv_reg_mr (pd, buf, sizeof (buf), IBV_ACCESS_LOCAL_WRITE) : NULL;
     struct ibv_cq *cq = ch ? ibv_create_cq (ctx, 4, NULL, ch, 0) : NULL;
-    struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC,
-                                   .cap = { .max_send_wr = 2, .max_recv_wr = 2,
-                                            .max_send_sge = 1, .max_recv_sge = 1 } };
+    struct ibv_qp_init_attr qa = {
+        .qp_type = IBV_QPT_RC,
+        .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 }
+    };
     qa.send_cq = qa.recv_cq = cq;
     struct ibv_qp *qp = cq && mr ? ibv_create_qp (pd, &qa) : NULL;
     if (!qp)
@@ -114,9 +114,12 @@ int main (int argc, char **argv)
     struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = MSG, .lkey = mr->lkey };
 
     if (sender) {
-        struct ibv_send_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1,
-                                  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
-            *bad;
+        struct ibv_send_wr wr = { .wr_id = 7,
+                                  .sg_list = &sge,
+                                  .num_sge = 1,
+                                  .opcode = IBV_WR_SEND,
+                                  .send_flags = IBV_SEND_SIGNALED },
+                           *bad;
         struct ibv_wc wc;
         int n = 0;
         char ready[4096], go[4096];

@@ -46,8 +46,7 @@ static struct ibv_mr *mr;
 static char buf[64];
 static atomic_int stop, errors;
 
-static void fail (const char *who, const char *fmt, ...)
-    __attribute__ ((format (printf, 2, 3)));
+static void fail (const char *who, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 static void fail (const char *who, const char *fmt, ...)
 {
     if (atomic_fetch_add (&errors, 1) < 10) {
@@ -72,17 +71,19 @@ static struct ibv_cq *mkcq (void)
 static struct ibv_qp *mkqp (struct ibv_cq *scq, struct ibv_cq *rcq, int err)
 {
     struct ibv_qp_init_attr a = {
-        .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
-        .cap = { .max_send_wr = BATCH, .max_recv_wr = BATCH, .max_send_sge = 1,
-                 .max_recv_sge = 1 },
+        .send_cq = scq,
+        .recv_cq = rcq,
+        .qp_type = IBV_QPT_RC,
+        .cap = { .max_send_wr = BATCH, .max_recv_wr = BATCH, .max_send_sge = 1, .max_recv_sge = 1 },
     };
     struct ibv_qp *qp = ibv_create_qp (pd, &a);
     if (!qp)
         return NULL;
-    struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+    struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT,
+                             .port_num = 1,
                              .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
-    if (ibv_modify_qp (qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                       | IBV_QP_ACCESS_FLAGS))
+    if (ibv_modify_qp (qp, &m,
+                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         BAIL_OUT ("modify to INIT: %s", strerror (errno));
     m.qp_state = IBV_QPS_ERR;
     if (err && ibv_modify_qp (qp, &m, IBV_QP_STATE))
@@ -93,8 +94,11 @@ static struct ibv_qp *mkqp (struct ibv_cq *scq, struct ibv_cq *rcq, int err)
 static void post_sends (struct ibv_qp *qp, uint64_t *seq, int n)
 {
     struct ibv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
-    struct ibv_send_wr w = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                             .send_flags = IBV_SEND_SIGNALED }, *bad;
+    struct ibv_send_wr w = { .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED },
+                       *bad;
     for (int i = 0; i < n; i++) {
         w.wr_id = SEND_TAG | (*seq)++;
         if (ibv_post_send (qp, &w, &bad))
@@ -163,9 +167,8 @@ static void *own (void *p)
         poll_n (who, cq, qp, BATCH, &ns, &nr);
     }
     if (ns != ps || nr != pr)
-        fail (who, "completed %llu of %llu sends, %llu of %llu receives",
-              (unsigned long long)ns, (unsigned long long)ps, (unsigned long long)nr,
-              (unsigned long long)pr);
+        fail (who, "completed %llu of %llu sends, %llu of %llu receives", (unsigned long long)ns,
+              (unsigned long long)ps, (unsigned long long)nr, (unsigned long long)pr);
     ibv_destroy_qp (qp);
     ibv_destroy_cq (cq);
     return NULL;
@@ -180,7 +183,8 @@ static void *snd (void *p)
         poll_n ("snd", sh_scq, sh_qp, BATCH, &ns, &none);
     }
     if (ns != ps)
-        fail ("snd", "%llu of %llu sends completed", (unsigned long long)ns, (unsigned long long)ps);
+        fail ("snd", "%llu of %llu sends completed", (unsigned long long)ns,
+              (unsigned long long)ps);
     return NULL;
 }
 

@@ -29,8 +29,8 @@ static void null_eop (const void *p, const char *what)
 static void rc_eop (int rc, const char *what)
 {
     refusals++;
-    ok (rc == EOPNOTSUPP || (rc == -1 && errno == EOPNOTSUPP),
-        "%s: EOPNOTSUPP (got %d, errno %s)", what, rc, strerror (errno));
+    ok (rc == EOPNOTSUPP || (rc == -1 && errno == EOPNOTSUPP), "%s: EOPNOTSUPP (got %d, errno %s)",
+        what, rc, strerror (errno));
 }
 
 int main (void)
@@ -50,15 +50,17 @@ int main (void)
     if (!cq || !mr)
         BAIL_OUT ("ordinary objects: %s", strerror (errno));
     struct ibv_qp_init_attr qa = {
-        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+        .send_cq = cq,
+        .recv_cq = cq,
+        .qp_type = IBV_QPT_UD,
         .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
     };
     struct ibv_qp *ud = ibv_create_qp (pd, &qa);
     if (!ud)
         BAIL_OUT ("a UD QP: %s", strerror (errno));
 
-    struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD
-                                     | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1 };
+    struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+                                     .fd = -1 };
     errno = 0;
     null_eop (ibv_open_xrcd (ctx, &xa), "ibv_open_xrcd (XRC)");
     errno = 0;
@@ -72,8 +74,9 @@ int main (void)
     struct ibv_flow_attr fa = { .size = sizeof (fa), .type = IBV_FLOW_ATTR_NORMAL, .port = 1 };
     errno = 0;
     null_eop (ibv_create_flow (ud, &fa), "ibv_create_flow (flow steering)");
-    struct ibv_wq_init_attr wa = { .wq_type = IBV_WQT_RQ, .max_wr = 2, .max_sge = 1,
-                                   .pd = pd, .cq = cq };
+    struct ibv_wq_init_attr wa = {
+        .wq_type = IBV_WQT_RQ, .max_wr = 2, .max_sge = 1, .pd = pd, .cq = cq
+    };
     errno = 0;
     null_eop (ibv_create_wq (ctx, &wa), "ibv_create_wq (work queue)");
     struct ibv_td_init_attr ta = { 0 };
@@ -96,7 +99,9 @@ int main (void)
     struct ibv_srq_init_attr_ex sa = {
         .attr = { .max_wr = 2, .max_sge = 1 },
         .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ,
-        .srq_type = IBV_SRQT_TM, .pd = pd, .cq = cq,
+        .srq_type = IBV_SRQT_TM,
+        .pd = pd,
+        .cq = cq,
     };
     errno = 0;
     null_eop (ibv_create_srq_ex (ctx, &sa), "ibv_create_srq_ex tag-matching SRQ");
@@ -108,8 +113,8 @@ int main (void)
     refusals++;
     int rr = ibv_rereg_mr (mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-    ok (rr != 0 && errno == EOPNOTSUPP, "ibv_rereg_mr: fails, errno EOPNOTSUPP (got %d, %s)",
-        rr, strerror (errno));
+    ok (rr != 0 && errno == EOPNOTSUPP, "ibv_rereg_mr: fails, errno EOPNOTSUPP (got %d, %s)", rr,
+        strerror (errno));
     errno = 0;
     null_eop (ibv_reg_dmabuf_mr (pd, 0, 4096, 0, 0, IBV_ACCESS_LOCAL_WRITE),
               "ibv_reg_dmabuf_mr (dma-buf)");

@@ -34,8 +34,7 @@ static double now (void)
 
 /* Poll cq for up to 'secs'; count completions per QP; stop early once
  * 'want' arrived in total.  Returns the total. */
-static int poll_for (struct ibv_cq *cq, double secs, int want, struct ibv_wc *last,
-                     int *bad_status)
+static int poll_for (struct ibv_cq *cq, double secs, int want, struct ibv_wc *last, int *bad_status)
 {
     int n = 0;
     double end = now () + secs;
@@ -75,14 +74,15 @@ int main (int argc, char **argv)
     struct ibv_context *ctx = selfqp_open (&l, &pa);
     struct ibv_pd *pd = ibv_alloc_pd (ctx);
     struct ibv_mr *smr = pd ? ibv_reg_mr (pd, sbuf, sizeof (sbuf), 0) : NULL;
-    struct ibv_mr *rmr = pd ? ibv_reg_mr (pd, rbuf, sizeof (rbuf),
-                                          IBV_ACCESS_LOCAL_WRITE) : NULL;
+    struct ibv_mr *rmr = pd ? ibv_reg_mr (pd, rbuf, sizeof (rbuf), IBV_ACCESS_LOCAL_WRITE) : NULL;
     struct ibv_cq *scq = ibv_create_cq (ctx, 16, NULL, NULL, 0);
     struct ibv_cq *rcq = ibv_create_cq (ctx, 16, NULL, NULL, 0);
     if (!smr || !rmr || !scq || !rcq)
         BAIL_OUT ("pd/mr/cq: %s", strerror (errno));
     struct ibv_qp_init_attr ia = {
-        .send_cq = scq, .recv_cq = scq, .qp_type = IBV_QPT_RC,
+        .send_cq = scq,
+        .recv_cq = scq,
+        .qp_type = IBV_QPT_RC,
         .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
     };
     struct ibv_qp *a = ibv_create_qp (pd, &ia);
@@ -97,8 +97,12 @@ int main (int argc, char **argv)
     for (int i = 0; i < MSG; i++)
         sbuf[i] = (unsigned char)(i * 31 + 7);
     struct ibv_sge sg = { .addr = (uintptr_t)sbuf, .length = MSG, .lkey = smr->lkey };
-    struct ibv_send_wr swr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1,
-                               .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bs;
+    struct ibv_send_wr swr = { .wr_id = 1,
+                               .sg_list = &sg,
+                               .num_sge = 1,
+                               .opcode = IBV_WR_SEND,
+                               .send_flags = IBV_SEND_SIGNALED },
+                       *bs;
     ok (ibv_post_send (a, &swr, &bs) == 0, "A posts a SEND while B has no receive");
     ok (poll_for (scq, 0.3, 1, &wc, &bad) == 0, "it stays in RNR: no completion in 300 ms");
 
@@ -110,9 +114,9 @@ int main (int argc, char **argv)
     ok (ibv_post_recv (b, &rwr, &br) == 0, "B posts a receive after the rebuild");
     n = poll_for (rcq, 10, 1, &wc, &bad);
     ok (n == 1 && wc.wr_id == 10 && wc.byte_len == MSG && wc.qp_num == qb
-        && wc.status == IBV_WC_SUCCESS,
-        "B receives the message (%d completions, %u bytes, qp %u, the app's %u)",
-        n, n ? wc.byte_len : 0, n ? wc.qp_num : 0, qb);
+            && wc.status == IBV_WC_SUCCESS,
+        "B receives the message (%d completions, %u bytes, qp %u, the app's %u)", n,
+        n ? wc.byte_len : 0, n ? wc.qp_num : 0, qb);
     ok (memcmp (rbuf, sbuf, MSG) == 0, "its %d bytes are intact", MSG);
     n = poll_for (scq, 10, 1, &wc, &bad);
     ok (n == 1 && wc.wr_id == 1 && wc.qp_num == qa && wc.status == IBV_WC_SUCCESS,

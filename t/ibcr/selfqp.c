@@ -25,11 +25,10 @@ struct ibv_context *selfqp_open (struct ibv_device ***list, struct ibv_port_attr
 
 int selfqp_connect (struct ibv_qp *qp, uint16_t lid, uint32_t dqpn, unsigned access)
 {
-    struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-                             .qp_access_flags = access };
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = access };
 
-    if (ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                       | IBV_QP_ACCESS_FLAGS))
+    if (ibv_modify_qp (qp, &a,
+                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         return -1;
     memset (&a, 0, sizeof (a));
     a.qp_state = IBV_QPS_RTR;
@@ -40,18 +39,20 @@ int selfqp_connect (struct ibv_qp *qp, uint16_t lid, uint32_t dqpn, unsigned acc
     a.min_rnr_timer = 1;
     a.ah_attr.dlid = lid;
     a.ah_attr.port_num = 1;
-    if (ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN
-                       | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    if (ibv_modify_qp (qp, &a,
+                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN
+                           | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         return -1;
     memset (&a, 0, sizeof (a));
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 14;
     a.retry_cnt = 7;
-    a.rnr_retry = 7;            /* retry for ever: a SEND may wait in RNR */
+    a.rnr_retry = 7; /* retry for ever: a SEND may wait in RNR */
     a.sq_psn = 0;
     a.max_rd_atomic = 1;
-    return ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
-                          | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    return ibv_modify_qp (qp, &a,
+                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY
+                              | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 void selfqp_handshake (const char *ready, const char *go)

@@ -41,7 +41,7 @@
 #define MSG 64
 #define QKEY 0x11111111
 #define MAXMSG 1000
-#define NAH 4                       /* AHs per thread: service levels */
+#define NAH 4 /* AHs per thread: service levels */
 
 struct msg {
     uint32_t thr, seq;
@@ -68,14 +68,17 @@ static void fill (struct msg *m, uint32_t thr, uint32_t seq)
 static struct ibv_qp *ud_qp (struct ibv_cq *cq, uint32_t nrecv)
 {
     struct ibv_qp_init_attr ia = {
-        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
-        .cap = { .max_send_wr = 2 * NAH, .max_recv_wr = nrecv ? nrecv : 1,
-                 .max_send_sge = 1, .max_recv_sge = 1 },
+        .send_cq = cq,
+        .recv_cq = cq,
+        .qp_type = IBV_QPT_UD,
+        .cap = { .max_send_wr = 2 * NAH,
+                 .max_recv_wr = nrecv ? nrecv : 1,
+                 .max_send_sge = 1,
+                 .max_recv_sge = 1 },
     };
     struct ibv_qp *qp = ibv_create_qp (pd, &ia);
     struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
-    if (!qp || ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                              | IBV_QP_QKEY))
+    if (!qp || ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
         BAIL_OUT ("UD QP: %s", strerror (errno));
     a.qp_state = IBV_QPS_RTR;
     if (ibv_modify_qp (qp, &a, IBV_QP_STATE))
@@ -117,10 +120,13 @@ static void *send_main (void *arg)
         int k, n = nmsg - i < NAH ? nmsg - i : NAH;
         for (k = 0; k < n; k++) {
             fill (&s->buf[k], s->thr, (uint32_t)(i + k));
-            sg[k] = (struct ibv_sge){ .addr = (uintptr_t)&s->buf[k], .length = MSG,
+            sg[k] = (struct ibv_sge){ .addr = (uintptr_t)&s->buf[k],
+                                      .length = MSG,
                                       .lkey = s->mr->lkey };
-            wr[k] = (struct ibv_send_wr){ .wr_id = (uint64_t)(i + k), .sg_list = &sg[k],
-                                          .num_sge = 1, .opcode = IBV_WR_SEND,
+            wr[k] = (struct ibv_send_wr){ .wr_id = (uint64_t)(i + k),
+                                          .sg_list = &sg[k],
+                                          .num_sge = 1,
+                                          .opcode = IBV_WR_SEND,
                                           .send_flags = IBV_SEND_SIGNALED,
                                           .next = k + 1 < n ? &wr[k + 1] : NULL };
             wr[k].wr.ud.ah = s->ah[k];
@@ -185,7 +191,8 @@ int main (int argc, char **argv)
     rqpn = rq->qp_num;
     for (uint32_t i = 0; i < nrecv; i++) {
         struct ibv_sge sg = { .addr = (uintptr_t)(rbuf + i * (GRH + MSG)),
-                              .length = GRH + MSG, .lkey = rmr->lkey };
+                              .length = GRH + MSG,
+                              .lkey = rmr->lkey };
         struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sg, .num_sge = 1 }, *bad;
         if (ibv_post_recv (rq, &wr, &bad))
             BAIL_OUT ("post_recv: %s", strerror (errno));
@@ -197,7 +204,8 @@ int main (int argc, char **argv)
         if (!snd[t].cq || !snd[t].mr)
             BAIL_OUT ("sender %u: %s", t, strerror (errno));
         for (uint32_t k = 0; k < NAH; k++) {
-            struct ibv_ah_attr aa = { .dlid = pa.lid, .sl = (uint8_t)(t + NTHR * k),
+            struct ibv_ah_attr aa = { .dlid = pa.lid,
+                                      .sl = (uint8_t)(t + NTHR * k),
                                       .port_num = 1 };
             snd[t].ah[k] = ibv_create_ah (pd, &aa);
             if (!snd[t].ah[k])
@@ -221,8 +229,10 @@ int main (int argc, char **argv)
             BAIL_OUT ("pthread_create");
     for (uint32_t t = 0; t < NTHR; t++)
         pthread_join (snd[t].t, NULL);
-    ok (atomic_load (&errors) == 0, "%d threads on their own UD QPs: every send completed "
-        "%s", NTHR, flush ? "with a flush (QPs in error)" : "successfully");
+    ok (atomic_load (&errors) == 0,
+        "%d threads on their own UD QPs: every send completed "
+        "%s",
+        NTHR, flush ? "with a flush (QPs in error)" : "successfully");
     if (flush)
         goto out;
 
@@ -253,8 +263,8 @@ int main (int argc, char **argv)
     for (int t = 0; t < NTHR; t++)
         for (int i = 0; i < nmsg; i++)
             missing += !got[t][i];
-    ok (bad == 0 && dup == 0, "%d datagrams arrived intact and once (%d bad, %d twice)", n,
-        bad, dup);
+    ok (bad == 0 && dup == 0, "%d datagrams arrived intact and once (%d bad, %d twice)", n, bad,
+        dup);
     ok (missing == 0, "none of %d is missing (%d missing)", NTHR * nmsg, missing);
 out:
 

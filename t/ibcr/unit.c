@@ -39,8 +39,7 @@ static void test_map (void)
 /* idtab: ids spread over all three levels, including 0 and 2^32-1. */
 static void test_idtab (void)
 {
-    static const uint32_t ids[] = { 0, 1, 1023, 1024, 0xfffff, 0x100000, 0x12345678,
-                                    0xffffffff };
+    static const uint32_t ids[] = { 0, 1, 1023, 1024, 0xfffff, 0x100000, 0x12345678, 0xffffffff };
     const int n = sizeof (ids) / sizeof (ids[0]);
     struct idtab t;
     int bad = 0;
@@ -54,9 +53,10 @@ static void test_idtab (void)
             bad++;
     ok (bad == 0, "idtab: %d ids across the levels found", n);
     ok (idtab_get (&t, 2) == NULL && idtab_get (&t, 0x12345679) == NULL
-        && idtab_get (&t, 0xfffffffe) == NULL, "idtab: neighbours not put are absent");
+            && idtab_get (&t, 0xfffffffe) == NULL,
+        "idtab: neighbours not put are absent");
     idtab_del (&t, 0x12345678);
-    idtab_del (&t, 99);         /* absent: no-op */
+    idtab_del (&t, 99); /* absent: no-op */
     ok (idtab_get (&t, 0x12345678) == NULL && idtab_get (&t, 0xffffffff) == (void *)(uintptr_t)n,
         "idtab: del removes only its id");
     idtab_put (&t, 1, (void *)(uintptr_t)77);
@@ -73,8 +73,11 @@ static void test_wrlog (void)
     struct wrlog_rq rq;
     char buf[64] = "inline payload";
     struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 15, .lkey = 9 };
-    struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
-                              .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_INLINE };
+    struct ibv_send_wr wr = { .wr_id = 1,
+                              .sg_list = &sge,
+                              .num_sge = 1,
+                              .opcode = IBV_WR_SEND,
+                              .send_flags = IBV_SEND_INLINE };
     ok (wrlog_sq_init (&sq, 2, 2, 64) == 0, "send log made");
     int bad = 0;
     for (int i = 0; i < 10; i++) {
@@ -116,8 +119,8 @@ static void test_wrlog (void)
     wrlog_rq_fini (&rq);
 }
 
-static json_object *qp (int lid, int qpn, int plid, int pqpn, int posted, int done,
-                        int rmsg_done, int recv_done, int rq_avail, int head_recv)
+static json_object *qp (int lid, int qpn, int plid, int pqpn, int posted, int done, int rmsg_done,
+                        int recv_done, int rq_avail, int head_recv)
 {
     char s[512];
     snprintf (s, sizeof (s),
@@ -182,7 +185,7 @@ static void test_nsheap (void)
             short_usable++;
         memset (p[i], i & 0xff, len[i]);
     }
-    for (int i = 0; i < N; i += 2) {    /* free half, reallocate it */
+    for (int i = 0; i < N; i += 2) { /* free half, reallocate it */
         nsheap_free (p[i]);
         p[i] = nsheap_malloc (len[i]);
         if (p[i])
@@ -194,8 +197,10 @@ static void test_nsheap (void)
                 corrupt++;
                 break;
             }
-    ok (misaligned == 0 && short_usable == 0, "nsheap: %d blocks of 0..270000 bytes, "
-        "16-byte aligned, usable size at least asked", N);
+    ok (misaligned == 0 && short_usable == 0,
+        "nsheap: %d blocks of 0..270000 bytes, "
+        "16-byte aligned, usable size at least asked",
+        N);
     ok (corrupt == 0, "nsheap: no block overlaps another after frees and reuse");
     void *a = NULL;
     int rc = nsheap_memalign (&a, 4096, 100);

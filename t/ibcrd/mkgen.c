@@ -45,8 +45,8 @@ int main (int argc, char **argv)
 {
     static const struct option opts[] = {
         { "cluster", required_argument, NULL, 'c' }, { "uid", required_argument, NULL, 'u' },
-        { "gid", required_argument, NULL, 'g' }, { "tasks", required_argument, NULL, 't' },
-        { "bytes", required_argument, NULL, 'b' }, { "partial", no_argument, NULL, 'p' },
+        { "gid", required_argument, NULL, 'g' },     { "tasks", required_argument, NULL, 't' },
+        { "bytes", required_argument, NULL, 'b' },   { "partial", no_argument, NULL, 'p' },
         { "trigger", required_argument, NULL, 'r' }, { NULL, 0, NULL, 0 },
     };
     struct store st = { .cluster = "local" };
@@ -59,14 +59,29 @@ int main (int argc, char **argv)
 
     while ((ch = getopt_long (argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
-        case 'c': st.cluster = optarg; break;
-        case 'u': uid = atoi (optarg); break;
-        case 'g': gid = atoi (optarg); break;
-        case 't': tasks = atoi (optarg); break;
-        case 'b': bytes = strtoul (optarg, NULL, 10); break;
-        case 'p': partial = 1; break;
-        case 'r': trigger = optarg; break;
-        default: return 2;
+        case 'c':
+            st.cluster = optarg;
+            break;
+        case 'u':
+            uid = atoi (optarg);
+            break;
+        case 'g':
+            gid = atoi (optarg);
+            break;
+        case 't':
+            tasks = atoi (optarg);
+            break;
+        case 'b':
+            bytes = strtoul (optarg, NULL, 10);
+            break;
+        case 'p':
+            partial = 1;
+            break;
+        case 'r':
+            trigger = optarg;
+            break;
+        default:
+            return 2;
         }
     }
     if (argc - optind != 2) {

@@ -35,7 +35,8 @@ static json_object *body (const char *type, const char *node)
 int main (int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "munge-socket", required_argument, NULL, 'm' }, { NULL, 0, NULL, 0 },
+        { "munge-socket", required_argument, NULL, 'm' },
+        { NULL, 0, NULL, 0 },
     };
     const char *msock = NULL;
     struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -99,7 +100,8 @@ int main (int argc, char **argv)
             fprintf (stderr, "peermsg: unknown action %s\n", a);
             return 2;
         }
-        if (!env || proto_send (fd, env) < 0 || proto_recv_timeout (fd, 0, 10000, &rep) < 0 || !rep) {
+        if (!env || proto_send (fd, env) < 0 || proto_recv_timeout (fd, 0, 10000, &rep) < 0
+            || !rep) {
             fprintf (stderr, "peermsg: no reply to %s: %s\n", a, strerror (errno));
             return 1;
         }

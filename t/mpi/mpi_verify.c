@@ -47,9 +47,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define VERIFY_MAGIC   0x6962637276657269ull	/* "ibcrveri" */
-#define MAX_SIZES      16
-#define HDR_BYTES      ((int)sizeof(struct msg_hdr))
+#define VERIFY_MAGIC 0x6962637276657269ull /* "ibcrveri" */
+#define MAX_SIZES 16
+#define HDR_BYTES ((int)sizeof (struct msg_hdr))
 
 struct msg_hdr {
     uint64_t magic;
@@ -62,8 +62,7 @@ struct msg_hdr {
 static int rank, nranks;
 static char host[256];
 
-static void die (const char *fmt, ...)
-    __attribute__((format (printf, 1, 2), noreturn));
+static void die (const char *fmt, ...) __attribute__ ((format (printf, 1, 2), noreturn));
 
 static void die (const char *fmt, ...)
 {
@@ -102,8 +101,8 @@ static uint64_t mix (uint64_t *s)
 
 static uint64_t seed_of (int src, int dst, int iter, int size, int kind)
 {
-    return ((uint64_t)src << 48) ^ ((uint64_t)dst << 32) ^
-           ((uint64_t)iter << 8) ^ ((uint64_t)size << 20) ^ (uint64_t)kind;
+    return ((uint64_t)src << 48) ^ ((uint64_t)dst << 32) ^ ((uint64_t)iter << 8)
+        ^ ((uint64_t)size << 20) ^ (uint64_t)kind;
 }
 
 static void fill (unsigned char *p, size_t n, uint64_t seed)
@@ -132,8 +131,8 @@ static uint64_t csum (const unsigned char *p, size_t n)
 }
 
 /* A message of SIZE bytes in total (at least the header). */
-static void make_msg (unsigned char *buf, int size, int src, int dst,
-                      int iter, uint64_t seq, int kind)
+static void make_msg (unsigned char *buf, int size, int src, int dst, int iter, uint64_t seq,
+                      int kind)
 {
     struct msg_hdr h;
     int plen = size - HDR_BYTES;
@@ -149,24 +148,22 @@ static void make_msg (unsigned char *buf, int size, int src, int dst,
     memcpy (buf, &h, HDR_BYTES);
 }
 
-static void check_msg (const unsigned char *buf, unsigned char *want,
-                       int size, int src, int dst, int iter, uint64_t seq,
-                       int kind, const char *what)
+static void check_msg (const unsigned char *buf, unsigned char *want, int size, int src, int dst,
+                       int iter, uint64_t seq, int kind, const char *what)
 {
     struct msg_hdr h;
     int plen = size - HDR_BYTES;
 
     memcpy (&h, buf, HDR_BYTES);
-    if (h.magic != VERIFY_MAGIC || (int)h.src != src || (int)h.dst != dst ||
-        (int)h.iter != iter || (int)h.size != size)
+    if (h.magic != VERIFY_MAGIC || (int)h.src != src || (int)h.dst != dst || (int)h.iter != iter
+        || (int)h.size != size)
         die ("%s of %d bytes from rank %d, iteration %d: header says "
              "magic %#llx, from %u to %u, iteration %u, %u bytes",
-             what, size, src, iter, (unsigned long long)h.magic,
-             h.src, h.dst, h.iter, h.size);
+             what, size, src, iter, (unsigned long long)h.magic, h.src, h.dst, h.iter, h.size);
     if (h.seq != seq)
         die ("%s of %d bytes from rank %d: sequence number %llu, "
-             "expected %llu (lost, repeated or reordered)", what, size,
-             src, (unsigned long long)h.seq, (unsigned long long)seq);
+             "expected %llu (lost, repeated or reordered)",
+             what, size, src, (unsigned long long)h.seq, (unsigned long long)seq);
     fill (want, plen, seed_of (src, dst, iter, size, kind));
     if (memcmp (buf + HDR_BYTES, want, plen) != 0) {
         int k = 0;
@@ -174,12 +171,11 @@ static void check_msg (const unsigned char *buf, unsigned char *want,
         while (buf[HDR_BYTES + k] == want[k])
             k++;
         die ("%s of %d bytes from rank %d, iteration %d, seq %llu: "
-             "payload byte %d is %#x, expected %#x", what, size, src, iter,
-             (unsigned long long)seq, k, buf[HDR_BYTES + k], want[k]);
+             "payload byte %d is %#x, expected %#x",
+             what, size, src, iter, (unsigned long long)seq, k, buf[HDR_BYTES + k], want[k]);
     }
     if (csum (buf + HDR_BYTES, plen) != h.csum)
-        die ("%s of %d bytes from rank %d: checksum mismatch", what, size,
-             src);
+        die ("%s of %d bytes from rank %d: checksum mismatch", what, size, src);
 }
 
 /* One-sided traffic of iteration IT on WIN, whose local memory BASE is
@@ -194,9 +190,8 @@ static uint64_t acc_term (int src, int dst, int it, int j)
     return mix (&s) >> 12;
 }
 
-static uint64_t one_sided (MPI_Win win, unsigned char *base, int slot, int it,
-                           unsigned char **put, unsigned char **got,
-                           uint64_t *acc_in, unsigned char *want)
+static uint64_t one_sided (MPI_Win win, unsigned char *base, int slot, int it, unsigned char **put,
+                           unsigned char **got, uint64_t *acc_in, unsigned char *want)
 {
     uint64_t *acc = (uint64_t *)(base + (size_t)nranks * slot), n = 0;
 
@@ -208,13 +203,13 @@ static uint64_t one_sided (MPI_Win win, unsigned char *base, int slot, int it,
         if (p == rank)
             continue;
         make_msg (put[p], slot, rank, p, it, it, 5);
-        check_mpi (MPI_Put (put[p], slot, MPI_BYTE, p, (MPI_Aint)rank * slot,
-                            slot, MPI_BYTE, win), "MPI_Put");
+        check_mpi (MPI_Put (put[p], slot, MPI_BYTE, p, (MPI_Aint)rank * slot, slot, MPI_BYTE, win),
+                   "MPI_Put");
         for (int j = 0; j < NACC; j++)
             acc_in[(size_t)p * NACC + j] = acc_term (rank, p, it, j);
         check_mpi (MPI_Accumulate (acc_in + (size_t)p * NACC, NACC, MPI_UINT64_T, p,
-                                   (MPI_Aint)nranks * slot, NACC, MPI_UINT64_T,
-                                   MPI_SUM, win), "MPI_Accumulate");
+                                   (MPI_Aint)nranks * slot, NACC, MPI_UINT64_T, MPI_SUM, win),
+                   "MPI_Accumulate");
     }
     check_mpi (MPI_Win_fence (0, win), "MPI_Win_fence");
     for (int p = 0; p < nranks; p++) {
@@ -235,8 +230,9 @@ static uint64_t one_sided (MPI_Win win, unsigned char *base, int slot, int it,
     }
     for (int p = 0; p < nranks; p++)
         if (p != rank)
-            check_mpi (MPI_Get (got[p], slot, MPI_BYTE, p, (MPI_Aint)rank * slot, slot,
-                                MPI_BYTE, win), "MPI_Get");
+            check_mpi (
+                MPI_Get (got[p], slot, MPI_BYTE, p, (MPI_Aint)rank * slot, slot, MPI_BYTE, win),
+                "MPI_Get");
     check_mpi (MPI_Win_fence (0, win), "MPI_Win_fence");
     for (int p = 0; p < nranks; p++) {
         if (p == rank)
@@ -252,8 +248,7 @@ static int parse_sizes (const char *arg, int *sizes)
     char *copy = strdup (arg), *tok, *save = NULL;
     int n = 0;
 
-    for (tok = strtok_r (copy, ",", &save); tok;
-         tok = strtok_r (NULL, ",", &save)) {
+    for (tok = strtok_r (copy, ",", &save); tok; tok = strtok_r (NULL, ",", &save)) {
         long v = strtol (tok, NULL, 0);
         if (n == MAX_SIZES || v < HDR_BYTES || v > (1 << 28)) {
             free (copy);
@@ -294,8 +289,8 @@ int main (int argc, char **argv)
         case 's':
             nsizes = parse_sizes (optarg, sizes);
             if (nsizes <= 0)
-                die ("-s: sizes are %d to %d bytes, at most %d of them",
-                     HDR_BYTES, 1 << 28, MAX_SIZES);
+                die ("-s: sizes are %d to %d bytes, at most %d of them", HDR_BYTES, 1 << 28,
+                     MAX_SIZES);
             break;
         case 'q':
             quiet = 1;
@@ -345,8 +340,7 @@ int main (int argc, char **argv)
     ring_s = malloc (maxsize);
     ring_r = malloc (maxsize);
     bc = malloc (maxsize);
-    if (!sbuf || !rbuf || !sseq || !rseq || !req || !st || !want || !ring_s ||
-        !ring_r || !bc)
+    if (!sbuf || !rbuf || !sseq || !rseq || !req || !st || !want || !ring_s || !ring_r || !bc)
         die ("out of memory");
     for (int p = 0; p < nranks; p++)
         for (int k = 0; k < nsizes; k++) {
@@ -384,8 +378,7 @@ int main (int argc, char **argv)
             int more = until && rank == 0 && access (until, F_OK) != 0;
 
             if (until)
-                check_mpi (MPI_Bcast (&more, 1, MPI_INT, 0, MPI_COMM_WORLD),
-                           "MPI_Bcast");
+                check_mpi (MPI_Bcast (&more, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
             if (!more)
                 break;
         }
@@ -395,33 +388,30 @@ int main (int argc, char **argv)
             if (p == rank)
                 continue;
             for (int k = 0; k < nsizes; k++)
-                check_mpi (MPI_Irecv (rbuf[p * nsizes + k], sizes[k],
-                                      MPI_BYTE, p, k, MPI_COMM_WORLD,
-                                      &req[nreq++]), "MPI_Irecv");
+                check_mpi (MPI_Irecv (rbuf[p * nsizes + k], sizes[k], MPI_BYTE, p, k,
+                                      MPI_COMM_WORLD, &req[nreq++]),
+                           "MPI_Irecv");
         }
         for (int p = 0; p < nranks; p++) {
             if (p == rank)
                 continue;
             for (int k = 0; k < nsizes; k++) {
-                make_msg (sbuf[p * nsizes + k], sizes[k], rank, p, it,
-                          sseq[p]++, 0);
-                if (corrupt && rank == 1 && p == 0 && it == iters - 1 &&
-                    k == nsizes - 1)
+                make_msg (sbuf[p * nsizes + k], sizes[k], rank, p, it, sseq[p]++, 0);
+                if (corrupt && rank == 1 && p == 0 && it == iters - 1 && k == nsizes - 1)
                     sbuf[p * nsizes + k][sizes[k] - 1] ^= 0x20;
-                check_mpi (MPI_Isend (sbuf[p * nsizes + k], sizes[k],
-                                      MPI_BYTE, p, k, MPI_COMM_WORLD,
-                                      &req[nreq++]), "MPI_Isend");
+                check_mpi (MPI_Isend (sbuf[p * nsizes + k], sizes[k], MPI_BYTE, p, k,
+                                      MPI_COMM_WORLD, &req[nreq++]),
+                           "MPI_Isend");
             }
         }
-        check_mpi (MPI_Waitall (nreq, req, st),
-                   "MPI_Waitall");
+        check_mpi (MPI_Waitall (nreq, req, st), "MPI_Waitall");
         /* same-tag messages of a pair are matched in order: seq too */
         for (int p = 0; p < nranks; p++) {
             if (p == rank)
                 continue;
             for (int k = 0; k < nsizes; k++) {
-                check_msg (rbuf[p * nsizes + k], want, sizes[k], p, rank,
-                           it, rseq[p]++, 0, "message");
+                check_msg (rbuf[p * nsizes + k], want, sizes[k], p, rank, it, rseq[p]++, 0,
+                           "message");
                 msgs++;
                 bytes += sizes[k];
             }
@@ -432,12 +422,10 @@ int main (int argc, char **argv)
             int to = (rank + 1) % nranks, from = (rank + nranks - 1) % nranks;
 
             make_msg (ring_s, maxsize, rank, to, it, sseq[to]++, 1);
-            check_mpi (MPI_Sendrecv (ring_s, maxsize, MPI_BYTE, to, 100,
-                                     ring_r, maxsize, MPI_BYTE, from, 100,
-                                     MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+            check_mpi (MPI_Sendrecv (ring_s, maxsize, MPI_BYTE, to, 100, ring_r, maxsize, MPI_BYTE,
+                                     from, 100, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
                        "MPI_Sendrecv");
-            check_msg (ring_r, want, maxsize, from, rank, it, rseq[from]++,
-                       1, "ring message");
+            check_msg (ring_r, want, maxsize, from, rank, it, rseq[from]++, 1, "ring message");
             msgs++;
             bytes += maxsize;
         }
@@ -448,8 +436,7 @@ int main (int argc, char **argv)
 
             if (rank == root)
                 make_msg (bc, maxsize, root, -1, it, it, 2);
-            check_mpi (MPI_Bcast (bc, maxsize, MPI_BYTE, root,
-                                  MPI_COMM_WORLD), "MPI_Bcast");
+            check_mpi (MPI_Bcast (bc, maxsize, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
             check_msg (bc, want, maxsize, root, -1, it, it, 2, "broadcast");
             bytes += maxsize;
         }
@@ -463,8 +450,8 @@ int main (int argc, char **argv)
                 uint64_t s = seed_of (rank, 0, it, j, 3);
                 in[j] = mix (&s) >> 8;
             }
-            check_mpi (MPI_Allreduce (in, out, NRED, MPI_UINT64_T, MPI_SUM,
-                                      MPI_COMM_WORLD), "MPI_Allreduce");
+            check_mpi (MPI_Allreduce (in, out, NRED, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD),
+                       "MPI_Allreduce");
             for (int j = 0; j < NRED; j++) {
                 uint64_t sum = 0;
 
@@ -474,9 +461,8 @@ int main (int argc, char **argv)
                 }
                 if (out[j] != sum)
                     die ("MPI_Allreduce iteration %d: element %d is %llu, "
-                         "expected %llu", it, j,
-                         (unsigned long long)out[j],
-                         (unsigned long long)sum);
+                         "expected %llu",
+                         it, j, (unsigned long long)out[j], (unsigned long long)sum);
             }
             bytes += sizeof (out);
         }
@@ -490,14 +476,15 @@ int main (int argc, char **argv)
                     a_in[2 * p] = ((uint64_t)rank << 32) | (uint64_t)p;
                     a_in[2 * p + 1] = seed_of (rank, p, it, 0, 4);
                 }
-                check_mpi (MPI_Alltoall (a_in, 2, MPI_UINT64_T, a_out, 2,
-                                         MPI_UINT64_T, MPI_COMM_WORLD),
-                           "MPI_Alltoall");
+                check_mpi (
+                    MPI_Alltoall (a_in, 2, MPI_UINT64_T, a_out, 2, MPI_UINT64_T, MPI_COMM_WORLD),
+                    "MPI_Alltoall");
                 for (int p = 0; p < nranks; p++)
                     if (a_out[2 * p] != (((uint64_t)p << 32) | (uint64_t)rank)
                         || a_out[2 * p + 1] != seed_of (p, rank, it, 0, 4))
                         die ("MPI_Alltoall iteration %d: the block from "
-                             "rank %d is wrong", it, p);
+                             "rank %d is wrong",
+                             it, p);
             }
         }
 
@@ -509,8 +496,8 @@ int main (int argc, char **argv)
     check_mpi (MPI_Barrier (MPI_COMM_WORLD), "MPI_Barrier");
     if (!quiet) {
         printf ("rank %d of %d on %s: %d iterations, %llu messages, "
-                "%llu bytes verified\n", rank, nranks, host, iters,
-                (unsigned long long)msgs, (unsigned long long)bytes);
+                "%llu bytes verified\n",
+                rank, nranks, host, iters, (unsigned long long)msgs, (unsigned long long)bytes);
         fflush (stdout);
     }
     if (rma)
@@ -518,18 +505,15 @@ int main (int argc, char **argv)
     mine[0] = msgs;
     mine[1] = bytes;
     mine[2] = rmas;
-    check_mpi (MPI_Reduce (mine, tot, 3, MPI_UINT64_T, MPI_SUM, 0,
-                           MPI_COMM_WORLD), "MPI_Reduce");
+    check_mpi (MPI_Reduce (mine, tot, 3, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
     if (rank == 0) {
-        uint64_t want_msgs = (uint64_t)iters * nranks *
-                             ((uint64_t)(nranks - 1) * nsizes +
-                              (nranks > 1 ? 1 : 0));
+        uint64_t want_msgs =
+            (uint64_t)iters * nranks * ((uint64_t)(nranks - 1) * nsizes + (nranks > 1 ? 1 : 0));
 
         uint64_t want_rma = rma ? (uint64_t)iters * nranks * 3 * (uint64_t)(nranks - 1) : 0;
 
         if (tot[0] != want_msgs)
-            die ("%llu messages verified in all, expected %llu",
-                 (unsigned long long)tot[0],
+            die ("%llu messages verified in all, expected %llu", (unsigned long long)tot[0],
                  (unsigned long long)want_msgs);
         if (tot[2] != want_rma)
             die ("%llu one-sided transfers verified in all, expected %llu",
@@ -540,8 +524,8 @@ int main (int argc, char **argv)
             if (*c == '\t')
                 *c = ' ';
         printf ("mpi_verify: OK %d ranks, %d iterations, %llu messages, "
-                "%llu bytes, %llu one-sided (%s)\n", nranks, iters,
-                (unsigned long long)tot[0], (unsigned long long)tot[1],
+                "%llu bytes, %llu one-sided (%s)\n",
+                nranks, iters, (unsigned long long)tot[0], (unsigned long long)tot[1],
                 (unsigned long long)tot[2], lib);
         fflush (stdout);
     }

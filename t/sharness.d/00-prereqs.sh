@@ -28,6 +28,7 @@
 #               job's owner) and IBCR_USER2/IBCR_UID2/IBCR_GID2 (ibcr-user2,
 #               another user, hostile in security tests) are exported
 #     GDB       gdb
+#     CLANG_FORMAT  clang-format (the tree's style check, t0006)
 #     SCRIPT    script (util-linux: a program on a terminal)
 #     MUNGE     munged, mungekey, unmunge
 #   and what the build tree has built (make; make check builds the rest):
@@ -89,7 +90,7 @@ ibcr_prereq_ok() {
 }
 
 ibcr_prereq_why() {
-	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH HPCC SOFTIBDEV GDB SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT MPIBUILT VERIFY_OPENMPI VERIFY_MPICH TSAN)}\""
+	eval "printf '%s\n' \"\${ibcr_prereq_why_$1:-unknown prerequisite $1 (known: ROOT CRIU SLURM NETNS PERFTEST IBVUTILS PYTHON3 OTHERS USERS PYCRIU UCX OPENMPI MPICH HPCC SOFTIBDEV GDB CLANG_FORMAT SCRIPT MUNGE IBCRD WATCH SOFTIB LIBIBCR BUILT MPIBUILT VERIFY_OPENMPI VERIFY_MPICH TSAN)}\""
 }
 
 # ibcr_prereq_cmds_ NAME CMD...: NAME is present when every CMD is found.
@@ -187,6 +188,7 @@ ibcr_prereq_check_() {
 		ibcr_prereq_set_ SOFTIBDEV
 	fi
 	ibcr_prereq_cmds_ GDB gdb
+	ibcr_prereq_cmds_ CLANG_FORMAT clang-format
 	ibcr_prereq_cmds_ SCRIPT script
 	ibcr_prereq_cmds_ MUNGE munged mungekey unmunge
 	ibcr_prereq_built_ IBCRD ibcrd/ibcrd

@@ -27,12 +27,16 @@ static struct vw_dev dev;
 static struct vw_pair pairs[NPAIR];
 static uint64_t *counter, *results;
 static struct ibv_mr *cmr, *rmr;
-static int failures;    /* atomic */
+static int failures; /* atomic */
 
-struct job { int t; enum ibv_wr_opcode op; uint64_t cas_tries; };
+struct job {
+    int t;
+    enum ibv_wr_opcode op;
+    uint64_t cas_tries;
+};
 
-static int post_atomic (int t, enum ibv_wr_opcode op, uint64_t id, uint64_t *res,
-                        uint64_t cmp, uint64_t swp)
+static int post_atomic (int t, enum ibv_wr_opcode op, uint64_t id, uint64_t *res, uint64_t cmp,
+                        uint64_t swp)
 {
     struct ibv_sge sge = { (uintptr_t)res, 8, rmr->lkey };
     struct ibv_send_wr wr, *bad;
@@ -59,13 +63,13 @@ static void *fadd_thread (void *arg)
 
     while (done < NOPS) {
         while (posted < NOPS && posted - done < WINDOW) {
-            if (post_atomic (j->t, IBV_WR_ATOMIC_FETCH_AND_ADD, (uint64_t)posted,
-                             &res[posted], 0, 0))
+            if (post_atomic (j->t, IBV_WR_ATOMIC_FETCH_AND_ADD, (uint64_t)posted, &res[posted], 0,
+                             0))
                 goto fail;
             posted++;
         }
-        if (vw_cq_wait (pairs[j->t].cq[0], &wc, 5000) != 1
-            || wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)done) {
+        if (vw_cq_wait (pairs[j->t].cq[0], &wc, 5000) != 1 || wc.status != IBV_WC_SUCCESS
+            || wc.wr_id != (uint64_t)done) {
             diag ("thread %d: completion %d failed (%s)", j->t, done,
                   ibv_wc_status_str (wc.status));
             goto fail;
@@ -90,8 +94,8 @@ static void *cas_thread (void *arg)
     for (int won = 0; won < NOPS;) {
         uint64_t got;
         if (post_atomic (j->t, IBV_WR_ATOMIC_CMP_AND_SWP, id, &res[won], guess, guess + 1)
-            || vw_cq_wait (pairs[j->t].cq[0], &wc, 5000) != 1
-            || wc.status != IBV_WC_SUCCESS || wc.wr_id != id) {
+            || vw_cq_wait (pairs[j->t].cq[0], &wc, 5000) != 1 || wc.status != IBV_WC_SUCCESS
+            || wc.wr_id != id) {
             __atomic_add_fetch (&failures, 1, __ATOMIC_SEQ_CST);
             return NULL;
         }
@@ -102,7 +106,7 @@ static void *cas_thread (void *arg)
             won++;
             guess = got + 1;
         } else {
-            guess = got;    /* lost the race: retry from what is there */
+            guess = got; /* lost the race: retry from what is there */
         }
     }
     return NULL;
@@ -121,9 +125,10 @@ static void check (const char *what, uint64_t total)
             dup++;
     }
     ok (failures == 0, "%s: every operation completed successfully", what);
-    ok (dup == 0 && out == 0, "%s: returned values are %llu distinct, in range "
-        "(%llu duplicates, %llu out of range)", what, (unsigned long long)total,
-        (unsigned long long)dup, (unsigned long long)out);
+    ok (dup == 0 && out == 0,
+        "%s: returned values are %llu distinct, in range "
+        "(%llu duplicates, %llu out of range)",
+        what, (unsigned long long)total, (unsigned long long)dup, (unsigned long long)out);
     ok (v == INIT + total, "%s: the counter ends at init + %llu (off by %lld)", what,
         (unsigned long long)total, (long long)(v - INIT - total));
     free (seen);
@@ -140,18 +145,18 @@ static void run (enum ibv_wr_opcode op)
     memset (results, 0, sizeof (uint64_t) * NPAIR * NOPS);
     for (int t = 0; t < NPAIR; t++) {
         jobs[t] = (struct job){ t, op, 0 };
-        pthread_create (&tid[t], NULL, op == IBV_WR_ATOMIC_FETCH_AND_ADD
-                                       ? fadd_thread : cas_thread, &jobs[t]);
+        pthread_create (&tid[t], NULL, op == IBV_WR_ATOMIC_FETCH_AND_ADD ? fadd_thread : cas_thread,
+                        &jobs[t]);
     }
     for (int t = 0; t < NPAIR; t++) {
         pthread_join (tid[t], NULL);
         tries += jobs[t].cas_tries;
     }
     if (op == IBV_WR_ATOMIC_CMP_AND_SWP)
-        diag ("%llu CMP_AND_SWP for %d increments (contention)",
-              (unsigned long long)tries, NPAIR * NOPS);
+        diag ("%llu CMP_AND_SWP for %d increments (contention)", (unsigned long long)tries,
+              NPAIR * NOPS);
     check (op == IBV_WR_ATOMIC_FETCH_AND_ADD ? "FETCH_AND_ADD from 4 QPs"
-                                            : "CMP_AND_SWP increments from 4 QPs",
+                                             : "CMP_AND_SWP increments from 4 QPs",
            (uint64_t)NPAIR * NOPS);
 }
 
@@ -168,8 +173,8 @@ int main (void)
     }
     if (posix_memalign ((void **)&counter, 4096, 4096) != 0
         || posix_memalign ((void **)&results, 4096, sizeof (uint64_t) * NPAIR * NOPS) != 0
-        || !(cmr = ibv_reg_mr (dev.pd, counter, 4096, IBV_ACCESS_LOCAL_WRITE
-                               | IBV_ACCESS_REMOTE_ATOMIC))
+        || !(cmr = ibv_reg_mr (dev.pd, counter, 4096,
+                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC))
         || !(rmr = ibv_reg_mr (dev.pd, results, sizeof (uint64_t) * NPAIR * NOPS,
                                IBV_ACCESS_LOCAL_WRITE)))
         BAIL_OUT ("memory: %s", strerror (errno));

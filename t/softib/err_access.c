@@ -27,9 +27,9 @@ struct acase {
     const char *name;
     enum ibv_wr_opcode op;
     enum target target;
-    long off;                   /* from the target MR's start */
+    long off; /* from the target MR's start */
     uint32_t len;
-    int qp_access;              /* responder QP's access flags; 0 = all */
+    int qp_access; /* responder QP's access flags; 0 = all */
     enum ibv_wc_status want;
 };
 
@@ -45,27 +45,43 @@ static struct ibv_mr *local_mr;
 static const struct acase cases[] = {
     /* controls: the same memory is reachable when the request is valid */
     { "valid RDMA WRITE", IBV_WR_RDMA_WRITE, T_FULL, 0, 64, 0, IBV_WC_SUCCESS },
-    { "RDMA WRITE ending on the MR's last byte", IBV_WR_RDMA_WRITE, T_FULL, MR_LEN - 64, 64, 0, IBV_WC_SUCCESS },
+    { "RDMA WRITE ending on the MR's last byte", IBV_WR_RDMA_WRITE, T_FULL, MR_LEN - 64, 64, 0,
+      IBV_WC_SUCCESS },
     { "valid RDMA READ", IBV_WR_RDMA_READ, T_FULL, 128, 64, 0, IBV_WC_SUCCESS },
     { "valid FETCH_AND_ADD", IBV_WR_ATOMIC_FETCH_AND_ADD, T_FULL, 256, 8, 0, IBV_WC_SUCCESS },
-    { "valid CMP_AND_SWP (its compare fails)", IBV_WR_ATOMIC_CMP_AND_SWP, T_FULL, MR_LEN - 8, 8, 0, IBV_WC_SUCCESS },
+    { "valid CMP_AND_SWP (its compare fails)", IBV_WR_ATOMIC_CMP_AND_SWP, T_FULL, MR_LEN - 8, 8, 0,
+      IBV_WC_SUCCESS },
     /* bad rkey */
-    { "RDMA WRITE with an unknown rkey", IBV_WR_RDMA_WRITE, T_BOGUS, 0, 64, 0, IBV_WC_REM_ACCESS_ERR },
-    { "RDMA READ with an unknown rkey", IBV_WR_RDMA_READ, T_BOGUS, 0, 64, 0, IBV_WC_REM_ACCESS_ERR },
-    { "FETCH_AND_ADD with an unknown rkey", IBV_WR_ATOMIC_FETCH_AND_ADD, T_BOGUS, 0, 8, 0, IBV_WC_REM_ACCESS_ERR },
-    { "CMP_AND_SWP with an unknown rkey", IBV_WR_ATOMIC_CMP_AND_SWP, T_BOGUS, 0, 8, 0, IBV_WC_REM_ACCESS_ERR },
-    { "RDMA WRITE with a deregistered MR's rkey", IBV_WR_RDMA_WRITE, T_DEREG, 0, 64, 0, IBV_WC_REM_ACCESS_ERR },
+    { "RDMA WRITE with an unknown rkey", IBV_WR_RDMA_WRITE, T_BOGUS, 0, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "RDMA READ with an unknown rkey", IBV_WR_RDMA_READ, T_BOGUS, 0, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "FETCH_AND_ADD with an unknown rkey", IBV_WR_ATOMIC_FETCH_AND_ADD, T_BOGUS, 0, 8, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "CMP_AND_SWP with an unknown rkey", IBV_WR_ATOMIC_CMP_AND_SWP, T_BOGUS, 0, 8, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "RDMA WRITE with a deregistered MR's rkey", IBV_WR_RDMA_WRITE, T_DEREG, 0, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
     /* out of bounds */
-    { "RDMA WRITE crossing the MR's end", IBV_WR_RDMA_WRITE, T_FULL, MR_LEN - 8, 64, 0, IBV_WC_REM_ACCESS_ERR },
-    { "RDMA WRITE starting before the MR", IBV_WR_RDMA_WRITE, T_FULL, -64, 64, 0, IBV_WC_REM_ACCESS_ERR },
-    { "RDMA WRITE one byte past the MR's end", IBV_WR_RDMA_WRITE, T_FULL, MR_LEN - 63, 64, 0, IBV_WC_REM_ACCESS_ERR },
-    { "RDMA READ crossing the MR's end", IBV_WR_RDMA_READ, T_FULL, MR_LEN - 8, 64, 0, IBV_WC_REM_ACCESS_ERR },
-    { "FETCH_AND_ADD just past the MR's end", IBV_WR_ATOMIC_FETCH_AND_ADD, T_FULL, MR_LEN, 8, 0, IBV_WC_REM_ACCESS_ERR },
+    { "RDMA WRITE crossing the MR's end", IBV_WR_RDMA_WRITE, T_FULL, MR_LEN - 8, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "RDMA WRITE starting before the MR", IBV_WR_RDMA_WRITE, T_FULL, -64, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "RDMA WRITE one byte past the MR's end", IBV_WR_RDMA_WRITE, T_FULL, MR_LEN - 63, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "RDMA READ crossing the MR's end", IBV_WR_RDMA_READ, T_FULL, MR_LEN - 8, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "FETCH_AND_ADD just past the MR's end", IBV_WR_ATOMIC_FETCH_AND_ADD, T_FULL, MR_LEN, 8, 0,
+      IBV_WC_REM_ACCESS_ERR },
     /* missing rights on the MR */
-    { "RDMA WRITE to an MR without REMOTE_WRITE", IBV_WR_RDMA_WRITE, T_NOWRITE, 0, 64, 0, IBV_WC_REM_ACCESS_ERR },
-    { "RDMA READ from an MR without REMOTE_READ", IBV_WR_RDMA_READ, T_NOREAD, 0, 64, 0, IBV_WC_REM_ACCESS_ERR },
-    { "FETCH_AND_ADD on an MR without REMOTE_ATOMIC", IBV_WR_ATOMIC_FETCH_AND_ADD, T_NOATOMIC, 0, 8, 0, IBV_WC_REM_ACCESS_ERR },
-    { "CMP_AND_SWP on an MR without REMOTE_ATOMIC", IBV_WR_ATOMIC_CMP_AND_SWP, T_NOATOMIC, 0, 8, 0, IBV_WC_REM_ACCESS_ERR },
+    { "RDMA WRITE to an MR without REMOTE_WRITE", IBV_WR_RDMA_WRITE, T_NOWRITE, 0, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "RDMA READ from an MR without REMOTE_READ", IBV_WR_RDMA_READ, T_NOREAD, 0, 64, 0,
+      IBV_WC_REM_ACCESS_ERR },
+    { "FETCH_AND_ADD on an MR without REMOTE_ATOMIC", IBV_WR_ATOMIC_FETCH_AND_ADD, T_NOATOMIC, 0, 8,
+      0, IBV_WC_REM_ACCESS_ERR },
+    { "CMP_AND_SWP on an MR without REMOTE_ATOMIC", IBV_WR_ATOMIC_CMP_AND_SWP, T_NOATOMIC, 0, 8, 0,
+      IBV_WC_REM_ACCESS_ERR },
     /* missing rights on the responder QP */
     { "RDMA WRITE to a QP without REMOTE_WRITE", IBV_WR_RDMA_WRITE, T_FULL, 0, 64,
       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, IBV_WC_REM_ACCESS_ERR },
@@ -89,8 +105,7 @@ static int targets_intact (void)
     for (int t = 0; t < T_NTARGET; t++)
         for (int i = 0; mem[t] && i < MR_LEN; i++)
             if (mem[t][i] != (uint8_t)(0x3c + t)) {
-                diag ("target %d byte %d is 0x%02x, expected 0x%02x", t, i,
-                      mem[t][i], 0x3c + t);
+                diag ("target %d byte %d is 0x%02x, expected 0x%02x", t, i, mem[t][i], 0x3c + t);
                 return 0;
             }
     return 1;
@@ -119,12 +134,12 @@ static int success_effect (const struct acase *c)
         /* vw_post1 adds 1; the old value comes back to local[0..7]. */
         memcpy (&v, tgt, 8);
         return v == 0x3c3c3c3c3c3c3c3cULL + 1
-               && memcmp (local, "\x3c\x3c\x3c\x3c\x3c\x3c\x3c\x3c", 8) == 0;
+            && memcmp (local, "\x3c\x3c\x3c\x3c\x3c\x3c\x3c\x3c", 8) == 0;
     case IBV_WR_ATOMIC_CMP_AND_SWP:
         /* compare 1 fails against 0x3c..: memory unchanged, old value back */
         memcpy (&v, tgt, 8);
         return v == 0x3c3c3c3c3c3c3c3cULL
-               && memcmp (local, "\x3c\x3c\x3c\x3c\x3c\x3c\x3c\x3c", 8) == 0;
+            && memcmp (local, "\x3c\x3c\x3c\x3c\x3c\x3c\x3c\x3c", 8) == 0;
     default:
         return 0;
     }
@@ -150,8 +165,8 @@ static void run_case (const struct acase *c)
     }
     fill_targets ();
     raddr = (uint64_t)(uintptr_t)(mem[c->target] ? mem[c->target] : mem[T_FULL]) + (uint64_t)c->off;
-    rc = vw_post1 (p.qp[0], c->op, 1, local, c->len, local_mr->lkey, raddr,
-                   rkey[c->target], IBV_SEND_SIGNALED);
+    rc = vw_post1 (p.qp[0], c->op, 1, local, c->len, local_mr->lkey, raddr, rkey[c->target],
+                   IBV_SEND_SIGNALED);
     if (!ok (rc == 0, "%s: ibv_post_send accepts it", c->name)) {
         diag ("ibv_post_send returned %d (%s)", rc, strerror (rc));
         vw_pair_destroy (&p);
@@ -163,10 +178,10 @@ static void run_case (const struct acase *c)
         vw_pair_destroy (&p);
         return;
     }
-    if (!ok (wc.status == c->want && wc.wr_id == 1, "%s: completes with %s",
-             c->name, ibv_wc_status_str (c->want)))
-        diag ("got status %s (%d), wr_id %llu", ibv_wc_status_str (wc.status),
-              wc.status, (unsigned long long)wc.wr_id);
+    if (!ok (wc.status == c->want && wc.wr_id == 1, "%s: completes with %s", c->name,
+             ibv_wc_status_str (c->want)))
+        diag ("got status %s (%d), wr_id %llu", ibv_wc_status_str (wc.status), wc.status,
+              (unsigned long long)wc.wr_id);
     if (c->want == IBV_WC_SUCCESS) {
         ok (success_effect (c), "%s: had its effect on memory", c->name);
         vw_pair_destroy (&p);
@@ -179,8 +194,7 @@ static void run_case (const struct acase *c)
     if (c->op == IBV_WR_RDMA_READ)
         ok (local_intact (), "%s: nothing was read into the local buffer", c->name);
     /* Later work on the failed QP must flush, not vanish or succeed. */
-    rc = vw_post1 (p.qp[0], IBV_WR_SEND, 2, local, 8, local_mr->lkey, 0, 0,
-                   IBV_SEND_SIGNALED);
+    rc = vw_post1 (p.qp[0], IBV_WR_SEND, 2, local, 8, local_mr->lkey, 0, 0, IBV_SEND_SIGNALED);
     got = rc == 0 ? vw_cq_wait (p.cq[0], &wc, WAIT_MS) : 0;
     if (!ok (rc == 0 && got == 1 && wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 2,
              "%s: a SEND posted afterwards completes with WR_FLUSH_ERR", c->name))
@@ -222,9 +236,8 @@ static void lkey_check (void)
         ok (0, "bad lkey: set up a pair: %s", err);
         return;
     }
-    rc = vw_post1 (p.qp[0], IBV_WR_RDMA_WRITE, 7, local, 64,
-                   local_mr->lkey ^ 0x5a5a5a00u, (uintptr_t)mem[T_FULL],
-                   rkey[T_FULL], IBV_SEND_SIGNALED);
+    rc = vw_post1 (p.qp[0], IBV_WR_RDMA_WRITE, 7, local, 64, local_mr->lkey ^ 0x5a5a5a00u,
+                   (uintptr_t)mem[T_FULL], rkey[T_FULL], IBV_SEND_SIGNALED);
     got = rc == 0 ? vw_cq_wait (p.cq[0], &wc, WAIT_MS) : 0;
     if (!ok (rc != 0 || (got == 1 && wc.status == IBV_WC_LOC_PROT_ERR),
              "RDMA WRITE from a bad lkey fails (LOC_PROT_ERR or refused at post)"))
@@ -251,8 +264,7 @@ static void local_write_check (void)
         BAIL_OUT ("pair: %s", err);
     rc = vw_recv1 (p.qp[1], 9, ro, 64, romr->lkey);
     if (rc == 0)
-        rc = vw_post1 (p.qp[0], IBV_WR_SEND, 8, local, 64, local_mr->lkey, 0, 0,
-                       IBV_SEND_SIGNALED);
+        rc = vw_post1 (p.qp[0], IBV_WR_SEND, 8, local, 64, local_mr->lkey, 0, 0, IBV_SEND_SIGNALED);
     got = rc == 0 ? vw_cq_wait (p.cq[1], &wc, WAIT_MS) : 0;
     if (!ok (rc != 0 || (got == 1 && wc.status == IBV_WC_LOC_PROT_ERR && wc.wr_id == 9),
              "a SEND into a receive buffer without LOCAL_WRITE: LOC_PROT_ERR "
@@ -262,8 +274,7 @@ static void local_write_check (void)
     got = rc == 0 ? vw_cq_wait (p.cq[0], &wc, WAIT_MS) : 0;
     if (!ok (rc != 0 || (got == 1 && wc.status != IBV_WC_SUCCESS && wc.wr_id == 8),
              "and the SEND fails on the sender"))
-        diag ("completion %d, status %s", got,
-              got == 1 ? ibv_wc_status_str (wc.status) : "-");
+        diag ("completion %d, status %s", got, got == 1 ? ibv_wc_status_str (wc.status) : "-");
     else if (got == 1)
         diag ("the sender got %s", ibv_wc_status_str (wc.status));
     ok (memcmp (ro, "\0\0\0\0\0\0\0\0", 8) == 0, "the read-only buffer is untouched");
@@ -273,8 +284,8 @@ static void local_write_check (void)
         || vw_pair_connect (&p, NULL, NULL, err, sizeof (err)) < 0)
         BAIL_OUT ("pair: %s", err);
     fill_targets ();
-    rc = vw_post1 (p.qp[0], IBV_WR_RDMA_READ, 10, ro, 64, romr->lkey,
-                   (uintptr_t)mem[T_FULL], rkey[T_FULL], IBV_SEND_SIGNALED);
+    rc = vw_post1 (p.qp[0], IBV_WR_RDMA_READ, 10, ro, 64, romr->lkey, (uintptr_t)mem[T_FULL],
+                   rkey[T_FULL], IBV_SEND_SIGNALED);
     got = rc == 0 ? vw_cq_wait (p.cq[0], &wc, WAIT_MS) : 0;
     if (!ok (rc != 0 || (got == 1 && wc.status == IBV_WC_LOC_PROT_ERR && wc.wr_id == 10),
              "an RDMA READ into an MR without LOCAL_WRITE: LOC_PROT_ERR"))

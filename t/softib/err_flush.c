@@ -30,8 +30,8 @@ static void to_err (struct ibv_qp *qp)
 }
 
 /* Expect n completions on cq, wr_ids first..first+n-1, all flushed. */
-static void expect_flush (struct ibv_cq *cq, struct ibv_qp *qp, uint64_t first,
-                          int n, const char *what)
+static void expect_flush (struct ibv_cq *cq, struct ibv_qp *qp, uint64_t first, int n,
+                          const char *what)
 {
     struct ibv_wc wc;
     int got = 0, good = 0;
@@ -42,8 +42,7 @@ static void expect_flush (struct ibv_cq *cq, struct ibv_qp *qp, uint64_t first,
             good++;
         else
             diag ("%s: completion %d: status %s wr_id %llu qpn %u", what, got,
-                  ibv_wc_status_str (wc.status), (unsigned long long)wc.wr_id,
-                  wc.qp_num);
+                  ibv_wc_status_str (wc.status), (unsigned long long)wc.wr_id, wc.qp_num);
         got++;
     }
     ok (got == n && good == n, "%s: %d of %d flushed in order", what, good, n);
@@ -73,8 +72,7 @@ static void posted_receives (void)
     ok (vw_recv1 (p.qp[1], 200, buf, 64, mr->lkey) == 0,
         "ibv_post_recv on a QP in ERR is accepted");
     expect_flush (p.cq[1], p.qp[1], 200, 1, "a receive posted in ERR");
-    ok (vw_post1 (p.qp[1], IBV_WR_SEND, 300, buf, 8, mr->lkey, 0, 0,
-                  IBV_SEND_SIGNALED) == 0,
+    ok (vw_post1 (p.qp[1], IBV_WR_SEND, 300, buf, 8, mr->lkey, 0, 0, IBV_SEND_SIGNALED) == 0,
         "ibv_post_send on a QP in ERR is accepted");
     expect_flush (p.cq[1], p.qp[1], 300, 1, "a SEND posted in ERR");
     vw_pair_destroy (&p);
@@ -82,15 +80,14 @@ static void posted_receives (void)
 
 static void stuck_sends (void)
 {
-    struct vw_pair p = make_pair (NULL, NULL);      /* rnr_retry 7 */
+    struct vw_pair p = make_pair (NULL, NULL); /* rnr_retry 7 */
     struct ibv_wc wc;
 
     for (int i = 0; i < 3; i++)
-        if (vw_post1 (p.qp[0], IBV_WR_SEND, 400 + (uint64_t)i, buf, 8, mr->lkey,
-                      0, 0, IBV_SEND_SIGNALED))
+        if (vw_post1 (p.qp[0], IBV_WR_SEND, 400 + (uint64_t)i, buf, 8, mr->lkey, 0, 0,
+                      IBV_SEND_SIGNALED))
             BAIL_OUT ("post_send");
-    ok (vw_cq_wait (p.cq[0], &wc, 200) == 0,
-        "3 SENDs to a peer without receives stay outstanding");
+    ok (vw_cq_wait (p.cq[0], &wc, 200) == 0, "3 SENDs to a peer without receives stay outstanding");
     to_err (p.qp[0]);
     expect_flush (p.cq[0], p.qp[0], 400, 3, "3 outstanding SENDs when moved to ERR");
     vw_pair_destroy (&p);
@@ -152,8 +149,8 @@ static void srq_survives (void)
     ok (vw_cq_wait (a.cq[1], &wc, 200) == 0,
         "an SRQ QP moved to ERR flushes none of the SRQ's receives");
     for (int i = 0; i < 2; i++)
-        if (vw_post1 (b.qp[0], IBV_WR_SEND, 700 + (uint64_t)i, buf + 512, 16,
-                      mr->lkey, 0, 0, IBV_SEND_SIGNALED))
+        if (vw_post1 (b.qp[0], IBV_WR_SEND, 700 + (uint64_t)i, buf + 512, 16, mr->lkey, 0, 0,
+                      IBV_SEND_SIGNALED))
             BAIL_OUT ("post_send");
     while (n < 2 && vw_cq_wait (b.cq[1], &wc, 5000) == 1) {
         if (wc.status == IBV_WC_SUCCESS && wc.wr_id == 600 + (uint64_t)n
@@ -161,8 +158,7 @@ static void srq_survives (void)
             good++;
         n++;
     }
-    ok (n == 2 && good == 2, "another QP of the SRQ receives into both (%d of 2)",
-        good);
+    ok (n == 2 && good == 2, "another QP of the SRQ receives into both (%d of 2)", good);
     vw_pair_destroy (&a);
     vw_pair_destroy (&b);
     ok (ibv_destroy_srq (srq) == 0, "destroy the SRQ");

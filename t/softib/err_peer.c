@@ -29,7 +29,7 @@
 #include "vw_pair.h"
 #include "vw_pattern.h"
 
-#define FAKE_QPN 0xfff0f1u      /* no QP of this process has this number */
+#define FAKE_QPN 0xfff0f1u /* no QP of this process has this number */
 #define VICTIM_PSN 0x3a5a5au
 
 static struct vw_dev dev;
@@ -37,7 +37,7 @@ static struct vw_pair healthy;
 static uint8_t *buf;
 static struct ibv_mr *mr;
 static uint64_t healthy_seq;
-static uint32_t host_ip;        /* network order, from GID 0 */
+static uint32_t host_ip; /* network order, from GID 0 */
 
 /* The healthy pair carries one verified message: proof the process and
  * its other QPs live on. */
@@ -50,23 +50,22 @@ static int healthy_roundtrip (void)
     vw_pattern_fill (out, 1000, 1, healthy_seq);
     memset (in, 0, 1000);
     if (vw_recv1 (healthy.qp[1], healthy_seq, in, 1000, mr->lkey)
-        || vw_post1 (healthy.qp[0], IBV_WR_SEND, healthy_seq, out, 1000, mr->lkey,
-                     0, 0, IBV_SEND_SIGNALED))
+        || vw_post1 (healthy.qp[0], IBV_WR_SEND, healthy_seq, out, 1000, mr->lkey, 0, 0,
+                     IBV_SEND_SIGNALED))
         return 0;
     got_s = vw_cq_wait (healthy.cq[0], &wc, 5000) == 1 && wc.status == IBV_WC_SUCCESS;
     got_r = vw_cq_wait (healthy.cq[1], &wc, 5000) == 1 && wc.status == IBV_WC_SUCCESS
-            && wc.byte_len == 1000;
-    return got_s && got_r
-           && vw_pattern_check (in, 1000, 1, healthy_seq++, NULL) < 0;
+        && wc.byte_len == 1000;
+    return got_s && got_r && vw_pattern_check (in, 1000, 1, healthy_seq++, NULL) < 0;
 }
 
 /* A victim QP in RTR, waiting for requests from FAKE_QPN, with one
  * receive posted (it must flush when the victim dies). */
 static struct ibv_qp *make_victim (struct ibv_cq *cq)
 {
-    struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq,
-                                   .qp_type = IBV_QPT_RC,
-                                   .cap = { 4, 4, 1, 1, 0 } };
+    struct ibv_qp_init_attr ia = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = { 4, 4, 1, 1, 0 }
+    };
     struct vw_ep me, fake;
     struct ibv_qp *qp = ibv_create_qp (dev.pd, &ia);
     struct ibv_qp_attr a;
@@ -94,12 +93,12 @@ static int inject_connect (struct ibv_qp *victim)
     int fd = socket (AF_INET, SOCK_STREAM, 0);
 
     /* softib(7): one listener per context on port_base + (QPN >> 12). */
-    sa.sin_port = htons ((uint16_t)((pb && *pb ? atoi (pb) : SIB_PORT_BASE)
-                                    + (victim->qp_num >> SIB_QP_IDX_BITS)));
+    sa.sin_port = htons (
+        (uint16_t)((pb && *pb ? atoi (pb) : SIB_PORT_BASE) + (victim->qp_num >> SIB_QP_IDX_BITS)));
     sa.sin_addr.s_addr = host_ip;
     if (fd < 0 || connect (fd, (struct sockaddr *)&sa, sizeof (sa)) < 0) {
-        diag ("connect to softib endpoint %s:%u: %s", inet_ntoa (sa.sin_addr),
-              ntohs (sa.sin_port), strerror (errno));
+        diag ("connect to softib endpoint %s:%u: %s", inet_ntoa (sa.sin_addr), ntohs (sa.sin_port),
+              strerror (errno));
         if (fd >= 0)
             close (fd);
         return -1;
@@ -197,7 +196,7 @@ static void run (enum scenario s, const char *name)
     case S_HALF_PAYLOAD:
         send_hello (fd, victim, SIB_MAGIC);
         h.op = SIB_OP_SEND;
-        h.len = 40;     /* fits the receive: only the cut-off is wrong */
+        h.len = 40; /* fits the receive: only the cut-off is wrong */
         sib_hdr_to_wire (&h);
         send_all (fd, &h, sizeof (h));
         send_all (fd, junk, 10);
@@ -228,16 +227,14 @@ static void run (enum scenario s, const char *name)
         /* A receive that a half-arrived message already started to fill
          * may complete with another error than a flush; never success. */
         got = vw_cq_wait (cq, &wc, 3000);
-        if (!ok (got == 1 && wc.wr_id == 77 && (wc.status == IBV_WC_WR_FLUSH_ERR
-                                                || (s == S_HALF_PAYLOAD
-                                                    && wc.status != IBV_WC_SUCCESS)),
+        if (!ok (got == 1 && wc.wr_id == 77
+                     && (wc.status == IBV_WC_WR_FLUSH_ERR
+                         || (s == S_HALF_PAYLOAD && wc.status != IBV_WC_SUCCESS)),
                  "%s: the victim's receive completes in error", name))
             diag ("completion %d: status %s wr_id %llu", got,
-                  got == 1 ? ibv_wc_status_str (wc.status) : "-",
-                  (unsigned long long)wc.wr_id);
+                  got == 1 ? ibv_wc_status_str (wc.status) : "-", (unsigned long long)wc.wr_id);
         else
-            diag ("%s: the receive completed with %s", name,
-                  ibv_wc_status_str (wc.status));
+            diag ("%s: the receive completed with %s", name, ibv_wc_status_str (wc.status));
         ok (vw_cq_wait (cq, &wc, 100) == 0, "%s: and only once", name);
     } else {
         usleep (200000);
@@ -245,8 +242,7 @@ static void run (enum scenario s, const char *name)
         ok (st == IBV_QPS_RTS, "%s: the victim QP is unharmed (%s)", name,
             st < 0 ? "?" : vw_qp_state_str ((enum ibv_qp_state)st));
         ok (next_async (&evqp, 100) < 0, "%s: no async event", name);
-        ok (vw_cq_wait (cq, &wc, 100) == 0, "%s: the victim's receive stays posted",
-            name);
+        ok (vw_cq_wait (cq, &wc, 100) == 0, "%s: the victim's receive stays posted", name);
     }
     st = vw_qp_state (healthy.qp[0]);
     ok (st == IBV_QPS_RTS && vw_qp_state (healthy.qp[1]) == IBV_QPS_RTS,
@@ -265,13 +261,12 @@ int main (void)
     if (vw_dev_open (&dev, getenv ("VW_DEVICE"), 1, -1, err, sizeof (err)) < 0)
         BAIL_OUT ("%s", err);
     if (strcmp (ibv_get_device_name (dev.ctx->device), SIB_DEV_NAME) != 0) {
-        printf ("1..0 # SKIP device %s is not softib\n",
-                ibv_get_device_name (dev.ctx->device));
+        printf ("1..0 # SKIP device %s is not softib\n", ibv_get_device_name (dev.ctx->device));
         return 0;
     }
     if (ibv_query_gid (dev.ctx, 1, 0, &gid) != 0)
         BAIL_OUT ("ibv_query_gid: %s", strerror (errno));
-    memcpy (&host_ip, gid.raw + 12, 4);     /* ::ffff:a.b.c.d, softib(7) */
+    memcpy (&host_ip, gid.raw + 12, 4); /* ::ffff:a.b.c.d, softib(7) */
     if (posix_memalign ((void **)&buf, 4096, 16384) != 0
         || !(mr = ibv_reg_mr (dev.pd, buf, 16384, IBV_ACCESS_LOCAL_WRITE)))
         BAIL_OUT ("MR: %s", strerror (errno));

@@ -45,7 +45,7 @@ static void exhaust (uint8_t rnr_retry)
     vw_rc_params_default (&req);
     vw_rc_params_default (&resp);
     req.rnr_retry = rnr_retry;
-    resp.min_rnr_timer = 1;         /* 0.01 ms: keep the test quick */
+    resp.min_rnr_timer = 1; /* 0.01 ms: keep the test quick */
     if (vw_pair_create (&p, &dev, IBV_QPT_RC, NULL, err, sizeof (err)) < 0
         || vw_pair_connect (&p, &req, &resp, err, sizeof (err)) < 0)
         BAIL_OUT ("pair: %s", err);
@@ -54,7 +54,8 @@ static void exhaust (uint8_t rnr_retry)
     got = rc == 0 ? vw_cq_wait (p.cq[0], &wc, 10000) : 0;
     if (!ok (got == 1 && wc.status == IBV_WC_RNR_RETRY_EXC_ERR && wc.wr_id == 1,
              "rnr_retry %u, no receive posted: SEND completes with "
-             "RNR_RETRY_EXC_ERR", rnr_retry))
+             "RNR_RETRY_EXC_ERR",
+             rnr_retry))
         diag ("post %d, completion %d, status %s", rc, got,
               got == 1 ? ibv_wc_status_str (wc.status) : "-");
     else
@@ -62,8 +63,8 @@ static void exhaust (uint8_t rnr_retry)
     st = vw_qp_state (p.qp[0]);
     ok (st == IBV_QPS_ERR, "rnr_retry %u: requester QP is in ERR (%s)", rnr_retry,
         st < 0 ? "?" : vw_qp_state_str ((enum ibv_qp_state)st));
-    ok (vw_cq_wait (p.cq[1], &wc, 50) == 0,
-        "rnr_retry %u: the responder saw no completion", rnr_retry);
+    ok (vw_cq_wait (p.cq[1], &wc, 50) == 0, "rnr_retry %u: the responder saw no completion",
+        rnr_retry);
     vw_pair_destroy (&p);
 }
 
@@ -85,8 +86,8 @@ static void late_receive (void)
         BAIL_OUT ("pair: %s", err);
     for (int i = 0; i < NMSG && rc == 0; i++) {
         vw_pattern_fill (buf + i * MSG_LEN, MSG_LEN, 7, (uint64_t)i);
-        rc = vw_post1 (p.qp[0], IBV_WR_SEND, (uint64_t)i, buf + i * MSG_LEN,
-                       MSG_LEN, mr->lkey, 0, 0, IBV_SEND_SIGNALED);
+        rc = vw_post1 (p.qp[0], IBV_WR_SEND, (uint64_t)i, buf + i * MSG_LEN, MSG_LEN, mr->lkey, 0,
+                       0, IBV_SEND_SIGNALED);
     }
     ok (rc == 0, "post %d SENDs to a peer with no receive (rnr_retry 7)", NMSG);
     early = vw_cq_wait (p.cq[0], &wc, 300);
@@ -97,8 +98,7 @@ static void late_receive (void)
     for (int i = 0; i < NMSG; i++)
         if (vw_recv1 (p.qp[1], 100 + (uint64_t)i, in + i * MSG_LEN, MSG_LEN, mr->lkey))
             BAIL_OUT ("ibv_post_recv failed");
-    for (double t0 = now_ms (); (nsend < NMSG || nrecv < NMSG)
-                                && now_ms () - t0 < 5000;) {
+    for (double t0 = now_ms (); (nsend < NMSG || nrecv < NMSG) && now_ms () - t0 < 5000;) {
         if (ibv_poll_cq (p.cq[0], 1, &wc) == 1) {
             if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)nsend)
                 inorder = 0;
@@ -112,13 +112,11 @@ static void late_receive (void)
         }
     }
     ok (nsend == NMSG && nrecv == NMSG,
-        "after late receives all %d SENDs complete (%d) and arrive (%d)", NMSG,
-        nsend, nrecv);
+        "after late receives all %d SENDs complete (%d) and arrive (%d)", NMSG, nsend, nrecv);
     ok (inorder, "every completion succeeded, in posting order, full length");
     for (int i = 0; i < NMSG; i++) {
         if (vw_pattern_check (in + i * MSG_LEN, MSG_LEN, 7, (uint64_t)i, NULL) >= 0) {
-            vw_pattern_explain (in + i * MSG_LEN, MSG_LEN, 7, (uint64_t)i, why,
-                                sizeof (why));
+            vw_pattern_explain (in + i * MSG_LEN, MSG_LEN, 7, (uint64_t)i, why, sizeof (why));
             ok (0, "message %d intact: %s", i, why);
         } else {
             ok (1, "message %d arrived intact", i);

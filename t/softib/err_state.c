@@ -22,31 +22,42 @@ static struct vw_dev dev;
 static struct ibv_cq *cq;
 
 #define RC_INIT_MASK (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
-#define RC_RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN \
-                     | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
-#define RC_RTS_MASK (IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT \
-                     | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)
+#define RC_RTR_MASK                                                                                \
+    (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN                  \
+     | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+#define RC_RTS_MASK                                                                                \
+    (IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY           \
+     | IBV_QP_MAX_QP_RD_ATOMIC)
 #define UD_INIT_MASK (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)
 
-struct bit { int mask; const char *name; };
+struct bit {
+    int mask;
+    const char *name;
+};
 
 static const struct bit rc_rtr_bits[] = {
-    { IBV_QP_AV, "AV" }, { IBV_QP_PATH_MTU, "PATH_MTU" },
-    { IBV_QP_DEST_QPN, "DEST_QPN" }, { IBV_QP_RQ_PSN, "RQ_PSN" },
+    { IBV_QP_AV, "AV" },
+    { IBV_QP_PATH_MTU, "PATH_MTU" },
+    { IBV_QP_DEST_QPN, "DEST_QPN" },
+    { IBV_QP_RQ_PSN, "RQ_PSN" },
     { IBV_QP_MAX_DEST_RD_ATOMIC, "MAX_DEST_RD_ATOMIC" },
     { IBV_QP_MIN_RNR_TIMER, "MIN_RNR_TIMER" },
 };
 static const struct bit rc_rts_bits[] = {
-    { IBV_QP_SQ_PSN, "SQ_PSN" }, { IBV_QP_TIMEOUT, "TIMEOUT" },
-    { IBV_QP_RETRY_CNT, "RETRY_CNT" }, { IBV_QP_RNR_RETRY, "RNR_RETRY" },
+    { IBV_QP_SQ_PSN, "SQ_PSN" },
+    { IBV_QP_TIMEOUT, "TIMEOUT" },
+    { IBV_QP_RETRY_CNT, "RETRY_CNT" },
+    { IBV_QP_RNR_RETRY, "RNR_RETRY" },
     { IBV_QP_MAX_QP_RD_ATOMIC, "MAX_QP_RD_ATOMIC" },
 };
 static const struct bit rc_init_bits[] = {
-    { IBV_QP_PKEY_INDEX, "PKEY_INDEX" }, { IBV_QP_PORT, "PORT" },
+    { IBV_QP_PKEY_INDEX, "PKEY_INDEX" },
+    { IBV_QP_PORT, "PORT" },
     { IBV_QP_ACCESS_FLAGS, "ACCESS_FLAGS" },
 };
 static const struct bit ud_init_bits[] = {
-    { IBV_QP_PKEY_INDEX, "PKEY_INDEX" }, { IBV_QP_PORT, "PORT" },
+    { IBV_QP_PKEY_INDEX, "PKEY_INDEX" },
+    { IBV_QP_PORT, "PORT" },
     { IBV_QP_QKEY, "QKEY" },
 };
 #define NB(a) ((int)(sizeof (a) / sizeof ((a)[0])))
@@ -98,8 +109,7 @@ static int state_of (struct ibv_qp *qp)
 }
 
 /* Expect modify to fail with EINVAL and leave the state alone. */
-static void refuse (struct ibv_qp *qp, enum ibv_qp_state to, int mask,
-                    const char *what)
+static void refuse (struct ibv_qp *qp, enum ibv_qp_state to, int mask, const char *what)
 {
     struct ibv_qp_attr a;
     int before = state_of (qp), rc;
@@ -112,8 +122,7 @@ static void refuse (struct ibv_qp *qp, enum ibv_qp_state to, int mask,
         vw_qp_state_str ((enum ibv_qp_state)before));
 }
 
-static int step (struct ibv_qp *qp, enum ibv_qp_state to, int mask, uint32_t dqpn,
-                 const char *what)
+static int step (struct ibv_qp *qp, enum ibv_qp_state to, int mask, uint32_t dqpn, const char *what)
 {
     struct ibv_qp_attr a;
     int rc;
@@ -122,13 +131,12 @@ static int step (struct ibv_qp *qp, enum ibv_qp_state to, int mask, uint32_t dqp
     rc = ibv_modify_qp (qp, &a, mask);
     if (!ok (rc == 0 && state_of (qp) == (int)to, "%s: succeeds, QP in %s", what,
              vw_qp_state_str (to)))
-        diag ("ibv_modify_qp returned %d (%s), state %d", rc, strerror (rc),
-              state_of (qp));
+        diag ("ibv_modify_qp returned %d (%s), state %d", rc, strerror (rc), state_of (qp));
     return rc;
 }
 
-static void missing_each (struct ibv_qp *qp, enum ibv_qp_state to, int full,
-                          const struct bit *bits, int n, const char *tr)
+static void missing_each (struct ibv_qp *qp, enum ibv_qp_state to, int full, const struct bit *bits,
+                          int n, const char *tr)
 {
     char what[128];
 
@@ -161,28 +169,26 @@ static void rc_transitions (void)
     ok (rc == EINVAL, "RC RESET->INIT on port 0: EINVAL (got %d)", rc);
     a.port_num = (uint8_t)(dev.attr.phys_port_cnt + 1);
     rc = ibv_modify_qp (qp, &a, RC_INIT_MASK);
-    ok (rc == EINVAL, "RC RESET->INIT on port %d (device has %d): EINVAL (got %d)",
-        a.port_num, dev.attr.phys_port_cnt, rc);
+    ok (rc == EINVAL, "RC RESET->INIT on port %d (device has %d): EINVAL (got %d)", a.port_num,
+        dev.attr.phys_port_cnt, rc);
     step (qp, IBV_QPS_INIT, RC_INIT_MASK, 0, "RC RESET->INIT with the full mask");
 
     refuse (qp, IBV_QPS_RTS, RC_RTS_MASK, "RC INIT->RTS (skipping RTR)");
-    missing_each (qp, IBV_QPS_RTR, RC_RTR_MASK, rc_rtr_bits, NB (rc_rtr_bits),
-                  "RC INIT->RTR");
+    missing_each (qp, IBV_QPS_RTR, RC_RTR_MASK, rc_rtr_bits, NB (rc_rtr_bits), "RC INIT->RTR");
     refuse (qp, IBV_QPS_RTR, RC_RTR_MASK | IBV_QP_SQ_PSN,
             "RC INIT->RTR with SQ_PSN (not allowed there)");
     refuse (qp, IBV_QPS_RTR, RC_RTR_MASK | IBV_QP_RNR_RETRY,
             "RC INIT->RTR with RNR_RETRY (not allowed there)");
     step (qp, IBV_QPS_RTR, RC_RTR_MASK, qp->qp_num, "RC INIT->RTR with the full mask");
     memset (&a, 0, sizeof (a));
-    rc = ibv_query_qp (qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN
-                       | IBV_QP_PATH_MTU, &ia);
+    rc = ibv_query_qp (qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU,
+                       &ia);
     ok (rc == 0 && a.dest_qp_num == qp->qp_num && a.rq_psn == 0x123
-        && a.path_mtu == dev.port_attr.active_mtu,
-        "ibv_query_qp reports the RTR attributes (dest_qpn %u rq_psn 0x%x mtu %d)",
-        a.dest_qp_num, a.rq_psn, a.path_mtu);
+            && a.path_mtu == dev.port_attr.active_mtu,
+        "ibv_query_qp reports the RTR attributes (dest_qpn %u rq_psn 0x%x mtu %d)", a.dest_qp_num,
+        a.rq_psn, a.path_mtu);
 
-    missing_each (qp, IBV_QPS_RTS, RC_RTS_MASK, rc_rts_bits, NB (rc_rts_bits),
-                  "RC RTR->RTS");
+    missing_each (qp, IBV_QPS_RTS, RC_RTS_MASK, rc_rts_bits, NB (rc_rts_bits), "RC RTR->RTS");
     refuse (qp, IBV_QPS_RTS, RC_RTS_MASK | IBV_QP_DEST_QPN,
             "RC RTR->RTS with DEST_QPN (not allowed there)");
     step (qp, IBV_QPS_RTS, RC_RTS_MASK, qp->qp_num, "RC RTR->RTS with the full mask");
@@ -209,10 +215,8 @@ static void ud_transitions (void)
     refuse (qp, IBV_QPS_INIT, UD_INIT_MASK | IBV_QP_ACCESS_FLAGS,
             "UD RESET->INIT with ACCESS_FLAGS (RC only)");
     step (qp, IBV_QPS_INIT, UD_INIT_MASK, 0, "UD RESET->INIT with the full mask");
-    refuse (qp, IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_AV,
-            "UD INIT->RTR with an AV (UD has none)");
-    refuse (qp, IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_DEST_QPN,
-            "UD INIT->RTR with DEST_QPN");
+    refuse (qp, IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_AV, "UD INIT->RTR with an AV (UD has none)");
+    refuse (qp, IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_DEST_QPN, "UD INIT->RTR with DEST_QPN");
     step (qp, IBV_QPS_RTR, IBV_QP_STATE, 0, "UD INIT->RTR");
     refuse (qp, IBV_QPS_RTS, IBV_QP_STATE, "UD RTR->RTS without SQ_PSN");
     step (qp, IBV_QPS_RTS, IBV_QP_STATE | IBV_QP_SQ_PSN, 0, "UD RTR->RTS");
@@ -228,7 +232,11 @@ static void post_states (void)
     static uint8_t buf[64];
     struct ibv_mr *mr = ibv_reg_mr (dev.pd, buf, sizeof (buf), IBV_ACCESS_LOCAL_WRITE);
     struct ibv_wc wc;
-    const struct { enum ibv_qp_state st; int mask; uint32_t dq; } path[] = {
+    const struct {
+        enum ibv_qp_state st;
+        int mask;
+        uint32_t dq;
+    } path[] = {
         { IBV_QPS_RESET, 0, 0 },
         { IBV_QPS_INIT, RC_INIT_MASK, 0 },
         { IBV_QPS_RTR, RC_RTR_MASK, 0 },
@@ -250,8 +258,8 @@ static void post_states (void)
         swr.send_flags = IBV_SEND_SIGNALED;
         sbad = NULL;
         rc = ibv_post_send (qp, &swr, &sbad);
-        ok (rc == EINVAL && sbad == &swr,
-            "ibv_post_send in %s: EINVAL with bad_wr set (got %d)", sn, rc);
+        ok (rc == EINVAL && sbad == &swr, "ibv_post_send in %s: EINVAL with bad_wr set (got %d)",
+            sn, rc);
         memset (&rwr, 0, sizeof (rwr));
         rwr.wr_id = 20 + i;
         rwr.sg_list = &sge;
@@ -300,8 +308,8 @@ static void overflow (void)
     bad = NULL;
     rc = ibv_post_send (p.qp[0], &wr, &bad);
     ok (rc == EINVAL && bad == &wr,
-        "ibv_post_send with %d sg entries on a QP of %u: EINVAL (got %d)",
-        wr.num_sge, ia.cap.max_send_sge, rc);
+        "ibv_post_send with %d sg entries on a QP of %u: EINVAL (got %d)", wr.num_sge,
+        ia.cap.max_send_sge, rc);
     wr.num_sge = 1;
     for (i = 0; i < cap; i++) {
         wr.wr_id = i;
@@ -309,8 +317,7 @@ static void overflow (void)
         if ((rc = ibv_post_send (p.qp[0], &wr, &bad)) != 0)
             break;
     }
-    ok (i == cap, "post %u SENDs, the send queue's capacity (stopped at %u: %d)",
-        cap, i, rc);
+    ok (i == cap, "post %u SENDs, the send queue's capacity (stopped at %u: %d)", cap, i, rc);
     bad = NULL;
     rc = ibv_post_send (p.qp[0], &wr, &bad);
     ok (rc == ENOMEM && bad == &wr,
@@ -338,8 +345,8 @@ static void inline_limits (void)
     ia.cap = (struct ibv_qp_cap){ 4, 4, 1, 1, 1u << 30 };
     errno = 0;
     qp = ibv_create_qp (dev.pd, &ia);
-    ok (qp == NULL && errno != 0,
-        "ibv_create_qp asking 1 GiB of inline data fails (errno %d)", errno);
+    ok (qp == NULL && errno != 0, "ibv_create_qp asking 1 GiB of inline data fails (errno %d)",
+        errno);
     if (qp)
         ibv_destroy_qp (qp);
     if (vw_pair_create (&p, &dev, IBV_QPT_RC, NULL, err, sizeof (err)) < 0

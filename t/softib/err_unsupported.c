@@ -28,8 +28,7 @@ static int supported_ok (const char *what)
     if (strict)
         return ok (0, "%s must be refused by this device, but succeeded", what);
     diag ("%s is supported by this device", what);
-    return ok (1, "%s is supported (set VW_STRICT_UNSUPPORTED to demand refusal)",
-               what);
+    return ok (1, "%s is supported (set VW_STRICT_UNSUPPORTED to demand refusal)", what);
 }
 
 static void check_null (void *obj, int err, const char *what)
@@ -55,9 +54,10 @@ int main (void)
         BAIL_OUT ("ibv_create_cq: %s", strerror (errno));
 
     {
-        struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD
-                                         | IBV_XRCD_INIT_ATTR_OFLAGS,
-                                         .fd = -1, .oflags = O_CREAT };
+        struct ibv_xrcd_init_attr xa = { .comp_mask =
+                                             IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+                                         .fd = -1,
+                                         .oflags = O_CREAT };
         struct ibv_xrcd *x;
         errno = 0;
         x = ibv_open_xrcd (dev.ctx, &xa);
@@ -81,8 +81,7 @@ int main (void)
     {
         struct ibv_mr *mr;
         errno = 0;
-        mr = ibv_reg_mr (dev.pd, buf, sizeof (buf),
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+        mr = ibv_reg_mr (dev.pd, buf, sizeof (buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
         check_null (mr, errno, "ibv_reg_mr with IBV_ACCESS_ON_DEMAND (ODP)");
         if (mr)
             ibv_dereg_mr (mr);
@@ -97,12 +96,11 @@ int main (void)
             ibv_free_dm (dm);
     }
     {
-        struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq,
-                                       .qp_type = IBV_QPT_UD,
-                                       .cap = { 4, 4, 1, 1, 0 } };
+        struct ibv_qp_init_attr ia = {
+            .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD, .cap = { 4, 4, 1, 1, 0 }
+        };
         struct ibv_qp *qp = ibv_create_qp (dev.pd, &ia);
-        struct ibv_flow_attr fa = { .type = IBV_FLOW_ATTR_NORMAL,
-                                    .size = sizeof (fa), .port = 1 };
+        struct ibv_flow_attr fa = { .type = IBV_FLOW_ATTR_NORMAL, .size = sizeof (fa), .port = 1 };
         union ibv_gid mgid = { .raw = { 0xff, 0x12, 0x40, 0x1b } };
         struct ibv_flow *fl;
         int rc;
@@ -126,14 +124,19 @@ int main (void)
         ok (ibv_destroy_qp (qp) == 0, "the UD QP used above still destroys");
     }
     {
-        static const struct { enum ibv_qp_type t; const char *n; } types[] = {
-            { IBV_QPT_XRC_SEND, "XRC_SEND" }, { IBV_QPT_XRC_RECV, "XRC_RECV" },
-            { IBV_QPT_RAW_PACKET, "RAW_PACKET" }, { IBV_QPT_DRIVER, "DRIVER (DC)" },
+        static const struct {
+            enum ibv_qp_type t;
+            const char *n;
+        } types[] = {
+            { IBV_QPT_XRC_SEND, "XRC_SEND" },
+            { IBV_QPT_XRC_RECV, "XRC_RECV" },
+            { IBV_QPT_RAW_PACKET, "RAW_PACKET" },
+            { IBV_QPT_DRIVER, "DRIVER (DC)" },
         };
         for (size_t i = 0; i < sizeof (types) / sizeof (types[0]); i++) {
-            struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq,
-                                           .qp_type = types[i].t,
-                                           .cap = { 4, 4, 1, 1, 0 } };
+            struct ibv_qp_init_attr ia = {
+                .send_cq = cq, .recv_cq = cq, .qp_type = types[i].t, .cap = { 4, 4, 1, 1, 0 }
+            };
             struct ibv_qp *qp;
             char what[64];
             errno = 0;
@@ -156,16 +159,17 @@ int main (void)
         int good;
 
         good = mr && vw_pair_create (&p, &dev, IBV_QPT_RC, NULL, err, sizeof (err)) == 0
-               && vw_pair_connect (&p, NULL, NULL, err, sizeof (err)) == 0;
+            && vw_pair_connect (&p, NULL, NULL, err, sizeof (err)) == 0;
         ok (good, "a normal MR and a connected RC pair still work");
         if (good) {
             memset (buf, 0x42, 64);
             memset (buf + 4096, 0, 64);
             ok (vw_recv1 (p.qp[1], 1, buf + 4096, 64, mr->lkey) == 0
-                && vw_post1 (p.qp[0], IBV_WR_SEND, 2, buf, 64, mr->lkey, 0, 0,
-                             IBV_SEND_SIGNALED) == 0
-                && vw_cq_wait (p.cq[1], &wc, 5000) == 1 && wc.status == IBV_WC_SUCCESS
-                && memcmp (buf, buf + 4096, 64) == 0,
+                    && vw_post1 (p.qp[0], IBV_WR_SEND, 2, buf, 64, mr->lkey, 0, 0,
+                                 IBV_SEND_SIGNALED)
+                        == 0
+                    && vw_cq_wait (p.cq[1], &wc, 5000) == 1 && wc.status == IBV_WC_SUCCESS
+                    && memcmp (buf, buf + 4096, 64) == 0,
                 "and a SEND between them arrives intact");
             vw_pair_destroy (&p);
         }

@@ -24,16 +24,16 @@
 #define NTHREAD 4
 #define NMSG 2000
 #define MSG_LEN 256
-#define PER_THREAD_SQ 12    /* each thread's share of the send queue */
+#define PER_THREAD_SQ 12 /* each thread's share of the send queue */
 #define NRECV 48
 
 static struct vw_dev dev;
 static struct vw_pair p;
 static uint8_t *buf;
 static struct ibv_mr *mr;
-static uint8_t *seen;                   /* [thread][msg] completions seen */
-static int completed[NTHREAD];          /* atomic */
-static int errors;                      /* atomic */
+static uint8_t *seen;          /* [thread][msg] completions seen */
+static int completed[NTHREAD]; /* atomic */
+static int errors;             /* atomic */
 static int send_fail_status = -1;
 
 static uint8_t *send_slot (int t, int slot)
@@ -79,8 +79,8 @@ static void *sender (void *arg)
         }
         uint8_t *s = send_slot (t, m % PER_THREAD_SQ);
         vw_pattern_fill (s, MSG_LEN, (uint32_t)t, (uint64_t)m);
-        int rc = vw_post1 (p.qp[0], IBV_WR_SEND, ((uint64_t)t << 32) | (uint64_t)m,
-                           s, MSG_LEN, mr->lkey, 0, 0, IBV_SEND_SIGNALED);
+        int rc = vw_post1 (p.qp[0], IBV_WR_SEND, ((uint64_t)t << 32) | (uint64_t)m, s, MSG_LEN,
+                           mr->lkey, 0, 0, IBV_SEND_SIGNALED);
         if (rc) {
             diag ("thread %d: ibv_post_send: %s", t, strerror (rc));
             __atomic_add_fetch (&errors, 1, __ATOMIC_SEQ_CST);
@@ -135,8 +135,7 @@ int main (void)
         uint8_t *r = recv_slot ((int)wc.wr_id);
         if (wc.status != IBV_WC_SUCCESS || wc.byte_len != MSG_LEN
             || vw_pattern_tag (r, MSG_LEN, &qp, &seq) < 0 || qp >= NTHREAD) {
-            diag ("receive %d: status %s len %u", got, ibv_wc_status_str (wc.status),
-                  wc.byte_len);
+            diag ("receive %d: status %s len %u", got, ibv_wc_status_str (wc.status), wc.byte_len);
             bad_data++;
             break;
         }
@@ -157,8 +156,10 @@ int main (void)
     clock_gettime (CLOCK_MONOTONIC, &t1);
     diag ("%d threads x %d SENDs in %.3f s", NTHREAD, NMSG,
           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-    ok (errors == 0, "no failed, duplicate or stray send completion (last bad "
-        "status %d)", send_fail_status);
+    ok (errors == 0,
+        "no failed, duplicate or stray send completion (last bad "
+        "status %d)",
+        send_fail_status);
     for (int t = 0; t < NTHREAD; t++)
         if (completed[t] != NMSG)
             all_done = 0;

@@ -42,7 +42,7 @@ static int async_event (enum ibv_event_type *type, void **obj, int ms)
         return -1;
     *type = ev.event_type;
     *obj = ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED ? (void *)ev.element.srq
-                                                          : (void *)ev.element.qp;
+                                                        : (void *)ev.element.qp;
     ibv_ack_async_event (&ev);
     return 0;
 }
@@ -79,8 +79,8 @@ static void srq_limit (void)
         BAIL_OUT ("pair: %s", err);
     /* 8 posted: after 3 SENDs 5 remain (not below), the 4th leaves 4. */
     for (int i = 0; i < 3; i++)
-        vw_post1 (p.qp[0], IBV_WR_SEND, 100 + (uint64_t)i, buf + 1024, 16,
-                  mr->lkey, 0, 0, IBV_SEND_SIGNALED);
+        vw_post1 (p.qp[0], IBV_WR_SEND, 100 + (uint64_t)i, buf + 1024, 16, mr->lkey, 0, 0,
+                  IBV_SEND_SIGNALED);
     while (n < 3 && vw_cq_wait (p.cq[1], &wc, 5000) == 1 && wc.status == IBV_WC_SUCCESS)
         n++;
     ok (n == 3, "3 SENDs consume 3 SRQ receives");
@@ -88,11 +88,10 @@ static void srq_limit (void)
     vw_post1 (p.qp[0], IBV_WR_SEND, 103, buf + 1024, 16, mr->lkey, 0, 0, IBV_SEND_SIGNALED);
     ok (vw_cq_wait (p.cq[1], &wc, 5000) == 1 && wc.status == IBV_WC_SUCCESS,
         "a 4th SEND leaves 4 receives");
-    ok (async_event (&type, &obj, 2000) == 0 && type == IBV_EVENT_SRQ_LIMIT_REACHED
-        && obj == srq, "IBV_EVENT_SRQ_LIMIT_REACHED names the SRQ");
+    ok (async_event (&type, &obj, 2000) == 0 && type == IBV_EVENT_SRQ_LIMIT_REACHED && obj == srq,
+        "IBV_EVENT_SRQ_LIMIT_REACHED names the SRQ");
     rc = ibv_query_srq (srq, &at);
-    ok (rc == 0 && at.srq_limit == 0,
-        "the limit disarmed itself (query reads %u)", at.srq_limit);
+    ok (rc == 0 && at.srq_limit == 0, "the limit disarmed itself (query reads %u)", at.srq_limit);
     vw_post1 (p.qp[0], IBV_WR_SEND, 104, buf + 1024, 16, mr->lkey, 0, 0, IBV_SEND_SIGNALED);
     vw_cq_wait (p.cq[1], &wc, 5000);
     ok (async_event (&type, &obj, 200) < 0, "no second event once disarmed");
@@ -131,12 +130,11 @@ static void cq_resize (void)
     for (int i = 0; i < 2; i++)
         vw_recv1 (qp[1], 200 + (uint64_t)i, buf + 64 * i, 64, mr->lkey);
     for (int i = 0; i < 2; i++)
-        vw_post1 (qp[0], IBV_WR_SEND, 300 + (uint64_t)i, buf + 1024, 8, mr->lkey,
-                  0, 0, IBV_SEND_SIGNALED);
-    usleep (200000);    /* let all 4 completions queue up */
+        vw_post1 (qp[0], IBV_WR_SEND, 300 + (uint64_t)i, buf + 1024, 8, mr->lkey, 0, 0,
+                  IBV_SEND_SIGNALED);
+    usleep (200000); /* let all 4 completions queue up */
     rc = ibv_resize_cq (cq, 64);
-    ok (rc == 0 && cq->cqe >= 64,
-        "ibv_resize_cq to 64 with completions queued (cqe %d)", cq->cqe);
+    ok (rc == 0 && cq->cqe >= 64, "ibv_resize_cq to 64 with completions queued (cqe %d)", cq->cqe);
     while (vw_cq_wait (cq, &wc, 1000) == 1) {
         int send = wc.opcode == IBV_WC_SEND;
         if (wc.status != IBV_WC_SUCCESS
@@ -151,8 +149,8 @@ static void cq_resize (void)
     for (int i = 0; i < 16; i++)
         vw_recv1 (qp[1], 400 + (uint64_t)i, buf + 64 * (i % 16), 64, mr->lkey);
     for (int i = 0; i < 16; i++)
-        vw_post1 (qp[0], IBV_WR_SEND, 500 + (uint64_t)i, buf + 1024, 8, mr->lkey,
-                  0, 0, IBV_SEND_SIGNALED);
+        vw_post1 (qp[0], IBV_WR_SEND, 500 + (uint64_t)i, buf + 1024, 8, mr->lkey, 0, 0,
+                  IBV_SEND_SIGNALED);
     usleep (300000);
     n = 0;
     while (ibv_poll_cq (cq, 1, &wc) == 1 && wc.status == IBV_WC_SUCCESS)
@@ -203,12 +201,11 @@ static void solicited (void)
     ok (poll (&pfd, 1, 300) == 0, "and does not fire the solicited-only channel");
     vw_post1 (qp[0], IBV_WR_SEND, 2, buf + 1024, 8, mr->lkey, 0, 0,
               IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
-    ok (poll (&pfd, 1, 5000) == 1 && ibv_get_cq_event (ch, &evcq, &ctx) == 0
-        && evcq == rcq, "a solicited SEND fires it, naming the receive CQ");
+    ok (poll (&pfd, 1, 5000) == 1 && ibv_get_cq_event (ch, &evcq, &ctx) == 0 && evcq == rcq,
+        "a solicited SEND fires it, naming the receive CQ");
     ibv_ack_cq_events (rcq, 1);
-    ok (ibv_poll_cq (rcq, 1, &wc) == 1 && wc.wr_id == 0
-        && ibv_poll_cq (rcq, 1, &wc) == 1 && wc.wr_id == 1
-        && (wc.wc_flags & IBV_WC_WITH_IMM) == 0,
+    ok (ibv_poll_cq (rcq, 1, &wc) == 1 && wc.wr_id == 0 && ibv_poll_cq (rcq, 1, &wc) == 1
+            && wc.wr_id == 1 && (wc.wc_flags & IBV_WC_WITH_IMM) == 0,
         "both receives are in the CQ, in order");
     ibv_destroy_qp (qp[0]);
     ibv_destroy_qp (qp[1]);
@@ -264,8 +261,8 @@ static void sig_all (int all)
     if (all)
         ok (sends == 4, "sq_sig_all 1: all 4 SENDs complete, signaled or not (%d)", sends);
     else
-        ok (sends == 1 && signaled_ids,
-            "sq_sig_all 0: only the one signaled SEND completes (%d)", sends);
+        ok (sends == 1 && signaled_ids, "sq_sig_all 0: only the one signaled SEND completes (%d)",
+            sends);
     ibv_destroy_qp (qp[0]);
     ibv_destroy_qp (qp[1]);
     ibv_destroy_cq (cq);

@@ -65,11 +65,11 @@ static void *watchdog (void *arg)
         waited++;
     }
     fflush (stdout);
-    fprintf (stderr, "verbs_stream: %s: timeout after %d s (-T)\n", r->role,
-             r->o.timeout);
+    fprintf (stderr, "verbs_stream: %s: timeout after %d s (-T)\n", r->role, r->o.timeout);
     for (int i = 0; r->qps && i < r->o.nqp; i++) {
         struct vw_qp *q = &r->qps[i];
-        fprintf (stderr, "verbs_stream: %s: qp %d (qpn %u, state %s): "
+        fprintf (stderr,
+                 "verbs_stream: %s: qp %d (qpn %u, state %s): "
                  "posted %llu done %llu credit %llu wr %llu/%llu\n",
                  r->role, i, q->qp ? q->qp->qp_num : 0,
                  q->qp ? vw_qp_state_str ((enum ibv_qp_state)vw_qp_state (q->qp)) : "-",
@@ -84,12 +84,10 @@ static void *watchdog (void *arg)
 static void oob_send (struct vw_run *r, int fd, const char *line)
 {
     if (vw_oob_send (fd, "%s", line) < 0)
-        vw_die (r, "sending to the peer: %s (did it fail? see its output)",
-                strerror (errno));
+        vw_die (r, "sending to the peer: %s (did it fail? see its output)", strerror (errno));
 }
 
-static void oob_recv (struct vw_run *r, int fd, char *buf, size_t len,
-                      const char *what)
+static void oob_recv (struct vw_run *r, int fd, char *buf, size_t len, const char *what)
 {
     if (vw_oob_recv (fd, buf, len, r->o.timeout * 1000) < 0)
         vw_die (r, "waiting for %s from the peer: %s%s", what, strerror (errno),
@@ -103,8 +101,8 @@ static void write_port_file (struct vw_run *r, const char *path, int port)
 
     /* Write then rename: a test polling for the file never reads half. */
     snprintf (tmp, sizeof (tmp), "%s.tmp", path);
-    if (!(f = fopen (tmp, "w")) || fprintf (f, "%d\n", port) < 0
-        || fclose (f) != 0 || rename (tmp, path) < 0)
+    if (!(f = fopen (tmp, "w")) || fprintf (f, "%d\n", port) < 0 || fclose (f) != 0
+        || rename (tmp, path) < 0)
         vw_die (r, "writing port file %s: %s", path, strerror (errno));
 }
 
@@ -114,8 +112,8 @@ static int handshake (struct vw_run *r)
     int fd;
 
     if (r->server) {
-        int port, lfd = fork_lfd >= 0 ? fork_lfd : vw_oob_listen (r->o.port, &port, err,
-                                                                  sizeof (err));
+        int port,
+            lfd = fork_lfd >= 0 ? fork_lfd : vw_oob_listen (r->o.port, &port, err, sizeof (err));
         if (fork_lfd >= 0)
             port = atoi (fork_port);
         if (lfd < 0)
@@ -135,8 +133,7 @@ static int handshake (struct vw_run *r)
     } else {
         /* Half the run's time for the server to come up, so that the
          * failure names the connection, not the watchdog. */
-        fd = vw_oob_connect (r->o.host, r->o.port, r->o.timeout * 500, err,
-                             sizeof (err));
+        fd = vw_oob_connect (r->o.host, r->o.port, r->o.timeout * 500, err, sizeof (err));
         if (fd < 0)
             vw_die (r, "%s", err);
         vw_opts_format (&r->o, err, sizeof (err));
@@ -178,19 +175,21 @@ static void connect_qps (struct vw_run *r)
     for (int i = 0; i < r->o.nqp; i++) {
         struct vw_qp *q = &r->qps[i];
         int rc = r->o.ud ? vw_qp_ud_ready (q->qp, &r->dev, q->local.psn, err, sizeof (err))
-                         : vw_qp_rc_connect (q->qp, &r->dev, &q->local, &q->remote,
-                                             r->rd_atomic, err, sizeof (err));
+                         : vw_qp_rc_connect (q->qp, &r->dev, &q->local, &q->remote, r->rd_atomic,
+                                             err, sizeof (err));
         if (rc < 0)
             vw_die (r, "%s", err);
-        if (r->o.ud && !r->server && !(q->ah = vw_ah_create (&r->dev, &q->remote, err, sizeof (err))))
+        if (r->o.ud && !r->server
+            && !(q->ah = vw_ah_create (&r->dev, &q->remote, err, sizeof (err))))
             vw_die (r, "qp %d: %s", i, err);
         if (r->o.verbose) {
             char l[400], rm[400];
             vw_ep_format (&q->local, l, sizeof (l));
             vw_ep_format (&q->remote, rm, sizeof (rm));
-            fprintf (stderr, "verbs_stream: %s: qp %d local %s\n"
-                     "verbs_stream: %s: qp %d remote %s\n", r->role, i, l,
-                     r->role, i, rm);
+            fprintf (stderr,
+                     "verbs_stream: %s: qp %d local %s\n"
+                     "verbs_stream: %s: qp %d remote %s\n",
+                     r->role, i, l, r->role, i, rm);
         }
     }
 }
@@ -206,22 +205,22 @@ static void wait_workers (struct vw_run *r, int fd)
         char c;
 
         if (fd < 0)
-            watching = 0;   /* -C: no connection; the watchdog watches */
+            watching = 0; /* -C: no connection; the watchdog watches */
         if (!watching || poll (&pfd, 1, 50) <= 0) {
             if (!watching)
                 usleep (20000);
             continue;
         }
         if (recv (fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
-            vw_die (r, "the peer closed the connection mid-run (it failed: "
+            vw_die (r,
+                    "the peer closed the connection mid-run (it failed: "
                     "see its output)");
-        watching = 0;   /* its final line arrived early; stop peeking */
+        watching = 0; /* its final line arrived early; stop peeking */
     }
     vw_threads_join (r);
 }
 
-static void summary (struct vw_run *r, uint64_t *msgs, uint64_t *bytes,
-                     uint64_t *sum)
+static void summary (struct vw_run *r, uint64_t *msgs, uint64_t *bytes, uint64_t *sum)
 {
     *msgs = 0;
     *bytes = 0;
@@ -237,11 +236,11 @@ static void summary (struct vw_run *r, uint64_t *msgs, uint64_t *bytes,
                 memcpy (&v, q->buf + q->data_off, 8);
                 uint64_t want = vw_atomic_value (r->o.op, i, r->o.count);
                 if (v != want)
-                    vw_die (r, "qp %d: %s counter ends at 0x%016llx, expected "
-                            "0x%016llx after %llu operations", i,
-                            vw_op_name (r->o.op), (unsigned long long)v,
-                            (unsigned long long)want,
-                            (unsigned long long)r->o.count);
+                    vw_die (r,
+                            "qp %d: %s counter ends at 0x%016llx, expected "
+                            "0x%016llx after %llu operations",
+                            i, vw_op_name (r->o.op), (unsigned long long)v,
+                            (unsigned long long)want, (unsigned long long)r->o.count);
             }
             h = vw_hash (VW_HASH_INIT, &v, 8);
         }
@@ -259,10 +258,10 @@ static void check_fin (struct vw_run *r)
     for (int i = 0; i < r->o.nqp; i++) {
         struct vw_qp *q = &r->qps[i];
         if (q->fin_done != q->done || q->fin_hash != q->hash)
-            vw_die (r, "qp %d: the server verified %llu messages (checksum "
+            vw_die (r,
+                    "qp %d: the server verified %llu messages (checksum "
                     "%016llx), the client completed %llu (checksum %016llx)",
-                    i, (unsigned long long)q->fin_done,
-                    (unsigned long long)q->fin_hash,
+                    i, (unsigned long long)q->fin_done, (unsigned long long)q->fin_hash,
                     (unsigned long long)q->done, (unsigned long long)q->hash);
     }
 }
@@ -303,8 +302,8 @@ int main (int argc, char **argv)
             fork_lfd = -1;
         }
     }
-    r->corrupt_seq = getenv ("VW_CORRUPT_SEQ")
-                     ? strtoull (getenv ("VW_CORRUPT_SEQ"), NULL, 0) : UINT64_MAX;
+    r->corrupt_seq =
+        getenv ("VW_CORRUPT_SEQ") ? strtoull (getenv ("VW_CORRUPT_SEQ"), NULL, 0) : UINT64_MAX;
     r->role = r->server ? "server" : "client";
     srandom ((unsigned)(getpid () ^ time (NULL)));
     if (pthread_create (&wd, NULL, watchdog, r) != 0)
@@ -334,8 +333,10 @@ int main (int argc, char **argv)
         close (fd);
         fd = -1;
         /* Tests wait for this line before they checkpoint. */
-        fprintf (stderr, "verbs_stream: %s: checkpointable: out-of-band "
-                 "connection closed, %d QP(s) connected\n", r->role, r->o.nqp);
+        fprintf (stderr,
+                 "verbs_stream: %s: checkpointable: out-of-band "
+                 "connection closed, %d QP(s) connected\n",
+                 r->role, r->o.nqp);
         fflush (stderr);
     }
     t0 = now_s ();
@@ -354,10 +355,12 @@ int main (int argc, char **argv)
             vw_die (r, "bad totals line from the client: '%s'", line);
         summary (r, &msgs, &bytes, &sum);
         if (pm != msgs || pb != bytes || ps != sum) {
-            snprintf (err, sizeof (err), "totals differ: client msgs=%llu "
+            snprintf (err, sizeof (err),
+                      "totals differ: client msgs=%llu "
                       "bytes=%llu checksum=%016llx, server msgs=%llu bytes=%llu "
-                      "checksum=%016llx", pm, pb, ps, (unsigned long long)msgs,
-                      (unsigned long long)bytes, (unsigned long long)sum);
+                      "checksum=%016llx",
+                      pm, pb, ps, (unsigned long long)msgs, (unsigned long long)bytes,
+                      (unsigned long long)sum);
             snprintf (line, sizeof (line), "RESULT FAIL %s", err);
             oob_send (r, fd, line);
             vw_die (r, "%s", err);
@@ -366,8 +369,7 @@ int main (int argc, char **argv)
     } else {
         summary (r, &msgs, &bytes, &sum);
         snprintf (line, sizeof (line), "DONE msgs=%llu bytes=%llu checksum=%016llx",
-                  (unsigned long long)msgs, (unsigned long long)bytes,
-                  (unsigned long long)sum);
+                  (unsigned long long)msgs, (unsigned long long)bytes, (unsigned long long)sum);
         oob_send (r, fd, line);
         oob_recv (r, fd, line, sizeof (line), "the server's verdict");
         if (strcmp (line, "RESULT OK") != 0)
@@ -378,10 +380,9 @@ int main (int argc, char **argv)
     if (fd >= 0)
         close (fd);
     printf ("OK msgs=%llu bytes=%llu checksum=%016llx secs=%.3f MBps=%.1f "
-            "op=%s role=%s\n", (unsigned long long)msgs,
-            (unsigned long long)bytes, (unsigned long long)sum, secs,
-            secs > 0 ? (double)bytes / secs / 1e6 : 0.0, vw_op_name (r->o.op),
-            r->role);
+            "op=%s role=%s\n",
+            (unsigned long long)msgs, (unsigned long long)bytes, (unsigned long long)sum, secs,
+            secs > 0 ? (double)bytes / secs / 1e6 : 0.0, vw_op_name (r->o.op), r->role);
     if (fork_child > 0) {
         /* -F: the run passed only if the server verified everything too. */
         int status;

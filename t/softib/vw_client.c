@@ -39,8 +39,7 @@ static uint8_t *slot_at (struct vw_run *r, struct vw_qp *q, uint64_t seq)
     return q->buf + q->data_off + (seq % r->window) * q->data_stride;
 }
 
-static int build_sges (struct vw_run *r, struct vw_qp *q, uint64_t seq,
-                       struct ibv_sge *sge)
+static int build_sges (struct vw_run *r, struct vw_qp *q, uint64_t seq, struct ibv_sge *sge)
 {
     uint8_t *slot = slot_at (r, q, seq);
     int n = 0;
@@ -69,9 +68,8 @@ static int want_signal (struct vw_run *r, struct vw_qp *q, uint64_t seq)
     /* Signal the batch ends and the last message whatever -u says: the
      * window and the doorbells depend on seeing them complete, and so does
      * an SQ about to fill up. */
-    return (seq + 1) % (uint64_t)r->o.sig_every == 0
-           || (seq + 1) % r->batch == 0 || seq + 1 == r->o.count
-           || q->wr_posted - q->wr_done + 2 >= q->sq_depth;
+    return (seq + 1) % (uint64_t)r->o.sig_every == 0 || (seq + 1) % r->batch == 0
+        || seq + 1 == r->o.count || q->wr_posted - q->wr_done + 2 >= q->sq_depth;
 }
 
 static void post_data (struct vw_run *r, struct vw_qp *q, uint64_t seq)
@@ -115,8 +113,7 @@ static void post_data (struct vw_run *r, struct vw_qp *q, uint64_t seq)
         break;
     case VW_OP_WRITE:
     case VW_OP_WRITE_IMM:
-        wr.opcode = r->o.op == VW_OP_WRITE ? IBV_WR_RDMA_WRITE
-                                           : IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.opcode = r->o.op == VW_OP_WRITE ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.imm_data = htobe32 ((uint32_t)seq);
         wr.wr.rdma.remote_addr = rslot;
         wr.wr.rdma.rkey = q->remote.rkey;
@@ -198,14 +195,12 @@ int vw_client_post (struct vw_run *r, struct vw_qp *q)
     if (q->posted < r->o.count && q->posted >= limit)
         q->thr->throttled = 1;
     while (q->posted < r->o.count && q->posted < q->credit && q->posted < limit
-           && q->posted - q->done < r->window
-           && q->wr_posted - q->wr_done + 2 < q->sq_depth) {
+           && q->posted - q->done < r->window && q->wr_posted - q->wr_done + 2 < q->sq_depth) {
         uint64_t seq = q->posted;
 
         post_data (r, q, seq);
         n++;
-        if (r->o.op == VW_OP_WRITE
-            && ((seq + 1) % r->batch == 0 || seq + 1 == r->o.count)) {
+        if (r->o.op == VW_OP_WRITE && ((seq + 1) % r->batch == 0 || seq + 1 == r->o.count)) {
             vw_post_ctl (r, q, VW_CTL_DOORBELL, seq + 1);
             q->doorbell = seq + 1;
         }
@@ -221,23 +216,23 @@ static void data_done (struct vw_run *r, struct vw_qp *q, uint64_t seq)
     char why[256];
 
     if (seq != q->done)
-        vw_die (r, "qp %d: completion for seq %llu while seq %llu was next "
-                "(send queue completed out of order)", q->idx,
-                (unsigned long long)seq, (unsigned long long)q->done);
+        vw_die (r,
+                "qp %d: completion for seq %llu while seq %llu was next "
+                "(send queue completed out of order)",
+                q->idx, (unsigned long long)seq, (unsigned long long)q->done);
     switch (r->o.op) {
     case VW_OP_READ: {
         ssize_t g;
         vw_slot_gather (t->scratch, slot, r->o.size, r->o.nsge);
         if (vw_pattern_check (t->scratch, r->o.size, (uint32_t)q->idx, seq, NULL) >= 0) {
-            vw_pattern_explain (t->scratch, r->o.size, (uint32_t)q->idx, seq,
-                                why, sizeof (why));
-            vw_die (r, "qp %d: RDMA READ of seq %llu: %s", q->idx,
-                    (unsigned long long)seq, why);
+            vw_pattern_explain (t->scratch, r->o.size, (uint32_t)q->idx, seq, why, sizeof (why));
+            vw_die (r, "qp %d: RDMA READ of seq %llu: %s", q->idx, (unsigned long long)seq, why);
         }
         if ((g = vw_slot_guard_check (slot, r->o.size, r->o.nsge)) >= 0)
-            vw_die (r, "qp %d: RDMA READ of seq %llu wrote past its sg "
-                    "entries (byte %zd of the slot)", q->idx,
-                    (unsigned long long)seq, g);
+            vw_die (r,
+                    "qp %d: RDMA READ of seq %llu wrote past its sg "
+                    "entries (byte %zd of the slot)",
+                    q->idx, (unsigned long long)seq, g);
         q->hash = vw_hash (q->hash, t->scratch, r->o.size);
         break;
     }
@@ -246,12 +241,14 @@ static void data_done (struct vw_run *r, struct vw_qp *q, uint64_t seq)
         uint64_t got, want = vw_atomic_value (r->o.op, q->idx, seq);
         memcpy (&got, slot, 8);
         if (got != want)
-            vw_die (r, "qp %d: %s seq %llu returned 0x%016llx, expected "
-                    "0x%016llx%s", q->idx, vw_op_name (r->o.op),
-                    (unsigned long long)seq, (unsigned long long)got,
+            vw_die (r,
+                    "qp %d: %s seq %llu returned 0x%016llx, expected "
+                    "0x%016llx%s",
+                    q->idx, vw_op_name (r->o.op), (unsigned long long)seq, (unsigned long long)got,
                     (unsigned long long)want,
                     got == be64toh (want) ? " (byte-swapped: the device "
-                    "returns atomics in big-endian)" : "");
+                                            "returns atomics in big-endian)"
+                                          : "");
         q->hash = vw_hash (q->hash, &got, 8);
         break;
     }
@@ -263,8 +260,7 @@ static void data_done (struct vw_run *r, struct vw_qp *q, uint64_t seq)
     }
     q->bytes += r->o.size;
     q->done = seq + 1;
-    if (r->o.op == VW_OP_READ
-        && (q->done % r->batch == 0 || q->done == r->o.count)) {
+    if (r->o.op == VW_OP_READ && (q->done % r->batch == 0 || q->done == r->o.count)) {
         /* Tell the server these slots were read so it can refill them. */
         vw_post_ctl (r, q, VW_CTL_DOORBELL, q->done);
         q->doorbell = q->done;
@@ -275,26 +271,23 @@ static void send_wc (struct vw_run *r, struct vw_qp *q, const struct ibv_wc *wc)
 {
     uint64_t c = VW_WRID_VAL (wc->wr_id);
     static const enum ibv_wc_opcode want[] = {
-        [VW_OP_SEND] = IBV_WC_SEND,
-        [VW_OP_SEND_IMM] = IBV_WC_SEND,
-        [VW_OP_WRITE] = IBV_WC_RDMA_WRITE,
-        [VW_OP_WRITE_IMM] = IBV_WC_RDMA_WRITE,
-        [VW_OP_READ] = IBV_WC_RDMA_READ,
-        [VW_OP_FADD] = IBV_WC_FETCH_ADD,
+        [VW_OP_SEND] = IBV_WC_SEND,        [VW_OP_SEND_IMM] = IBV_WC_SEND,
+        [VW_OP_WRITE] = IBV_WC_RDMA_WRITE, [VW_OP_WRITE_IMM] = IBV_WC_RDMA_WRITE,
+        [VW_OP_READ] = IBV_WC_RDMA_READ,   [VW_OP_FADD] = IBV_WC_FETCH_ADD,
         [VW_OP_CSWAP] = IBV_WC_COMP_SWAP,
     };
 
     if (c < q->wr_done || c >= q->wr_posted)
-        vw_die (r, "qp %d: completion for WR %llu, but WRs %llu..%llu are "
-                "outstanding (duplicate or stray completion)", q->idx,
-                (unsigned long long)c, (unsigned long long)q->wr_done,
+        vw_die (r,
+                "qp %d: completion for WR %llu, but WRs %llu..%llu are "
+                "outstanding (duplicate or stray completion)",
+                q->idx, (unsigned long long)c, (unsigned long long)q->wr_done,
                 (unsigned long long)q->wr_posted);
     if (VW_WRID_KIND (wc->wr_id) == VW_WR_DATA && wc->opcode != want[r->o.op])
-        vw_die (r, "qp %d: %s completion has opcode %d, expected %d", q->idx,
-                vw_op_name (r->o.op), wc->opcode, want[r->o.op]);
+        vw_die (r, "qp %d: %s completion has opcode %d, expected %d", q->idx, vw_op_name (r->o.op),
+                wc->opcode, want[r->o.op]);
     if (VW_WRID_KIND (wc->wr_id) == VW_WR_CTL && wc->opcode != IBV_WC_SEND)
-        vw_die (r, "qp %d: doorbell SEND completion has opcode %d", q->idx,
-                wc->opcode);
+        vw_die (r, "qp %d: doorbell SEND completion has opcode %d", q->idx, wc->opcode);
     /* Every WR up to c is complete.  Collect their seqs before verifying:
      * verifying a READ batch posts a doorbell, which may reuse SQ slots. */
     uint64_t from = q->wr_done;
@@ -316,9 +309,10 @@ static void credit_wc (struct vw_run *r, struct vw_qp *q, const struct ibv_wc *w
     struct vw_ctl ctl;
 
     if (wc->opcode != IBV_WC_RECV || wc->byte_len != VW_CTL_LEN + off)
-        vw_die (r, "qp %d: credit message has opcode %d length %u, expected "
-                "RECV of %u bytes", q->idx, wc->opcode, wc->byte_len,
-                VW_CTL_LEN + off);
+        vw_die (r,
+                "qp %d: credit message has opcode %d length %u, expected "
+                "RECV of %u bytes",
+                q->idx, wc->opcode, wc->byte_len, VW_CTL_LEN + off);
     memcpy (&ctl, q->buf + q->ctl_off + slot * VW_CTL_STRIDE + off, sizeof (ctl));
     if (r->o.ckpt && ctl.magic == VW_CTL_MAGIC && ctl.type == VW_CTL_FIN
         && ctl.qp == (uint64_t)q->idx) {
@@ -331,10 +325,9 @@ static void credit_wc (struct vw_run *r, struct vw_qp *q, const struct ibv_wc *w
         vw_post_recv (r, q, VW_WR_RCTL, slot);
         return;
     }
-    if (ctl.magic != VW_CTL_MAGIC || ctl.type != VW_CTL_CREDIT
-        || ctl.qp != (uint64_t)q->idx)
-        vw_die (r, "qp %d: bad credit message (magic 0x%x type %u qp %llu)",
-                q->idx, ctl.magic, ctl.type, (unsigned long long)ctl.qp);
+    if (ctl.magic != VW_CTL_MAGIC || ctl.type != VW_CTL_CREDIT || ctl.qp != (uint64_t)q->idx)
+        vw_die (r, "qp %d: bad credit message (magic 0x%x type %u qp %llu)", q->idx, ctl.magic,
+                ctl.type, (unsigned long long)ctl.qp);
     if (ctl.seq > q->credit || q->credit == UINT64_MAX)
         q->credit = ctl.seq;
     vw_post_recv (r, q, VW_WR_RCTL, slot);
@@ -366,6 +359,5 @@ int vw_client_finished (struct vw_run *r, struct vw_qp *q)
      * acknowledged, so the server is guaranteed to get the last one; with
      * -C also when the server's FIN arrived, its last SEND to us. */
     return q->done == r->o.count && q->wr_done == q->wr_posted
-           && (!is_doorbell_op (r->o.op) || q->doorbell == r->o.count)
-           && (!r->o.ckpt || q->fin);
+        && (!is_doorbell_op (r->o.op) || q->doorbell == r->o.count) && (!r->o.ckpt || q->fin);
 }

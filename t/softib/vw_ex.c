@@ -8,8 +8,7 @@
 #include "vw_ex.h"
 
 struct ibv_cq *vw_ex_create_cq (struct ibv_context *ctx, int cqe, void *cq_ctx,
-                                struct ibv_comp_channel *ch,
-                                struct ibv_cq_ex **cqx)
+                                struct ibv_comp_channel *ch, struct ibv_cq_ex **cqx)
 {
     struct ibv_cq_init_attr_ex a;
 
@@ -17,10 +16,9 @@ struct ibv_cq *vw_ex_create_cq (struct ibv_context *ctx, int cqe, void *cq_ctx,
     a.cqe = (uint32_t)cqe;
     a.cq_context = cq_ctx;
     a.channel = ch;
-    a.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM
-                 | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP
-                 | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL
-                 | IBV_WC_EX_WITH_DLID_PATH_BITS;
+    a.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM
+        | IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL
+        | IBV_WC_EX_WITH_DLID_PATH_BITS;
     *cqx = ibv_create_cq_ex (ctx, &a);
     return *cqx ? ibv_cq_ex_to_cq (*cqx) : NULL;
 }
@@ -43,11 +41,9 @@ struct ibv_qp *vw_ex_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *ia,
     a.pd = pd;
     a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
     if (ia->qp_type != IBV_QPT_UD)
-        a.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE
-                            | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
-                            | IBV_QP_EX_WITH_RDMA_READ
-                            | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
-                            | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+        a.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+            | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+            | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
     qp = ibv_create_qp_ex (pd->context, &a);
     if (!qp)
         return NULL;
@@ -79,20 +75,17 @@ int vw_ex_post_send (struct ibv_qp_ex *qpx, const struct ibv_send_wr *wr)
         ibv_wr_rdma_write (qpx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
         break;
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-        ibv_wr_rdma_write_imm (qpx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr,
-                               wr->imm_data);
+        ibv_wr_rdma_write_imm (qpx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, wr->imm_data);
         break;
     case IBV_WR_RDMA_READ:
         ibv_wr_rdma_read (qpx, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
         break;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        ibv_wr_atomic_fetch_add (qpx, wr->wr.atomic.rkey,
-                                 wr->wr.atomic.remote_addr,
+        ibv_wr_atomic_fetch_add (qpx, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr,
                                  wr->wr.atomic.compare_add);
         break;
     case IBV_WR_ATOMIC_CMP_AND_SWP:
-        ibv_wr_atomic_cmp_swp (qpx, wr->wr.atomic.rkey,
-                               wr->wr.atomic.remote_addr,
+        ibv_wr_atomic_cmp_swp (qpx, wr->wr.atomic.rkey, wr->wr.atomic.remote_addr,
                                wr->wr.atomic.compare_add, wr->wr.atomic.swap);
         break;
     default:
@@ -100,8 +93,7 @@ int vw_ex_post_send (struct ibv_qp_ex *qpx, const struct ibv_send_wr *wr)
         return EINVAL;
     }
     if (qpx->qp_base.qp_type == IBV_QPT_UD)
-        ibv_wr_set_ud_addr (qpx, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
-                            wr->wr.ud.remote_qkey);
+        ibv_wr_set_ud_addr (qpx, wr->wr.ud.ah, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey);
     if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge <= 64) {
         for (int i = 0; i < wr->num_sge; i++) {
             bufs[i].addr = (void *)(uintptr_t)wr->sg_list[i].addr;

@@ -16,8 +16,7 @@
  * the extended CQ.  Returns its ibv_cq (for notify, QP creation and
  * destroy), or NULL with errno. */
 struct ibv_cq *vw_ex_create_cq (struct ibv_context *ctx, int cqe, void *cq_ctx,
-                                struct ibv_comp_channel *ch,
-                                struct ibv_cq_ex **cqx);
+                                struct ibv_comp_channel *ch, struct ibv_cq_ex **cqx);
 
 /* ibv_create_qp_ex with the send ops the workload tools use; *qpx gets
  * ibv_qp_to_qp_ex's answer.  NULL with errno. */

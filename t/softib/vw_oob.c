@@ -30,7 +30,8 @@ static long now_ms (void)
 
 static int listen_family (int family, const char *port, int *bound)
 {
-    struct addrinfo hints = { .ai_family = family, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = { .ai_family = family,
+                              .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_PASSIVE };
     struct addrinfo *res = NULL;
     struct sockaddr_storage ss;
@@ -76,8 +77,8 @@ int vw_oob_listen (const char *port, int *bound, char *err, size_t errlen)
     if (fd < 0 && errno != EADDRINUSE)
         fd = listen_family (AF_INET, port, bound);
     if (fd < 0)
-        snprintf (err, errlen, "listen on TCP port %s: %s (pick another -p)",
-                  port, strerror (errno));
+        snprintf (err, errlen, "listen on TCP port %s: %s (pick another -p)", port,
+                  strerror (errno));
     return fd;
 }
 
@@ -99,8 +100,7 @@ int vw_oob_accept (int lfd, int timeout_ms, char *err, size_t errlen)
     return fd;
 }
 
-int vw_oob_connect (const char *host, const char *port, int timeout_ms,
-                    char *err, size_t errlen)
+int vw_oob_connect (const char *host, const char *port, int timeout_ms, char *err, size_t errlen)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
     struct addrinfo *res = NULL, *ai;
@@ -108,8 +108,7 @@ int vw_oob_connect (const char *host, const char *port, int timeout_ms,
     int fd = -1, one = 1, rc, saved = 0;
 
     if ((rc = getaddrinfo (host, port, &hints, &res)) != 0) {
-        snprintf (err, errlen, "server '%s' port '%s': %s", host, port,
-                  gai_strerror (rc));
+        snprintf (err, errlen, "server '%s' port '%s': %s", host, port, gai_strerror (rc));
         return -1;
     }
     for (;;) {
@@ -124,8 +123,9 @@ int vw_oob_connect (const char *host, const char *port, int timeout_ms,
             fd = -1;
         }
         /* The server may still be starting: retry refused connections. */
-        if (now_ms () >= deadline || (saved != ECONNREFUSED && saved != ENETUNREACH
-                                      && saved != EHOSTUNREACH && saved != 0))
+        if (now_ms () >= deadline
+            || (saved != ECONNREFUSED && saved != ENETUNREACH && saved != EHOSTUNREACH
+                && saved != 0))
             break;
         usleep (20000);
     }

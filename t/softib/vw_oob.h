@@ -19,8 +19,7 @@ int vw_oob_accept (int lfd, int timeout_ms, char *err, size_t errlen);
 
 /* Client: connect to host:port, retrying while the server is not yet up,
  * for up to timeout_ms.  Returns fd or -1 with err. */
-int vw_oob_connect (const char *host, const char *port, int timeout_ms,
-                    char *err, size_t errlen);
+int vw_oob_connect (const char *host, const char *port, int timeout_ms, char *err, size_t errlen);
 
 /* Send one line (a newline is appended).  0 or -1 with errno. */
 int vw_oob_send (int fd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));

@@ -14,12 +14,8 @@
 #include "vw_opts.h"
 
 static const char *op_names[] = {
-    [VW_OP_SEND] = "send",
-    [VW_OP_SEND_IMM] = "send_imm",
-    [VW_OP_WRITE] = "write",
-    [VW_OP_WRITE_IMM] = "write_imm",
-    [VW_OP_READ] = "read",
-    [VW_OP_FADD] = "fadd",
+    [VW_OP_SEND] = "send",           [VW_OP_SEND_IMM] = "send_imm", [VW_OP_WRITE] = "write",
+    [VW_OP_WRITE_IMM] = "write_imm", [VW_OP_READ] = "read",         [VW_OP_FADD] = "fadd",
     [VW_OP_CSWAP] = "cswap",
 };
 
@@ -44,51 +40,51 @@ int vw_op_is_atomic (enum vw_op op)
 void vw_opts_usage (const char *prog)
 {
     fprintf (stderr,
-"usage: %s [options] [SERVER]     (no SERVER: be the server)\n"
-"  -p PORT     out-of-band TCP port (server: 0 = any free port)\n"
-"  -P FILE     server: write the port it listens on to FILE\n"
-"  -d DEV      verbs device (default: the first)\n"
-"  -i PORT     device port (default 1)\n"
-"  -x INDEX    GID index to address peers by GID (default: LID only)\n"
-"  -T SECONDS  fail when the run takes longer (default 60)\n"
-"  -v          verbose\n"
-"  -L N        server: print 'progress qp Q msgs M' on stdout each time a\n"
-"              QP has verified N more messages (M counts from the first\n"
-"              message, so a restored run shows where it went on)\n"
-"workload (client side; the server receives it):\n"
-"  -o OP       send|send_imm|write|write_imm|read|fadd|cswap (default send)\n"
-"  -n COUNT    messages per QP (default 1000)\n"
-"  -s SIZE     bytes per message (default 4096; atomics: 8)\n"
-"  -I          post data inline (send, send_imm, write, write_imm)\n"
-"  -g SGE      scatter/gather entries per message (default 1)\n"
-"  -u N        signal only every Nth work request (default 1 = all)\n"
-"  -q QPS      queue pairs (default 1)\n"
-"  -c CQS      completion queues per side (default 1; a multiple of -t)\n"
-"  -t THREADS  threads per side, each driving its own QPs (default 1)\n"
-"  -U          UD queue pairs with address handles (send, send_imm)\n"
-"  -S          receiver uses shared receive queues\n"
-"  -w MODE     wait for completions: busy|event|poll (default busy)\n"
-"  -W WINDOW   messages in flight per QP (default 16)\n"
-"  -X          extended verbs on both sides: ibv_create_qp_ex + ibv_wr_*,\n"
-"              ibv_create_cq_ex + ibv_start_poll (perftest's default path)\n"
-"  -r RATE     post at most RATE messages per second per QP (default: no\n"
-"              limit); with a large -n, a stream that outlasts a checkpoint\n"
-"  -C          checkpointable: close the out-of-band TCP connection once the\n"
-"              QPs are connected; each side then checks its own totals (the\n"
-"              server sends its per-QP totals to the client over verbs), so\n"
-"              CRIU can dump and restore both processes, on other hosts too\n"
-"              (not with fadd|cswap: nothing tells the server they ended)\n"
-"  -F          no SERVER: fork the server before the first verbs call and\n"
-"              be its client over loopback (one program, two processes that\n"
-"              both use verbs); exits non-zero if either side failed\n"
-"prints 'OK msgs=N bytes=B checksum=X' when every message was verified.\n"
-"environment: VW_CORRUPT_SEQ=N makes the client flip one byte of QP 0's\n"
-"message N (send, send_imm, write, write_imm): the run must then fail.\n",
+             "usage: %s [options] [SERVER]     (no SERVER: be the server)\n"
+             "  -p PORT     out-of-band TCP port (server: 0 = any free port)\n"
+             "  -P FILE     server: write the port it listens on to FILE\n"
+             "  -d DEV      verbs device (default: the first)\n"
+             "  -i PORT     device port (default 1)\n"
+             "  -x INDEX    GID index to address peers by GID (default: LID only)\n"
+             "  -T SECONDS  fail when the run takes longer (default 60)\n"
+             "  -v          verbose\n"
+             "  -L N        server: print 'progress qp Q msgs M' on stdout each time a\n"
+             "              QP has verified N more messages (M counts from the first\n"
+             "              message, so a restored run shows where it went on)\n"
+             "workload (client side; the server receives it):\n"
+             "  -o OP       send|send_imm|write|write_imm|read|fadd|cswap (default send)\n"
+             "  -n COUNT    messages per QP (default 1000)\n"
+             "  -s SIZE     bytes per message (default 4096; atomics: 8)\n"
+             "  -I          post data inline (send, send_imm, write, write_imm)\n"
+             "  -g SGE      scatter/gather entries per message (default 1)\n"
+             "  -u N        signal only every Nth work request (default 1 = all)\n"
+             "  -q QPS      queue pairs (default 1)\n"
+             "  -c CQS      completion queues per side (default 1; a multiple of -t)\n"
+             "  -t THREADS  threads per side, each driving its own QPs (default 1)\n"
+             "  -U          UD queue pairs with address handles (send, send_imm)\n"
+             "  -S          receiver uses shared receive queues\n"
+             "  -w MODE     wait for completions: busy|event|poll (default busy)\n"
+             "  -W WINDOW   messages in flight per QP (default 16)\n"
+             "  -X          extended verbs on both sides: ibv_create_qp_ex + ibv_wr_*,\n"
+             "              ibv_create_cq_ex + ibv_start_poll (perftest's default path)\n"
+             "  -r RATE     post at most RATE messages per second per QP (default: no\n"
+             "              limit); with a large -n, a stream that outlasts a checkpoint\n"
+             "  -C          checkpointable: close the out-of-band TCP connection once the\n"
+             "              QPs are connected; each side then checks its own totals (the\n"
+             "              server sends its per-QP totals to the client over verbs), so\n"
+             "              CRIU can dump and restore both processes, on other hosts too\n"
+             "              (not with fadd|cswap: nothing tells the server they ended)\n"
+             "  -F          no SERVER: fork the server before the first verbs call and\n"
+             "              be its client over loopback (one program, two processes that\n"
+             "              both use verbs); exits non-zero if either side failed\n"
+             "prints 'OK msgs=N bytes=B checksum=X' when every message was verified.\n"
+             "environment: VW_CORRUPT_SEQ=N makes the client flip one byte of QP 0's\n"
+             "message N (send, send_imm, write, write_imm): the run must then fail.\n",
              prog);
 }
 
-static int parse_num (const char *s, uint64_t min, uint64_t max, uint64_t *v,
-                      const char *what, char *err, size_t errlen)
+static int parse_num (const char *s, uint64_t min, uint64_t max, uint64_t *v, const char *what,
+                      char *err, size_t errlen)
 {
     char *end;
     unsigned long long n;
@@ -96,16 +92,16 @@ static int parse_num (const char *s, uint64_t min, uint64_t max, uint64_t *v,
     errno = 0;
     n = strtoull (s, &end, 0);
     if (errno || end == s || *end != '\0' || s[0] == '-' || n < min || n > max) {
-        snprintf (err, errlen, "%s: '%s' is not a number from %llu to %llu",
-                  what, s, (unsigned long long)min, (unsigned long long)max);
+        snprintf (err, errlen, "%s: '%s' is not a number from %llu to %llu", what, s,
+                  (unsigned long long)min, (unsigned long long)max);
         return -1;
     }
     *v = n;
     return 0;
 }
 
-static int parse_name (const char *s, const char **names, size_t n, int *v,
-                       const char *what, char *err, size_t errlen)
+static int parse_name (const char *s, const char **names, size_t n, int *v, const char *what,
+                       char *err, size_t errlen)
 {
     char list[128] = "";
 
@@ -114,8 +110,8 @@ static int parse_name (const char *s, const char **names, size_t n, int *v,
             *v = (int)i;
             return 0;
         }
-        snprintf (list + strlen (list), sizeof (list) - strlen (list), "%s%s",
-                  i ? "|" : "", names[i]);
+        snprintf (list + strlen (list), sizeof (list) - strlen (list), "%s%s", i ? "|" : "",
+                  names[i]);
     }
     snprintf (err, errlen, "%s: unknown '%s' (use %s)", what, s, list);
     return -1;
@@ -130,7 +126,7 @@ static void opts_defaults (struct vw_opts *o)
     o->timeout = 60;
     o->op = VW_OP_SEND;
     o->count = 1000;
-    o->size = 0;        /* 0 = default for the op, resolved in check */
+    o->size = 0; /* 0 = default for the op, resolved in check */
     o->nsge = 1;
     o->sig_every = 1;
     o->nqp = 1;
@@ -140,8 +136,7 @@ static void opts_defaults (struct vw_opts *o)
     o->window = 16;
 }
 
-int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
-                   char *err, size_t errlen)
+int vw_opts_parse (struct vw_opts *o, int argc, char **argv, char *err, size_t errlen)
 {
     uint64_t v;
     int c, iv;
@@ -150,9 +145,15 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
     optind = 1;
     while ((c = getopt (argc, argv, "p:P:d:i:x:T:vL:o:n:s:Ig:u:q:c:t:USw:W:r:XCFh")) != -1) {
         switch (c) {
-        case 'p': o->port = optarg; break;
-        case 'P': o->port_file = optarg; break;
-        case 'd': o->dev = optarg; break;
+        case 'p':
+            o->port = optarg;
+            break;
+        case 'P':
+            o->port_file = optarg;
+            break;
+        case 'd':
+            o->dev = optarg;
+            break;
         case 'i':
             if (parse_num (optarg, 1, 255, &v, "-i (device port)", err, errlen) < 0)
                 return -1;
@@ -168,15 +169,18 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
                 return -1;
             o->timeout = (int)v;
             break;
-        case 'v': o->verbose++; break;
+        case 'v':
+            o->verbose++;
+            break;
         case 'L':
-            if (parse_num (optarg, 1, UINT64_MAX, &v, "-L (progress every N messages)",
-                           err, errlen) < 0)
+            if (parse_num (optarg, 1, UINT64_MAX, &v, "-L (progress every N messages)", err, errlen)
+                < 0)
                 return -1;
             o->progress = v;
             break;
         case 'o':
-            if (parse_name (optarg, op_names, NELEM (op_names), &iv, "-o (opcode)", err, errlen) < 0)
+            if (parse_name (optarg, op_names, NELEM (op_names), &iv, "-o (opcode)", err, errlen)
+                < 0)
                 return -1;
             o->op = (enum vw_op)iv;
             break;
@@ -190,7 +194,9 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
                 return -1;
             o->size = (uint32_t)v;
             break;
-        case 'I': o->inline_data = 1; break;
+        case 'I':
+            o->inline_data = 1;
+            break;
         case 'g':
             if (parse_num (optarg, 1, 64, &v, "-g (sg entries)", err, errlen) < 0)
                 return -1;
@@ -216,10 +222,16 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
                 return -1;
             o->nthread = (int)v;
             break;
-        case 'U': o->ud = 1; break;
-        case 'S': o->srq = 1; break;
+        case 'U':
+            o->ud = 1;
+            break;
+        case 'S':
+            o->srq = 1;
+            break;
         case 'w':
-            if (parse_name (optarg, wait_names, NELEM (wait_names), &iv, "-w (wait mode)", err, errlen) < 0)
+            if (parse_name (optarg, wait_names, NELEM (wait_names), &iv, "-w (wait mode)", err,
+                            errlen)
+                < 0)
                 return -1;
             o->wait = (enum vw_wait)iv;
             break;
@@ -233,9 +245,15 @@ int vw_opts_parse (struct vw_opts *o, int argc, char **argv,
                 return -1;
             o->rate = (uint32_t)v;
             break;
-        case 'X': o->ex = 1; break;
-        case 'C': o->ckpt = 1; break;
-        case 'F': o->fork_server = 1; break;
+        case 'X':
+            o->ex = 1;
+            break;
+        case 'C':
+            o->ckpt = 1;
+            break;
+        case 'F':
+            o->fork_server = 1;
+            break;
         case 'h':
             vw_opts_usage (argv[0]);
             exit (0);
@@ -275,8 +293,8 @@ int vw_opts_check (struct vw_opts *o, char *err, size_t errlen)
     if (o->size == 0)
         o->size = vw_op_is_atomic (o->op) ? 8 : 4096;
     if (vw_op_is_atomic (o->op) && o->size != 8) {
-        snprintf (err, errlen, "-o %s works on 8 bytes: use -s 8 (got %u)",
-                  vw_op_name (o->op), o->size);
+        snprintf (err, errlen, "-o %s works on 8 bytes: use -s 8 (got %u)", vw_op_name (o->op),
+                  o->size);
         return -1;
     }
     if (o->ud && o->op != VW_OP_SEND && o->op != VW_OP_SEND_IMM) {
@@ -285,8 +303,10 @@ int vw_opts_check (struct vw_opts *o, char *err, size_t errlen)
         return -1;
     }
     if (o->inline_data && (o->op == VW_OP_READ || vw_op_is_atomic (o->op))) {
-        snprintf (err, errlen, "-I (inline) makes no sense with -o %s: it "
-                  "carries no local data out", vw_op_name (o->op));
+        snprintf (err, errlen,
+                  "-I (inline) makes no sense with -o %s: it "
+                  "carries no local data out",
+                  vw_op_name (o->op));
         return -1;
     }
     if (vw_op_is_atomic (o->op) && o->nsge != 1) {
@@ -294,25 +314,28 @@ int vw_opts_check (struct vw_opts *o, char *err, size_t errlen)
         return -1;
     }
     if ((uint32_t)o->nsge > o->size) {
-        snprintf (err, errlen, "-g %d is more sg entries than -s %u bytes",
-                  o->nsge, o->size);
+        snprintf (err, errlen, "-g %d is more sg entries than -s %u bytes", o->nsge, o->size);
         return -1;
     }
     if (o->ckpt && vw_op_is_atomic (o->op)) {
-        snprintf (err, errlen, "-C (checkpointable) cannot run -o %s: atomics "
+        snprintf (err, errlen,
+                  "-C (checkpointable) cannot run -o %s: atomics "
                   "complete nowhere on the server, so only the out-of-band "
                   "connection could tell it the run ended; drop -C or use "
-                  "send|send_imm|write|write_imm|read", vw_op_name (o->op));
+                  "send|send_imm|write|write_imm|read",
+                  vw_op_name (o->op));
         return -1;
     }
     if (o->ncq % o->nthread != 0) {
-        snprintf (err, errlen, "-c %d must be a multiple of -t %d so that each "
-                  "CQ is polled by one thread", o->ncq, o->nthread);
+        snprintf (err, errlen,
+                  "-c %d must be a multiple of -t %d so that each "
+                  "CQ is polled by one thread",
+                  o->ncq, o->nthread);
         return -1;
     }
     if (o->nthread > o->nqp) {
-        snprintf (err, errlen, "-t %d threads need at least as many QPs (-q %d)",
-                  o->nthread, o->nqp);
+        snprintf (err, errlen, "-t %d threads need at least as many QPs (-q %d)", o->nthread,
+                  o->nqp);
         return -1;
     }
     return 0;
@@ -323,10 +346,9 @@ void vw_opts_format (const struct vw_opts *o, char *buf, size_t len)
     snprintf (buf, len,
               "op=%s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d thr=%d "
               "ud=%d srq=%d wait=%s win=%d gid=%d tmo=%d ex=%d ckpt=%d",
-              vw_op_name (o->op), (unsigned long long)o->count, o->size,
-              o->inline_data, o->nsge, o->sig_every, o->nqp, o->ncq,
-              o->nthread, o->ud, o->srq, wait_names[o->wait], o->window,
-              o->gid_index, o->timeout, o->ex, o->ckpt);
+              vw_op_name (o->op), (unsigned long long)o->count, o->size, o->inline_data, o->nsge,
+              o->sig_every, o->nqp, o->ncq, o->nthread, o->ud, o->srq, wait_names[o->wait],
+              o->window, o->gid_index, o->timeout, o->ex, o->ckpt);
 }
 
 int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
@@ -338,12 +360,13 @@ int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
     got = sscanf (line,
                   "op=%31s n=%llu s=%u inline=%d sge=%d sig=%d qp=%d cq=%d "
                   "thr=%d ud=%d srq=%d wait=%31s win=%d gid=%d tmo=%d ex=%d ckpt=%d",
-                  op, &n, &o->size, &o->inline_data, &o->nsge, &o->sig_every,
-                  &o->nqp, &o->ncq, &o->nthread, &o->ud, &o->srq, wait,
-                  &o->window, &gid, &tmo, &o->ex, &o->ckpt);
+                  op, &n, &o->size, &o->inline_data, &o->nsge, &o->sig_every, &o->nqp, &o->ncq,
+                  &o->nthread, &o->ud, &o->srq, wait, &o->window, &gid, &tmo, &o->ex, &o->ckpt);
     if (got != 17) {
-        snprintf (err, errlen, "bad workload line from client: '%s' "
-                  "(client and server versions differ?)", line);
+        snprintf (err, errlen,
+                  "bad workload line from client: '%s' "
+                  "(client and server versions differ?)",
+                  line);
         return -1;
     }
     o->count = n;
@@ -360,9 +383,9 @@ int vw_opts_load (struct vw_opts *o, const char *line, char *err, size_t errlen)
     if (parse_name (wait, wait_names, NELEM (wait_names), &got, "client wait", err, errlen) < 0)
         return -1;
     o->wait = (enum vw_wait)got;
-    if (o->nqp < 1 || o->nqp > 4095 || o->ncq < 1 || o->nthread < 1
-        || o->nthread > 64 || o->window < 1 || o->window > 4096
-        || o->nsge < 1 || o->nsge > 64 || o->sig_every < 1 || o->count < 1) {
+    if (o->nqp < 1 || o->nqp > 4095 || o->ncq < 1 || o->nthread < 1 || o->nthread > 64
+        || o->window < 1 || o->window > 4096 || o->nsge < 1 || o->nsge > 64 || o->sig_every < 1
+        || o->count < 1) {
         snprintf (err, errlen, "workload line from client out of range: '%s'", line);
         return -1;
     }

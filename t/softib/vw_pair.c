@@ -10,8 +10,8 @@
 
 #include "vw_pair.h"
 
-int vw_pair_create (struct vw_pair *p, struct vw_dev *d, enum ibv_qp_type type,
-                    struct ibv_srq *srq, char *err, size_t errlen)
+int vw_pair_create (struct vw_pair *p, struct vw_dev *d, enum ibv_qp_type type, struct ibv_srq *srq,
+                    char *err, size_t errlen)
 {
     memset (p, 0, sizeof (*p));
     p->dev = d;
@@ -61,8 +61,8 @@ int vw_pair_connect (struct vw_pair *p, const struct vw_rc_params *par,
         if (p->qp[i]->qp_type == IBV_QPT_UD)
             rc = vw_qp_ud_ready (p->qp[i], p->dev, p->ep[i].psn, err, errlen);
         else
-            rc = vw_qp_rc_connect_ex (p->qp[i], p->dev, &p->ep[i], &p->ep[1 - i],
-                                      i ? par2 : par, err, errlen);
+            rc = vw_qp_rc_connect_ex (p->qp[i], p->dev, &p->ep[i], &p->ep[1 - i], i ? par2 : par,
+                                      err, errlen);
         if (rc < 0)
             return -1;
     }
@@ -91,16 +91,14 @@ int vw_cq_wait (struct ibv_cq *cq, struct ibv_wc *wc, int timeout_ms)
         if (n != 0)
             return n < 0 ? -1 : 1;
         clock_gettime (CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000
-            >= timeout_ms)
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= timeout_ms)
             return 0;
         usleep (200);
     }
 }
 
-int vw_post1 (struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
-              void *buf, uint32_t len, uint32_t lkey, uint64_t raddr,
-              uint32_t rkey, int flags)
+int vw_post1 (struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *buf, uint32_t len,
+              uint32_t lkey, uint64_t raddr, uint32_t rkey, int flags)
 {
     struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
     struct ibv_send_wr wr, *bad = NULL;
@@ -123,8 +121,7 @@ int vw_post1 (struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
     return ibv_post_send (qp, &wr, &bad);
 }
 
-int vw_recv1 (struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
-              uint32_t lkey)
+int vw_recv1 (struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey)
 {
     struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
     struct ibv_recv_wr wr, *bad = NULL;

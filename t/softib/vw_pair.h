@@ -25,8 +25,8 @@ struct vw_pair {
 
 /* Create two CQs and two QPs of type (RC or UD) in RESET.  srq may be
  * NULL.  0 or -1 with err. */
-int vw_pair_create (struct vw_pair *p, struct vw_dev *d, enum ibv_qp_type type,
-                    struct ibv_srq *srq, char *err, size_t errlen);
+int vw_pair_create (struct vw_pair *p, struct vw_dev *d, enum ibv_qp_type type, struct ibv_srq *srq,
+                    char *err, size_t errlen);
 /* Connect qp[0] and qp[1] to each other (RC) or make both ready (UD).
  * par: NULL = defaults; par2 for qp[1] (NULL = same as par). */
 int vw_pair_connect (struct vw_pair *p, const struct vw_rc_params *par,
@@ -38,10 +38,8 @@ void vw_pair_destroy (struct vw_pair *p);
 int vw_cq_wait (struct ibv_cq *cq, struct ibv_wc *wc, int timeout_ms);
 
 /* Post one WR; returns ibv_post_send's value.  sge/len may be 0. */
-int vw_post1 (struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
-              void *buf, uint32_t len, uint32_t lkey, uint64_t raddr,
-              uint32_t rkey, int flags);
-int vw_recv1 (struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
-              uint32_t lkey);
+int vw_post1 (struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *buf, uint32_t len,
+              uint32_t lkey, uint64_t raddr, uint32_t rkey, int flags);
+int vw_recv1 (struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey);
 
 #endif

@@ -51,8 +51,7 @@ void vw_pattern_fill (void *buf, size_t len, uint32_t qp, uint64_t seq)
     }
 }
 
-ssize_t vw_pattern_check (const void *buf, size_t len, uint32_t qp,
-                          uint64_t seq, uint8_t *exp_byte)
+ssize_t vw_pattern_check (const void *buf, size_t len, uint32_t qp, uint64_t seq, uint8_t *exp_byte)
 {
     const uint8_t *p = buf;
     uint64_t tag = pattern_tag (qp, seq);
@@ -88,8 +87,8 @@ int vw_pattern_tag (const void *buf, size_t len, uint32_t *qp, uint64_t *seq)
     return 0;
 }
 
-void vw_pattern_explain (const void *buf, size_t len, uint32_t qp,
-                         uint64_t seq, char *msg, size_t msglen)
+void vw_pattern_explain (const void *buf, size_t len, uint32_t qp, uint64_t seq, char *msg,
+                         size_t msglen)
 {
     const uint8_t *p = buf;
     uint8_t exp = 0;
@@ -108,8 +107,7 @@ void vw_pattern_explain (const void *buf, size_t len, uint32_t qp,
             snprintf (msg, msglen,
                       "expected message qp %u seq %llu, got intact message "
                       "qp %u seq %llu (lost, duplicated or reordered)",
-                      qp, (unsigned long long)seq, got_qp,
-                      (unsigned long long)got_seq);
+                      qp, (unsigned long long)seq, got_qp, (unsigned long long)got_seq);
             return;
         }
     }

@@ -29,16 +29,16 @@ void vw_pattern_fill (void *buf, size_t len, uint32_t qp, uint64_t seq);
 /* Compare buf with message (qp, seq).  Returns -1 when equal, else the
  * offset of the first differing byte; *exp_byte gets the expected byte
  * there.  Callers use vw_pattern_tag() to say what arrived instead. */
-ssize_t vw_pattern_check (const void *buf, size_t len, uint32_t qp,
-                          uint64_t seq, uint8_t *exp_byte);
+ssize_t vw_pattern_check (const void *buf, size_t len, uint32_t qp, uint64_t seq,
+                          uint8_t *exp_byte);
 
 /* Decode the tag at the start of a message (needs len >= 8).  Returns 0
  * and sets *qp and *seq, or -1 when len is too short. */
 int vw_pattern_tag (const void *buf, size_t len, uint32_t *qp, uint64_t *seq);
 
 /* Describe why buf is not message (qp, seq) into msg (for error output). */
-void vw_pattern_explain (const void *buf, size_t len, uint32_t qp,
-                         uint64_t seq, char *msg, size_t msglen);
+void vw_pattern_explain (const void *buf, size_t len, uint32_t qp, uint64_t seq, char *msg,
+                         size_t msglen);
 
 /* FNV-1a 64 over len bytes, continuing from h. */
 uint64_t vw_hash (uint64_t h, const void *buf, size_t len);
@@ -47,8 +47,8 @@ uint64_t vw_hash (uint64_t h, const void *buf, size_t len);
 uint64_t vw_mix64 (uint64_t x);
 
 /* Slot layout: len bytes split in nsge pieces, each followed by a guard. */
-size_t vw_slot_piece (size_t len, int nsge);   /* bytes per piece (last may be shorter) */
-size_t vw_slot_stride (size_t len, int nsge);  /* bytes a slot takes in memory */
+size_t vw_slot_piece (size_t len, int nsge);  /* bytes per piece (last may be shorter) */
+size_t vw_slot_stride (size_t len, int nsge); /* bytes a slot takes in memory */
 /* Offset and length of piece k inside a slot; length 0 when k is unused. */
 void vw_slot_piece_at (size_t len, int nsge, int k, size_t *off, size_t *plen);
 void vw_slot_scatter (void *slot, const void *msg, size_t len, int nsge);

@@ -55,22 +55,21 @@ void vw_server_start (struct vw_run *r, struct vw_qp *q)
     }
 }
 
-static void check_ring_slot (struct vw_run *r, struct vw_qp *q, uint64_t seq,
-                             const char *what)
+static void check_ring_slot (struct vw_run *r, struct vw_qp *q, uint64_t seq, const char *what)
 {
     uint8_t *slot = ring_slot (r, q, seq);
     char why[256];
     ssize_t g;
 
     if (vw_pattern_check (slot, r->o.size, (uint32_t)q->idx, seq, NULL) >= 0) {
-        vw_pattern_explain (slot, r->o.size, (uint32_t)q->idx, seq, why,
-                            sizeof (why));
+        vw_pattern_explain (slot, r->o.size, (uint32_t)q->idx, seq, why, sizeof (why));
         vw_die (r, "qp %d: %s: %s", q->idx, what, why);
     }
     if ((g = vw_slot_guard_check (slot, r->o.size, 1)) >= 0)
-        vw_die (r, "qp %d: %s of seq %llu: memory past the target was "
-                "overwritten (byte %zd of the slot)", q->idx, what,
-                (unsigned long long)seq, g);
+        vw_die (r,
+                "qp %d: %s of seq %llu: memory past the target was "
+                "overwritten (byte %zd of the slot)",
+                q->idx, what, (unsigned long long)seq, g);
     q->hash = vw_hash (q->hash, slot, r->o.size);
     q->bytes += r->o.size;
 }
@@ -96,20 +95,19 @@ static void maybe_credit (struct vw_run *r, struct vw_qp *q)
         vw_post_ctl (r, q, VW_CTL_CREDIT, q->done + r->window);
 }
 
-static void ud_learn_peer (struct vw_run *r, struct vw_qp *q,
-                           const struct ibv_wc *wc, void *grh)
+static void ud_learn_peer (struct vw_run *r, struct vw_qp *q, const struct ibv_wc *wc, void *grh)
 {
     if (wc->src_qp != q->remote.qpn)
-        vw_die (r, "qp %d: UD message from QPN %u, expected the client's "
-                "QPN %u", q->idx, wc->src_qp, q->remote.qpn);
+        vw_die (r,
+                "qp %d: UD message from QPN %u, expected the client's "
+                "QPN %u",
+                q->idx, wc->src_qp, q->remote.qpn);
     if (q->ah)
         return;
     /* Answer the way a UD server does: an AH built from the completion. */
-    q->ah = ibv_create_ah_from_wc (r->dev.pd, (struct ibv_wc *)wc, grh,
-                                   (uint8_t)r->dev.ib_port);
+    q->ah = ibv_create_ah_from_wc (r->dev.pd, (struct ibv_wc *)wc, grh, (uint8_t)r->dev.ib_port);
     if (!q->ah)
-        vw_die (r, "qp %d: ibv_create_ah_from_wc (slid %u): %m", q->idx,
-                wc->slid);
+        vw_die (r, "qp %d: ibv_create_ah_from_wc (slid %u): %m", q->idx, wc->slid);
 }
 
 static void data_recv (struct vw_run *r, struct vw_qp *q, const struct ibv_wc *wc)
@@ -124,38 +122,41 @@ static void data_recv (struct vw_run *r, struct vw_qp *q, const struct ibv_wc *w
     ssize_t g;
 
     if (seq >= r->o.count)
-        vw_die (r, "qp %d: message beyond the %llu expected (duplicate)",
-                q->idx, (unsigned long long)r->o.count);
+        vw_die (r, "qp %d: message beyond the %llu expected (duplicate)", q->idx,
+                (unsigned long long)r->o.count);
     if (wc->opcode != IBV_WC_RECV)
-        vw_die (r, "qp %d: receive completion has opcode %d, expected "
-                "IBV_WC_RECV", q->idx, wc->opcode);
+        vw_die (r,
+                "qp %d: receive completion has opcode %d, expected "
+                "IBV_WC_RECV",
+                q->idx, wc->opcode);
     if (wc->byte_len != r->o.size + grh)
-        vw_die (r, "qp %d: seq %llu: byte_len %u, expected %u", q->idx,
-                (unsigned long long)seq, wc->byte_len, r->o.size + grh);
+        vw_die (r, "qp %d: seq %llu: byte_len %u, expected %u", q->idx, (unsigned long long)seq,
+                wc->byte_len, r->o.size + grh);
     if (r->o.op == VW_OP_SEND_IMM) {
         if (!(wc->wc_flags & IBV_WC_WITH_IMM))
-            vw_die (r, "qp %d: seq %llu: SEND_WITH_IMM arrived without "
-                    "IBV_WC_WITH_IMM", q->idx, (unsigned long long)seq);
+            vw_die (r,
+                    "qp %d: seq %llu: SEND_WITH_IMM arrived without "
+                    "IBV_WC_WITH_IMM",
+                    q->idx, (unsigned long long)seq);
         if (be32toh (wc->imm_data) != (uint32_t)seq)
-            vw_die (r, "qp %d: seq %llu: immediate data %u, expected %u",
-                    q->idx, (unsigned long long)seq, be32toh (wc->imm_data),
-                    (uint32_t)seq);
+            vw_die (r, "qp %d: seq %llu: immediate data %u, expected %u", q->idx,
+                    (unsigned long long)seq, be32toh (wc->imm_data), (uint32_t)seq);
     } else if (wc->wc_flags & IBV_WC_WITH_IMM) {
-        vw_die (r, "qp %d: seq %llu: plain SEND arrived with IBV_WC_WITH_IMM",
-                q->idx, (unsigned long long)seq);
+        vw_die (r, "qp %d: seq %llu: plain SEND arrived with IBV_WC_WITH_IMM", q->idx,
+                (unsigned long long)seq);
     }
     if (r->o.ud)
         ud_learn_peer (r, q, wc, slot);
     vw_slot_gather (q->thr->scratch, data, r->o.size, r->o.nsge);
-    if (vw_pattern_check (q->thr->scratch, r->o.size, (uint32_t)q->idx, seq,
-                          NULL) >= 0) {
-        vw_pattern_explain (q->thr->scratch, r->o.size, (uint32_t)q->idx, seq,
-                            why, sizeof (why));
+    if (vw_pattern_check (q->thr->scratch, r->o.size, (uint32_t)q->idx, seq, NULL) >= 0) {
+        vw_pattern_explain (q->thr->scratch, r->o.size, (uint32_t)q->idx, seq, why, sizeof (why));
         vw_die (r, "qp %d: received %s", q->idx, why);
     }
     if ((g = vw_slot_guard_check (data, r->o.size, r->o.nsge)) >= 0)
-        vw_die (r, "qp %d: seq %llu: receive wrote past its sg entries "
-                "(byte %zd of the slot)", q->idx, (unsigned long long)seq, g);
+        vw_die (r,
+                "qp %d: seq %llu: receive wrote past its sg entries "
+                "(byte %zd of the slot)",
+                q->idx, (unsigned long long)seq, g);
     q->hash = vw_hash (q->hash, q->thr->scratch, r->o.size);
     q->bytes += r->o.size;
     q->done = seq + 1;
@@ -175,19 +176,24 @@ static void imm_recv (struct vw_run *r, struct vw_qp *q, const struct ibv_wc *wc
     uint64_t seq = q->done;
 
     if (seq >= r->o.count)
-        vw_die (r, "qp %d: WRITE_WITH_IMM beyond the %llu expected "
-                "(duplicate)", q->idx, (unsigned long long)r->o.count);
+        vw_die (r,
+                "qp %d: WRITE_WITH_IMM beyond the %llu expected "
+                "(duplicate)",
+                q->idx, (unsigned long long)r->o.count);
     if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM)
-        vw_die (r, "qp %d: seq %llu: completion opcode %d, expected "
-                "IBV_WC_RECV_RDMA_WITH_IMM", q->idx, (unsigned long long)seq,
-                wc->opcode);
+        vw_die (r,
+                "qp %d: seq %llu: completion opcode %d, expected "
+                "IBV_WC_RECV_RDMA_WITH_IMM",
+                q->idx, (unsigned long long)seq, wc->opcode);
     if (!(wc->wc_flags & IBV_WC_WITH_IMM) || be32toh (wc->imm_data) != (uint32_t)seq)
-        vw_die (r, "qp %d: seq %llu: immediate data %u (flags 0x%x), "
-                "expected %u", q->idx, (unsigned long long)seq,
-                be32toh (wc->imm_data), wc->wc_flags, (uint32_t)seq);
+        vw_die (r,
+                "qp %d: seq %llu: immediate data %u (flags 0x%x), "
+                "expected %u",
+                q->idx, (unsigned long long)seq, be32toh (wc->imm_data), wc->wc_flags,
+                (uint32_t)seq);
     if (wc->byte_len != r->o.size)
-        vw_die (r, "qp %d: seq %llu: byte_len %u, expected the write's %u",
-                q->idx, (unsigned long long)seq, wc->byte_len, r->o.size);
+        vw_die (r, "qp %d: seq %llu: byte_len %u, expected the write's %u", q->idx,
+                (unsigned long long)seq, wc->byte_len, r->o.size);
     check_ring_slot (r, q, seq, "RDMA WRITE_WITH_IMM");
     memset (ring_slot (r, q, seq), 0, r->o.size);
     q->done = seq + 1;
@@ -203,16 +209,18 @@ static void doorbell_recv (struct vw_run *r, struct vw_qp *q, const struct ibv_w
     struct vw_ctl ctl;
 
     if (wc->opcode != IBV_WC_RECV || wc->byte_len != VW_CTL_LEN)
-        vw_die (r, "qp %d: doorbell has opcode %d length %u, expected RECV "
-                "of %u bytes", q->idx, wc->opcode, wc->byte_len, VW_CTL_LEN);
+        vw_die (r,
+                "qp %d: doorbell has opcode %d length %u, expected RECV "
+                "of %u bytes",
+                q->idx, wc->opcode, wc->byte_len, VW_CTL_LEN);
     memcpy (&ctl, owner->buf + owner->ctl_off + slot * VW_CTL_STRIDE, sizeof (ctl));
-    if (ctl.magic != VW_CTL_MAGIC || ctl.type != VW_CTL_DOORBELL
-        || ctl.qp != (uint64_t)q->idx || ctl.seq <= q->done
-        || ctl.seq > r->o.count)
-        vw_die (r, "qp %d: bad doorbell (magic 0x%x type %u qp %llu seq %llu, "
-                "%llu done)", q->idx, ctl.magic, ctl.type,
-                (unsigned long long)ctl.qp, (unsigned long long)ctl.seq,
-                (unsigned long long)q->done);
+    if (ctl.magic != VW_CTL_MAGIC || ctl.type != VW_CTL_DOORBELL || ctl.qp != (uint64_t)q->idx
+        || ctl.seq <= q->done || ctl.seq > r->o.count)
+        vw_die (r,
+                "qp %d: bad doorbell (magic 0x%x type %u qp %llu seq %llu, "
+                "%llu done)",
+                q->idx, ctl.magic, ctl.type, (unsigned long long)ctl.qp,
+                (unsigned long long)ctl.seq, (unsigned long long)q->done);
     for (uint64_t s = q->done; s < ctl.seq; s++) {
         if (r->o.op == VW_OP_WRITE) {
             check_ring_slot (r, q, s, "RDMA WRITE");
@@ -221,8 +229,7 @@ static void doorbell_recv (struct vw_run *r, struct vw_qp *q, const struct ibv_w
             /* A READ must leave the responder's memory as it was. */
             check_ring_slot (r, q, s, "memory under RDMA READ");
             if (s + r->window < r->o.count)
-                vw_pattern_fill (ring_slot (r, q, s), r->o.size,
-                                 (uint32_t)q->idx, s + r->window);
+                vw_pattern_fill (ring_slot (r, q, s), r->o.size, (uint32_t)q->idx, s + r->window);
         }
     }
     from = q->done;
@@ -253,12 +260,12 @@ void vw_server_wc (struct vw_run *r, struct vw_thread *t, const struct ibv_wc *w
     case VW_WR_CTL: {
         uint64_t c = VW_WRID_VAL (wc->wr_id);
         if (wc->opcode != IBV_WC_SEND)
-            vw_die (r, "qp %d: credit SEND completion has opcode %d",
-                    q->idx, wc->opcode);
+            vw_die (r, "qp %d: credit SEND completion has opcode %d", q->idx, wc->opcode);
         if (c < q->wr_done || c >= q->wr_posted)
-            vw_die (r, "qp %d: completion for WR %llu, but WRs %llu..%llu "
-                    "are outstanding", q->idx, (unsigned long long)c,
-                    (unsigned long long)q->wr_done,
+            vw_die (r,
+                    "qp %d: completion for WR %llu, but WRs %llu..%llu "
+                    "are outstanding",
+                    q->idx, (unsigned long long)c, (unsigned long long)q->wr_done,
                     (unsigned long long)q->wr_posted);
         q->wr_done = c + 1;
         break;
@@ -282,7 +289,6 @@ void vw_server_wc (struct vw_run *r, struct vw_thread *t, const struct ibv_wc *w
 int vw_server_finished (struct vw_run *r, struct vw_qp *q)
 {
     if (vw_op_is_atomic (r->o.op))
-        return 1;       /* nothing arrives; the counters are checked at the end */
-    return q->done == r->o.count && q->wr_done == q->wr_posted
-           && (!r->o.ckpt || q->fin);
+        return 1; /* nothing arrives; the counters are checked at the end */
+    return q->done == r->o.count && q->wr_done == q->wr_posted && (!r->o.ckpt || q->fin);
 }

@@ -38,7 +38,7 @@ uint64_t vw_atomic_value (enum vw_op op, int qp, uint64_t k)
     uint64_t base = (uint64_t)(qp + 1) << 32;
 
     if (op == VW_OP_FADD)
-        return base + k * (k + 1) / 2;  /* op s adds s + 1 */
+        return base + k * (k + 1) / 2; /* op s adds s + 1 */
     /* CMP_AND_SWP: the value after the successful ones among ops 0..k-1 */
     return vw_mix64 (base ^ (k - (k + 1) / 5));
 }
@@ -50,15 +50,13 @@ int vw_cswap_fails (uint64_t seq)
     return seq % 5 == 3;
 }
 
-void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr,
-                 int kind, uint64_t seq)
+void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr, int kind, uint64_t seq)
 {
     struct ibv_send_wr *bad = NULL;
     int rc;
 
     if (q->wr_posted - q->wr_done >= q->sq_depth)
-        vw_die (r, "qp %d: internal error: send queue of %u would overflow",
-                q->idx, q->sq_depth);
+        vw_die (r, "qp %d: internal error: send queue of %u would overflow", q->idx, q->sq_depth);
     wr->wr_id = VW_WRID (kind, q->idx, q->wr_posted);
     wr->next = NULL;
     q->wr_seq[q->wr_posted % q->sq_depth] = seq;
@@ -67,9 +65,11 @@ void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr,
     else
         rc = ibv_post_send (q->qp, wr, &bad);
     if (rc != 0)
-        vw_die (r, "qp %d: ibv_post_send (WR %llu, opcode %d, %d sge, flags "
-                "0x%x): %s", q->idx, (unsigned long long)q->wr_posted,
-                wr->opcode, wr->num_sge, wr->send_flags, strerror (rc));
+        vw_die (r,
+                "qp %d: ibv_post_send (WR %llu, opcode %d, %d sge, flags "
+                "0x%x): %s",
+                q->idx, (unsigned long long)q->wr_posted, wr->opcode, wr->num_sge, wr->send_flags,
+                strerror (rc));
     q->wr_posted++;
 }
 
@@ -78,14 +78,13 @@ void vw_post_ctl (struct vw_run *r, struct vw_qp *q, uint32_t type, uint64_t seq
     vw_post_ctl_val (r, q, type, seq, 0);
 }
 
-void vw_post_ctl_val (struct vw_run *r, struct vw_qp *q, uint32_t type,
-                      uint64_t seq, uint64_t val)
+void vw_post_ctl_val (struct vw_run *r, struct vw_qp *q, uint32_t type, uint64_t seq, uint64_t val)
 {
     uint8_t *buf = q->buf + q->ctls_off + (q->wr_posted % q->sq_depth) * VW_CTL_STRIDE;
-    struct vw_ctl ctl = { .magic = VW_CTL_MAGIC, .type = type, .seq = seq,
-                          .qp = (uint64_t)q->idx, .pad = val };
-    struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = VW_CTL_LEN,
-                           .lkey = q->mr->lkey };
+    struct vw_ctl ctl = {
+        .magic = VW_CTL_MAGIC, .type = type, .seq = seq, .qp = (uint64_t)q->idx, .pad = val
+    };
+    struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = VW_CTL_LEN, .lkey = q->mr->lkey };
     struct ibv_send_wr wr;
 
     memcpy (buf, &ctl, sizeof (ctl));
@@ -96,8 +95,7 @@ void vw_post_ctl_val (struct vw_run *r, struct vw_qp *q, uint32_t type,
     wr.send_flags = IBV_SEND_SIGNALED;
     if (r->o.ud) {
         if (!q->ah)
-            vw_die (r, "qp %d: internal error: no address handle for the peer",
-                    q->idx);
+            vw_die (r, "qp %d: internal error: no address handle for the peer", q->idx);
         wr.wr.ud.ah = q->ah;
         wr.wr.ud.remote_qpn = q->remote.qpn;
         wr.wr.ud.remote_qkey = VW_QKEY;
@@ -123,12 +121,10 @@ void vw_post_recv (struct vw_run *r, struct vw_qp *q, int kind, uint64_t slot)
             size_t off, len;
             vw_slot_piece_at (r->o.size, r->o.nsge, k, &off, &len);
             if (len)
-                sge[n++] = (struct ibv_sge){ (uintptr_t)(data + off),
-                                             (uint32_t)len, q->mr->lkey };
+                sge[n++] = (struct ibv_sge){ (uintptr_t)(data + off), (uint32_t)len, q->mr->lkey };
         }
     } else if (kind == VW_WR_RCTL) {
-        sge[n++] = (struct ibv_sge){ (uintptr_t)(q->buf + q->ctl_off
-                                                 + slot * VW_CTL_STRIDE),
+        sge[n++] = (struct ibv_sge){ (uintptr_t)(q->buf + q->ctl_off + slot * VW_CTL_STRIDE),
                                      VW_CTL_STRIDE, q->mr->lkey };
     }
     /* VW_WR_RIMM: a WRITE_WITH_IMM consumes a receive but no buffer. */
@@ -141,12 +137,11 @@ void vw_post_recv (struct vw_run *r, struct vw_qp *q, int kind, uint64_t slot)
     else
         rc = ibv_post_recv (q->qp, &wr, &bad);
     if (rc)
-        vw_die (r, "qp %d: %s (%d sge): %s", q->idx,
-                q->srq ? "ibv_post_srq_recv" : "ibv_post_recv", n, strerror (rc));
+        vw_die (r, "qp %d: %s (%d sge): %s", q->idx, q->srq ? "ibv_post_srq_recv" : "ibv_post_recv",
+                n, strerror (rc));
 }
 
-struct vw_qp *vw_qp_of_wc (struct vw_run *r, struct vw_thread *t,
-                           const struct ibv_wc *wc)
+struct vw_qp *vw_qp_of_wc (struct vw_run *r, struct vw_thread *t, const struct ibv_wc *wc)
 {
     int idx = VW_WRID_QP (wc->wr_id);
 
@@ -156,22 +151,25 @@ struct vw_qp *vw_qp_of_wc (struct vw_run *r, struct vw_thread *t,
     for (int i = 0; i < t->nqp; i++)
         if (t->qps[i]->qp->qp_num == wc->qp_num)
             return t->qps[i];
-    vw_die (r, "completion (wr_id 0x%llx, status %s) names QPN %u, which is "
-            "none of this thread's QPs", (unsigned long long)wc->wr_id,
-            ibv_wc_status_str (wc->status), wc->qp_num);
+    vw_die (r,
+            "completion (wr_id 0x%llx, status %s) names QPN %u, which is "
+            "none of this thread's QPs",
+            (unsigned long long)wc->wr_id, ibv_wc_status_str (wc->status), wc->qp_num);
 }
 
 void vw_check_wc (struct vw_run *r, const struct ibv_wc *wc)
 {
-    static const char *kinds[] = { "?", "data", "control send", "data receive",
-                                   "control receive", "immediate receive" };
+    static const char *kinds[] = {
+        "?", "data", "control send", "data receive", "control receive", "immediate receive"
+    };
     int kind = VW_WRID_KIND (wc->wr_id);
 
     if (wc->status == IBV_WC_SUCCESS)
         return;
-    vw_die (r, "qp %d: %s WR %llu (%s) completed with %s (status %d, "
-            "vendor_err 0x%x)", VW_WRID_QP (wc->wr_id),
-            kind < 6 ? kinds[kind] : "?",
+    vw_die (r,
+            "qp %d: %s WR %llu (%s) completed with %s (status %d, "
+            "vendor_err 0x%x)",
+            VW_WRID_QP (wc->wr_id), kind < 6 ? kinds[kind] : "?",
             (unsigned long long)VW_WRID_VAL (wc->wr_id), vw_op_name (r->o.op),
             ibv_wc_status_str (wc->status), wc->status, wc->vendor_err);
 }
@@ -195,13 +193,11 @@ static void qp_layout (struct vw_run *r, struct vw_qp *q)
     if (vw_op_is_atomic (o->op))
         q->data_stride = 8;
     else if (!r->server || o->op == VW_OP_SEND || o->op == VW_OP_SEND_IMM)
-        q->data_stride = (o->ud && r->server ? 64 : 0)
-                         + vw_slot_stride (o->size, o->nsge);
+        q->data_stride = (o->ud && r->server ? 64 : 0) + vw_slot_stride (o->size, o->nsge);
     else
         q->data_stride = vw_slot_stride (o->size, 1);
     q->remote_stride = vw_slot_stride (o->size, 1);
-    data_len = (r->server && vw_op_is_atomic (o->op)) ? 8
-               : (size_t)r->window * q->data_stride;
+    data_len = (r->server && vw_op_is_atomic (o->op)) ? 8 : (size_t)r->window * q->data_stride;
     q->data_off = 0;
     q->ctl_off = (data_len + 63) & ~(size_t)63;
     q->ctls_off = q->ctl_off + (size_t)r->nctl * VW_CTL_STRIDE;
@@ -229,18 +225,17 @@ static void create_qp (struct vw_run *r, struct vw_qp *q)
         int ring = r->server && o->op != VW_OP_SEND && o->op != VW_OP_SEND_IMM;
         size_t grh = o->ud && r->server ? 64 : 0;
         for (uint32_t i = 0; i < r->window; i++)
-            vw_slot_guard_init (q->buf + q->data_off + i * q->data_stride + grh,
-                                o->size, ring ? 1 : o->nsge);
+            vw_slot_guard_init (q->buf + q->data_off + i * q->data_stride + grh, o->size,
+                                ring ? 1 : o->nsge);
     }
     /* Only the server's memory is a remote target; the client's MR has
      * no remote rights, which a correct device never needs. */
     if (r->server)
-        access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
-                  | IBV_ACCESS_REMOTE_ATOMIC;
+        access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     q->mr = ibv_reg_mr (r->dev.pd, q->buf, q->buf_len, access);
     if (!q->mr)
-        vw_die (r, "qp %d: ibv_reg_mr(%zu bytes, access 0x%x): %s", q->idx,
-                q->buf_len, access, strerror (errno));
+        vw_die (r, "qp %d: ibv_reg_mr(%zu bytes, access 0x%x): %s", q->idx, q->buf_len, access,
+                strerror (errno));
     memset (&ia, 0, sizeof (ia));
     ia.send_cq = q->scq;
     ia.recv_cq = q->rcq;
@@ -251,16 +246,18 @@ static void create_qp (struct vw_run *r, struct vw_qp *q)
     ia.cap.max_send_sge = (uint32_t)o->nsge;
     ia.cap.max_recv_sge = (uint32_t)(o->nsge + o->ud);
     ia.cap.max_inline_data = o->inline_data ? o->size : 0;
-    q->qp = o->ex ? vw_ex_create_qp (r->dev.pd, &ia, &q->qpx)
-                  : ibv_create_qp (r->dev.pd, &ia);
+    q->qp = o->ex ? vw_ex_create_qp (r->dev.pd, &ia, &q->qpx) : ibv_create_qp (r->dev.pd, &ia);
     if (!q->qp)
-        vw_die (r, "qp %d: ibv_create_qp%s(%s, send %u x %d sge, recv %u, "
-                "inline %u): %s", q->idx, o->ex ? "_ex" : "", o->ud ? "UD" : "RC", q->sq_depth,
-                o->nsge, ia.cap.max_recv_wr, ia.cap.max_inline_data,
-                strerror (errno));
+        vw_die (r,
+                "qp %d: ibv_create_qp%s(%s, send %u x %d sge, recv %u, "
+                "inline %u): %s",
+                q->idx, o->ex ? "_ex" : "", o->ud ? "UD" : "RC", q->sq_depth, o->nsge,
+                ia.cap.max_recv_wr, ia.cap.max_inline_data, strerror (errno));
     if (o->inline_data && ia.cap.max_inline_data < o->size)
-        vw_die (r, "qp %d: the device allows only %u bytes inline; use a "
-                "smaller -s with -I", q->idx, ia.cap.max_inline_data);
+        vw_die (r,
+                "qp %d: the device allows only %u bytes inline; use a "
+                "smaller -s with -I",
+                q->idx, ia.cap.max_inline_data);
     vw_ep_local (&r->dev, &q->local);
     q->local.qpn = q->qp->qp_num;
     q->local.psn = (uint32_t)(random () & 0xffffff);
@@ -289,12 +286,12 @@ void vw_setup (struct vw_run *r)
         vw_die (r, "device %s reports no atomic support (atomic_cap NONE)",
                 ibv_get_device_name (r->dev.ctx->device));
     if (2 * r->window + 4 > (uint32_t)r->dev.attr.max_qp_wr)
-        vw_die (r, "-W %u needs %u send WRs, device allows %d", r->window,
-                2 * r->window + 4, r->dev.attr.max_qp_wr);
+        vw_die (r, "-W %u needs %u send WRs, device allows %d", r->window, 2 * r->window + 4,
+                r->dev.attr.max_qp_wr);
     /* A UD receive takes one more entry: the GRH lands in its own. */
     if (o->nsge + o->ud > r->dev.attr.max_sge)
-        vw_die (r, "-g %d needs %d sg entries, device allows %d", o->nsge,
-                o->nsge + o->ud, r->dev.attr.max_sge);
+        vw_die (r, "-g %d needs %d sg entries, device allows %d", o->nsge, o->nsge + o->ud,
+                r->dev.attr.max_sge);
     if (o->ud && o->size > (128u << r->dev.port_attr.active_mtu))
         vw_die (r, "-U: a UD message must fit the path MTU (%u bytes), not -s %u",
                 128u << r->dev.port_attr.active_mtu, o->size);
@@ -321,8 +318,8 @@ void vw_setup (struct vw_run *r)
             sa.attr.max_wr = (uint32_t)((o->nqp / T + 1) * (int)r->nctl);
             sa.attr.max_sge = (uint32_t)(o->nsge + o->ud);
             if (!(t->srq = ibv_create_srq (r->dev.pd, &sa)))
-                vw_die (r, "ibv_create_srq(%u WRs, %u sge): %s", sa.attr.max_wr,
-                        sa.attr.max_sge, strerror (errno));
+                vw_die (r, "ibv_create_srq(%u WRs, %u sge): %s", sa.attr.max_wr, sa.attr.max_sge,
+                        strerror (errno));
         }
         t->waiter.mode = o->wait;
         t->waiter.ch = t->ch;
@@ -335,8 +332,8 @@ void vw_setup (struct vw_run *r)
         else
             r->cqs[j] = ibv_create_cq (r->dev.ctx, cqe, t, t->ch, 0);
         if (!r->cqs[j])
-            vw_die (r, "ibv_create_cq%s(%d entries): %s", o->ex ? "_ex" : "",
-                    cqe, strerror (errno));
+            vw_die (r, "ibv_create_cq%s(%d entries): %s", o->ex ? "_ex" : "", cqe,
+                    strerror (errno));
         t->cqs[t->ncq++] = r->cqs[j];
     }
     for (int k = 0; k < T; k++)
@@ -414,8 +411,7 @@ static void *thread_main (void *arg)
                 if (!t->qps[i]->finished)
                     progress += vw_client_post (r, t->qps[i]);
         for (int j = 0; j < t->ncq; j++) {
-            int n = t->cqxs ? vw_ex_poll (t->cqxs[j], 32, wc)
-                            : ibv_poll_cq (t->cqs[j], 32, wc);
+            int n = t->cqxs ? vw_ex_poll (t->cqxs[j], 32, wc) : ibv_poll_cq (t->cqs[j], 32, wc);
             if (n < 0)
                 vw_die (r, "ibv_poll_cq: returned %d", n);
             for (int i = 0; i < n; i++) {
@@ -428,8 +424,8 @@ static void *thread_main (void *arg)
         }
         for (int i = 0; i < t->nqp; i++) {
             struct vw_qp *q = t->qps[i];
-            if (!q->finished && (r->server ? vw_server_finished (r, q)
-                                           : vw_client_finished (r, q))) {
+            if (!q->finished
+                && (r->server ? vw_server_finished (r, q) : vw_client_finished (r, q))) {
                 q->finished = 1;
                 t->nfinished++;
             }
@@ -437,7 +433,7 @@ static void *thread_main (void *arg)
         if (progress || t->nfinished == t->nqp)
             continue;
         if (t->throttled)
-            usleep (500);   /* -r: the next post is due soon, not on an event */
+            usleep (500); /* -r: the next post is due soon, not on an event */
         else if (vw_waiter_idle (&t->waiter, err, sizeof (err)) < 0)
             vw_die (r, "thread %d: %s", t->idx, err);
     }

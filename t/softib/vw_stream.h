@@ -27,15 +27,15 @@
 #include "vw_opts.h"
 #include "vw_verbs.h"
 
-#define VW_CTL_MAGIC 0x76774354u     /* "vwCT" */
-#define VW_CTL_LEN 32                /* bytes of a control message */
-#define VW_CTL_STRIDE 128            /* room per control buffer (GRH too) */
-#define VW_CTL_EXTRA 8               /* control receives beyond the window */
+#define VW_CTL_MAGIC 0x76774354u /* "vwCT" */
+#define VW_CTL_LEN 32            /* bytes of a control message */
+#define VW_CTL_STRIDE 128        /* room per control buffer (GRH too) */
+#define VW_CTL_EXTRA 8           /* control receives beyond the window */
 
 enum vw_ctl_type {
-    VW_CTL_CREDIT = 1,      /* server -> client: may post seq < ctl.seq */
-    VW_CTL_DOORBELL = 2,    /* client -> server: seq < ctl.seq done */
-    VW_CTL_FIN = 3,         /* server -> client (-C): all ctl.seq messages
+    VW_CTL_CREDIT = 1,   /* server -> client: may post seq < ctl.seq */
+    VW_CTL_DOORBELL = 2, /* client -> server: seq < ctl.seq done */
+    VW_CTL_FIN = 3,      /* server -> client (-C): all ctl.seq messages
                              * verified, ctl.pad = the server's hash */
 };
 
@@ -49,14 +49,14 @@ struct vw_ctl {
 
 /* wr_id = kind << 60 | qp index << 48 | value */
 enum vw_wr_kind {
-    VW_WR_DATA = 1,     /* SQ: data operation, value = WR counter */
-    VW_WR_CTL = 2,      /* SQ: control send, value = WR counter */
-    VW_WR_RDATA = 3,    /* RQ: data receive, value = slot, qp = buffer owner */
-    VW_WR_RCTL = 4,     /* RQ: control receive, value = slot */
-    VW_WR_RIMM = 5,     /* RQ: receive for WRITE_WITH_IMM (no buffer) */
+    VW_WR_DATA = 1,  /* SQ: data operation, value = WR counter */
+    VW_WR_CTL = 2,   /* SQ: control send, value = WR counter */
+    VW_WR_RDATA = 3, /* RQ: data receive, value = slot, qp = buffer owner */
+    VW_WR_RCTL = 4,  /* RQ: control receive, value = slot */
+    VW_WR_RIMM = 5,  /* RQ: receive for WRITE_WITH_IMM (no buffer) */
 };
 
-#define VW_WRID(kind, qp, v) \
+#define VW_WRID(kind, qp, v)                                                                       \
     (((uint64_t)(kind) << 60) | ((uint64_t)(qp) << 48) | ((v) & ((1ULL << 48) - 1)))
 #define VW_WRID_KIND(id) ((int)((id) >> 60))
 #define VW_WRID_QP(id) ((int)(((id) >> 48) & 0xfff))
@@ -70,36 +70,36 @@ struct vw_qp {
     struct vw_thread *thr;
     struct ibv_qp *qp;
     struct ibv_cq *scq, *rcq;
-    struct ibv_srq *srq;         /* the thread's, or NULL */
-    struct ibv_ah *ah;           /* UD: towards the peer's QP */
-    struct ibv_qp_ex *qpx;       /* -X: posts go through ibv_wr_* */
+    struct ibv_srq *srq;   /* the thread's, or NULL */
+    struct ibv_ah *ah;     /* UD: towards the peer's QP */
+    struct ibv_qp_ex *qpx; /* -X: posts go through ibv_wr_* */
     struct ibv_mr *mr;
     uint8_t *buf;
     size_t buf_len;
     struct vw_ep local, remote;
 
     /* memory layout inside buf */
-    size_t data_off, data_stride;   /* W data slots */
-    size_t ctl_off;                 /* NCTL control receive buffers */
-    size_t ctls_off;                /* sq_depth control send buffers */
-    size_t remote_stride;           /* stride of the peer's data slots */
+    size_t data_off, data_stride; /* W data slots */
+    size_t ctl_off;               /* NCTL control receive buffers */
+    size_t ctls_off;              /* sq_depth control send buffers */
+    size_t remote_stride;         /* stride of the peer's data slots */
 
     uint32_t sq_depth, rq_depth;
-    uint64_t *wr_seq;               /* per SQ slot: data seq, or UINT64_MAX */
-    uint64_t *wr_tmp;               /* sq_depth entries of scratch */
+    uint64_t *wr_seq; /* per SQ slot: data seq, or UINT64_MAX */
+    uint64_t *wr_tmp; /* sq_depth entries of scratch */
 
     /* progress (client: requester; server: responder) */
-    uint64_t posted;        /* client: data seqs posted */
-    uint64_t done;          /* data seqs completed and verified */
-    uint64_t credit;        /* client: may post seq < credit */
-    uint64_t doorbell;      /* client: last doorbell value sent */
+    uint64_t posted;   /* client: data seqs posted */
+    uint64_t done;     /* data seqs completed and verified */
+    uint64_t credit;   /* client: may post seq < credit */
+    uint64_t doorbell; /* client: last doorbell value sent */
     uint64_t wr_posted, wr_done;
     uint64_t hash, bytes;
     int finished;
-    int fin;                /* -C: server posted / client received FIN */
-    uint64_t fin_done, fin_hash;    /* client: what the server's FIN said */
-    double pace_t;          /* client -r: the pacing clock's origin ... */
-    uint64_t pace_seq;      /* ... and the seq it stood at then */
+    int fin;                     /* -C: server posted / client received FIN */
+    uint64_t fin_done, fin_hash; /* client: what the server's FIN said */
+    double pace_t;               /* client -r: the pacing clock's origin ... */
+    uint64_t pace_seq;           /* ... and the seq it stood at then */
 };
 
 struct vw_thread {
@@ -109,19 +109,19 @@ struct vw_thread {
     struct vw_qp **qps;
     int nqp;
     struct ibv_cq **cqs;
-    struct ibv_cq_ex **cqxs;    /* -X: polled with ibv_start_poll */
+    struct ibv_cq_ex **cqxs; /* -X: polled with ibv_start_poll */
     int ncq;
     struct ibv_comp_channel *ch;
     struct ibv_srq *srq;
     struct vw_waiter waiter;
-    uint8_t *scratch;           /* one message, for gather/generate */
-    int throttled;              /* client: -r held back a post this round */
+    uint8_t *scratch; /* one message, for gather/generate */
+    int throttled;    /* client: -r held back a post this round */
     int nfinished;
 };
 
 struct vw_run {
     struct vw_opts o;
-    const char *role;           /* "client" or "server" */
+    const char *role; /* "client" or "server" */
     int server;
     struct vw_dev dev;
     struct vw_qp *qps;
@@ -129,10 +129,10 @@ struct vw_run {
     struct ibv_cq **cqs;
     int rd_atomic;
     uint32_t window, batch, nctl;
-    int threads_done;           /* atomic */
-    double t_end;               /* when the last worker finished */
-    double t_start;             /* when the workers started (pacing) */
-    uint64_t corrupt_seq;       /* VW_CORRUPT_SEQ: flip a byte of qp 0's
+    int threads_done;     /* atomic */
+    double t_end;         /* when the last worker finished */
+    double t_start;       /* when the workers started (pacing) */
+    uint64_t corrupt_seq; /* VW_CORRUPT_SEQ: flip a byte of qp 0's
                                  * message seq, to prove the checks fail */
 };
 
@@ -145,14 +145,11 @@ void vw_die (struct vw_run *r, const char *fmt, ...)
 void vw_post_recv (struct vw_run *r, struct vw_qp *q, int kind, uint64_t slot);
 void vw_post_ctl (struct vw_run *r, struct vw_qp *q, uint32_t type, uint64_t seq);
 /* The same with ctl.pad = val (FIN's checksum). */
-void vw_post_ctl_val (struct vw_run *r, struct vw_qp *q, uint32_t type,
-                      uint64_t seq, uint64_t val);
+void vw_post_ctl_val (struct vw_run *r, struct vw_qp *q, uint32_t type, uint64_t seq, uint64_t val);
 /* Post one send WR, reserving an SQ slot; seq = data seq or UINT64_MAX. */
-void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr,
-                 int kind, uint64_t seq);
+void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr, int kind, uint64_t seq);
 /* Find the QP a completion belongs to. */
-struct vw_qp *vw_qp_of_wc (struct vw_run *r, struct vw_thread *t,
-                           const struct ibv_wc *wc);
+struct vw_qp *vw_qp_of_wc (struct vw_run *r, struct vw_thread *t, const struct ibv_wc *wc);
 /* Fail the run when a completion is not a success, naming it. */
 void vw_check_wc (struct vw_run *r, const struct ibv_wc *wc);
 

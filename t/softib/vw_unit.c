@@ -51,8 +51,7 @@ static void pattern_tests (void)
     vw_pattern_fill (a, 5, 1, 2);
     vw_pattern_fill (b, 5, 1, 3);
     ok (memcmp (a, b, 5) != 0, "even 5-byte messages of different seq differ");
-    ok (vw_hash (VW_HASH_INIT, "a", 1) != vw_hash (VW_HASH_INIT, "b", 1),
-        "the hash sees a byte");
+    ok (vw_hash (VW_HASH_INIT, "a", 1) != vw_hash (VW_HASH_INIT, "b", 1), "the hash sees a byte");
 }
 
 static void slot_tests (void)
@@ -77,7 +76,7 @@ static void slot_tests (void)
         {
             size_t off, plen;
             vw_slot_piece_at (len, nsge, 0, &off, &plen);
-            slot[off + plen] ^= 1;      /* one byte past the first piece */
+            slot[off + plen] ^= 1; /* one byte past the first piece */
             ok (vw_slot_guard_check (slot, len, nsge) == (ssize_t)(off + plen),
                 "nsge %d: a write one byte past a piece is caught", nsge);
         }
@@ -106,35 +105,36 @@ static void opts_tests (void)
     struct vw_opts o, back;
     char err[256] = "", line[512];
 
-    ok (parse (&o, err, "-o", "write", "-n", "10", "-s", "65536", "-q", "4",
-               "-c", "2", "-t", "2", "-g", "3", "-u", "4", "-w", "event",
-               "-W", "32", "-I", "-x", "3", "-T", "77", "-X", "-C", "host", NULL) == 0, "a full client line parses (%s)", err);
-    ok (o.op == VW_OP_WRITE && o.count == 10 && o.size == 65536 && o.nqp == 4
-        && o.ncq == 2 && o.nthread == 2 && o.nsge == 3 && o.sig_every == 4
-        && o.wait == VW_WAIT_EVENT && o.window == 32 && o.inline_data
-        && strcmp (o.host, "host") == 0, "every option lands in its field");
+    ok (parse (&o, err, "-o", "write", "-n", "10", "-s", "65536", "-q", "4", "-c", "2", "-t", "2",
+               "-g", "3", "-u", "4", "-w", "event", "-W", "32", "-I", "-x", "3", "-T", "77", "-X",
+               "-C", "host", NULL)
+            == 0,
+        "a full client line parses (%s)", err);
+    ok (o.op == VW_OP_WRITE && o.count == 10 && o.size == 65536 && o.nqp == 4 && o.ncq == 2
+            && o.nthread == 2 && o.nsge == 3 && o.sig_every == 4 && o.wait == VW_WAIT_EVENT
+            && o.window == 32 && o.inline_data && strcmp (o.host, "host") == 0,
+        "every option lands in its field");
     vw_opts_format (&o, line, sizeof (line));
     memset (&back, 0, sizeof (back));
     back.host = "x";
     back.gid_index = -1;
-    ok (vw_opts_load (&back, line, err, sizeof (err)) == 0, "the workload line loads back (%s)", err);
-    ok (back.op == o.op && back.count == o.count && back.size == o.size
-        && back.nqp == o.nqp && back.ncq == o.ncq && back.nthread == o.nthread
-        && back.nsge == o.nsge && back.sig_every == o.sig_every
-        && back.wait == o.wait && back.window == o.window
-        && back.inline_data == o.inline_data && back.gid_index == 3
-        && back.timeout == 77 && back.ex == 1 && back.ckpt == 1,
+    ok (vw_opts_load (&back, line, err, sizeof (err)) == 0, "the workload line loads back (%s)",
+        err);
+    ok (back.op == o.op && back.count == o.count && back.size == o.size && back.nqp == o.nqp
+            && back.ncq == o.ncq && back.nthread == o.nthread && back.nsge == o.nsge
+            && back.sig_every == o.sig_every && back.wait == o.wait && back.window == o.window
+            && back.inline_data == o.inline_data && back.gid_index == 3 && back.timeout == 77
+            && back.ex == 1 && back.ckpt == 1,
         "and round-trips exactly");
-    ok (parse (&o, err, "-o", "fadd", "h", NULL) == 0 && o.size == 8,
-        "atomics default to 8 bytes");
+    ok (parse (&o, err, "-o", "fadd", "h", NULL) == 0 && o.size == 8, "atomics default to 8 bytes");
     ok (parse (&o, err, "-o", "fadd", "-s", "16", "h", NULL) < 0 && strstr (err, "-s 8"),
         "atomics of 16 bytes are refused: %s", err);
     ok (parse (&o, err, "-o", "bogus", "h", NULL) < 0 && strstr (err, "send|send_imm"),
         "an unknown opcode lists the valid ones: %s", err);
     ok (parse (&o, err, "-U", "-o", "write", "h", NULL) < 0 && strstr (err, "UD"),
         "UD with RDMA WRITE is refused: %s", err);
-    ok (parse (&o, err, "-c", "3", "-t", "2", "-q", "4", "h", NULL) < 0
-        && strstr (err, "multiple"), "CQs not a multiple of threads are refused: %s", err);
+    ok (parse (&o, err, "-c", "3", "-t", "2", "-q", "4", "h", NULL) < 0 && strstr (err, "multiple"),
+        "CQs not a multiple of threads are refused: %s", err);
     ok (parse (&o, err, "-C", "-o", "cswap", "h", NULL) < 0 && strstr (err, "-C"),
         "checkpointable atomics are refused: %s", err);
     ok (parse (&o, err, "-C", "-o", "write_imm", "h", NULL) == 0 && o.ckpt,
@@ -145,8 +145,8 @@ static void opts_tests (void)
         "inline READ is refused: %s", err);
     ok (parse (&o, err, "-p", "0", NULL) < 0 && strstr (err, "-P"),
         "a server on port 0 without -P is refused: %s", err);
-    ok (vw_opts_load (&back, "op=send n=1", err, sizeof (err)) < 0
-        && strstr (err, "versions"), "a short workload line is refused: %s", err);
+    ok (vw_opts_load (&back, "op=send n=1", err, sizeof (err)) < 0 && strstr (err, "versions"),
+        "a short workload line is refused: %s", err);
 }
 
 int main (void)

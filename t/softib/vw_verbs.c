@@ -15,8 +15,8 @@
 
 #include "vw_verbs.h"
 
-int vw_dev_open (struct vw_dev *d, const char *name, int ib_port, int gid_index,
-                 char *err, size_t errlen)
+int vw_dev_open (struct vw_dev *d, const char *name, int ib_port, int gid_index, char *err,
+                 size_t errlen)
 {
     struct ibv_device **list;
     struct ibv_device *dev = NULL;
@@ -27,7 +27,8 @@ int vw_dev_open (struct vw_dev *d, const char *name, int ib_port, int gid_index,
     d->gid_index = gid_index;
     list = ibv_get_device_list (&n);
     if (!list || n == 0) {
-        snprintf (err, errlen, "no verbs device found (for softib set "
+        snprintf (err, errlen,
+                  "no verbs device found (for softib set "
                   "LD_LIBRARY_PATH to its folder)");
         goto error;
     }
@@ -37,13 +38,13 @@ int vw_dev_open (struct vw_dev *d, const char *name, int ib_port, int gid_index,
             break;
         }
     if (!dev) {
-        snprintf (err, errlen, "verbs device '%s' not found (first one is '%s')",
-                  name, ibv_get_device_name (list[0]));
+        snprintf (err, errlen, "verbs device '%s' not found (first one is '%s')", name,
+                  ibv_get_device_name (list[0]));
         goto error;
     }
     if (!(d->ctx = ibv_open_device (dev))) {
-        snprintf (err, errlen, "ibv_open_device(%s): %s",
-                  ibv_get_device_name (dev), strerror (errno));
+        snprintf (err, errlen, "ibv_open_device(%s): %s", ibv_get_device_name (dev),
+                  strerror (errno));
         goto error;
     }
     ibv_free_device_list (list);
@@ -53,20 +54,18 @@ int vw_dev_open (struct vw_dev *d, const char *name, int ib_port, int gid_index,
         goto error;
     }
     if (ibv_query_port (d->ctx, (uint8_t)ib_port, &d->port_attr) != 0) {
-        snprintf (err, errlen, "ibv_query_port(%d): %s (try another -i)",
-                  ib_port, strerror (errno));
+        snprintf (err, errlen, "ibv_query_port(%d): %s (try another -i)", ib_port,
+                  strerror (errno));
         goto error;
     }
     if (d->port_attr.state != IBV_PORT_ACTIVE) {
-        snprintf (err, errlen, "port %d of %s is not active (state %d)",
-                  ib_port, ibv_get_device_name (d->ctx->device),
-                  d->port_attr.state);
+        snprintf (err, errlen, "port %d of %s is not active (state %d)", ib_port,
+                  ibv_get_device_name (d->ctx->device), d->port_attr.state);
         goto error;
     }
-    if (gid_index >= 0
-        && ibv_query_gid (d->ctx, (uint8_t)ib_port, gid_index, &d->gid) != 0) {
-        snprintf (err, errlen, "ibv_query_gid(port %d, index %d): %s",
-                  ib_port, gid_index, strerror (errno));
+    if (gid_index >= 0 && ibv_query_gid (d->ctx, (uint8_t)ib_port, gid_index, &d->gid) != 0) {
+        snprintf (err, errlen, "ibv_query_gid(port %d, index %d): %s", ib_port, gid_index,
+                  strerror (errno));
         goto error;
     }
     if (!(d->pd = ibv_alloc_pd (d->ctx))) {
@@ -108,8 +107,7 @@ void vw_ep_format (const struct vw_ep *ep, char *buf, size_t len)
     snprintf (buf, len,
               "lid=%u mtu=%u gid=%s usegid=%d qpn=%u psn=%u rkey=%u "
               "addr=%" PRIx64 " len=%" PRIu64,
-              ep->lid, ep->mtu, gid, ep->use_gid, ep->qpn, ep->psn, ep->rkey,
-              ep->addr, ep->len);
+              ep->lid, ep->mtu, gid, ep->use_gid, ep->qpn, ep->psn, ep->rkey, ep->addr, ep->len);
 }
 
 int vw_ep_parse (struct vw_ep *ep, const char *line)
@@ -121,8 +119,9 @@ int vw_ep_parse (struct vw_ep *ep, const char *line)
     if (sscanf (line,
                 "lid=%u mtu=%u gid=%32s usegid=%d qpn=%u psn=%u rkey=%u "
                 "addr=%" SCNx64 " len=%" SCNu64,
-                &lid, &mtu, gid, &ep->use_gid, &ep->qpn, &ep->psn, &ep->rkey,
-                &ep->addr, &ep->len) != 9 || strlen (gid) != 32) {
+                &lid, &mtu, gid, &ep->use_gid, &ep->qpn, &ep->psn, &ep->rkey, &ep->addr, &ep->len)
+            != 9
+        || strlen (gid) != 32) {
         errno = EPROTO;
         return -1;
     }
@@ -156,17 +155,15 @@ static void fill_ah_attr (struct ibv_ah_attr *ah, const struct vw_dev *d,
 void vw_rc_params_default (struct vw_rc_params *p)
 {
     p->rd_atomic = 1;
-    p->access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
-                | IBV_ACCESS_REMOTE_ATOMIC;
+    p->access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     p->min_rnr_timer = 12;
     p->rnr_retry = 7;
     p->timeout = 14;
     p->retry_cnt = 7;
 }
 
-int vw_qp_rc_connect (struct ibv_qp *qp, const struct vw_dev *d,
-                      const struct vw_ep *local, const struct vw_ep *remote,
-                      int rd_atomic, char *err, size_t errlen)
+int vw_qp_rc_connect (struct ibv_qp *qp, const struct vw_dev *d, const struct vw_ep *local,
+                      const struct vw_ep *remote, int rd_atomic, char *err, size_t errlen)
 {
     struct vw_rc_params p;
 
@@ -175,9 +172,9 @@ int vw_qp_rc_connect (struct ibv_qp *qp, const struct vw_dev *d,
     return vw_qp_rc_connect_ex (qp, d, local, remote, &p, err, errlen);
 }
 
-int vw_qp_rc_connect_ex (struct ibv_qp *qp, const struct vw_dev *d,
-                         const struct vw_ep *local, const struct vw_ep *remote,
-                         const struct vw_rc_params *p, char *err, size_t errlen)
+int vw_qp_rc_connect_ex (struct ibv_qp *qp, const struct vw_dev *d, const struct vw_ep *local,
+                         const struct vw_ep *remote, const struct vw_rc_params *p, char *err,
+                         size_t errlen)
 {
     struct ibv_qp_attr a;
     int rc;
@@ -187,26 +184,26 @@ int vw_qp_rc_connect_ex (struct ibv_qp *qp, const struct vw_dev *d,
     a.pkey_index = 0;
     a.port_num = (uint8_t)d->ib_port;
     a.qp_access_flags = (unsigned)p->access;
-    rc = ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                        | IBV_QP_ACCESS_FLAGS);
+    rc = ibv_modify_qp (qp, &a,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc) {
         snprintf (err, errlen, "qp %u RESET->INIT: %s", qp->qp_num, strerror (rc));
         return -1;
     }
     memset (&a, 0, sizeof (a));
     a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = (enum ibv_mtu)(local->mtu < remote->mtu ? local->mtu : remote->mtu);
+    a.path_mtu = (enum ibv_mtu) (local->mtu < remote->mtu ? local->mtu : remote->mtu);
     a.dest_qp_num = remote->qpn;
     a.rq_psn = remote->psn;
     a.max_dest_rd_atomic = (uint8_t)p->rd_atomic;
     a.min_rnr_timer = p->min_rnr_timer;
     fill_ah_attr (&a.ah_attr, d, remote);
-    rc = ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU
-                        | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN
-                        | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    rc = ibv_modify_qp (qp, &a,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN
+                            | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (rc) {
-        snprintf (err, errlen, "qp %u INIT->RTR (to lid %u qpn %u): %s",
-                  qp->qp_num, remote->lid, remote->qpn, strerror (rc));
+        snprintf (err, errlen, "qp %u INIT->RTR (to lid %u qpn %u): %s", qp->qp_num, remote->lid,
+                  remote->qpn, strerror (rc));
         return -1;
     }
     memset (&a, 0, sizeof (a));
@@ -216,9 +213,9 @@ int vw_qp_rc_connect_ex (struct ibv_qp *qp, const struct vw_dev *d,
     a.retry_cnt = p->retry_cnt;
     a.rnr_retry = p->rnr_retry;
     a.max_rd_atomic = (uint8_t)p->rd_atomic;
-    rc = ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT
-                        | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY
-                        | IBV_QP_MAX_QP_RD_ATOMIC);
+    rc = ibv_modify_qp (qp, &a,
+                        IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
+                            | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
     if (rc) {
         snprintf (err, errlen, "qp %u RTR->RTS: %s", qp->qp_num, strerror (rc));
         return -1;
@@ -226,8 +223,8 @@ int vw_qp_rc_connect_ex (struct ibv_qp *qp, const struct vw_dev *d,
     return 0;
 }
 
-int vw_qp_ud_ready (struct ibv_qp *qp, const struct vw_dev *d, uint32_t psn,
-                    char *err, size_t errlen)
+int vw_qp_ud_ready (struct ibv_qp *qp, const struct vw_dev *d, uint32_t psn, char *err,
+                    size_t errlen)
 {
     struct ibv_qp_attr a;
     int rc;
@@ -237,8 +234,7 @@ int vw_qp_ud_ready (struct ibv_qp *qp, const struct vw_dev *d, uint32_t psn,
     a.pkey_index = 0;
     a.port_num = (uint8_t)d->ib_port;
     a.qkey = VW_QKEY;
-    rc = ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
-                        | IBV_QP_QKEY);
+    rc = ibv_modify_qp (qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
     if (rc) {
         snprintf (err, errlen, "UD qp %u RESET->INIT: %s", qp->qp_num, strerror (rc));
         return -1;
@@ -261,30 +257,37 @@ int vw_qp_ud_ready (struct ibv_qp *qp, const struct vw_dev *d, uint32_t psn,
     return 0;
 }
 
-struct ibv_ah *vw_ah_create (const struct vw_dev *d, const struct vw_ep *remote,
-                             char *err, size_t errlen)
+struct ibv_ah *vw_ah_create (const struct vw_dev *d, const struct vw_ep *remote, char *err,
+                             size_t errlen)
 {
     struct ibv_ah_attr a;
     struct ibv_ah *ah;
 
     fill_ah_attr (&a, d, remote);
     if (!(ah = ibv_create_ah (d->pd, &a)))
-        snprintf (err, errlen, "ibv_create_ah(lid %u): %s", remote->lid,
-                  strerror (errno));
+        snprintf (err, errlen, "ibv_create_ah(lid %u): %s", remote->lid, strerror (errno));
     return ah;
 }
 
 const char *vw_qp_state_str (enum ibv_qp_state s)
 {
     switch (s) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "?";
+    case IBV_QPS_RESET:
+        return "RESET";
+    case IBV_QPS_INIT:
+        return "INIT";
+    case IBV_QPS_RTR:
+        return "RTR";
+    case IBV_QPS_RTS:
+        return "RTS";
+    case IBV_QPS_SQD:
+        return "SQD";
+    case IBV_QPS_SQE:
+        return "SQE";
+    case IBV_QPS_ERR:
+        return "ERR";
+    default:
+        return "?";
     }
 }
 
@@ -328,8 +331,8 @@ int vw_waiter_idle (struct vw_waiter *w, char *err, size_t errlen)
         while ((rc = poll (&pfd, 1, 1000)) == 0)
             ;
         if (rc < 0 && errno != EINTR) {
-            snprintf (err, errlen, "poll(completion channel fd %d): %s",
-                      w->ch->fd, strerror (errno));
+            snprintf (err, errlen, "poll(completion channel fd %d): %s", w->ch->fd,
+                      strerror (errno));
             return -1;
         }
         if (rc < 0)

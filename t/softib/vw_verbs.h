@@ -24,14 +24,14 @@ struct vw_dev {
     struct ibv_device_attr attr;
     struct ibv_port_attr port_attr;
     int ib_port;
-    int gid_index;      /* -1: no GRH */
+    int gid_index; /* -1: no GRH */
     union ibv_gid gid;
 };
 
 /* What a peer needs to know about one of our QPs (and its memory). */
 struct vw_ep {
     uint16_t lid;
-    uint8_t mtu;            /* enum ibv_mtu */
+    uint8_t mtu; /* enum ibv_mtu */
     union ibv_gid gid;
     int use_gid;
     uint32_t qpn;
@@ -42,8 +42,8 @@ struct vw_ep {
 };
 
 /* Open device name (NULL = first) and allocate a PD.  0 or -1 with err. */
-int vw_dev_open (struct vw_dev *d, const char *name, int ib_port, int gid_index,
-                 char *err, size_t errlen);
+int vw_dev_open (struct vw_dev *d, const char *name, int ib_port, int gid_index, char *err,
+                 size_t errlen);
 void vw_dev_close (struct vw_dev *d);
 
 /* Fill the addressing part of ep from the device. */
@@ -54,29 +54,28 @@ int vw_ep_parse (struct vw_ep *ep, const char *line);
 
 /* Walk an RC QP to RTS towards remote.  rd_atomic: outstanding
  * reads/atomics allowed each way.  0 or -1 with err. */
-int vw_qp_rc_connect (struct ibv_qp *qp, const struct vw_dev *d,
-                      const struct vw_ep *local, const struct vw_ep *remote,
-                      int rd_atomic, char *err, size_t errlen);
+int vw_qp_rc_connect (struct ibv_qp *qp, const struct vw_dev *d, const struct vw_ep *local,
+                      const struct vw_ep *remote, int rd_atomic, char *err, size_t errlen);
 
 /* The same with every knob an error test turns. */
 struct vw_rc_params {
     int rd_atomic;
-    int access;             /* qp_access_flags at RESET->INIT */
-    uint8_t min_rnr_timer;  /* responder: RNR NAK timer code */
-    uint8_t rnr_retry;      /* requester: 7 = retry for ever */
+    int access;            /* qp_access_flags at RESET->INIT */
+    uint8_t min_rnr_timer; /* responder: RNR NAK timer code */
+    uint8_t rnr_retry;     /* requester: 7 = retry for ever */
     uint8_t timeout;
     uint8_t retry_cnt;
 };
 void vw_rc_params_default (struct vw_rc_params *p);
-int vw_qp_rc_connect_ex (struct ibv_qp *qp, const struct vw_dev *d,
-                         const struct vw_ep *local, const struct vw_ep *remote,
-                         const struct vw_rc_params *p, char *err, size_t errlen);
+int vw_qp_rc_connect_ex (struct ibv_qp *qp, const struct vw_dev *d, const struct vw_ep *local,
+                         const struct vw_ep *remote, const struct vw_rc_params *p, char *err,
+                         size_t errlen);
 /* Walk a UD QP to RTS.  0 or -1 with err. */
-int vw_qp_ud_ready (struct ibv_qp *qp, const struct vw_dev *d, uint32_t psn,
-                    char *err, size_t errlen);
+int vw_qp_ud_ready (struct ibv_qp *qp, const struct vw_dev *d, uint32_t psn, char *err,
+                    size_t errlen);
 /* Address handle towards remote.  NULL with err. */
-struct ibv_ah *vw_ah_create (const struct vw_dev *d, const struct vw_ep *remote,
-                             char *err, size_t errlen);
+struct ibv_ah *vw_ah_create (const struct vw_dev *d, const struct vw_ep *remote, char *err,
+                             size_t errlen);
 
 /* Name of a QP state, for messages. */
 const char *vw_qp_state_str (enum ibv_qp_state s);
@@ -86,11 +85,11 @@ int vw_qp_state (struct ibv_qp *qp);
 /* Waiting for completions on a set of CQs that share one channel. */
 struct vw_waiter {
     enum vw_wait mode;
-    struct ibv_comp_channel *ch;    /* NULL in busy mode */
+    struct ibv_comp_channel *ch; /* NULL in busy mode */
     struct ibv_cq **cqs;
     int ncq;
-    int armed;                      /* CQs armed since the last event */
-    uint64_t events;                /* completion events taken */
+    int armed;       /* CQs armed since the last event */
+    uint64_t events; /* completion events taken */
 };
 
 /* Called when a poll found nothing: spin (busy), or arm every CQ, look once

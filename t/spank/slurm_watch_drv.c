@@ -32,7 +32,8 @@ static int do_requeue;
 
 static void usage (void)
 {
-    fprintf (stderr, "usage: ibcr-slurm-watch -N NODE [-m MARGIN_S] [-p POLL_MS] [-c CKPT_S] "
+    fprintf (stderr,
+             "usage: ibcr-slurm-watch -N NODE [-m MARGIN_S] [-p POLL_MS] [-c CKPT_S] "
              "[-t ACTION] [-d ACTION] [-P ACTION] [-R] [-T SECONDS] JOBID...\n"
              "ACTION: requeue, checkpoint or nothing\n");
     exit (2);
@@ -74,8 +75,7 @@ static enum slurm_watch_action action (const char *opt, const char *s)
     int a = slurm_watch_action_parse (s);
 
     if (a < 0) {
-        fprintf (stderr, "ibcr-slurm-watch: %s %s: give requeue, checkpoint or nothing\n",
-                 opt, s);
+        fprintf (stderr, "ibcr-slurm-watch: %s %s: give requeue, checkpoint or nothing\n", opt, s);
         exit (2);
     }
     return (enum slurm_watch_action)a;
@@ -94,16 +94,35 @@ int main (int argc, char **argv)
     slurm_watch_policy_defaults (&pol);
     while ((ch = getopt (argc, argv, "N:m:p:c:t:d:P:RT:")) != -1) {
         switch (ch) {
-        case 'N': node = optarg; break;
-        case 'm': pol.margin_s = (unsigned)num ("-m", optarg); break;
-        case 'p': pol.poll_ms = (unsigned)num ("-p", optarg); break;
-        case 'c': ckpt = (double)num ("-c", optarg); break;
-        case 't': pol.on_timelimit = action ("-t", optarg); break;
-        case 'd': pol.on_drain = action ("-d", optarg); break;
-        case 'P': pol.on_preempt = action ("-P", optarg); break;
-        case 'R': do_requeue = 1; break;
-        case 'T': total = num ("-T", optarg); break;
-        default: usage ();
+        case 'N':
+            node = optarg;
+            break;
+        case 'm':
+            pol.margin_s = (unsigned)num ("-m", optarg);
+            break;
+        case 'p':
+            pol.poll_ms = (unsigned)num ("-p", optarg);
+            break;
+        case 'c':
+            ckpt = (double)num ("-c", optarg);
+            break;
+        case 't':
+            pol.on_timelimit = action ("-t", optarg);
+            break;
+        case 'd':
+            pol.on_drain = action ("-d", optarg);
+            break;
+        case 'P':
+            pol.on_preempt = action ("-P", optarg);
+            break;
+        case 'R':
+            do_requeue = 1;
+            break;
+        case 'T':
+            total = num ("-T", optarg);
+            break;
+        default:
+            usage ();
         }
     }
     if (!node || optind >= argc)

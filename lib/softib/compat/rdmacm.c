@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#define EXPORT __attribute__ ((visibility ("default")))
 
 struct rdma_event_channel;
 struct rdma_cm_id;
@@ -25,164 +25,157 @@ struct rdma_addrinfo;
 struct ibv_context;
 struct ibv_qp_attr;
 
-static int nodev(void)
+static int nodev (void)
 {
-	static const char msg[] = "softib: rdma_cm is not available on softib "
-		"(exchange connection data over TCP instead, e.g. without "
-		"perftest's -R/-z)\n";
+    static const char msg[] = "softib: rdma_cm is not available on softib "
+                              "(exchange connection data over TCP instead, e.g. without "
+                              "perftest's -R/-z)\n";
 
-	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
-		return -1;
-	errno = ENODEV;
-	return -1;
+    if (write (STDERR_FILENO, msg, sizeof (msg) - 1) < 0)
+        return -1;
+    errno = ENODEV;
+    return -1;
 }
 
 /* Probes: quiet, or every UCX worker would print the message. */
-EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
+EXPORT struct rdma_event_channel *rdma_create_event_channel (void)
 {
-	errno = ENODEV;
-	return NULL;
+    errno = ENODEV;
+    return NULL;
 }
 
-EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+EXPORT struct ibv_context **rdma_get_devices (int *num_devices)
 {
-	if (num_devices)
-		*num_devices = 0;
-	errno = ENODEV;
-	return NULL;
+    if (num_devices)
+        *num_devices = 0;
+    errno = ENODEV;
+    return NULL;
 }
 
-EXPORT void rdma_free_devices(struct ibv_context **list)
-{
-}
-
-EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *ch)
+EXPORT void rdma_free_devices (struct ibv_context **list)
 {
 }
 
-EXPORT int rdma_create_id(struct rdma_event_channel *ch,
-			  struct rdma_cm_id **id, void *ctx, int ps)
-{
-	return nodev();
-}
-
-EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
-{
-	return nodev();
-}
-
-EXPORT int rdma_bind_addr(struct rdma_cm_id *id, void *addr)
-{
-	return nodev();
-}
-
-EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, void *src, void *dst,
-			     int timeout_ms)
-{
-	return nodev();
-}
-
-EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
-{
-	return nodev();
-}
-
-EXPORT int rdma_create_qp(struct rdma_cm_id *id, void *pd, void *attr)
-{
-	return nodev();
-}
-
-EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, void *attr)
-{
-	return nodev();
-}
-
-EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
+EXPORT void rdma_destroy_event_channel (struct rdma_event_channel *ch)
 {
 }
 
-EXPORT int rdma_connect(struct rdma_cm_id *id, void *param)
+EXPORT int rdma_create_id (struct rdma_event_channel *ch, struct rdma_cm_id **id, void *ctx, int ps)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
+EXPORT int rdma_destroy_id (struct rdma_cm_id *id)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_accept(struct rdma_cm_id *id, void *param)
+EXPORT int rdma_bind_addr (struct rdma_cm_id *id, void *addr)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_reject(struct rdma_cm_id *id, const void *data,
-		       unsigned char len)
+EXPORT int rdma_resolve_addr (struct rdma_cm_id *id, void *src, void *dst, int timeout_ms)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_disconnect(struct rdma_cm_id *id)
+EXPORT int rdma_resolve_route (struct rdma_cm_id *id, int timeout_ms)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_get_cm_event(struct rdma_event_channel *ch,
-			     struct rdma_cm_event **ev)
+EXPORT int rdma_create_qp (struct rdma_cm_id *id, void *pd, void *attr)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_ack_cm_event(struct rdma_cm_event *ev)
+EXPORT int rdma_create_qp_ex (struct rdma_cm_id *id, void *attr)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT const char *rdma_event_str(int event)
-{
-	return "RDMA_CM_EVENT_UNSUPPORTED (softib has no rdma_cm)";
-}
-
-EXPORT int rdma_getaddrinfo(const char *node, const char *service,
-			    const struct rdma_addrinfo *hints,
-			    struct rdma_addrinfo **res)
-{
-	return nodev();
-}
-
-EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
+EXPORT void rdma_destroy_qp (struct rdma_cm_id *id)
 {
 }
 
-EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname,
-			   void *optval, size_t optlen)
+EXPORT int rdma_connect (struct rdma_cm_id *id, void *param)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_migrate_id(struct rdma_cm_id *id,
-			   struct rdma_event_channel *ch)
+EXPORT int rdma_listen (struct rdma_cm_id *id, int backlog)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_establish(struct rdma_cm_id *id)
+EXPORT int rdma_accept (struct rdma_cm_id *id, void *param)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *attr,
-			     int *mask)
+EXPORT int rdma_reject (struct rdma_cm_id *id, const void *data, unsigned char len)
 {
-	return nodev();
+    return nodev ();
 }
 
-EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
+EXPORT int rdma_disconnect (struct rdma_cm_id *id)
+{
+    return nodev ();
+}
+
+EXPORT int rdma_get_cm_event (struct rdma_event_channel *ch, struct rdma_cm_event **ev)
+{
+    return nodev ();
+}
+
+EXPORT int rdma_ack_cm_event (struct rdma_cm_event *ev)
+{
+    return nodev ();
+}
+
+EXPORT const char *rdma_event_str (int event)
+{
+    return "RDMA_CM_EVENT_UNSUPPORTED (softib has no rdma_cm)";
+}
+
+EXPORT int rdma_getaddrinfo (const char *node, const char *service,
+                             const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+    return nodev ();
+}
+
+EXPORT void rdma_freeaddrinfo (struct rdma_addrinfo *res)
+{
+}
+
+EXPORT int rdma_set_option (struct rdma_cm_id *id, int level, int optname, void *optval,
+                            size_t optlen)
+{
+    return nodev ();
+}
+
+EXPORT int rdma_migrate_id (struct rdma_cm_id *id, struct rdma_event_channel *ch)
+{
+    return nodev ();
+}
+
+EXPORT int rdma_establish (struct rdma_cm_id *id)
+{
+    return nodev ();
+}
+
+EXPORT int rdma_init_qp_attr (struct rdma_cm_id *id, struct ibv_qp_attr *attr, int *mask)
+{
+    return nodev ();
+}
+
+EXPORT void rdma_destroy_ep (struct rdma_cm_id *id)
 {
 }
 
 /* No id ever exists, so no port either (0, as for an unbound id). */
-EXPORT unsigned short rdma_get_src_port(struct rdma_cm_id *id)
+EXPORT unsigned short rdma_get_src_port (struct rdma_cm_id *id)
 {
-	return 0;
+    return 0;
 }
