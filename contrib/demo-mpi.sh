@@ -53,37 +53,13 @@ for f in "$plugin" "$IBCRD" "$IBCR_BUILDDIR/cli/ibcr"; do
 	test -e "$f" || { echo "demo-mpi.sh: $f is missing: build first (make -j2)" >&2; exit 1; }
 done
 
-say() {
-	printf '==> %s\n' "$*"
-}
-
-fail() {
-	echo "demo-mpi.sh: FAILED: $*" >&2
-	ibcr_force_failed=1
-	exit 1
-}
+demo_name=demo-mpi.sh
+. "$top/contrib/demo-lib.sh"
 
 # sharness's test_cmp, for hpcc_complete
 test_cmp() {
 	diff -u "$@"
 }
-
-IBCR_WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/ibcr-demo-mpi.XXXXXX") || exit 1
-chmod 0755 "$IBCR_WORKDIR"
-export IBCR_WORKDIR
-finish() {
-	rc=$?
-	ibcr_run_atexit || rc=1
-	if test $rc -eq 0 && test -z "${IBCR_DEMO_KEEP-}"; then
-		rm -rf "$IBCR_WORKDIR"
-	else
-		echo "demo-mpi.sh: configs and logs kept in $IBCR_WORKDIR" >&2
-	fi
-	exit $rc
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
-cd "$IBCR_WORKDIR" || exit 1
 # The job's folders are the user's (slurm_start gives them the work
 # directory).
 

@@ -47,33 +47,8 @@ for f in "$plugin" "$libibcr" "$softib/libibverbs.so.1" "$IBCRD" "$IBCR_BUILDDIR
 	test -e "$f" || { echo "demo.sh: $f is missing: build first (make -j2)" >&2; exit 1; }
 done
 
-say() {
-	printf '==> %s\n' "$*"
-}
-
-fail() {
-	echo "demo.sh: FAILED: $*" >&2
-	# Makes slurm_stop and ibcrd_stop_all print the daemons' logs.
-	ibcr_force_failed=1
-	exit 1
-}
-
-IBCR_WORKDIR=$(mktemp -d "${TMPDIR:-/tmp}/ibcr-demo.XXXXXX") || exit 1
-chmod 0755 "$IBCR_WORKDIR"
-export IBCR_WORKDIR
-finish() {
-	rc=$?
-	ibcr_run_atexit || rc=1
-	if test $rc -eq 0 && test -z "${IBCR_DEMO_KEEP-}"; then
-		rm -rf "$IBCR_WORKDIR"
-	else
-		echo "demo.sh: configs and logs kept in $IBCR_WORKDIR" >&2
-	fi
-	exit $rc
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
-cd "$IBCR_WORKDIR" || exit 1
+demo_name=demo.sh
+. "$top/contrib/demo-lib.sh"
 
 # gens JOB: committed generations of JOB.
 gens() {
