@@ -105,8 +105,8 @@ t15_has_criu() {
 # t15_joined JOB: both members joined the leader (its status lists them).
 t15_joined() {
 	t15_ibcr 1 status $1 --json >joined.json &&
-	grep -q "{\"node\":\"n2\",\"ranks\":\[1\]}" joined.json &&
-	grep -q "{\"node\":\"n3\",\"ranks\":\[2\]}" joined.json
+	grep -q "{\"node\":\"n2\",\"ranks\":\[1\][,}]" joined.json &&
+	grep -q "{\"node\":\"n3\",\"ranks\":\[2\][,}]" joined.json
 }
 
 test_expect_success 'setup: three hosts, munged, one ibcrd per host, shared storage' '
