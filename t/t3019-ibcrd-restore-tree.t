@@ -74,7 +74,7 @@ test_expect_success 'a four-rank verbs job (two pingpong pairs) checkpointed on 
 		ibv_rc_pingpong -c -n $ITERS -p $PB $(netns_ip 3) &&
 	ibcrd_wait_for ibcrd_joined h1 rt n2 1 && ibcrd_wait_for ibcrd_joined h1 rt n3 2 &&
 	ibcrd_wait_for ibcrd_joined h1 rt n4 3 &&
-	for h in 1 2 3 4; do ibcrd_wait_for ibcrd_ctl 1 rt h$h/ibcrd.log || return 1; done &&
+	for h in 1 2 3 4; do ibcrd_wait_for ibcrd_ctl 1 rt h$h || return 1; done &&
 	sleep 0.5 &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint rt --wait >ck.out &&
 	grep "generation 1 committed" ck.out &&
