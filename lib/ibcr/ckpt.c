@@ -25,6 +25,8 @@
 #include "xlate.h"
 
 static unsigned int cycles;
+/* Rebuilt since the last resume: the next resume ends a cycle. */
+static bool rebuilt;
 static unsigned int psn_seed;
 /* Between a release and a successful connect the application's objects
  * have no real counterpart: it must not run. */
@@ -353,8 +355,10 @@ int ckpt_connect (json_object *procs)
     }
     if (rc)
         ibcr_log ("rebuild: reposting logged work requests failed");
-    else
+    else {
         released = false;
+        rebuilt = true;
+    }
 out:
     pthread_mutex_unlock (&ibcr_lock);
     return rc;
@@ -363,9 +367,12 @@ out:
 int ckpt_resume (void)
 {
     pthread_mutex_lock (&ibcr_lock);
-    /* Armed CQs were armed again at the rebuild (rebuild_ctx). */
-    if (backend_loaded ())
+    /* Armed CQs were armed again at the rebuild (rebuild_ctx).  A cycle
+     * is counted once rebuilt: a resume right after a quiesce (an abort,
+     * or a quiesce refused in MPI_Init) is none. */
+    if (rebuilt && backend_loaded ())
         cycles++;
+    rebuilt = false;
     pthread_mutex_unlock (&ibcr_lock);
     gate_open ();
     return 0;

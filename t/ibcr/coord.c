@@ -95,6 +95,54 @@ static int round_trip (const char *type, json_object *extra, const char *want, j
     return 0;
 }
 
+/* Quiesce all.  A refusal (EAGAIN: a process inside MPI_Init or
+ * MPI_Finalize, libibcr's mpi.c) is undone on all with a resume and asked
+ * again 0.2 s later, for a minute at most.  0, 1 when a process has gone,
+ * -1 on error. */
+static int quiesce_all (void)
+{
+    for (int tries = 0; tries < 300; tries++) {
+        int refused = 0, rc;
+        for (int i = 0; i < np; i++) {
+            json_object *m = proto_new (CKPT_QUIESCE);
+            rc = proto_send (fds[i], m);
+            json_object_put (m);
+            if (rc < 0)
+                return 1;
+        }
+        for (int i = 0; i < np; i++) {
+            json_object *r = NULL;
+            if (proto_recv_timeout (fds[i], 0, 30000, &r) < 0 || !r) {
+                if (!r && (errno == 0 || errno == ECONNRESET)) {
+                    gone = 1;
+                    return 1;
+                }
+                fprintf (stderr, "coord: no reply to %s from process %d: %s\n", CKPT_QUIESCE, i,
+                         strerror (errno));
+                return -1;
+            }
+            if (!strcmp (proto_type (r), "error") && proto_get_int (r, "errno", 0) == EAGAIN) {
+                if (!refused)
+                    fprintf (stderr, "coord: %s\n", proto_get_str (r, "message", "refused"));
+                refused = 1;
+            } else if (strcmp (proto_type (r), CKPT_QUIESCED) != 0) {
+                fprintf (stderr, "coord: %s: process %d answered %s\n", CKPT_QUIESCE, i,
+                         json_object_to_json_string (r));
+                json_object_put (r);
+                return -1;
+            }
+            json_object_put (r);
+        }
+        if (!refused)
+            return 0;
+        if ((rc = round_trip (CKPT_RESUME, NULL, CKPT_RESUMED, NULL)))
+            return rc;
+        usleep (200000);
+    }
+    fprintf (stderr, "coord: the quiesce was refused for a minute\n");
+    return -1;
+}
+
 static void put_all (json_object **r)
 {
     for (int i = 0; i < np; i++) {
@@ -110,7 +158,7 @@ static int cycle (int k, const char *backend)
     double t0 = now_ms ();
     int rc, rounds = 0, done = 0;
 
-    if ((rc = round_trip (CKPT_QUIESCE, NULL, CKPT_QUIESCED, NULL)))
+    if ((rc = quiesce_all ()))
         return rc;
     while (!done) {
         json_object *x = json_object_new_object ();
