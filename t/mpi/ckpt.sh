@@ -265,8 +265,14 @@ mpi_ckpt_preempt() {
 	mpi_ckpt_same_ "$1" mp
 }
 
+# mpi_ckpt_idle_: no job left in the cluster (the previous case's)
+mpi_ckpt_idle_() {
+	test -z "$(squeue -h 2>/dev/null)"
+}
+
 mpi_ckpt_timelimit() {
 	rm -f mt.out mt.err &&
+	ibcr_wait_for 120 mpi_ckpt_idle_ &&
 	ibcr_atexit spank_hurry_stop &&
 	spank_hurry_start &&
 	T=$(MPI_CKPT_MARK=1 MPI_CKPT_SRUN_OPTS=--open-mode=append mpi_ckpt_sbatch_ "$1" mt -N2 \
@@ -281,6 +287,7 @@ mpi_ckpt_timelimit() {
 
 mpi_ckpt_in_init() {
 	rm -f mi.out mi.err go-mi &&
+	ibcr_wait_for 120 mpi_ckpt_idle_ &&
 	# Rank 3 starts once go-mi exists (at most 120 s): ranks 0-2 wait for
 	# it in MPI_Init's PMI exchange, their libibcr connected already.
 	cat >hold3.sh <<-\EOF &&

@@ -180,7 +180,10 @@ spank_restarts_at_least() {
 		{ echo "job $1: Restarts=$(spank_field "$1" Restarts), not $2" >&2; return 1; }
 }
 
-# A requeued job waits 120 s (BeginTime); the tests do not.  A job is
+# A requeued job waits 120 s (BeginTime); the tests do not.  Only jobs
+# pending for that reason are hurried (one pending for nodes is left to
+# the scheduler: StartTime=now made Slurm push such a job's eligibility 10
+# minutes out once, in t5004's time-limit case).  A job is
 # hurried once it was pending at the loop's previous pass, a second or more
 # ago: slurmd refuses a credential made in the second its last run ended
 # (slurm_start_now).  The loop runs in the background with every descriptor
@@ -192,7 +195,8 @@ spank_hurry_start() {
 		seen=
 		while :; do
 			now=
-			for j in $(squeue -h -t pending -o %A 2>/dev/null); do
+			for j in $(squeue -h -t pending -o "%A %r" 2>/dev/null |
+				sed -n "s/ BeginTime$//p"); do
 				case " $seen " in
 				*" $j "*) scontrol update jobid=$j StartTime=now 2>/dev/null ;;
 				esac
