@@ -48,8 +48,11 @@ static double now_ms (void)
 }
 
 /* Send req (a fresh object per process) to all, collect replies of type
- * 'want'.  0, 1 when a process has gone (finished), -1 on error. */
-static int round_trip (const char *type, json_object *extra, const char *want, json_object **out)
+ * 'want'.  With refused, an EAGAIN error reply (a quiesce refused inside
+ * MPI_Init, libibcr's mpi.c) sets *refused instead of failing.  0, 1 when
+ * a process has gone (finished), -1 on error. */
+static int round_trip_r (const char *type, json_object *extra, const char *want, json_object **out,
+                         int *refused)
 {
     /* -k: a resume goes to rank 0 first, then, MS later, to the others. */
     bool skew = resume_skew_ms > 0 && strcmp (type, CKPT_RESUME) == 0;
@@ -81,6 +84,14 @@ static int round_trip (const char *type, json_object *extra, const char *want, j
                      strerror (errno));
             return -1;
         }
+        if (refused && !strcmp (proto_type (r), "error")
+            && proto_get_int (r, "errno", 0) == EAGAIN) {
+            if (!*refused)
+                fprintf (stderr, "coord: %s\n", proto_get_str (r, "message", "refused"));
+            *refused = 1;
+            json_object_put (r);
+            continue;
+        }
         if (strcmp (proto_type (r), want) != 0) {
             fprintf (stderr, "coord: %s: process %d answered %s\n", type, i,
                      json_object_to_json_string (r));
@@ -95,46 +106,21 @@ static int round_trip (const char *type, json_object *extra, const char *want, j
     return 0;
 }
 
+static int round_trip (const char *type, json_object *extra, const char *want, json_object **out)
+{
+    return round_trip_r (type, extra, want, out, NULL);
+}
+
 /* Quiesce all.  A refusal (EAGAIN: a process inside MPI_Init or
- * MPI_Finalize, libibcr's mpi.c) is undone on all with a resume and asked
- * again 0.2 s later, for a minute at most.  0, 1 when a process has gone,
- * -1 on error. */
+ * MPI_Finalize) is undone on all with a resume and asked again 0.2 s
+ * later, for a minute at most.  0, 1 when a process has gone, -1 on
+ * error. */
 static int quiesce_all (void)
 {
     for (int tries = 0; tries < 300; tries++) {
         int refused = 0, rc;
-        for (int i = 0; i < np; i++) {
-            json_object *m = proto_new (CKPT_QUIESCE);
-            rc = proto_send (fds[i], m);
-            json_object_put (m);
-            if (rc < 0)
-                return 1;
-        }
-        for (int i = 0; i < np; i++) {
-            json_object *r = NULL;
-            if (proto_recv_timeout (fds[i], 0, 30000, &r) < 0 || !r) {
-                if (!r && (errno == 0 || errno == ECONNRESET)) {
-                    gone = 1;
-                    return 1;
-                }
-                fprintf (stderr, "coord: no reply to %s from process %d: %s\n", CKPT_QUIESCE, i,
-                         strerror (errno));
-                return -1;
-            }
-            if (!strcmp (proto_type (r), "error") && proto_get_int (r, "errno", 0) == EAGAIN) {
-                if (!refused)
-                    fprintf (stderr, "coord: %s\n", proto_get_str (r, "message", "refused"));
-                refused = 1;
-            } else if (strcmp (proto_type (r), CKPT_QUIESCED) != 0) {
-                fprintf (stderr, "coord: %s: process %d answered %s\n", CKPT_QUIESCE, i,
-                         json_object_to_json_string (r));
-                json_object_put (r);
-                return -1;
-            }
-            json_object_put (r);
-        }
-        if (!refused)
-            return 0;
+        if ((rc = round_trip_r (CKPT_QUIESCE, NULL, CKPT_QUIESCED, NULL, &refused)) || !refused)
+            return rc;
         if ((rc = round_trip (CKPT_RESUME, NULL, CKPT_RESUMED, NULL)))
             return rc;
         usleep (200000);
