@@ -652,6 +652,8 @@ json_object *jobs_job_json (const struct job *job)
     proto_set_int (o, "interval_ms", (int64_t)job->interval_ms);
     proto_set_int (o, "last_gen", job->last_gen);
     proto_set_bool (o, "checkpointing", job->worker != 0);
+    if (job->ending)
+        proto_set_bool (o, "ending", 1);
     /* Only while a generation runs: where its worker is now. */
     if (job->worker && job->phase >= 0) {
         proto_set_str (o, "phase", phase_name (job->phase));

@@ -92,6 +92,9 @@ struct job {
     int size;                 /* ranks in the whole job (>= ntasks) */
     uint64_t interval_ms;     /* periodic checkpoints; 0 = none */
     struct timespec next_due; /* CLOCK_MONOTONIC of the next periodic one */
+    int ending;               /* a Slurm trigger's final checkpoint ran and a
+                                 requeue is ordered or done: no periodic
+                                 generation until these tasks are gone */
     char leader[256];         /* host of rank 0's ibcrd; "" = this node */
     int leader_port;          /* its peer port */
     pid_t worker;             /* generation running (its worker), or 0 */

@@ -711,7 +711,7 @@ int sched_timer (struct server *s)
 
     clock_gettime (CLOCK_MONOTONIC, &now);
     for (struct job *job = jobs_first (s->jobs); job; job = job->next) {
-        if (!job->interval_ms || !is_leader (job))
+        if (!job->interval_ms || !is_leader (job) || job->ending)
             continue;
         long left = ts_ms (&job->next_due) - ts_ms (&now);
         if (left <= 0 && !job->worker && all_ranks (job)) {

@@ -512,6 +512,7 @@ static void hk_trigger (struct server *s, uint32_t id, const char *trigger, int 
                      "committed generation, if any",
                      id);
             j->requeuing = 1;
+            job->ending = 1;
             hk_order (HK_REQUEUE, id, 0);
         }
         return;
@@ -577,6 +578,15 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
                      ev->job);
         if (j)
             j->requeuing = 0;
+        if (m->level == LOG_ERR) {
+            /* The job runs on here (a drained node keeps its jobs):
+             * periodic generations go on protecting it. */
+            char name[32];
+            struct job *job;
+            snprintf (name, sizeof (name), "%u", ev->job);
+            if ((job = jobs_find_owned (s->jobs, name, 0)))
+                job->ending = 0;
+        }
         if (!hk_busy (j))
             hk_release_job (s, ev->job, m->level == LOG_ERR ? "the requeue failed" : "requeued");
         return;
@@ -686,8 +696,12 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
                      "next run restores its last committed generation, if any",
                      id);
         /* The tasks keep their SIGTERM until the requeue is done, or the
-         * batch script could end the job first. */
+         * batch script could end the job first.  No periodic generation
+         * either: the next run comes back from this one, and a periodic
+         * one taken while Slurm requeues would replace it as the newest
+         * (and hold the tasks' SIGTERM longer). */
         j->requeuing = 1;
+        job->ending = 1;
         hk_order (HK_REQUEUE, id, 0);
     }
     if (j->pending[0] && j->requeuing) {

@@ -10,6 +10,9 @@ node, inside that node'"'"'s namespaces, all sharing one storage:
   the job is requeued and its next run goes on from that checkpoint;
 - its node drained: checkpointed, requeued, restored on another node (at
   another address), completes;
+- drained while checkpoints are due every second and the task ignores
+  SIGTERM (it lives 5 s past the requeue): no periodic generation follows
+  the final one, and the next run comes back from the drain'"'"'s;
 - scancel, with on_cancel = checkpoint: a final checkpoint, no requeue.
 Every run appends to the output; the check splits it into runs: each run
 counts on by one, each later run starts where a checkpoint was (never at
@@ -49,13 +52,20 @@ runs() {
 		}' "$1"
 }
 
-# submit NAME N SBATCH-OPTIONS...: a job counting to N with the option.
+# submit NAME N SBATCH-OPTIONS...: a job counting to N with the option
+# (with $prog, ./counter.sh unless set, as the task).
 submit() {
 	sm_name=$1 sm_n=$2
 	shift 2
 	sbatch --parsable --checkpoint-ib --open-mode=append -o $sm_name.job "$@" \
-		--wrap "echo run \${SLURM_RESTART_COUNT:-0} >>$sm_name.out; srun --open-mode=append -o $sm_name.out -e $sm_name.err ./counter.sh $sm_n"
+		--wrap "echo run \${SLURM_RESTART_COUNT:-0} >>$sm_name.out; srun --open-mode=append -o $sm_name.out -e $sm_name.err ${prog:-./counter.sh} $sm_n"
 }
+
+# stubborn.sh N: counter.sh with SIGTERM ignored, as an application that
+# takes its time on SIGTERM: it runs on until Slurm'"'"'s SIGKILL, KillWait
+# (5 s) after the SIGTERM of a requeue.
+printf '#!/bin/sh\ntrap "" TERM\nexec ./counter.sh "$@"\n' >stubborn.sh &&
+chmod +x stubborn.sh
 
 test_expect_success 'ibcrd.conf: a bad trigger policy is refused, naming the key and the choices' '
 	printf "on_preempt = later\n" >bad1.conf &&
@@ -77,7 +87,8 @@ test_expect_success 'start a 3-node netns cluster with preemption, an ibcrd per 
 	spank_start_preempt_cluster 3 &&
 	IBCRD_CONF_EXTRA="timelimit_margin = 30s
 slurm_poll = 500ms
-on_cancel = checkpoint" &&
+on_cancel = checkpoint
+retention = 1000" &&
 	spank_start_ibcrds 3 &&
 	spank_hurry_start
 '
@@ -131,6 +142,32 @@ test_expect_success 'drain: its node drained, the job is checkpointed, requeued,
 	test "$(spank_field $D NodeList)" = n1 &&
 	n=$(runs D.out 300) &&
 	echo "job $D: $n runs: $(grep -A1 "^run" D.out | tr "\n" " ")" | ibcr_diag &&
+	test "$n" = 2
+'
+
+test_expect_success 'drain under checkpoints every 1 s of a task slow to end: no periodic one after the final one, the job comes back from it' '
+	filler=$(sbatch --parsable -w n1 -c 2 -o /dev/null --wrap "sleep 600") &&
+	slurm_wait_job $filler RUNNING 30 &&
+	E=$(prog=./stubborn.sh submit E 300 -x n3 -c 2 --checkpoint-ib=1s) &&
+	slurm_wait_job $E RUNNING 30 &&
+	test "$(spank_field $E NodeList)" = n2 &&
+	scancel $filler &&
+	spank_wait_gens $E 2 60 &&
+	scontrol update nodename=n2 state=drain reason=ibcr-t4008 &&
+	spank_restarts_at_least $E 1 30 &&
+	slurm_wait_job $E RUNNING 60 &&
+	scontrol update nodename=n2 state=resume &&
+	slurm_wait_job $E COMPLETED 120 &&
+	cat E.err | ibcr_diag &&
+	# Periodic generations are due every second, and the task lives on
+	# for 5 s after the requeue: the run comes back from the drain'"'"'s
+	# generation only if no periodic one followed it.  (The retention of
+	# 1000 keeps every generation'"'"'s manifest for this.)
+	g=$(sed -n "s/.*restored from generation \([0-9]*\).*/\1/p" E.err | head -n 1) &&
+	test -n "$g" &&
+	echo "job $E restored from generation $g: trigger $(ibcrd_gen_trigger $E $g)" | ibcr_diag &&
+	test "$(ibcrd_gen_trigger $E $g)" = drain &&
+	n=$(runs E.out 300) &&
 	test "$n" = 2
 '
 
