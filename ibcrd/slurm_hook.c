@@ -69,6 +69,7 @@ struct hk_job {
     int pending_action;
     int running;          /* a generation of this job runs here */
     int requeuing;        /* a requeue order is out */
+    int cancel_taken;     /* the scancel's checkpoint was started */
     int kind;             /* its gen kind */
     double t0;            /* its start, ms */
     double expect_until;  /* member: the leader's final generation is
@@ -520,6 +521,24 @@ static void hk_trigger (struct server *s, uint32_t id, const char *trigger, int 
     j->final_action = action;
 }
 
+/* scancel: checkpoint first only if the admin wants it, only while the
+ * tasks are held, and once, whichever comes first: the state event or the
+ * look that a held SIGTERM asked for. */
+static void hk_cancel_checkpoint (struct server *s, uint32_t id)
+{
+    struct hk_job *j = hk_job (id, 0);
+
+    if (!j || j->cancel_taken || hk.on_cancel == CONF_ACT_NOTHING
+        || (j->slurm_state & JOB_STATE_BASE) != JOB_CANCELLED)
+        return;
+    for (struct hk_held *h = hk.held; h; h = h->next)
+        if (h->job == id) {
+            j->cancel_taken = 1;
+            hk_trigger (s, id, "cancel", CONF_ACT_CHECKPOINT);
+            return;
+        }
+}
+
 static const char *hk_kind_trigger (int kind, int *action)
 {
     switch (kind) {
@@ -592,6 +611,12 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
         return;
     }
     case HK_POLLED:
+        /* A job already CANCELLED at an earlier look gives no new state
+         * event when its SIGTERM comes: the look that covers the hold
+         * decides. */
+        for (struct hk_held *h = hk.held; h; h = h->next)
+            if ((int)(m->looks - h->look) >= 0)
+                hk_cancel_checkpoint (s, h->job);
         for (struct hk_held **pp = &hk.held; *pp;) {
             struct hk_held *h = *pp;
             if ((int)(m->looks - h->look) >= 0 && !hk_busy (hk_job (h->job, 0)))
@@ -605,14 +630,7 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
         if (j)
             j->slurm_state = ev->new_state;
         log_msg (LOG_INFO, "job %u: Slurm: %s", ev->job, ev->text);
-        /* scancel: checkpoint first only if the admin wants it, and only
-         * while the tasks are held. */
-        if ((ev->new_state & JOB_STATE_BASE) == JOB_CANCELLED && hk.on_cancel != CONF_ACT_NOTHING)
-            for (struct hk_held *h = hk.held; h; h = h->next)
-                if (h->job == ev->job) {
-                    hk_trigger (s, ev->job, "cancel", CONF_ACT_CHECKPOINT);
-                    break;
-                }
+        hk_cancel_checkpoint (s, ev->job);
         return;
     }
     case SLURM_WATCH_GONE:
