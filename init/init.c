@@ -288,9 +288,20 @@ int main (int argc, char **argv)
         init_error (errno, "cannot block signals");
         return INIT_EXIT_FAILURE;
     }
-    if (o.adopt > 1)
+    if (o.adopt > 1) {
         child = o.adopt;
-    else if (o.restored)
+        /* The first word says this program runs now: the waiter lets the
+         * application go only then, so that nothing sees (or dumps) the
+         * init before its exec. */
+        if (o.report >= 0) {
+            int32_t word = (int32_t)child;
+            if (write (o.report, &word, sizeof (word)) != (ssize_t)sizeof (word)) {
+                init_error (errno, "cannot report to the task's waiter");
+                (void)kill (child, SIGKILL);
+                return INIT_EXIT_FAILURE;
+            }
+        }
+    } else if (o.restored)
         child = adopt_restored (&o, &app_mask, &code);
     else
         child = init_spawn_ns (o.argv, &app_mask, &set);

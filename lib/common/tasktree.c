@@ -494,10 +494,9 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
          * mappings, which belong to the host's. */
         tasktree_close_fds (0, &report[1], 1);
         {
-            int32_t word = (int32_t)app;
+            /* ibcr-init writes the first word (the application's pid)
+             * once it runs: the waiter waits for the exec. */
             char apid[32], rfd[32];
-            if (tasktree_write_all (report[1], &word, sizeof (word)) < 0)
-                _exit (TASKTREE_EXIT_FAILURE);
             snprintf (apid, sizeof (apid), "%ld", (long)app);
             snprintf (rfd, sizeof (rfd), "%d", report[1]);
             (void)fcntl (report[1], F_SETFD, 0);
