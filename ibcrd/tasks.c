@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/cgjoin.h"
+#include "common/errbuf.h"
 #include "common/ident.h"
 #include "common/log.h"
 #include "common/proc.h"
@@ -532,9 +533,8 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
 
     rc = restore_pick (&st, job, want, rank, &plan, &m, note, sizeof (note), err, sizeof (err));
     if (rc == 0) {
-        snprintf (err, sizeof (err), "no checkpoint of job %s under %.2000s (see 'ibcr list')", job,
-                  plan.looked);
-        errno = ENOENT;
+        errnprintf (err, sizeof (err), ENOENT,
+                    "no checkpoint of job %s under %.2000s (see 'ibcr list')", job, plan.looked);
     }
     if (rc <= 0) {
         relay_send (fd, proto_error ("restore", errno, "%s", err));
