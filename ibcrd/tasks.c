@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/close_range.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -21,6 +20,7 @@
 
 #include "common/cgjoin.h"
 #include "common/errbuf.h"
+#include "common/fds.h"
 #include "common/ident.h"
 #include "common/log.h"
 #include "common/proc.h"
@@ -338,7 +338,7 @@ spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **a
         spawn_fail (rep, "cannot start the task: %s", err);
     /* The application, as the user: its folder, its stdio, its
      * environment; nothing else of ours. */
-    close_range (3, ~0U, 0);
+    fds_close_except (NULL, 0);
     /* The command is looked up in the user's PATH, not ibcrd's. */
     environ = envp;
     execvp (argv[0], argv);
