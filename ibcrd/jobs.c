@@ -205,14 +205,12 @@ static int pid_allowed (uid_t uid, int64_t pid, const char *what, struct proc_id
     if (pid <= 0 || pid > 0x3fffffff || proc_ident ((pid_t)pid, id) < 0)
         return errnprintf (err, len, ESRCH, "%s %lld does not exist", what, (long long)pid);
     if (uid != 0 && !proc_ident_all_uid (id, uid)) {
-        snprintf (err, len,
-                  "%s %lld is not yours: its real, effective, saved and "
-                  "filesystem uids (%u %u %u %u) must all be %u; a task registers itself "
-                  "or a process of its own user",
-                  what, (long long)pid, (unsigned)id->uid[0], (unsigned)id->uid[1],
-                  (unsigned)id->uid[2], (unsigned)id->uid[3], (unsigned)uid);
-        errno = EPERM;
-        return -1;
+        return errnprintf (err, len, EPERM,
+                           "%s %lld is not yours: its real, effective, saved and "
+                           "filesystem uids (%u %u %u %u) must all be %u; a task registers itself "
+                           "or a process of its own user",
+                           what, (long long)pid, (unsigned)id->uid[0], (unsigned)id->uid[1],
+                           (unsigned)id->uid[2], (unsigned)id->uid[3], (unsigned)uid);
     }
     return 0;
 }
@@ -379,14 +377,13 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_
     /* A member sends MUNGE credentials to its leader: a user may name
      * only a host the admin allowed (Slurm jobs get theirs from root). */
     if (uid != 0 && *leader && !leader_allowed (conf->peers, leader)) {
-        snprintf (err, len,
-                  "leader %s refused: a job outside Slurm may name as its leader "
-                  "only a host listed in 'peers' of this node's ibcrd.conf (%s); run "
-                  "multi-node jobs under Slurm, or ask the admin to list the host",
-                  leader, conf->peers ? conf->peers : "none listed");
         log_msg (LOG_WARNING, "job %s step %s: uid %u named leader %s, not in peers: refused", id,
                  step, (unsigned)uid, leader);
-        errno = EPERM;
+        errnprintf (err, len, EPERM,
+                    "leader %s refused: a job outside Slurm may name as its leader "
+                    "only a host listed in 'peers' of this node's ibcrd.conf (%s); run "
+                    "multi-node jobs under Slurm, or ask the admin to list the host",
+                    leader, conf->peers ? conf->peers : "none listed");
         return NULL;
     }
     /* Slurm job ids are Slurm's: only root (slurmstepd, with the owner
@@ -410,21 +407,19 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_
     }
     if (conf->max_registrations_per_conn > 0
         && jobs_conn_tasks (j, conn) >= conf->max_registrations_per_conn) {
-        snprintf (err, len,
-                  "limit reached: %d tasks are registered over this connection "
-                  "(max_registrations_per_conn in ibcrd.conf); register each task over its "
-                  "own connection",
-                  conf->max_registrations_per_conn);
-        errno = EUSERS;
+        errnprintf (err, len, EUSERS,
+                    "limit reached: %d tasks are registered over this connection "
+                    "(max_registrations_per_conn in ibcrd.conf); register each task over its "
+                    "own connection",
+                    conf->max_registrations_per_conn);
         return NULL;
     }
     if (uid != 0 && conf->max_registrations_per_uid > 0
         && jobs_uid_tasks (j, uid) >= conf->max_registrations_per_uid) {
-        snprintf (err, len,
-                  "limit reached: uid %u has %d tasks registered on this node "
-                  "(max_registrations_per_uid in ibcrd.conf)",
-                  (unsigned)uid, conf->max_registrations_per_uid);
-        errno = EUSERS;
+        errnprintf (err, len, EUSERS,
+                    "limit reached: uid %u has %d tasks registered on this node "
+                    "(max_registrations_per_uid in ibcrd.conf)",
+                    (unsigned)uid, conf->max_registrations_per_uid);
         return NULL;
     }
     /* The task is the client itself unless it names another pid: then that
@@ -440,9 +435,8 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_
         return NULL;
     /* Only root may register on behalf of another user. */
     if (owner >= 0 && (uid_t)owner != uid && uid != 0) {
-        snprintf (err, len, "only root may register a task for another uid (%lld)",
-                  (long long)owner);
-        errno = EPERM;
+        errnprintf (err, len, EPERM, "only root may register a task for another uid (%lld)",
+                    (long long)owner);
         return NULL;
     }
     if (owner < 0)
@@ -451,26 +445,24 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_
      * or holds checkpoints under, is theirs (its retention would remove
      * their generations, its restart would find theirs). */
     if (!jobs_is_slurm_id (id) && name_taken (j, conf, id, (uid_t)owner)) {
-        snprintf (err, len,
-                  "job name %s belongs to another user (their job runs, or keeps "
-                  "checkpoints, under it): choose another name",
-                  id);
         log_msg (LOG_WARNING,
                  "job %s step %s: uid %u asked for a name of another user: "
                  "refused",
                  id, step, (unsigned)uid);
-        errno = EPERM;
+        errnprintf (err, len, EPERM,
+                    "job name %s belongs to another user (their job runs, or keeps "
+                    "checkpoints, under it): choose another name",
+                    id);
         return NULL;
     }
 
     if ((job = jobs_find_owned (j, id, (uid_t)owner))) {
         if (!jobs_may_act (uid, job->uid) || (uid_t)owner != job->uid) {
-            snprintf (err, len, "job %s belongs to another user", id);
             log_msg (LOG_WARNING,
                      "job %s step %s: uid %u tried to register rank %lld into "
                      "a job of uid %u: refused",
                      id, step, (unsigned)uid, (long long)rank, (unsigned)job->uid);
-            errno = EPERM;
+            errnprintf (err, len, EPERM, "job %s belongs to another user", id);
             return NULL;
         }
         for (struct task **tp = &job->tasks; (t = *tp);) {
@@ -509,11 +501,10 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_
                     job_facts (job, size, interval, leader, req);
                     return job;
                 }
-                snprintf (err, len,
-                          "job %s step %s rank %lld is already registered "
-                          "(pid %ld)",
-                          id, step, (long long)rank, (long)t->pid);
-                errno = EEXIST;
+                errnprintf (err, len, EEXIST,
+                            "job %s step %s rank %lld is already registered "
+                            "(pid %ld)",
+                            id, step, (long long)rank, (long)t->pid);
                 return NULL;
             }
     } else {
@@ -561,8 +552,7 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_
              t->rank, (long)pid, (unsigned)job->uid, tnode);
     return job;
 nomem:
-    snprintf (err, len, "ibcrd is out of memory");
-    errno = ENOMEM;
+    errnprintf (err, len, ENOMEM, "ibcrd is out of memory");
     return NULL;
 inval:
     errno = EINVAL;

@@ -73,10 +73,9 @@ struct peer *peer_create (struct conf *conf, struct peerauth *pa, char *err, siz
     p->conf = conf;
     p->pa = pa;
     if (inet_pton (AF_INET, conf->peer_address, &sa.sin_addr) != 1) {
-        snprintf (err, len, "peer_address = %s: not an IPv4 address; give e.g. 0.0.0.0",
-                  conf->peer_address);
         free (p);
-        errno = EINVAL;
+        errnprintf (err, len, EINVAL, "peer_address = %s: not an IPv4 address; give e.g. 0.0.0.0",
+                    conf->peer_address);
         return NULL;
     }
     sa.sin_port = htons (conf->peer_port < 0 ? 0 : conf->peer_port);
@@ -85,13 +84,12 @@ struct peer *peer_create (struct conf *conf, struct peerauth *pa, char *err, siz
         || bind (p->lfd, (struct sockaddr *)&sa, sizeof (sa)) < 0 || listen (p->lfd, 64) < 0
         || getsockname (p->lfd, (struct sockaddr *)&sa, &slen) < 0) {
         int saved = errno;
-        snprintf (err, len, "cannot listen for peers on %s:%d: %s%s", conf->peer_address,
-                  conf->peer_port, strerror (saved),
-                  saved == EADDRINUSE ? " (another ibcrd on this node? set peer_port)" : "");
         if (p->lfd >= 0)
             close (p->lfd);
         free (p);
-        errno = saved;
+        errnprintf (err, len, saved, "cannot listen for peers on %s:%d: %s%s", conf->peer_address,
+                    conf->peer_port, strerror (saved),
+                    saved == EADDRINUSE ? " (another ibcrd on this node? set peer_port)" : "");
         return NULL;
     }
     p->port = ntohs (sa.sin_port);
@@ -341,7 +339,7 @@ int peer_connect (const char *host, int port, int timeout_ms, char *err, size_t 
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
     char ports[16];
-    int fd = -1, rc;
+    int fd = -1, rc, last = EHOSTUNREACH;
 
     snprintf (ports, sizeof (ports), "%d", port);
     if ((rc = getaddrinfo (host, ports, &hints, &res)) != 0)
@@ -352,8 +350,10 @@ int peer_connect (const char *host, int port, int timeout_ms, char *err, size_t 
         int soerr = 0;
         socklen_t sl = sizeof (soerr);
 
-        if ((fd = socket (ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+        if ((fd = socket (ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
+            last = errno;
             continue;
+        }
         if (connect (fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
             soerr = errno;
         } else {
@@ -369,11 +369,12 @@ int peer_connect (const char *host, int port, int timeout_ms, char *err, size_t 
         }
         close (fd);
         fd = -1;
-        errno = soerr;
+        last = soerr;
     }
     freeaddrinfo (res);
     if (fd < 0)
-        snprintf (err, len, "cannot connect to peer ibcrd %s:%d: %s", host, port, strerror (errno));
+        return errnprintf (err, len, last, "cannot connect to peer ibcrd %s:%d: %s", host, port,
+                           strerror (last));
     return fd;
 }
 
@@ -403,31 +404,27 @@ int peer_request (struct peerauth *pa, const char *host, int port, const char *n
     json_object_put (env);
     close (fd);
     if (peerauth_unwrap (pa, rep, reply, &uid, err, len) < 0) {
-        saved = errno;
         /* An unauthenticated error explains why the peer refused us. */
-        if (!strcmp (proto_type (rep), "error"))
-            snprintf (err, len, "peer %s:%d refused: %s", host, port,
-                      proto_get_str (rep, "message", "?"));
-        else {
-            char why[512];
-            snprintf (why, sizeof (why), "%s", err);
-            snprintf (err, len,
-                      "the reply of peer %s:%d cannot be authenticated (%s): do "
-                      "both nodes use the same MUNGE key?",
-                      host, port, why);
-        }
+        int refused = !strcmp (proto_type (rep), "error");
+        char why[512];
+
+        saved = errno;
+        snprintf (why, sizeof (why), "%s", refused ? proto_get_str (rep, "message", "?") : err);
         json_object_put (rep);
-        errno = saved;
-        return -1;
+        if (refused)
+            return errnprintf (err, len, saved, "peer %s:%d refused: %s", host, port, why);
+        return errnprintf (err, len, saved,
+                           "the reply of peer %s:%d cannot be authenticated (%s): do "
+                           "both nodes use the same MUNGE key?",
+                           host, port, why);
     }
     json_object_put (rep);
     if (uid != 0 && uid != geteuid ()) {
         json_object_put (*reply);
         *reply = NULL;
-        snprintf (err, len, "reply from %s:%d carries a credential of uid %u, not ibcrd's", host,
-                  port, (unsigned)uid);
-        errno = EACCES;
-        return -1;
+        return errnprintf (err, len, EACCES,
+                           "reply from %s:%d carries a credential of uid %u, not ibcrd's", host,
+                           port, (unsigned)uid);
     }
     return 0;
 }

@@ -28,6 +28,7 @@
 
 #include <slurm/slurm.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "gen.h"
@@ -117,12 +118,10 @@ static struct {
     .rfd = -1,
 };
 
+/* The monotonic clock in ms (lib/common/clock, not a copy of it). */
 static double hk_now (void)
 {
-    struct timespec ts;
-
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+    return mono_ms_f ();
 }
 
 /* ---------------------------------------------------------------- thread */

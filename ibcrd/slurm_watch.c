@@ -20,6 +20,7 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include "common/errbuf.h"
 #include "slurm_watch.h"
 
 /* Where Debian's libslurm looks without SLURM_CONF. */
@@ -122,15 +123,14 @@ struct slurm_watch *slurm_watch_create (const char *node, const struct slurm_wat
     const char *conf;
 
     if (!node || !*node || !cb) {
-        snprintf (err, len, "slurm_watch: a node name and an event callback are required");
-        errno = EINVAL;
+        errnprintf (err, len, EINVAL,
+                    "slurm_watch: a node name and an event callback are required");
         return NULL;
     }
     if (p && p->poll_ms == 0) {
-        snprintf (err, len,
-                  "slurm_watch: a poll period of 0 ms would never let the "
-                  "daemon wait; give at least 100 ms");
-        errno = EINVAL;
+        errnprintf (err, len, EINVAL,
+                    "slurm_watch: a poll period of 0 ms would never let the "
+                    "daemon wait; give at least 100 ms");
         return NULL;
     }
     /* libslurm retries a missing slurm.conf for a minute and then exits
@@ -139,16 +139,15 @@ struct slurm_watch *slurm_watch_create (const char *node, const struct slurm_wat
     if (!conf || !*conf)
         conf = SLURM_WATCH_CONF_DEFAULT;
     if (access (conf, R_OK) < 0) {
-        snprintf (err, len,
-                  "slurm_watch: cannot read Slurm's configuration %s: %s (set "
-                  "SLURM_CONF for ibcrd, or run it where Slurm is configured)",
-                  conf, strerror (errno));
+        errprintf (err, len,
+                   "slurm_watch: cannot read Slurm's configuration %s: %s (set "
+                   "SLURM_CONF for ibcrd, or run it where Slurm is configured)",
+                   conf, strerror (errno));
         return NULL;
     }
     if (!(w = calloc (1, sizeof (*w))) || !(w->node = strdup (node))) {
-        snprintf (err, len, "slurm_watch: %s", strerror (ENOMEM));
         free (w);
-        errno = ENOMEM;
+        errnprintf (err, len, ENOMEM, "slurm_watch: %s", strerror (ENOMEM));
         return NULL;
     }
     if (p)
@@ -280,16 +279,16 @@ static int sw_poll_node (struct slurm_watch *w)
     if (slurm_load_node_single (&ni, w->node, SHOW_ALL) != SLURM_SUCCESS || !ni
         || ni->record_count < 1) {
         int e = slurm_get_errno ();
-        /* An unknown name is answered with success and no record. */
-        snprintf (w->error, sizeof (w->error), "cannot read node %s from slurmctld: %s%s", w->node,
-                  ni ? "Slurm has no such node" : slurm_strerror (e),
-                  ni || e == ESLURM_INVALID_NODE_NAME
-                      ? " (ibcrd's node name, -N or node=, must be the Slurm node name)"
-                      : "");
+        int none = ni != NULL;
         if (ni)
             slurm_free_node_info_msg (ni);
-        errno = EAGAIN;
-        return -1;
+        /* An unknown name is answered with success and no record. */
+        return errnprintf (w->error, sizeof (w->error), EAGAIN,
+                           "cannot read node %s from slurmctld: %s%s", w->node,
+                           none ? "Slurm has no such node" : slurm_strerror (e),
+                           none || e == ESLURM_INVALID_NODE_NAME
+                               ? " (ibcrd's node name, -N or node=, must be the Slurm node name)"
+                               : "");
     }
     draining = !!(ni->node_array[0].node_state & NODE_STATE_DRAIN);
     if (draining && !w->draining)
@@ -358,10 +357,8 @@ static int sw_poll_job (struct slurm_watch *w, struct sw_job *j)
             slurm_watch_remove (w, j->id);
             return 1;
         }
-        snprintf (w->error, sizeof (w->error), "cannot read job %u from slurmctld: %s", j->id,
-                  slurm_strerror (e));
-        errno = EAGAIN;
-        return -1;
+        return errnprintf (w->error, sizeof (w->error), EAGAIN,
+                           "cannot read job %u from slurmctld: %s", j->id, slurm_strerror (e));
     }
     ji = &jm->job_array[0];
 
@@ -470,7 +467,5 @@ int slurm_watch_requeue (struct slurm_watch *w, uint32_t job, char *err, size_t 
                   : e == ESLURM_ACCESS_DENIED ? " (ibcrd must run as root or SlurmUser)"
                   : e == ESLURM_BATCH_ONLY    ? " (only batch jobs can be requeued)"
                                               : "");
-    snprintf (w->error, sizeof (w->error), "%s", err);
-    errno = EPERM;
-    return -1;
+    return errnprintf (w->error, sizeof (w->error), EPERM, "%s", err);
 }

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/close_range.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -20,6 +19,8 @@
 #include <unistd.h>
 
 #include "common/cgjoin.h"
+#include "common/errbuf.h"
+#include "common/fds.h"
 #include "common/ident.h"
 #include "common/log.h"
 #include "common/proc.h"
@@ -337,7 +338,7 @@ spawn_task (pid_t client, const struct taskns_as *as, const int fds[3], char **a
         spawn_fail (rep, "cannot start the task: %s", err);
     /* The application, as the user: its folder, its stdio, its
      * environment; nothing else of ours. */
-    close_range (3, ~0U, 0);
+    fds_close_except (NULL, 0);
     /* The command is looked up in the user's PATH, not ibcrd's. */
     environ = envp;
     execvp (argv[0], argv);
@@ -532,9 +533,8 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
 
     rc = restore_pick (&st, job, want, rank, &plan, &m, note, sizeof (note), err, sizeof (err));
     if (rc == 0) {
-        snprintf (err, sizeof (err), "no checkpoint of job %s under %.2000s (see 'ibcr list')", job,
-                  plan.looked);
-        errno = ENOENT;
+        errnprintf (err, sizeof (err), ENOENT,
+                    "no checkpoint of job %s under %.2000s (see 'ibcr list')", job, plan.looked);
     }
     if (rc <= 0) {
         relay_send (fd, proto_error ("restore", errno, "%s", err));

@@ -21,6 +21,9 @@ spank_harness_spank_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere 
 # just the named ones, and t9999 after them when it is named).
 TESTS += t0005-harness-leftovers.t
 
+# Working from a folder far below the trash directory, as a deep clone.
+TESTS += t0007-harness-deep-path.t
+
 # The one C style (.clang-format), over every C file git knows.
 TESTS += t0006-style.t
 TESTS += t9999-leftovers.t

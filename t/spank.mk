@@ -30,4 +30,4 @@ check_PROGRAMS += spank/ibcr-slurm-watch
 spank_ibcr_slurm_watch_SOURCES = spank/slurm_watch_drv.c $(top_srcdir)/ibcrd/slurm_watch.c \
 	$(top_srcdir)/ibcrd/slurm_watch.h
 spank_ibcr_slurm_watch_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/ibcrd $(SLURM_CFLAGS)
-spank_ibcr_slurm_watch_LDADD = $(SLURM_LIBS)
+spank_ibcr_slurm_watch_LDADD = $(top_builddir)/lib/common/libcommon.la $(SLURM_LIBS)

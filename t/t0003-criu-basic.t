@@ -162,11 +162,26 @@ test_expect_success 'ibcr-init rejects bad input with a clear error' '
 
 # --- dump, kill, restore ----------------------------------------------
 
-# t3_let_count: the pattern counts on for a moment, so the next report
-# shows progress since the last one.  Time is the point here: no
-# condition marks "counted a while".
+# t3_let_count APP: the pattern program APP counts on until every one of
+# its counting threads has ticked since the call, so the next report
+# shows progress since the last one.  A tick is a nanosleep, so a thread
+# that went to sleep twice more (voluntary context switches, in
+# /proc/APP/task/TID/status) has counted at least once in between.  The
+# main thread, which waits for signals, is left out.
+t3_switches() {
+	for t3_t in /proc/$1/task/*; do
+		test "${t3_t##*/}" = "$1" && continue
+		echo "${t3_t##*/} $(sed -n "s/^voluntary_ctxt_switches:[[:space:]]*//p" $t3_t/status)"
+	done
+}
+t3_ticked() {
+	t3_switches $1 | awk "NR == FNR { m[\$1] = \$2; n++; next }
+		(\$1 in m) && \$2 >= m[\$1] + 2 { k++ }
+		END { exit !(n > 0 && k == n) }" ticks.mark -
+}
 t3_let_count() {
-	sleep 0.3
+	test -n "$1" && t3_switches $1 >ticks.mark && test -s ticks.mark &&
+	ibcr_wait_for 20 t3_ticked $1
 }
 
 test_expect_success 'pattern runs under ibcr-init and answers through the init' '
@@ -176,7 +191,7 @@ test_expect_success 'pattern runs under ibcr-init and answers through the init' 
 	ibcr_wait_for 20 test -s init.pid &&
 	init=$(cat init.pid) && ibcr_track $init &&
 	ibcr_wait_for 20 grep -q "^start " out &&
-	t3_let_count &&
+	t3_let_count $(t3_child $init) &&
 	kill -USR1 $init &&
 	ibcr_wait_for 20 t3_has_lines out report 1 &&
 	grep "^report 1 .*pattern=ok bad=0" out &&
@@ -195,7 +210,7 @@ test_expect_success 'criu dump --leave-running of the namespace init' '
 '
 
 test_expect_success 'the original keeps running and counting after the dump' '
-	t3_let_count &&
+	t3_let_count $(cat app.pid) &&
 	kill -USR1 $(cat init.pid) &&
 	ibcr_wait_for 20 t3_has_lines out report 2 &&
 	grep "^report 2 .*pattern=ok bad=0" out
@@ -254,7 +269,7 @@ test_expect_success 'the restored program is the dumped one, its pattern intact'
 
 test_expect_success 'the restored program keeps counting' '
 	restored=$(grep "^report " out | sed -n 3p) &&
-	t3_let_count &&
+	t3_let_count $(t3_child $(cat restored.pid)) &&
 	kill -USR1 $(cat launcher.pid) &&
 	ibcr_wait_for 20 t3_has_lines out report 4 &&
 	later=$(grep "^report " out | sed -n 4p) &&
@@ -305,7 +320,7 @@ test_expect_success 'a dump without --leave-running ends the task' '
 	ibcr_wait_for 20 test -s init3.pid &&
 	init=$(cat init3.pid) && ibcr_track $init &&
 	ibcr_wait_for 20 grep -q "^start " out3 &&
-	t3_let_count &&
+	t3_let_count $(t3_child $init) &&
 	kill -USR1 $init &&
 	ibcr_wait_for 20 t3_has_lines out3 report 1 &&
 	mkdir images3 &&

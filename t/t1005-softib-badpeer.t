@@ -56,7 +56,10 @@ else:
     c.sendall(msg)
     rep = b""
     while len(rep) < len(msg):
-        rep += c.recv(len(msg) - len(rep))
+        got = c.recv(len(msg) - len(rep))
+        if not got:   # EOF: the loop would never end
+            sys.exit("pingpong server closed the exchange after %d bytes" % len(rep))
+        rep += got
     c.sendall(b"done\0")
     s = endpoint(qpn)
     s.sendall(hello(fake_qpn, qpn, psn))

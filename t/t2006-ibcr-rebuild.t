@@ -54,6 +54,17 @@ test_expect_success 'an SRQ limit armed before a checkpoint raises its async eve
 # the checkpoint is between release and rebuild and resumes 300 ms before
 # the receiver (-k), so the message lands in the receiver's rebuilt CQ
 # before the receiver resumes.  The CQ must be armed at the rebuild.
+# ew_post_held PID: the sender (the child of timeout, PID) said it posts
+# (ew/posting) and its main thread sleeps in a futex: libibcr's gate
+# holds the post there (pthread_cond_wait) until the sender resumes.
+ew_post_held() {
+	ew_p=$(cat /proc/$1/task/$1/children 2>/dev/null) && ew_p=${ew_p%% *} && test -n "$ew_p" &&
+	test -e ew/posting &&
+	case "$(cat /proc/$ew_p/wchan 2>/dev/null)" in
+	*futex*) true ;;
+	*) false ;;
+	esac
+}
 test_expect_success 'a message reaching a rebuilt CQ before its process resumes wakes the waiter' '
 	coord_start ew 2 -c 1 -w 0:0 -g go-cycle -p go-rebuild -k 300 || return 1
 	mkdir ew &&
@@ -67,9 +78,8 @@ test_expect_success 'a message reaching a rebuilt CQ before its process resumes 
 	touch go-cycle &&
 	ibcr_wait_for 30 grep -q "^released 1 " ew.coord.out &&
 	# The sender must be blocked inside ibv_post_send (libibcr holds it
-	# during the cycle) when the rebuild goes on; nothing outside the
-	# process shows that, so it gets 0.3 s to get there.
-	touch ew/go-send && sleep 0.3 && touch go-rebuild
+	# during the cycle) when the rebuild goes on.
+	touch ew/go-send && ibcr_wait_for 30 ew_post_held $ew_send && touch go-rebuild
 	touch ew/go-send go-rebuild
 	wait $ew_send
 	rc_send=$?

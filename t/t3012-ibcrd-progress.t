@@ -24,6 +24,29 @@ app_known() {
 	test -n "$(ibcrd_field pg app_pid)"
 }
 
+# t12_counters FILE: the counters of the pattern program's last report
+# in FILE (a terminal's output: lines end in \r\n).
+t12_counters() {
+	tr -d "\r" <"$1" | sed -n "s/.*report [0-9]* run=.*counters=//p" | tail -n 1
+}
+
+# t12_reported FILE: FILE holds a report of the pattern program.
+t12_reported() {
+	test -n "$(t12_counters "$1")"
+}
+
+# t12_counted_past FILE COUNTERS APP: ask APP for a report (SIGUSR1); its
+# last one in FILE shows every counter above COUNTERS.
+t12_counted_past() {
+	kill -USR1 "$3" || return 1
+	t12_now=$(t12_counters "$1")
+	test -n "$t12_now" &&
+	awk -v a="$2" -v b="$t12_now" "BEGIN {
+		n = split(a, x, \",\"); split(b, y, \",\")
+		for (i = 1; i <= n; i++) if (y[i] + 0 <= x[i] + 0) exit 1
+	}"
+}
+
 # t12_tty OUT CMD: run CMD with a pty as stdin/stdout/stderr; all it
 # wrote to the terminal lands in OUT.
 t12_tty() {
@@ -77,9 +100,14 @@ test_expect_success 'restart on a terminal: restore with bytes, verify; the patt
 	ibcrd_wait_for grep -q "restored from generation 2" rs.tty &&
 	ibcrd_wait_for app_known &&
 	app=$(ibcrd_field pg app_pid) && ibcr_track $app &&
-	# (the restored program runs a while, so its final line checks
-	# counting done after the restore, not just the image)
-	sleep 0.5 && kill -TERM $app &&
+	# (the restored program counts on before it is stopped, so its final
+	# line checks counting done after the restore, not just the image: a
+	# first report, then one with every counter higher)
+	kill -USR1 $app &&
+	ibcrd_wait_for t12_reported rs.tty &&
+	c1=$(t12_counters rs.tty) &&
+	ibcrd_wait_for t12_counted_past rs.tty "$c1" $app &&
+	kill -TERM $app &&
 	ibcrd_wait_for grep -q "final" rs.tty &&
 	cat -A rs.tty &&
 	grep -q "job pg gen 2 rank 0: restore  *0 B of 1[0-9][0-9]\.[0-9] MiB" rs.tty &&

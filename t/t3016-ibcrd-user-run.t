@@ -235,7 +235,12 @@ test_expect_success 'a spawn asked on the connection of an exited process is ref
 	    with open(sys.argv[2] + "/asker.pid", "w") as f:
 	        f.write("%d\n" % os.getpid())
 	    os._exit(0)
+	# (the child is known by no pid: it ends on its own if the test
+	# never lets it go)
+	end = time.time() + 120
 	while not os.path.exists(sys.argv[2] + "/go"):
+	    if time.time() > end:
+	        sys.exit("asker: no go after 120 s")
 	    time.sleep(0.05)
 	send(s, {"version": 1, "type": "spawn", "job": "reuse", "rank": 0,
 	         "argv": ["true"], "env": ["PATH=/usr/bin:/bin"], "init": os.environ["IBCR_INIT"]})

@@ -144,8 +144,17 @@ test_expect_success 'fork without exec (verbs_stream -F): both processes checkpo
 '
 
 test_expect_success 'a shell starting two verbs programs: the same' '
+	# (the shell waits for its server'"'"'s port: 30 s at most, and not
+	# once the server is gone; dash reaps it at the next sleep, so
+	# kill -0 then fails)
 	mp_case sh sh -c "\"$VS\" -C -T 600 -p 0 -P u/sh.port & s=\$!
-		until test -s u/sh.port; do sleep 0.02; done
+		t=0
+		until test -s u/sh.port; do
+			kill -0 \$s 2>/dev/null || { echo \"sh: the server ended without a port\" >&2; exit 1; }
+			t=\$((t + 1))
+			test \$t -le 1500 || { echo \"sh: no server port after 30 s\" >&2; exit 1; }
+			sleep 0.02
+		done
 		\"$VS\" $VS_OPTS -p \$(cat u/sh.port) 127.0.0.1 || exit 1
 		wait \$s"
 '

@@ -39,6 +39,13 @@ t19_pp_ok() {
 	done
 }
 
+# t19_servers_connected PA PB: the two pingpong servers (hosts 1 and 3)
+# listen no more: ibv_rc_pingpong closes its listener once its client
+# connected.
+t19_servers_connected() {
+	! ibcrd_listening $1 1 && ! ibcrd_listening $2 3
+}
+
 # t19_bg HOST RANK ARGS: ibcr ARGS on HOST, as rank RANK of job rt.
 t19_bg() {
 	t19_h=$1 t19_r=$2
@@ -75,7 +82,9 @@ test_expect_success 'a four-rank verbs job (two pingpong pairs) checkpointed on 
 	ibcrd_wait_for ibcrd_joined h1 rt n2 1 && ibcrd_wait_for ibcrd_joined h1 rt n3 2 &&
 	ibcrd_wait_for ibcrd_joined h1 rt n4 3 &&
 	for h in 1 2 3 4; do ibcrd_wait_for ibcrd_ctl 1 rt h$h || return 1; done &&
-	sleep 0.5 &&
+	# (checkpointed in the middle of the traffic, after the pairs
+	# exchanged their addresses)
+	ibcrd_wait_for t19_servers_connected $PA $PB &&
 	IBCR_SOCKET=$(ibcrd_sock h1) "$IBCR" checkpoint rt --wait >ck.out &&
 	grep "generation 1 committed" ck.out &&
 	! t19_done rt

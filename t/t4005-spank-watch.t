@@ -38,6 +38,15 @@ has_line() {
 	grep -q "$2" "$1" 2>/dev/null
 }
 
+# looks FILE: how many times the watcher (started with -L) has looked at
+# Slurm so far; has_looked FILE N: N times or more.
+looks() {
+	sed -n "s/^[0-9]* looked \([0-9]*\)$/\1/p" "$1" | tail -n 1 | grep . || echo 0
+}
+has_looked() {
+	test "$(looks "$1")" -ge "$2"
+}
+
 # wait_line FILE PATTERN [SECONDS]: until a line of FILE matches PATTERN
 # (default 30 s); else FILE is shown.
 wait_line() {
@@ -81,19 +90,21 @@ test_expect_success WATCH 'drain: reported once per drain, with the reason; othe
 	j1=$(sbatch --parsable -N1 -w n1 -o /dev/null --wrap "sleep 300") &&
 	slurm_wait_job $j2 RUNNING 30 &&
 	slurm_wait_job $j1 RUNNING 30 &&
-	start_watch dr.out -N n2 -p 200 -d checkpoint -R -T 60 $j2 &&
+	start_watch dr.out -N n2 -p 200 -d checkpoint -R -L -T 60 $j2 &&
 	wait_line dr.out "state job=$j2 .*first look" &&
 	t0=$(date +%s%N) &&
 	scontrol update nodename=n2 state=drain reason=ibcr-test-1 &&
 	wait_line dr.out " drain job=$j2 action=checkpoint .*DRAIN (ibcr-test-1)" 5 &&
 	echo "drain seen after $(( ($(date +%s%N) - t0) / 1000000 )) ms" | ibcr_diag &&
-	# (one report per drain: only a while without a second shows that)
-	sleep 1 &&
+	# (one report per drain: only a while without a second shows that, a
+	# while of three more looks at Slurm)
+	n=$(looks dr.out) && ibcr_wait_for 10 has_looked dr.out $((n + 3)) &&
 	test $(grep -c " drain job=" dr.out) = 1 &&
 	scontrol update nodename=n2 state=resume &&
-	# (the watcher polls every 200 ms and reports nothing on a resume: it
-	# must have looked at least once between resume and the next drain)
-	sleep 0.5 &&
+	# (the watcher reports nothing on a resume: it must have looked at
+	# least once between resume and the next drain; look n + 1 may have
+	# begun before the resume, n + 2 began after it)
+	n=$(looks dr.out) && ibcr_wait_for 10 has_looked dr.out $((n + 2)) &&
 	scontrol update nodename=n2 state=drain reason=ibcr-test-2 &&
 	wait_line dr.out " drain job=$j2 .*(ibcr-test-2)" 5 &&
 	test $(grep -c " drain job=" dr.out) = 2 &&
@@ -101,12 +112,13 @@ test_expect_success WATCH 'drain: reported once per drain, with the reason; othe
 	test "$(squeue -h -j $j2 -o %T)" = RUNNING &&
 	scontrol update nodename=n2 state=resume &&
 	stop_watch &&
-	cat dr.out | ibcr_diag &&
-	start_watch dr1.out -N n1 -p 200 -T 60 $j1 &&
+	grep -v " looked " dr.out | ibcr_diag &&
+	start_watch dr1.out -N n1 -p 200 -L -T 60 $j1 &&
 	wait_line dr1.out "state job=$j1 .*first look" &&
 	scontrol update nodename=n2 state=drain reason=ibcr-test-3 &&
-	# (a watcher of n1 must stay quiet about n2: a while of silence)
-	sleep 1 &&
+	# (a watcher of n1 must stay quiet about n2: a while of silence, three
+	# looks at Slurm after the drain)
+	n=$(looks dr1.out) && ibcr_wait_for 10 has_looked dr1.out $((n + 3)) &&
 	stop_watch &&
 	! grep " drain " dr1.out &&
 	scontrol update nodename=n2 state=resume &&

@@ -24,8 +24,8 @@ PORT=$(( 12000 + $$ % 12000 ))
 ITERS=${T4009_ITERS:-400000}
 
 # pp.sh PORT ITERS: rank 0 serves on its node's address and writes it
-# to addr.JOB; rank 1 waits for it and connects.  exec: the task is the
-# pingpong itself.
+# to addr.JOB; rank 1 connects once the test has seen rank 0 listen
+# (t9_server_up).  exec: the task is the pingpong itself.
 cat >pp.sh <<\EOF
 #!/bin/sh
 a=addr.$SLURM_JOB_ID
@@ -33,17 +33,38 @@ if test "$SLURM_PROCID" = 0; then
 	ip -4 -o addr show eth0 | awk '{ split($4, a, "/"); print a[1] }' >$a.tmp && mv $a.tmp $a
 	exec ibv_rc_pingpong -c -n "$2" -p "$1"
 fi
+# Rank 0 listens on another node, where this one cannot look, and a probe
+# would be taken for its one client: the test looks for it there and
+# creates listening.JOB.  ibv_rc_pingpong does not retry its connect.
 t=0
-while ! test -s $a; do
-	t=$((t + 1)); test $t -lt 300 || exit 3
+while ! test -e listening.$SLURM_JOB_ID; do
+	t=$((t + 1))
+	test $t -lt 600 || { echo "pp.sh: rank 0 not seen listening in 60 s" >&2; exit 3; }
 	sleep 0.1
 done
-# Rank 0 listens right after it wrote its address, on another node, where
-# this one cannot look: give it half a second.
-sleep 0.5
 exec ibv_rc_pingpong -c -n "$2" -p "$1" "$(cat $a)"
 EOF
 chmod +x pp.sh
+
+# t9_listens JOB PORT: JOB's rank 0 listens on PORT, seen inside its node
+# (the namespace host whose address it wrote to addr.JOB: netns_ip I ends
+# in .I).
+t9_listens() {
+	t9_a=$(cat addr.$1 2>/dev/null) && test -n "$t9_a" &&
+	netns_exec "${t9_a##*.}" ss -Hltn "sport = :$2" | grep -q LISTEN
+}
+
+# t9_server_up JOB PORT: once JOB's rank 0 listens, rank 1 may connect.
+t9_server_up() {
+	ibcr_wait_for 60 t9_listens $1 $2 && touch listening.$1
+}
+
+# t9_exchanged JOB PORT: rank 0, seen listening before, listens no more:
+# ibv_rc_pingpong closes its listener once rank 1 connected, exchanges
+# addresses and goes on with the verbs traffic.
+t9_exchanged() {
+	test -e listening.$1 && ! t9_listens $1 $2
+}
 
 test_expect_success BUILT 'start a 3-node netns cluster, an ibcrd per node, one storage' '
 	ibcr_atexit ibcrd_stop_all &&
@@ -60,6 +81,7 @@ test_expect_success BUILT 'sbatch --checkpoint-ib=4s: the two ranks on two nodes
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 --open-mode=append -o pp.%t.out -e pp.%t.err ./pp.sh $PORT $ITERS") &&
 	slurm_wait_job $J RUNNING 30 &&
+	t9_server_up $J $PORT &&
 	spank_wait_gens $J 2 60 &&
 	ibcrd_node_joined n1 $J n2 &&
 	newest=$(ls -d "$store/$J"/gen-* | sed "s/.*gen-//" | sort -n | tail -n 1) &&
@@ -129,6 +151,7 @@ test_expect_success BUILT 'drain of the member node: the leader checkpoints and 
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 --open-mode=append -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 1)) $ITERS") &&
 	slurm_wait_job $D RUNNING 30 &&
+	t9_server_up $D $((PORT + 1)) &&
 	test "$(spank_field $D NodeList)" = "n[1-2]" &&
 	scancel $filler &&
 	spank_wait_gens $D 2 60 &&
@@ -163,9 +186,10 @@ test_expect_success BUILT 'preempted (bare --checkpoint-ib): SIGTERM held on bot
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 3)) $ITERS") &&
 	slurm_wait_job $P RUNNING 30 &&
+	t9_server_up $P $((PORT + 3)) &&
 	ibcr_wait_for 30 ibcrd_node_joined n1 $P n2 &&
 	# (preempted in the middle of the pingpong, not at its start)
-	sleep 2 &&
+	ibcr_wait_for 30 t9_exchanged $P $((PORT + 3)) &&
 	t0=$(date +%s) &&
 	H=$(sbatch --parsable -p high -w n1 -c 2 -o /dev/null --wrap "sleep 3") &&
 	spank_restarts_at_least $P 1 40 &&
@@ -199,6 +223,8 @@ test_expect_success BUILT 'ibcrd down on n2: rank 1 says it runs UNPROTECTED, th
 	U=$(sbatch --parsable -N2 -w n1,n2 --checkpoint-ib=4s -o jobu.out \
 		--export=ALL,LD_LIBRARY_PATH=$SOFTIB_LIBDIR \
 		--wrap "srun -N2 -n2 -o pp.%t.out -e pp.%t.err ./pp.sh $((PORT + 2)) 100000") &&
+	slurm_wait_job $U RUNNING 30 &&
+	t9_server_up $U $((PORT + 2)) &&
 	slurm_wait_job $U COMPLETED 120 &&
 	cat pp.0.err pp.1.err | ibcr_diag &&
 	grep "ibcr: job $U step 0 task 1 on n2: cannot reach ibcrd at .*; running UNPROTECTED" pp.1.err &&

@@ -21,6 +21,7 @@
 
 #include "conf.h"
 #include "duration.h"
+#include "errbuf.h"
 #include "expand.h"
 
 #ifndef SYSCONFDIR
@@ -436,12 +437,11 @@ static int expand_all (struct conf *c, const char *file, char *err, size_t errle
         *s = x;
         if (keys[i].kind == K_SOCKPATH
             && strlen (x) >= sizeof (((struct sockaddr_un *)0)->sun_path)) {
-            snprintf (err, errlen,
-                      "%s: %s = %s: longer than a unix socket path may be "
-                      "(%zu bytes); choose a shorter path",
-                      file, keys[i].name, x, sizeof (((struct sockaddr_un *)0)->sun_path) - 1);
-            errno = EINVAL;
-            return -1;
+            return errnprintf (err, errlen, EINVAL,
+                               "%s: %s = %s: longer than a unix socket path may be "
+                               "(%zu bytes); choose a shorter path",
+                               file, keys[i].name, x,
+                               sizeof (((struct sockaddr_un *)0)->sun_path) - 1);
         }
     }
     return 0;
@@ -456,15 +456,13 @@ struct conf *conf_load (const char *path, const char *node, char *err, size_t er
     if (errlen)
         err[0] = '\0';
     if (!(c = conf_create (node))) {
-        snprintf (err, errlen, "%s: %s", path, strerror (errno));
+        errprintf (err, errlen, "%s: %s", path, strerror (errno));
         return NULL;
     }
     p.c = c;
     if (!(p.f = fopen (path, "r"))) {
-        int saved = errno;
-        snprintf (err, errlen, "cannot open configuration %s: %s", path, strerror (saved));
-        conf_destroy (c);
-        errno = saved;
+        errprintf (err, errlen, "cannot open configuration %s: %s", path, strerror (errno));
+        conf_destroy (c); /* keeps errno */
         return NULL;
     }
     rc = ini_parse_stream (reader, &p, handler, &p);
@@ -515,9 +513,8 @@ struct conf *conf_load (const char *path, const char *node, char *err, size_t er
     }
     return c;
 nomem:
-    snprintf (err, errlen, "%s: out of memory", path);
     conf_destroy (c);
-    errno = ENOMEM;
+    errnprintf (err, errlen, ENOMEM, "%s: out of memory", path);
     return NULL;
 inval:
     conf_destroy (c);

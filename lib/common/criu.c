@@ -143,12 +143,10 @@ int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep
 
     if (access (argv[0], X_OK) < 0) {
         saved = errno;
-        snprintf (err, len,
-                  "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf; CRIU "
-                  ">= 4.1 is needed on kernels >= 6.13)",
-                  argv[0], strerror (saved));
-        errno = ENOENT;
-        return -1;
+        return errnprintf (err, len, ENOENT,
+                           "cannot run criu '%s': %s (set criu = PATH in ibcrd.conf; CRIU "
+                           ">= 4.1 is needed on kernels >= 6.13)",
+                           argv[0], strerror (saved));
     }
     if ((pid = criu_start_as (argv, log, keep, nkeep, as)) < 0) {
         return errprintf (err, len, "cannot fork criu: %s", strerror (errno));
@@ -165,12 +163,10 @@ int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep
             kill (pid, SIGKILL);
             waitpid (pid, &status, 0);
             criu_log_errors (log, 3, errs, sizeof (errs));
-            snprintf (err, len,
-                      "criu %s did not finish within %d ms and was killed%s%s; "
-                      "log: %s (raise timeout_dump in ibcrd.conf if the job is large)",
-                      argv[1], timeout_ms, errs[0] ? ": " : "", errs, log ? log : "-");
-            errno = ETIMEDOUT;
-            return -1;
+            return errnprintf (err, len, ETIMEDOUT,
+                               "criu %s did not finish within %d ms and was killed%s%s; "
+                               "log: %s (raise timeout_dump in ibcrd.conf if the job is large)",
+                               argv[1], timeout_ms, errs[0] ? ": " : "", errs, log ? log : "-");
         }
         usleep (sleep_us);
         if (sleep_us < 20000)
@@ -180,12 +176,9 @@ int criu_run_as (char *const argv[], const char *log, const int *keep, int nkeep
         return 0;
     criu_log_errors (log, 3, errs, sizeof (errs));
     if (WIFEXITED (status))
-        snprintf (err, len, "criu %s failed (exit code %d): %s; log: %s", argv[1],
-                  WEXITSTATUS (status), errs[0] ? errs : "no error line in its log",
-                  log ? log : "-");
-    else
-        snprintf (err, len, "criu %s was killed by signal %d%s%s; log: %s", argv[1],
-                  WTERMSIG (status), errs[0] ? ": " : "", errs, log ? log : "-");
-    errno = EIO;
-    return -1;
+        return errnprintf (err, len, EIO, "criu %s failed (exit code %d): %s; log: %s", argv[1],
+                           WEXITSTATUS (status), errs[0] ? errs : "no error line in its log",
+                           log ? log : "-");
+    return errnprintf (err, len, EIO, "criu %s was killed by signal %d%s%s; log: %s", argv[1],
+                       WTERMSIG (status), errs[0] ? ": " : "", errs, log ? log : "-");
 }

@@ -122,7 +122,7 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
             int sub =
                 openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0) {
-                snprintf (err, len, "%s: %s", path, strerror (errno));
+                errprintf (err, len, "%s: %s", path, strerror (errno));
                 rc = -1;
             } else
                 rc = scan_dir (sub, path, arr, bytes, hash, err, len);
@@ -131,7 +131,7 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
             char hex[17];
             json_object *f;
             if (hash && manifest_hash_file (dirfd (d), e->d_name, &h, &sz) < 0) {
-                snprintf (err, len, "%s: %s", path, strerror (errno));
+                errprintf (err, len, "%s: %s", path, strerror (errno));
                 rc = -1;
                 continue;
             }
@@ -147,12 +147,10 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
             json_object_array_add (arr, f);
             *bytes += sz;
         } else {
-            snprintf (err, len,
-                      "%s: not a regular file or folder (symbolic links and "
-                      "devices are never part of an image)",
-                      path);
-            errno = EINVAL;
-            rc = -1;
+            rc = errnprintf (err, len, EINVAL,
+                             "%s: not a regular file or folder (symbolic links and "
+                             "devices are never part of an image)",
+                             path);
         }
     }
     closedir (d);
@@ -168,16 +166,14 @@ static json_object *scan_at (int dfd, const char *gendir, uint64_t *bytes, int h
     uint64_t total = 0;
 
     if (!arr) {
-        snprintf (err, len, "out of memory");
-        errno = ENOMEM;
+        errnprintf (err, len, ENOMEM, "out of memory");
         return NULL;
     }
     /* Reopened, not dup'ed: scan_dir reads the folder from its start. */
     if ((fd = openat (dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         saved = errno;
-        snprintf (err, len, "%s: %s", gendir, strerror (saved));
         json_object_put (arr);
-        errno = saved;
+        errnprintf (err, len, saved, "%s: %s", gendir, strerror (saved));
         return NULL;
     }
     if (scan_dir (fd, "", arr, &total, hash, err, len) < 0) {
@@ -198,9 +194,7 @@ static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *e
     int dfd, saved;
 
     if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-        saved = errno;
-        snprintf (err, len, "%s: %s", gendir, strerror (saved));
-        errno = saved;
+        errprintf (err, len, "%s: %s", gendir, strerror (errno));
         return NULL;
     }
     arr = scan_at (dfd, gendir, bytes, hash, err, len);
@@ -279,21 +273,18 @@ json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, ch
     struct stat sb;
     json_object *m, *v;
     char *buf;
-    int fd, saved;
+    int fd;
     ssize_t n;
 
     snprintf (path, sizeof (path), "%s/%s", gendir, MANIFEST_NAME);
     if ((fd = openat (dfd, MANIFEST_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-        saved = errno;
-        snprintf (err, len, "%s: %s", path, strerror (saved));
-        errno = saved;
+        errprintf (err, len, "%s: %s", path, strerror (errno));
         return NULL;
     }
     if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || sb.st_size > 64 * 1024 * 1024
         || !(buf = malloc (sb.st_size + 1))) {
         close (fd);
-        snprintf (err, len, "%s: not a readable manifest", path);
-        errno = EBADMSG;
+        errnprintf (err, len, EBADMSG, "%s: not a readable manifest", path);
         return NULL;
     }
     if (stp)
@@ -302,8 +293,7 @@ json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, ch
     close (fd);
     if (n != sb.st_size) {
         free (buf);
-        snprintf (err, len, "%s: short read", path);
-        errno = EBADMSG;
+        errnprintf (err, len, EBADMSG, "%s: short read", path);
         return NULL;
     }
     buf[n] = '\0';
@@ -317,8 +307,8 @@ json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, ch
         || !json_object_is_type (v, json_type_int) || !json_object_object_get_ex (m, "files", &v)
         || !json_object_is_type (v, json_type_array)) {
         json_object_put (m);
-        snprintf (err, len, "%s: not a valid ibcr manifest (format %d)", path, MANIFEST_FORMAT);
-        errno = EBADMSG;
+        errnprintf (err, len, EBADMSG, "%s: not a valid ibcr manifest (format %d)", path,
+                    MANIFEST_FORMAT);
         return NULL;
     }
     return m;
@@ -330,9 +320,7 @@ json_object *manifest_read (const char *gendir, char *err, size_t len)
     int dfd, saved;
 
     if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        saved = errno;
-        snprintf (err, len, "%s/%s: %s", gendir, MANIFEST_NAME, strerror (saved));
-        errno = saved;
+        errprintf (err, len, "%s/%s: %s", gendir, MANIFEST_NAME, strerror (errno));
         return NULL;
     }
     m = manifest_read_at (dfd, gendir, NULL, err, len);

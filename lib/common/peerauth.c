@@ -67,29 +67,26 @@ json_object *peerauth_wrap (struct peerauth *pa, json_object *body, char *err, s
     json_object *env;
 
     if (!proto_type (body)) {
-        snprintf (err, len, "peer message without a type");
-        errno = EINVAL;
+        errnprintf (err, len, EINVAL, "peer message without a type");
         return NULL;
     }
     s = json_object_to_json_string_length (body, JSON_C_TO_STRING_PLAIN, &n);
     if (n > PEERAUTH_MAX_BODY) {
-        snprintf (err, len, "peer message of %zu bytes is over the %d-byte limit", n,
-                  PEERAUTH_MAX_BODY);
-        errno = EMSGSIZE;
+        errnprintf (err, len, EMSGSIZE, "peer message of %zu bytes is over the %d-byte limit", n,
+                    PEERAUTH_MAX_BODY);
         return NULL;
     }
     if ((e = munge_encode (&cred, pa->ctx, s, (int)n)) != EMUNGE_SUCCESS) {
-        snprintf (err, len, "cannot get a MUNGE credential: %s (is munged running?)",
-                  munge_ctx_strerror (pa->ctx) ? munge_ctx_strerror (pa->ctx) : munge_strerror (e));
+        errnprintf (err, len, EIO, "cannot get a MUNGE credential: %s (is munged running?)",
+                    munge_ctx_strerror (pa->ctx) ? munge_ctx_strerror (pa->ctx)
+                                                 : munge_strerror (e));
         free (cred);
-        errno = EIO;
         return NULL;
     }
     if (!(env = proto_new ("peer")) || proto_set_str (env, "cred", cred) < 0) {
         json_object_put (env);
         free (cred);
-        snprintf (err, len, "out of memory");
-        errno = ENOMEM;
+        errnprintf (err, len, ENOMEM, "out of memory");
         return NULL;
     }
     free (cred);
@@ -124,19 +121,20 @@ int peerauth_unwrap (struct peerauth *pa, json_object *env, json_object **body, 
     }
     e = munge_decode (cred, dctx, &payload, &plen, uid, &gid);
     if (e != EMUNGE_SUCCESS) {
-        const char *why = munge_ctx_strerror (dctx);
-        snprintf (err, len, "peer MUNGE credential refused: %s", why ? why : munge_strerror (e));
+        char why[256]; /* dctx owns its message */
+        snprintf (why, sizeof (why), "%s",
+                  munge_ctx_strerror (dctx) ? munge_ctx_strerror (dctx) : munge_strerror (e));
         munge_ctx_destroy (dctx);
         free (payload);
-        errno = (e == EMUNGE_SOCKET || e == EMUNGE_SNAFU || e == EMUNGE_NO_MEMORY) ? EIO : EACCES;
-        return -1;
+        return errnprintf (
+            err, len,
+            e == EMUNGE_SOCKET || e == EMUNGE_SNAFU || e == EMUNGE_NO_MEMORY ? EIO : EACCES,
+            "peer MUNGE credential refused: %s", why);
     }
     munge_ctx_destroy (dctx);
     if (!payload || plen <= 0 || proto_decode (payload, (size_t)plen, body) < 0) {
-        snprintf (err, len, "peer message inside a valid credential is malformed");
         free (payload);
-        errno = EPROTO;
-        return -1;
+        return errnprintf (err, len, EPROTO, "peer message inside a valid credential is malformed");
     }
     free (payload);
     return 0;
@@ -220,15 +218,13 @@ json_object *peerauth_seal (struct peerauth_session *s, json_object *body, char 
     json_object *env;
 
     if (!proto_type (body)) {
-        snprintf (err, len, "peer message without a type");
-        errno = EINVAL;
+        errnprintf (err, len, EINVAL, "peer message without a type");
         return NULL;
     }
     txt = json_object_to_json_string_length (body, JSON_C_TO_STRING_PLAIN, &n);
     if (n > PEERAUTH_MAX_BODY) {
-        snprintf (err, len, "peer message of %zu bytes is over the %d-byte limit", n,
-                  PEERAUTH_MAX_BODY);
-        errno = EMSGSIZE;
+        errnprintf (err, len, EMSGSIZE, "peer message of %zu bytes is over the %d-byte limit", n,
+                    PEERAUTH_MAX_BODY);
         return NULL;
     }
     session_mac (s, s->self, s->sent + 1, txt, n, mac);
@@ -238,8 +234,7 @@ json_object *peerauth_seal (struct peerauth_session *s, json_object *body, char 
         || json_object_object_add (env, "body", json_object_new_string_len (txt, (int)n)) < 0
         || proto_set_str (env, "mac", hex) < 0) {
         json_object_put (env);
-        snprintf (err, len, "out of memory");
-        errno = ENOMEM;
+        errnprintf (err, len, ENOMEM, "out of memory");
         return NULL;
     }
     s->sent++;

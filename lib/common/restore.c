@@ -75,12 +75,10 @@ static int restore_task_plan (const char *job, int g, json_object *m, const char
     if ((size_t)snprintf (plan->imgdir, sizeof (plan->imgdir), "%s/task-%u", dir, rank)
             >= sizeof (plan->imgdir)
         || !task || lstat (plan->imgdir, &sb) < 0 || !S_ISDIR (sb.st_mode)) {
-        snprintf (err, errlen,
-                  "job %s generation %d has no image of rank %u: the "
-                  "checkpoint's layout differs (see 'ibcr list %s')",
-                  job, g, rank, job);
-        errno = ENOENT;
-        return -1;
+        return errnprintf (err, errlen, ENOENT,
+                           "job %s generation %d has no image of rank %u: the "
+                           "checkpoint's layout differs (see 'ibcr list %s')",
+                           job, g, rank, job);
     }
     memset (plan->stdio, 0, sizeof (plan->stdio));
     if (json_object_object_get_ex (task, "stdio", &stdio)) {
@@ -99,12 +97,10 @@ static int restore_task_plan (const char *job, int g, json_object *m, const char
             json_object *v = json_object_array_get_idx (inos, i);
             if (!json_object_is_type (v, json_type_int) || json_object_get_int64 (v) <= 0
                 || plan->nctl >= RESTORE_MAX_CTL) {
-                snprintf (err, errlen,
-                          "job %s generation %d rank %u: its manifest's "
-                          "ctl_inos is malformed (at most %d positive inodes)",
-                          job, g, rank, RESTORE_MAX_CTL);
-                errno = EINVAL;
-                return -1;
+                return errnprintf (err, errlen, EINVAL,
+                                   "job %s generation %d rank %u: its manifest's "
+                                   "ctl_inos is malformed (at most %d positive inodes)",
+                                   job, g, rank, RESTORE_MAX_CTL);
             }
             plan->ctl_inos[plan->nctl++] = json_object_get_int64 (v);
         }
@@ -184,24 +180,20 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
         rc = 0;
         goto out;
     }
-    if (!seen) {
-        snprintf (err, errlen, "job %s has no committed generation %d (see 'ibcr list %s')", job,
-                  want, job);
-        errno = ENOENT;
-    } else if (want) {
-        snprintf (err, errlen,
-                  "job %s %s; not restoring it (see 'ibcr verify %s'; leave "
-                  "out the generation to fall back to an older one)",
-                  job, note, job);
-        errno = EBADMSG;
-    } else {
-        snprintf (err, errlen,
-                  "job %s has %d committed generation%s and every one is "
-                  "damaged (%s): nothing to restore, and a fresh start would lose the work "
-                  "silently; see 'ibcr verify %s'",
-                  job, damaged, damaged == 1 ? "" : "s", note, job);
-        errno = EBADMSG;
-    }
+    if (!seen)
+        errnprintf (err, errlen, ENOENT,
+                    "job %s has no committed generation %d (see 'ibcr list %s')", job, want, job);
+    else if (want)
+        errnprintf (err, errlen, EBADMSG,
+                    "job %s %s; not restoring it (see 'ibcr verify %s'; leave "
+                    "out the generation to fall back to an older one)",
+                    job, note, job);
+    else
+        errnprintf (err, errlen, EBADMSG,
+                    "job %s has %d committed generation%s and every one is "
+                    "damaged (%s): nothing to restore, and a fresh start would lose the work "
+                    "silently; see 'ibcr verify %s'",
+                    job, damaged, damaged == 1 ? "" : "s", note, job);
 out:
     json_object_put (gens);
     return rc;
@@ -473,13 +465,12 @@ pid_t restore_tree_ctl (const struct restore_plan *plan, struct taskns_as *as, c
     /* Each process that used verbs needs its own: CRIU would refuse the
      * image, later and less clearly, for the one missing. */
     if (nctl > 0 && nctl < plan->nctl) {
-        snprintf (err, errlen,
-                  "%d processes of %s used verbs at the dump, and only %d "
-                  "control connection%s for libibcr %s handed in (a restorer older than "
-                  "the generation?)",
-                  plan->nctl, plan->imgdir, nctl, nctl == 1 ? "" : "s", nctl == 1 ? "was" : "were");
-        errno = EINVAL;
-        return -1;
+        return errnprintf (err, errlen, EINVAL,
+                           "%d processes of %s used verbs at the dump, and only %d "
+                           "control connection%s for libibcr %s handed in (a restorer older than "
+                           "the generation?)",
+                           plan->nctl, plan->imgdir, nctl, nctl == 1 ? "" : "s",
+                           nctl == 1 ? "was" : "were");
     }
     if (taskns_load_ids (as, err, errlen) < 0)
         return -1;

@@ -497,19 +497,15 @@ int store_gen_abort (const struct store *st, const char *job, int gen)
 static int job_error (const struct store *st, const char *job, const char *jp, char *err,
                       size_t len)
 {
-    int saved = errno;
-
-    if (saved == ENOENT)
-        errprintf (err, len, "no checkpoint of job %s under %s/%s", job, st->root, st->cluster);
-    else if (saved == EACCES)
-        errprintf (err, len,
-                   "job %s: permission denied: its checkpoints belong to another "
-                   "user",
-                   job);
-    else
-        errprintf (err, len, "cannot read %s: %s", jp, strerror (saved));
-    errno = saved;
-    return -1;
+    if (errno == ENOENT)
+        return errprintf (err, len, "no checkpoint of job %s under %s/%s", job, st->root,
+                          st->cluster);
+    if (errno == EACCES)
+        return errprintf (err, len,
+                          "job %s: permission denied: its checkpoints belong to another "
+                          "user",
+                          job);
+    return errprintf (err, len, "cannot read %s: %s", jp, strerror (errno));
 }
 
 /* Generation name in jfd, read and believed only if ours (see ours()):
@@ -525,36 +521,33 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
     snprintf (dir, sizeof (dir), "%s/%s", jp, name);
     if ((gfd = safedir_openat (jfd, name)) < 0 || fstat (gfd, &sb) < 0) {
         saved = errno;
-        if (saved == EACCES) /* root's, 0700: still being written */
-            errprintf (why, len, "no manifest (incomplete or in progress)");
-        else
-            errprintf (why, len, "%s: %s", dir, strerror (saved));
         if (gfd >= 0)
             close (gfd);
-        errno = saved;
+        if (saved == EACCES) /* root's, 0700: still being written */
+            errnprintf (why, len, saved, "no manifest (incomplete or in progress)");
+        else
+            errnprintf (why, len, saved, "%s: %s", dir, strerror (saved));
         return NULL;
     }
     if (!ours (&sb)) {
-        errprintf (why, len, "%s is not ibcrd's (owner uid %u, mode %04o): not trusted", dir,
-                   (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         close (gfd);
-        errno = EPERM;
+        errnprintf (why, len, EPERM, "%s is not ibcrd's (owner uid %u, mode %04o): not trusted",
+                    dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         return NULL;
     }
     m = manifest_read_at (gfd, dir, &sb, why, len);
     saved = errno;
     close (gfd);
     if (m && !ours (&sb)) {
-        errprintf (why, len,
-                   "%s/" MANIFEST_NAME " is not ibcrd's (owner uid %u, mode %04o): "
-                   "not trusted",
-                   dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         json_object_put (m);
-        errno = EPERM;
+        errnprintf (why, len, EPERM,
+                    "%s/" MANIFEST_NAME " is not ibcrd's (owner uid %u, mode %04o): "
+                    "not trusted",
+                    dir, (unsigned)sb.st_uid, (unsigned)(sb.st_mode & 07777));
         return NULL;
     }
     if (!m && saved == ENOENT)
-        errprintf (why, len, "no manifest (incomplete or in progress)");
+        errnprintf (why, len, saved, "no manifest (incomplete or in progress)");
     errno = saved;
     return m;
 }
@@ -659,15 +652,13 @@ int store_prune (const struct store *st, const char *job, int keep, json_object 
             continue;
         if (store_gen_abort (st, job, g) < 0) {
             int saved = errno;
-            errprintf (err, len, "cannot remove generation %d of job %s: %s%s", g, job,
-                       strerror (saved),
-                       (saved == EACCES || saved == EPERM) && geteuid () != 0
-                           ? " (generations belong to root: ibcrd's retention removes them, or "
-                             "root runs ibcr prune)"
-                           : "");
             json_object_put (gens);
-            errno = saved;
-            return -1;
+            return errnprintf (err, len, saved, "cannot remove generation %d of job %s: %s%s", g,
+                               job, strerror (saved),
+                               (saved == EACCES || saved == EPERM) && geteuid () != 0
+                                   ? " (generations belong to root: ibcrd's retention removes "
+                                     "them, or root runs ibcr prune)"
+                                   : "");
         }
         if (removed)
             json_object_array_add (removed, json_object_new_int (g));

@@ -11,7 +11,8 @@
  * in ibv_get_cq_event.  The sender waits for DIR/go-send, then posts one
  * checksummed SEND: the test creates go-send while a checkpoint is between
  * release and rebuild, so the post waits in libibcr until the sender
- * resumes, and the coordinator (-k) resumes the sender well before the
+ * resumes (the sender creates DIR/posting just before it posts, and the
+ * test lets the rebuild go on once that thread sleeps in libibcr), and the coordinator (-k) resumes the sender well before the
  * receiver.  The message therefore lands in the receiver's rebuilt CQ
  * while the receiver is not resumed yet: the CQ must already be armed
  * then, or no event is ever raised and the receiver sleeps for good.
@@ -127,6 +128,9 @@ int main (int argc, char **argv)
         snprintf (go, sizeof (go), "%s/go-send", dir);
         memcpy (buf, want, MSG);
         selfqp_handshake (ready, go);
+        /* DIR/posting tells the test this thread goes into the post now:
+         * from then on, a futex it sleeps in is libibcr's gate. */
+        touch (dir, "posting");
         /* Waits inside libibcr while the checkpoint runs. */
         ok (ibv_post_send (qp, &wr, &bad) == 0, "SEND posted");
         for (int i = 0; i < 15000 && (n = ibv_poll_cq (cq, 1, &wc)) == 0; i++)

@@ -99,16 +99,16 @@ coord_start() {
 	timeout 300 "$IBCR_COORD" -s "$coord_name".sock -n "$coord_n" "$@" \
 		>"$coord_name".coord.out 2>"$coord_name".coord.err &
 	coord_pid=$!
-	ibcr_cs_i=0
-	while ! test -S "$coord_name".sock; do
-		ibcr_cs_i=$((ibcr_cs_i + 1))
-		if test $ibcr_cs_i -gt 200 || ! kill -0 $coord_pid 2>/dev/null; then
-			echo "coord_start $coord_name: no socket" >&2
-			cat "$coord_name".coord.err >&2
-			return 1
-		fi
-		sleep 0.02
-	done
+	if ! ibcr_wait_for 10 coord_sock_or_exited || ! test -S "$coord_name".sock; then
+		echo "coord_start $coord_name: no socket" >&2
+		cat "$coord_name".coord.err >&2
+		return 1
+	fi
+}
+
+# coord_sock_or_exited: the coordinator made its socket, or is gone.
+coord_sock_or_exited() {
+	test -S "$coord_name".sock || ibcr_dead $coord_pid
 }
 
 coord_wait() {
@@ -169,6 +169,12 @@ ibcr_stream() {
 
 IBCR_PP_DONE="iters in"
 IBCR_PP_SRV_DONE="iters in"
+# ibcr_pp_listening_or_exited: ibcr_pp's server listens, or is gone.
+ibcr_pp_listening_or_exited() {
+	ibcr_on "$ibcr_pp_srv" ss -Hltn "sport = :$ibcr_pp_port" | grep -q LISTEN ||
+		ibcr_dead $ibcr_pp_spid
+}
+
 ibcr_pp() {
 	ibcr_pp_name=$1 ibcr_pp_srv=$2 ibcr_pp_cli=$3 ibcr_pp_n=$4 ibcr_pp_w=$5 ibcr_pp_tool=$6
 	shift 6
@@ -197,16 +203,11 @@ ibcr_pp() {
 		timeout 240 "$ibcr_pp_tool" -p $ibcr_pp_port "$@" \
 		>"$ibcr_pp_name".srv.out 2>"$ibcr_pp_name".srv.err &
 	ibcr_pp_spid=$!
-	ibcr_pp_i=0
-	until ibcr_on "$ibcr_pp_srv" ss -Hltn "sport = :$ibcr_pp_port" | grep -q LISTEN; do
-		ibcr_pp_i=$((ibcr_pp_i + 1))
-		if test $ibcr_pp_i -gt 200; then
-			kill $ibcr_pp_spid
-			echo "ibcr_pp $ibcr_pp_name: the server did not listen" >&2
-			return 1
-		fi
-		sleep 0.02
-	done
+	if ! ibcr_wait_for 10 ibcr_pp_listening_or_exited || ibcr_dead $ibcr_pp_spid; then
+		kill $ibcr_pp_spid 2>/dev/null
+		echo "ibcr_pp $ibcr_pp_name: the server did not listen" >&2
+		return 1
+	fi
 	ibcr_on "$ibcr_pp_cli" env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $ibcr_pp_e1 \
 		timeout 240 "$ibcr_pp_tool" -p $ibcr_pp_port "$@" "$ibcr_pp_addr" \
 		>"$ibcr_pp_name".cli.out 2>"$ibcr_pp_name".cli.err

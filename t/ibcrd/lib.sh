@@ -136,18 +136,21 @@ ibcrd_start() {
 	echo $! >"$ibcrd_st_dir/launch.pid"
 	ibcr_record_proc $! "ibcrd $ibcrd_st_name"
 	ibcr_atexit ibcrd_stop "$ibcrd_st_name"
-	ibcrd_st_t=100
-	# The pid file is written last and names this daemon: stale files left
-	# by a killed one do not count.
-	while test "$(cat "$ibcrd_st_dir/run/ibcrd.pid" 2>/dev/null)" != "$(cat "$ibcrd_st_dir/launch.pid")"; do
-		ibcrd_st_t=$((ibcrd_st_t - 1))
-		if test $ibcrd_st_t -le 0 || ! ibcr_alive "$(cat "$ibcrd_st_dir/launch.pid")"; then
-			echo "ibcrd_start: ibcrd $ibcrd_st_name did not come up:" >&2
-			cat "$ibcrd_st_dir/ibcrd.log" >&2
-			return 1
-		fi
-		sleep 0.05
-	done
+	if ! ibcr_wait_for 10 ibcrd_up_or_exited "$ibcrd_st_dir" || ! ibcrd_up "$ibcrd_st_dir"; then
+		echo "ibcrd_start: ibcrd $ibcrd_st_name did not come up:" >&2
+		cat "$ibcrd_st_dir/ibcrd.log" >&2
+		return 1
+	fi
+}
+
+# ibcrd_up DIR: the daemon DIR/launch.pid names wrote its pid file, which
+# is written last and names this daemon (stale files left by a killed one
+# do not count); ibcrd_up_or_exited DIR: or it is gone.
+ibcrd_up() {
+	test "$(cat "$1/run/ibcrd.pid" 2>/dev/null)" = "$(cat "$1/launch.pid")"
+}
+ibcrd_up_or_exited() {
+	ibcrd_up "$1" || ! ibcr_alive "$(cat "$1/launch.pid")"
 }
 
 # ibcrd_end_launched DIR: SIGTERM the daemon DIR/launch.pid names (SIGKILL
@@ -206,16 +209,16 @@ ibcrd_munged_start() {
 	echo $! >"$ibcrd_m_dir/launch.pid"
 	ibcr_record_proc $! "munged $1"
 	ibcr_atexit ibcrd_munged_stop "$1"
-	ibcrd_m_t=100
-	while ! test -S "$ibcrd_m_sock"; do
-		ibcrd_m_t=$((ibcrd_m_t - 1))
-		if test $ibcrd_m_t -le 0 || ! ibcr_alive "$(cat "$ibcrd_m_dir/launch.pid")"; then
-			echo "munged $1 did not start:" >&2
-			cat "$ibcrd_m_dir/log/"* >&2
-			return 1
-		fi
-		sleep 0.05
-	done
+	if ! ibcr_wait_for 10 ibcrd_munged_sock_or_exited "$1" || ! test -S "$ibcrd_m_sock"; then
+		echo "munged $1 did not start:" >&2
+		cat "$ibcrd_m_dir/log/"* >&2
+		return 1
+	fi
+}
+
+# ibcrd_munged_sock_or_exited NAME: munged NAME made its socket, or is gone.
+ibcrd_munged_sock_or_exited() {
+	test -S "$(ibcrd_munge_sock "$1")" || ! ibcr_alive "$(cat "$PWD/$1/launch.pid")"
 }
 
 ibcrd_munged_stop() {
@@ -355,11 +358,18 @@ ibcrd_free_port() {
 	# Below the ephemeral range (32768-) and softib's endpoints (24576-):
 	# the port is checked free here, but may be used inside a namespace
 	# host.  Skips ports something (another test) listens on or holds.
-	ibcrd_fp_p=$(( 12000 + ($$ * 13 + ${1:-0} * 101) % 12000 ))
-	while ss -Htan "( sport = :$ibcrd_fp_p )" | grep -q .; do
-		ibcrd_fp_p=$((ibcrd_fp_p + 1))
+	# Each port of 12000-23999 is tried once at most.
+	ibcrd_fp_o=$(( ($$ * 13 + ${1:-0} * 101) % 12000 ))
+	ibcrd_fp_n=0
+	while ss -Htan "( sport = :$((12000 + ibcrd_fp_o)) )" | grep -q .; do
+		ibcrd_fp_o=$(( (ibcrd_fp_o + 1) % 12000 ))
+		ibcrd_fp_n=$((ibcrd_fp_n + 1))
+		if test $ibcrd_fp_n -ge 12000; then
+			echo "ibcrd_free_port: no free TCP port in 12000-23999" >&2
+			return 1
+		fi
 	done
-	echo $ibcrd_fp_p
+	echo $((12000 + ibcrd_fp_o))
 }
 
 # --- several hosts ---------------------------------------------------------

@@ -89,6 +89,12 @@ ucx_tl_devs() {
 	awk '/# *Transport:/ { tl = $3 } /# *Device:/ && tl != "" { print tl, $3 }'
 }
 
+# ucx_perf_listening_or_exited: ucx_perf's server listens, or is gone.
+ucx_perf_listening_or_exited() {
+	ibcr_on_ "$ucx_pf_srv" ss -Hltn "sport = :$ucx_pf_port" | grep -q LISTEN ||
+		ibcr_dead $ucx_pf_spid
+}
+
 ucx_perf() {
 	ucx_pf_name=$1 ucx_pf_srv=$2 ucx_pf_cli=$3
 	shift 3
@@ -101,18 +107,13 @@ ucx_perf() {
 	ucx_on "$ucx_pf_srv" timeout 120 ucx_perftest -p $ucx_pf_port \
 		>"$ucx_pf_name".srv.out 2>"$ucx_pf_name".srv.err &
 	ucx_pf_spid=$!
-	ucx_pf_i=0
-	until ibcr_on_ "$ucx_pf_srv" ss -Hltn "sport = :$ucx_pf_port" | grep -q LISTEN; do
-		ucx_pf_i=$((ucx_pf_i + 1))
-		if test $ucx_pf_i -gt 500 || ! kill -0 $ucx_pf_spid 2>/dev/null; then
-			kill $ucx_pf_spid 2>/dev/null
-			wait $ucx_pf_spid
-			echo "ucx_perf $ucx_pf_name: the server did not listen" >&2
-			cat "$ucx_pf_name".srv.err >&2
-			return 1
-		fi
-		sleep 0.02
-	done
+	if ! ibcr_wait_for 20 ucx_perf_listening_or_exited || ibcr_dead $ucx_pf_spid; then
+		kill $ucx_pf_spid 2>/dev/null
+		wait $ucx_pf_spid
+		echo "ucx_perf $ucx_pf_name: the server did not listen" >&2
+		cat "$ucx_pf_name".srv.err >&2
+		return 1
+	fi
 	ucx_on "$ucx_pf_cli" timeout 120 ucx_perftest -p $ucx_pf_port "$@" \
 		"$(netns_ip "$ucx_pf_srv")" >"$ucx_pf_name".cli.out 2>"$ucx_pf_name".cli.err
 	ucx_pf_crc=$?

@@ -99,22 +99,29 @@ slurm_node_addr() {
 }
 
 # ibcr_slurm_free_ports_ COUNT: print COUNT distinct TCP ports nobody
-# uses, from a random start so concurrent tests rarely race, below the
-# kernel's ephemeral range (32768-60999) so no outgoing connection takes
-# one between this check and the daemon's bind.
+# uses, from a random start so concurrent tests rarely race, in
+# 10000-31999: below the kernel's ephemeral range (32768-60999) so no
+# outgoing connection takes one between this check and the daemon's
+# bind.  Each port of the range is tried once at most.
 ibcr_slurm_free_ports_() {
 	ibcr_fp_want=$1
 	ibcr_fp_busy=" $(ss -Htan 2>/dev/null | awk '{ n = split($4, a, ":"); printf "%s ", a[n] }')"
-	ibcr_fp_p=$(( 10000 + $(od -An -N2 -tu2 /dev/urandom) % 22000 ))
+	ibcr_fp_p=$(( $(od -An -N2 -tu2 /dev/urandom) % 22000 ))
 	ibcr_fp_got=0
+	ibcr_fp_tried=0
 	while test $ibcr_fp_got -lt "$ibcr_fp_want"; do
+		if test $ibcr_fp_tried -ge 22000; then
+			echo "slurm_start: fewer than $ibcr_fp_want free TCP ports in 10000-31999" >&2
+			return 1
+		fi
 		case "$ibcr_fp_busy" in
-		*" $ibcr_fp_p "*) ;;
+		*" $((10000 + ibcr_fp_p)) "*) ;;
 		*)
-			echo $ibcr_fp_p
+			echo $((10000 + ibcr_fp_p))
 			ibcr_fp_got=$((ibcr_fp_got + 1)) ;;
 		esac
-		ibcr_fp_p=$((ibcr_fp_p + 1))
+		ibcr_fp_p=$(( (ibcr_fp_p + 1) % 22000 ))
+		ibcr_fp_tried=$((ibcr_fp_tried + 1))
 	done
 }
 
@@ -138,20 +145,20 @@ ibcr_pid_alive_() {
 	test -n "$ibcr_st" && test "$ibcr_st" != Z && test "$ibcr_st" != X
 }
 
-# ibcr_wait_gone_ TENTHS PID...: wait up to TENTHS/10 s for all to exit.
-ibcr_wait_gone_() {
-	ibcr_wg_t=$1
-	shift
-	while test "$ibcr_wg_t" -gt 0; do
-		ibcr_wg_any=
-		for ibcr_wg_p in "$@"; do
-			ibcr_pid_alive_ "$ibcr_wg_p" && ibcr_wg_any=1
-		done
-		test -z "$ibcr_wg_any" && return 0
-		sleep 0.1
-		ibcr_wg_t=$((ibcr_wg_t - 1))
+# slurm_pids_gone PID...: none of them runs any more.
+slurm_pids_gone() {
+	for ibcr_wg_p in "$@"; do
+		ibcr_pid_alive_ "$ibcr_wg_p" && return 1
 	done
-	return 1
+	return 0
+}
+
+# ibcr_wait_gone_ SECONDS PID...: until all have exited; false after
+# SECONDS, saying so (ibcr_wait_for).
+ibcr_wait_gone_() {
+	ibcr_wg_s=$1
+	shift
+	ibcr_wait_for "$ibcr_wg_s" slurm_pids_gone "$@"
 }
 
 ibcr_slurm_cg_setup_() {
@@ -188,7 +195,7 @@ ibcr_slurm_cg_pids_() {
 }
 
 ibcr_slurm_write_conf_() {
-	ibcr_ports=$(ibcr_slurm_free_ports_ $((ibcr_slurm_n + 1)))
+	ibcr_ports=$(ibcr_slurm_free_ports_ $((ibcr_slurm_n + 1))) || return 1
 	ibcr_ctld_port=$(echo "$ibcr_ports" | head -n 1)
 	if test "$ibcr_slurm_netns" = 1; then
 		ibcr_ctld_addr=$(netns_host_ip)
@@ -276,25 +283,34 @@ ibcr_slurm_write_conf_() {
 	EOF
 }
 
-# ibcr_slurm_wait_idle_ TENTHS: until every node reports idle.
-# (sinfo -N lists a node once per partition: count each node once.)
-ibcr_slurm_wait_idle_() {
-	ibcr_wi_t=$1
-	while test "$ibcr_wi_t" -gt 0; do
-		ibcr_idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u | grep -c ' idle$')
-		test "$ibcr_idle" -eq "$ibcr_slurm_n" && return 0
-		for ibcr_p in $ibcr_slurm_pids; do
-			if ! ibcr_pid_alive_ "$ibcr_p"; then
-				echo "slurm_start: daemon pid $ibcr_p exited during start-up" >&2
-				return 1
-			fi
-		done
-		sleep 0.1
-		ibcr_wi_t=$((ibcr_wi_t - 1))
+# slurm_nodes_idle: every node reports idle; also true (the wait is
+# over) once a daemon slurm_start started has exited, named in
+# ibcr_slurm_died.  (sinfo -N lists a node once per partition: count
+# each node once.)
+slurm_nodes_idle() {
+	ibcr_idle=$(sinfo -h -N -o '%N %t' 2>/dev/null | sort -u | grep -c ' idle$')
+	test "$ibcr_idle" -eq "$ibcr_slurm_n" && return 0
+	for ibcr_p in $ibcr_slurm_pids; do
+		if ! ibcr_pid_alive_ "$ibcr_p"; then
+			ibcr_slurm_died=$ibcr_p
+			return 0
+		fi
 	done
-	echo "slurm_start: only $ibcr_idle of $ibcr_slurm_n nodes idle after $(( $1 / 10 )) s" >&2
-	sinfo -N >&2
 	return 1
+}
+
+# ibcr_slurm_wait_idle_ SECONDS: until every node reports idle.
+ibcr_slurm_wait_idle_() {
+	ibcr_slurm_died=
+	if ! ibcr_wait_for "$1" slurm_nodes_idle; then
+		echo "slurm_start: only $ibcr_idle of $ibcr_slurm_n nodes idle after $1 s" >&2
+		sinfo -N >&2
+		return 1
+	fi
+	if test -n "$ibcr_slurm_died"; then
+		echo "slurm_start: daemon pid $ibcr_slurm_died exited during start-up" >&2
+		return 1
+	fi
 }
 
 sbatch() {
@@ -441,33 +457,23 @@ ibcr_slurm_start_once_() {
 		--pid-file="$ibcr_munge_dir/run/munged.pid" \
 		--log-file="$ibcr_munge_dir/log/munged.log" \
 		--seed-file="$ibcr_munge_dir/key/munged.seed"
-	ibcr_t=100
-	while ! test -S "$IBCR_MUNGE_SOCKET"; do
-		ibcr_t=$((ibcr_t - 1))
-		if test $ibcr_t -le 0 || ! ibcr_pid_alive_ "$ibcr_slurm_pid_munged"; then
-			echo "slurm_start: munged did not create $IBCR_MUNGE_SOCKET" >&2
-			slurm_logs >&2
-			return 1
-		fi
-		sleep 0.1
-	done
+	if ! ibcr_wait_for 10 slurm_munged_socket_or_exit || ! test -S "$IBCR_MUNGE_SOCKET"; then
+		echo "slurm_start: munged did not create $IBCR_MUNGE_SOCKET" >&2
+		slurm_logs >&2
+		return 1
+	fi
 
 	ibcr_slurm_bg_ slurmctld slurmctld -D -c -i -f "$SLURM_CONF"
 	# A slurmd or client that finds slurmctld not yet listening retries
 	# only a second later: wait (cheaply) for its port first.
-	ibcr_t=200
-	while test -z "$(ss -Hltn "sport = :$ibcr_ctld_port" 2>/dev/null)"; do
-		ibcr_t=$((ibcr_t - 1))
-		if test $ibcr_t -le 0 || ! ibcr_pid_alive_ "$ibcr_slurm_pid_slurmctld"; then
-			if grep -qs "Address already in use" "$IBCR_SLURM_DIR"/log/*; then
-				return 2
-			fi
-			echo "slurm_start: slurmctld is not listening on port $ibcr_ctld_port" >&2
-			slurm_logs >&2
-			return 1
+	if ! ibcr_wait_for 20 slurm_ctld_listening_or_exit || ! slurm_ctld_listening; then
+		if grep -qs "Address already in use" "$IBCR_SLURM_DIR"/log/*; then
+			return 2
 		fi
-		sleep 0.05
-	done
+		echo "slurm_start: slurmctld is not listening on port $ibcr_ctld_port" >&2
+		slurm_logs >&2
+		return 1
+	fi
 	ibcr_i=1
 	while test $ibcr_i -le "$ibcr_slurm_n"; do
 		if test "$ibcr_slurm_netns" = 1; then
@@ -483,13 +489,27 @@ ibcr_slurm_start_once_() {
 		fi
 		ibcr_i=$((ibcr_i + 1))
 	done
-	ibcr_slurm_wait_idle_ 300 || {
+	ibcr_slurm_wait_idle_ 60 || {
 		if grep -qs "Address already in use" "$IBCR_SLURM_DIR"/log/*; then
 			return 2
 		fi
 		slurm_logs >&2
 		return 1
 	}
+}
+
+# slurm_munged_socket_or_exit: munged made its socket, or exited.
+slurm_munged_socket_or_exit() {
+	test -S "$IBCR_MUNGE_SOCKET" || ! ibcr_pid_alive_ "$ibcr_slurm_pid_munged"
+}
+
+# slurm_ctld_listening: slurmctld's port is open; ..._or_exit: or
+# slurmctld exited.
+slurm_ctld_listening() {
+	test -n "$(ss -Hltn "sport = :$ibcr_ctld_port" 2>/dev/null)"
+}
+slurm_ctld_listening_or_exit() {
+	slurm_ctld_listening || ! ibcr_pid_alive_ "$ibcr_slurm_pid_slurmctld"
 }
 
 slurm_logs() {
@@ -501,34 +521,41 @@ slurm_logs() {
 	done
 }
 
+# slurm_job_in_state JOBID STATE: the job's JobState is STATE; also true
+# (the wait is over) once the job has ended in another state.  The state
+# seen is in ibcr_wj_state.
+slurm_job_in_state() {
+	ibcr_wj_state=$(scontrol -o show job "$1" 2>/dev/null |
+		sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+	test "$ibcr_wj_state" = "$2" && return 0
+	case "$ibcr_wj_state" in
+	COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)
+		return 0 ;;
+	esac
+	return 1
+}
+
 slurm_wait_job() {
 	ibcr_wj_id=$1
 	ibcr_wj_want=$2
-	ibcr_wj_t=$(( ${3:-60} * 10 ))
 	if test -z "$ibcr_wj_id" || test -z "$ibcr_wj_want"; then
 		echo "slurm_wait_job: usage: slurm_wait_job JOBID STATE [TIMEOUT]" >&2
 		return 1
 	fi
 	ibcr_wj_state=
-	# Bounded by the clock too: each scontrol may take long (a controller
-	# that is gone makes every call wait for its connect timeout).
-	ibcr_wj_end=$(( $(date +%s) + ${3:-60} ))
-	while test "$ibcr_wj_t" -gt 0 && test "$(date +%s)" -le "$ibcr_wj_end"; do
-		ibcr_wj_state=$(scontrol -o show job "$ibcr_wj_id" 2>/dev/null |
-			sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-		test "$ibcr_wj_state" = "$ibcr_wj_want" && return 0
-		case "$ibcr_wj_state" in
-		COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)
-			echo "slurm_wait_job: job $ibcr_wj_id ended $ibcr_wj_state, expected $ibcr_wj_want" >&2
-			scontrol show job "$ibcr_wj_id" >&2
-			return 1 ;;
-		esac
-		sleep 0.1
-		ibcr_wj_t=$((ibcr_wj_t - 1))
-	done
-	echo "slurm_wait_job: job $ibcr_wj_id is ${ibcr_wj_state:-unknown}, not $ibcr_wj_want, after ${3:-60} s" >&2
-	scontrol show job "$ibcr_wj_id" >&2
-	return 1
+	# Bounded by the clock (ibcr_wait_for): each scontrol may take long (a
+	# controller that is gone makes every call wait for its connect
+	# timeout).
+	if ! ibcr_wait_for "${3:-60}" slurm_job_in_state "$ibcr_wj_id" "$ibcr_wj_want"; then
+		echo "slurm_wait_job: job $ibcr_wj_id is ${ibcr_wj_state:-unknown}, not $ibcr_wj_want, after ${3:-60} s" >&2
+		scontrol show job "$ibcr_wj_id" >&2
+		return 1
+	fi
+	if test "$ibcr_wj_state" != "$ibcr_wj_want"; then
+		echo "slurm_wait_job: job $ibcr_wj_id ended $ibcr_wj_state, expected $ibcr_wj_want" >&2
+		scontrol show job "$ibcr_wj_id" >&2
+		return 1
+	fi
 }
 
 # slurmd revokes a job's credential when its run ends (the time of
@@ -553,6 +580,30 @@ slurm_start_now() {
 	scontrol update jobid="$1" StartTime=now
 }
 
+# slurm_jobs_gone: no job runs, is suspended or completing, and no process
+# is left in the cluster's cgroups.
+slurm_jobs_gone() {
+	test -z "$(ibcr_slurm_cg_pids_)" &&
+	test -z "$(squeue -h -t running,suspended,completing -o %A 2>/dev/null)"
+}
+
+# slurm_cgroups_killed_empty: SIGKILL to every process left in the
+# cluster's cgroups; true once there is none.
+slurm_cgroups_killed_empty() {
+	ibcr_left=$(ibcr_slurm_cg_pids_)
+	test -z "$ibcr_left" && return 0
+	kill -KILL $ibcr_left 2>/dev/null
+	return 1
+}
+
+# slurm_cgroup_removed DIR: remove the cgroup folder DIR, deepest first
+# (a cgroup folder can only be removed once empty, and its control files
+# go with it); true once it is gone.
+slurm_cgroup_removed() {
+	find "$1" -depth -type d -exec rmdir {} \; 2>/dev/null
+	! test -d "$1"
+}
+
 slurm_stop() {
 	test -n "$ibcr_slurm_tag" || return 0
 	if ibcr_failed; then
@@ -568,52 +619,37 @@ slurm_stop() {
 			scancel --full -s KILL $ibcr_jobs 2>/dev/null
 			# Also wait out COMPLETING: a slurmd whose epilog-complete
 			# message finds no slurmctld retries for 10 s at shutdown.
-			ibcr_t=100
-			while test $ibcr_t -gt 0 && {
-				test -n "$(ibcr_slurm_cg_pids_)" ||
-				test -n "$(squeue -h -t running,suspended,completing -o %A 2>/dev/null)"
-			}; do
-				sleep 0.1
-				ibcr_t=$((ibcr_t - 1))
-			done
+			# (Teardown goes on either way; what is left is killed
+			# below.)
+			ibcr_wait_for 15 slurm_jobs_gone 2>&1 | ibcr_diag
 		fi
 		scontrol shutdown >/dev/null 2>&1
 	fi
-	if ! ibcr_wait_gone_ 100 $(echo "$ibcr_slurm_pids" | sed "s/\b$ibcr_slurm_pid_munged\b//"); then
+	if ! ibcr_wait_gone_ 10 $(echo "$ibcr_slurm_pids" | sed "s/\b$ibcr_slurm_pid_munged\b//"); then
 		echo "slurm_stop: Slurm daemons ignored 'scontrol shutdown'; sending TERM" | ibcr_diag
 		ibcr_ss_rc=1
 		for ibcr_p in $ibcr_slurm_pids; do
 			test "$ibcr_p" = "$ibcr_slurm_pid_munged" || kill -TERM "$ibcr_p" 2>/dev/null
 		done
-		ibcr_wait_gone_ 50 $ibcr_slurm_pids || true
+		ibcr_wait_gone_ 5 $ibcr_slurm_pids 2>&1 | ibcr_diag
 	fi
 	# Whatever is left in our cgroups (slurmstepd, tasks) is this
-	# cluster's by construction.
-	ibcr_t=50
-	while ibcr_left=$(ibcr_slurm_cg_pids_) && test -n "$ibcr_left" && test $ibcr_t -gt 0; do
-		kill -KILL $ibcr_left 2>/dev/null
-		sleep 0.1
-		ibcr_t=$((ibcr_t - 1))
-	done
+	# cluster's by construction.  (If some survive, removing the cgroup
+	# folders below fails, naming them.)
+	ibcr_wait_for 5 slurm_cgroups_killed_empty 2>&1 | ibcr_diag
 	kill -TERM "$ibcr_slurm_pid_munged" 2>/dev/null
-	if ! ibcr_wait_gone_ 50 $ibcr_slurm_pids; then
+	if ! ibcr_wait_gone_ 5 $ibcr_slurm_pids; then
 		ibcr_ss_rc=1
 		kill -KILL $ibcr_slurm_pids 2>/dev/null
-		ibcr_wait_gone_ 20 $ibcr_slurm_pids
+		ibcr_wait_gone_ 2 $ibcr_slurm_pids 2>&1 | ibcr_diag
 	fi
 	# Reap our children so they do not linger as zombies.
 	for ibcr_p in $ibcr_slurm_pids; do
 		wait "$ibcr_p" 2>/dev/null
 	done
-	# Remove our cgroup folders, deepest first; a cgroup folder can only
-	# be removed once empty, and its control files go with it.
+	# Remove our cgroup folders (slurm_cgroup_removed).
 	for ibcr_d in $(slurm_cgroup_dirs); do
-		ibcr_t=30
-		while test -d "$ibcr_d" && test $ibcr_t -gt 0; do
-			find "$ibcr_d" -depth -type d -exec rmdir {} \; 2>/dev/null
-			test -d "$ibcr_d" && sleep 0.1
-			ibcr_t=$((ibcr_t - 1))
-		done
+		ibcr_wait_for 3 slurm_cgroup_removed "$ibcr_d" 2>&1 | ibcr_diag
 		if test -d "$ibcr_d"; then
 			echo "slurm_stop: cannot remove cgroup $ibcr_d" | ibcr_diag
 			ibcr_ss_rc=1

@@ -61,20 +61,15 @@ vw_run_() {
 		"$VW_BIN"/verbs_stream -p 0 -P "$PWD/$vw_name.port" -T "${VW_TIMEOUT:-30}" \
 		>"$vw_name".server.out 2>"$vw_name".server.err &
 	vw_spid=$!
-	vw_i=0
-	while ! test -s "$vw_name".port; do
-		vw_i=$((vw_i + 1))
-		if test $vw_i -gt 200 || ! kill -0 $vw_spid 2>/dev/null; then
-			kill $vw_spid 2>/dev/null
-			wait $vw_spid
-			echo "vw_stream $vw_name: the server did not start" >&2
-			vw_show_ "$vw_name"
-			vw_src=99
-			vw_crc=99
-			return 1
-		fi
-		sleep 0.05
-	done
+	if ! ibcr_wait_for 10 vw_port_or_exited || ! test -s "$vw_name".port; then
+		kill $vw_spid 2>/dev/null
+		wait $vw_spid
+		echo "vw_stream $vw_name: the server did not start" >&2
+		vw_show_ "$vw_name"
+		vw_src=99
+		vw_crc=99
+		return 1
+	fi
 	if test -n "$VW_SERVER_HOST"; then
 		vw_addr=$(netns_ip "$VW_SERVER_HOST")
 	else
@@ -86,17 +81,18 @@ vw_run_() {
 	vw_crc=$?
 	if test $vw_crc -ne 0; then
 		# The server may wait for a client that will never come back:
-		# give it a moment to notice, then stop it.
-		vw_i=0
-		while kill -0 $vw_spid 2>/dev/null && test $vw_i -lt 40; do
-			sleep 0.05
-			vw_i=$((vw_i + 1))
-		done
+		# give it 2 s to notice, then stop it.
+		ibcr_wait_for 2 ibcr_dead $vw_spid 2>/dev/null
 		kill $vw_spid 2>/dev/null
 	fi
 	wait $vw_spid
 	vw_src=$?
 	return 0
+}
+
+# vw_port_or_exited: vw_stream's server wrote its port, or is gone.
+vw_port_or_exited() {
+	test -s "$vw_name".port || ibcr_dead $vw_spid
 }
 
 vw_stream() {

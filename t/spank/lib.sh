@@ -116,9 +116,8 @@ while ! test -s \$a; do
 	t=\$((t + 1)); test \$t -lt 300 || exit 3
 	sleep 0.1
 done
-# Rank 0 listens right after it wrote its address, on another node, where
-# this one cannot look: give it half a second.
-sleep 0.5
+# Rank 0 listens right after it wrote its address, on another node: the
+# stream's client retries a refused connect (for half its -T timeout).
 exec "$VS" -C -T $1 -p "\$1" -o send -q 2 $3 "\$(cat \$a)"
 VSEOF
 	chmod +x vs.sh
@@ -189,11 +188,13 @@ spank_restarts_at_least() {
 # (slurm_start_now).  The loop runs in the background with every descriptor
 # of sharness closed, so that it never holds a test's output open;
 # spank_hurry_stop is idempotent (register it with ibcr_atexit as well).
+# The loop's bound is the test's life: it ends once the test's shell ($$)
+# is gone, even when that was killed and ran no teardown.
 spank_hurry_pid=
 spank_hurry_start() {
 	(
 		seen=
-		while :; do
+		while ibcr_alive $$; do
 			now=
 			for j in $(squeue -h -t pending -o "%A %r" 2>/dev/null |
 				sed -n "s/ BeginTime$//p"); do

@@ -4,7 +4,7 @@
  * to what the module reports.
  *
  *   ibcr-slurm-watch -N NODE [-m MARGIN_S] [-p POLL_MS] [-c CKPT_S]
- *       [-t ACTION] [-d ACTION] [-P ACTION] [-R] [-T SECONDS] JOBID...
+ *       [-t ACTION] [-d ACTION] [-P ACTION] [-R] [-L] [-T SECONDS] JOBID...
  *
  * ACTION is requeue, checkpoint or nothing (on_timelimit, on_drain,
  * on_preempt).  With -R, an event whose action is "requeue" is followed by
@@ -14,6 +14,8 @@
  *
  *   <unix time> <kind> job=<id> action=<action> left=<s> restarts=<n> <text>
  *   <unix time> requeued job=<id> | requeue-failed job=<id> <why>
+ *   <unix time> looked <n>      (with -L: after each look at Slurm, the
+ *                               n-th, so a test can wait for the next ones)
  */
 #include "config.h"
 
@@ -28,13 +30,13 @@
 #include "slurm_watch.h"
 
 static struct slurm_watch *w;
-static int do_requeue;
+static int do_requeue, show_looks;
 
 static void usage (void)
 {
     fprintf (stderr,
              "usage: ibcr-slurm-watch -N NODE [-m MARGIN_S] [-p POLL_MS] [-c CKPT_S] "
-             "[-t ACTION] [-d ACTION] [-P ACTION] [-R] [-T SECONDS] JOBID...\n"
+             "[-t ACTION] [-d ACTION] [-P ACTION] [-R] [-L] [-T SECONDS] JOBID...\n"
              "ACTION: requeue, checkpoint or nothing\n");
     exit (2);
 }
@@ -89,10 +91,11 @@ int main (int argc, char **argv)
     double ckpt = 0;
     char err[512];
     time_t until;
+    unsigned long looks = 0;
     int ch, ms;
 
     slurm_watch_policy_defaults (&pol);
-    while ((ch = getopt (argc, argv, "N:m:p:c:t:d:P:RT:")) != -1) {
+    while ((ch = getopt (argc, argv, "N:m:p:c:t:d:P:RLT:")) != -1) {
         switch (ch) {
         case 'N':
             node = optarg;
@@ -117,6 +120,9 @@ int main (int argc, char **argv)
             break;
         case 'R':
             do_requeue = 1;
+            break;
+        case 'L':
+            show_looks = 1;
             break;
         case 'T':
             total = num ("-T", optarg);
@@ -145,6 +151,10 @@ int main (int argc, char **argv)
             (void)poll (NULL, 0, ms);
         if (slurm_watch_poll (w) < 0) {
             printf ("%ld poll-failed %s\n", (long)time (NULL), slurm_watch_error (w));
+            fflush (stdout);
+        }
+        if (show_looks) {
+            printf ("%ld looked %lu\n", (long)time (NULL), ++looks);
             fflush (stdout);
         }
     }
