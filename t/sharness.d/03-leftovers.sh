@@ -33,6 +33,8 @@
 #                               the 107 bytes a socket path may have.  So
 #                               do ibcrd's storage and staging (ibcrd/lib.sh):
 #                               an ibcrd.conf line holds 198 characters.
+#                               (Checkpoint images then take room in /tmp,
+#                               not in the build tree.)
 #   ibcr_shortlink PATH NAME    prints PATH when it has at most 64
 #                               characters; else makes NAME in the short
 #                               folder, a link to PATH, and prints the
