@@ -9,8 +9,9 @@
 #                               the same name; plus each extra
 #                               "key = value" LINE, which replaces the
 #                               default socket, storage or staging line
-#                               when it gives that key (then NAME/ has no
-#                               link for it).  No line depends on where
+#                               when it gives that key (a storage or
+#                               staging of its own then has no link in
+#                               NAME/).  No line depends on where
 #                               the clone is: a path in the trash
 #                               directory grows with it, and a socket
 #                               path may have 107 bytes, an ibcrd.conf
