@@ -63,7 +63,7 @@ test_expect_success 'socket is 0666 in a 0755 folder owned by the daemon' '
 test_expect_success 'status answers with the daemon configuration' '
 	"$RAWMSG" "$(ibcrd_sock a)" "{\"version\":1,\"type\":\"status\"}" >out &&
 	grep "\"type\":\"ok\"" out &&
-	grep "\"storage\":\"$(echo $PWD/a/storage | sed "s,/,\\\\\\\\/,g")\"" out &&
+	grep "\"storage\":\"$(ibcrd_storage a | sed "s,/,\\\\\\\\/,g")\"" out &&
 	grep "\"jobs\":\[\]" out
 '
 

@@ -5,7 +5,7 @@ test_description='ibcr status, list, verify, prune on real files and a real ibcr
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR/ibcrd/lib.sh"
 
-ST=$PWD/a/storage
+ST=$(ibcrd_storage a)
 
 test_expect_success 'setup: an ibcrd and three committed generations and a partial one' '
 	ibcrd_setup a &&

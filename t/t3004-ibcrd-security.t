@@ -34,7 +34,7 @@ test_expect_success 'setup: two real users, an ibcrd, generations of a job of us
 	ibcrd_use_build &&
 	ibcrd_setup a &&
 	ibcrd_start a &&
-	ST=$PWD/a/storage &&
+	ST=$(ibcrd_storage a) &&
 	test "$("$MKGEN" "$ST" jobA --uid $A --gid $(id -g $UA))" = 1 &&
 	test "$("$MKGEN" "$ST" jobA --uid $A --gid $(id -g $UA))" = 2 &&
 	test "$(stat -c %u:%g "$ST/local/jobA")" = 0:$(id -g $UA) &&

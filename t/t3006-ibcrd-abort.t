@@ -16,8 +16,12 @@ ibcr_require ROOT CRIU
 
 ibcrd_use_build
 
+# The small storage: a tmpfs in the short folder (an ibcrd.conf line
+# holds 198 characters), small/ in the trash directory links to it.
+SMALL=$(ibcr_shortdir)/small
+
 t6_umount() {
-	if mountpoint -q "$PWD/small"; then umount "$PWD/small"; fi
+	if mountpoint -q "$SMALL"; then umount "$SMALL"; fi
 	return 0
 }
 
@@ -64,11 +68,10 @@ test_expect_success 'CRIU fails (established TCP connection): clear error, nothi
 '
 
 test_expect_success 'storage fills up during the copy: ENOSPC aborts, the older generation stays' '
-	mkdir small && mount -t tmpfs -o size=24m,mode=0755 ibcrtest small &&
+	mkdir "$SMALL" && mount -t tmpfs -o size=24m,mode=0755 ibcrtest "$SMALL" &&
 	ibcr_atexit t6_umount &&
-	ibcrd_setup f "criu = $IBCR_CRIU" "peer_port = 0" "storage = $PWD/small" \
-		"socket = $(ibcrd_sock f)" &&
-	sed -i "1,3{/^socket\|^storage/d}" f/ibcrd.conf &&
+	ln -s "$SMALL" small &&
+	ibcrd_setup f "criu = $IBCR_CRIU" "peer_port = 0" "storage = $SMALL" &&
 	ibcrd_start f &&
 	IBCR_SOCKET=$(ibcrd_sock f) &&
 	t6_start full 16 &&

@@ -71,7 +71,6 @@ test_expect_success 'setup: three hosts, munged, one ibcrd per host, shared stor
 	netns_create 3 &&
 	ibcrd_munged_start m &&
 	MSOCK=$(ibcrd_munge_sock m) &&
-	mkdir shared &&
 	ibcrd_host_start 1 "$MSOCK" && ibcrd_host_start 2 "$MSOCK" && ibcrd_host_start 3 "$MSOCK"
 '
 

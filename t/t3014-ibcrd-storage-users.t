@@ -30,7 +30,12 @@ as() {
 SWAPPER=$IBCR_BUILDDIR/t/ibcrd/swapper
 U1=$IBCR_USER1
 U2=$IBCR_USER2
-ST=$PWD/st
+# What ibcrd.conf names lives in the short folder, not the trash
+# directory: an ibcrd.conf line holds 198 characters, and the trash
+# directory's path grows with the clone's.
+SHORT=$(ibcr_shortdir)
+ST=$SHORT/st
+PUB=$SHORT/pub
 
 # A root-owned copy of image files, what the attacker aims root at.
 make_victim() {
@@ -125,55 +130,54 @@ set_conf() {
 }
 
 test_expect_success 'a staging folder made first by another user: ibcrd refuses to start, naming it and the fix' '
-	mkdir -m 1777 pub &&
-	as $U2 mkdir -p pub/ibcr/staging &&
+	mkdir -m 1777 "$PUB" &&
+	as $U2 mkdir -p "$PUB/ibcr/staging" &&
 	ibcrd_setup s1 &&
-	set_conf s1 staging "$PWD/pub/ibcr/staging" &&
+	set_conf s1 staging "$PUB/ibcr/staging" &&
 	ibcrd_refuses s1 &&
-	grep "staging $PWD/pub/ibcr/staging: folder $PWD/pub/ibcr is owned by uid $IBCR_UID2, not by root" s1/start.err &&
-	grep "remove it (or, if it is meant to be there, chown root:root $PWD/pub/ibcr" s1/start.err
+	grep "staging $PUB/ibcr/staging: folder $PUB/ibcr is owned by uid $IBCR_UID2, not by root" s1/start.err &&
+	grep "remove it (or, if it is meant to be there, chown root:root $PUB/ibcr" s1/start.err
 '
 
 test_expect_success 'a staging link of another user, or a staging writable by others, is refused too' '
-	as $U2 mkdir pub/elsewhere &&
-	as $U2 ln -s "$PWD/pub/elsewhere" pub/stg &&
-	set_conf s1 staging "$PWD/pub/stg" &&
+	as $U2 mkdir "$PUB/elsewhere" &&
+	as $U2 ln -s "$PUB/elsewhere" "$PUB/stg" &&
+	set_conf s1 staging "$PUB/stg" &&
 	ibcrd_refuses s1 &&
-	grep "$PWD/pub/stg is a symbolic link owned by uid $IBCR_UID2" s1/start.err &&
-	mkdir -m 0777 s1/open &&
-	chmod 0777 s1/open &&
-	set_conf s1 staging "$PWD/s1/open" &&
+	grep "$PUB/stg is a symbolic link owned by uid $IBCR_UID2" s1/start.err &&
+	mkdir -m 0777 "$SHORT/s1/open" &&
+	chmod 0777 "$SHORT/s1/open" &&
+	set_conf s1 staging "$SHORT/s1/open" &&
 	ibcrd_refuses s1 &&
-	grep "folder $PWD/s1/open is writable by group or others (mode 0777): run chmod go-w" s1/start.err
+	grep "folder $SHORT/s1/open is writable by group or others (mode 0777): run chmod go-w" s1/start.err
 '
 
 test_expect_success 'storage or its cluster folder made by another user: refused' '
-	mkdir -p s2 && chmod 0755 s2 &&
 	ibcrd_setup s2 &&
-	mkdir -p s2/storage/local && chown $IBCR_UID2:$IBCR_GID2 s2/storage/local &&
+	S2=$(ibcrd_storage s2) &&
+	mkdir -p "$S2/local" && chown $IBCR_UID2:$IBCR_GID2 "$S2/local" &&
 	ibcrd_refuses s2 &&
-	grep "storage cluster folder $PWD/s2/storage/local: folder $PWD/s2/storage/local is owned by uid $IBCR_UID2" s2/start.err &&
-	chown 0:0 s2/storage/local &&
-	chown $IBCR_UID2 s2/storage &&
+	grep "storage cluster folder $S2/local: folder $S2/local is owned by uid $IBCR_UID2" s2/start.err &&
+	chown 0:0 "$S2/local" &&
+	chown $IBCR_UID2 "$S2" &&
 	ibcrd_refuses s2 &&
-	grep "storage $PWD/s2/storage: folder $PWD/s2/storage is owned by uid $IBCR_UID2" s2/start.err
+	grep "storage $S2: folder $S2 is owned by uid $IBCR_UID2" s2/start.err
 '
 
 test_expect_success 'good folders that already exist are kept; missing ones are made root-owned 0755' '
-	chown 0:0 s2/storage &&
-	chmod 0700 s2/storage/local &&
+	chown 0:0 "$S2" &&
+	chmod 0700 "$S2/local" &&
 	ibcrd_start s2 &&
-	test "$(stat -c %u:%a s2/storage/local)" = 0:700 &&
-	test "$(stat -c %u:%a s2/staging)" = 0:755 &&
+	test "$(stat -c %u:%a "$S2/local")" = 0:700 &&
+	test "$(stat -c %u:%a "$(ibcrd_staging s2)")" = 0:755 &&
 	ibcrd_stop s2
 '
 
 test_expect_success CRIU 'a dump log planted as a link in a staging folder of another user is never written through' '
-	as $U2 mkdir -p pub/ibcr/staging/dl &&
-	as $U2 ln -s "$PWD/victim/core-1.img" pub/ibcr/staging/dl/dump-gen-1-rank-0.log &&
+	as $U2 mkdir -p "$PUB/ibcr/staging/dl" &&
+	as $U2 ln -s "$PWD/victim/core-1.img" "$PUB/ibcr/staging/dl/dump-gen-1-rank-0.log" &&
 	ibcrd_use_build &&
-	ibcrd_setup s3 "criu = $IBCR_CRIU" "peer_port = 0" &&
-	set_conf s3 staging "$PWD/pub/ibcr/staging" &&
+	ibcrd_setup s3 "criu = $IBCR_CRIU" "peer_port = 0" "staging = $PUB/ibcr/staging" &&
 	if ibcrd_start s3 2>/dev/null; then
 		# An ibcrd that accepts the folder: checkpoint a job of root there.
 		IBCR_SOCKET=$(ibcrd_sock s3) && export IBCR_SOCKET &&
@@ -187,7 +191,7 @@ test_expect_success CRIU 'a dump log planted as a link in a staging folder of an
 	fi &&
 	# Refused at start: exit 1, the reason on its stderr.
 	test_expect_code 1 "$IBCRD" -F -c s3/ibcrd.conf 2>s3.err &&
-	grep "staging $PWD/pub/ibcr/staging: folder $PWD/pub/ibcr is owned by uid $IBCR_UID2" s3.err
+	grep "staging $PUB/ibcr/staging: folder $PUB/ibcr is owned by uid $IBCR_UID2" s3.err
 '
 
 test_expect_success 'the root-owned copy is intact after every attempt' '
@@ -195,8 +199,7 @@ test_expect_success 'the root-owned copy is intact after every attempt' '
 '
 
 test_expect_success 'removal through ibcrd: another user is refused, the job'"'"'s user prunes their own' '
-	ibcrd_setup pr &&
-	sed -i "s|^storage = .*|storage = $ST|" pr/ibcrd.conf &&
+	ibcrd_setup pr "storage = $ST" &&
 	ibcrd_start pr &&
 	before=$(gens_of race) &&
 	test_expect_code 6 as $U2 "$IBCR" --socket "$(ibcrd_sock pr)" prune race --keep 1 2>err &&

@@ -113,7 +113,6 @@ test_expect_success 'setup: three hosts, munged, one ibcrd per host, shared stor
 	netns_create 3 &&
 	ibcrd_munged_start m &&
 	MSOCK=$(ibcrd_munge_sock m) &&
-	mkdir shared &&
 	ibcrd_host_start 1 "$MSOCK" "timeout_dump = 5s" &&
 	ibcrd_host_start 2 "$MSOCK" && ibcrd_host_start 3 "$MSOCK"
 '
@@ -243,7 +242,7 @@ test_expect_success 'a member whose worker dies during the dump: the leader abor
 '
 
 test_expect_success 'the next generation commits on all three nodes; the first stays' '
-	ibcrd_wait_for test -z "$(pgrep -f "$PWD/h3/staging/fj/dump-gen-3")" &&
+	ibcrd_wait_for test -z "$(pgrep -f "$(ibcrd_staging h3)/fj/dump-gen-3")" &&
 	t15_ibcr 1 checkpoint fj --wait >ck4.out &&
 	grep "generation 4 committed" ck4.out &&
 	test "$(t15_gens fj)" = "1 4 " &&

@@ -112,7 +112,6 @@ test_expect_success 'setup: five hosts, munged, one ibcrd per host with fanout 2
 	netns_create 5 &&
 	ibcrd_munged_start m &&
 	MSOCK=$(ibcrd_munge_sock m) &&
-	mkdir shared &&
 	for h in 1 2 3 4 5; do
 		ibcrd_host_start $h "$MSOCK" "fanout = 2" "timeout_dump = 5s" \
 			"timeout_connect = 2s" || return 1
@@ -205,7 +204,7 @@ test_expect_success 'an inner node whose worker dies during the dump: aborted at
 '
 
 test_expect_success 'an inner node stopped during the dump: aborted after timeout_dump, the node below it undone' '
-	ibcrd_wait_for test -z "$(pgrep -f "$PWD/h2/staging/tj/dump-gen-2")" &&
+	ibcrd_wait_for test -z "$(pgrep -f "$(ibcrd_staging h2)/tj/dump-gen-2")" &&
 	{ t18_ibcr 1 checkpoint tj --wait >ck3.out 2>ck3.err & } &&
 	ck=$! &&
 	ibcrd_wait_for t18_worker 4 &&
@@ -243,7 +242,7 @@ test_expect_success 'an inner node stopped during the dump: aborted after timeou
 '
 
 test_expect_success 'the next generation commits on all five nodes; the first stays' '
-	ibcrd_wait_for test -z "$(pgrep -f "$PWD/h4/staging/tj/dump-gen-3")" &&
+	ibcrd_wait_for test -z "$(pgrep -f "$(ibcrd_staging h4)/tj/dump-gen-3")" &&
 	t18_ibcr 1 checkpoint tj --wait >ck4.out &&
 	grep "generation 4 committed" ck4.out &&
 	test "$(t18_gens tj)" = "1 4 " &&

@@ -64,7 +64,6 @@ test_expect_success 'setup: four hosts, munged, one ibcrd per host with fanout 2
 	netns_create 4 &&
 	ibcrd_munged_start m &&
 	MSOCK=$(ibcrd_munge_sock m) &&
-	mkdir shared &&
 	for h in 1 2 3 4; do
 		ibcrd_host_start $h "$MSOCK" "fanout = 2" || return 1
 	done

@@ -46,7 +46,6 @@ test_expect_success 'setup: four hosts, munged, one ibcrd per host; the leader a
 	netns_create 4 &&
 	ibcrd_munged_start m &&
 	MSOCK=$(ibcrd_munge_sock m) &&
-	mkdir shared &&
 	ibcrd_host_start 1 "$MSOCK" "max_nodes = 3" &&
 	ibcrd_host_start 2 "$MSOCK" && ibcrd_host_start 3 "$MSOCK" && ibcrd_host_start 4 "$MSOCK"
 '

@@ -1,13 +1,27 @@
 # ibcrd/lib.sh - helpers for the ibcrd and ibcr tests (t30NN-ibcrd-*.t).
 #
 #   ibcrd_setup NAME [LINE...]  make folder NAME/ with NAME/ibcrd.conf:
-#                               storage and staging inside NAME/, the
-#                               socket (and pid file) in folder run/ of a
-#                               short private folder (ibcr_shortdir; a
-#                               socket path in the trash directory would
-#                               grow with the clone's location), reached
-#                               from NAME/run by a link; plus each extra
-#                               "key = value" LINE
+#                               the socket (and pid file) in folder run/,
+#                               storage in storage/ and staging in
+#                               staging/ of NAME/ in the short private
+#                               folder (ibcr_shortdir), each reached from
+#                               the trash directory's NAME/ by a link of
+#                               the same name; plus each extra
+#                               "key = value" LINE, which replaces the
+#                               default socket, storage or staging line
+#                               when it gives that key (a storage or
+#                               staging of its own then has no link in
+#                               NAME/).  No line depends on where
+#                               the clone is: a path in the trash
+#                               directory grows with it, and a socket
+#                               path may have 107 bytes, an ibcrd.conf
+#                               line 198 characters.  ibcrd is given the
+#                               real folders, never the links (root
+#                               follows no link a user could have made).
+#   ibcrd_storage NAME, ibcrd_staging NAME
+#                               the real path of NAME's default storage
+#                               and staging (ibcrd names it in messages
+#                               and status; NAME/storage is a link to it)
 #   ibcrd_start NAME [ARG...]   run "ibcrd -F -c NAME/ibcrd.conf ARG..." in
 #                               the background (log NAME/ibcrd.log), wait
 #                               for its socket; teardown is registered
@@ -49,9 +63,13 @@
 #
 #   ibcrd_host_start I MSOCK [LINE...]
 #                               host I's ibcrd (node nI, peer port 7195,
-#                               MUNGE socket MSOCK, storage $PWD/shared,
-#                               plus each extra "key = value" LINE),
-#                               inside host I, state in folder hI/
+#                               MUNGE socket MSOCK, the hosts' shared
+#                               storage, plus each extra "key = value"
+#                               LINE), inside host I, state in folder hI/
+#   ibcrd_shared_storage        the shared storage's real path, in the
+#                               short folder; ibcrd_host_start makes it
+#                               and links shared/ in the trash directory
+#                               to it
 #   ibcrd_on I                  prints the command prefix that runs a
 #                               command inside host I (see ibcrd_bg)
 #
@@ -74,8 +92,9 @@
 #                               inside host I): a server rank is ready for
 #                               its client
 #
-# Everything lives in the test's trash directory; only the pids started
-# here are ever signalled.
+# Everything lives in the test's trash directory, but for what ibcrd.conf
+# names (in the short folder, linked from the trash directory); only the
+# pids started here are ever signalled.
 
 IBCRD=$IBCR_BUILDDIR/ibcrd/ibcrd
 IBCR=$IBCR_BUILDDIR/cli/ibcr
@@ -88,16 +107,38 @@ export IBCRD IBCR RAWMSG MKGEN PEERMSG
 ibcrd_setup() {
 	ibcrd_s_name=$1
 	shift
+	ibcrd_s_given=" "
+	for ibcrd_s_line in "$@"; do
+		case "$ibcrd_s_line" in
+		socket\ =*|storage\ =*|staging\ =*)
+			ibcrd_s_given="$ibcrd_s_given${ibcrd_s_line%% =*} " ;;
+		esac
+	done
 	mkdir -p "$PWD/$ibcrd_s_name" || return 1
 	chmod 0755 "$PWD/$ibcrd_s_name"
-	# ibcrd makes run/ itself (and checks it): only its parent here.
+	# ibcrd makes run/, storage/ and staging/ itself (and checks them):
+	# only their parent here.  The links may dangle until it has.
 	mkdir -p "$(ibcr_shortdir)/$ibcrd_s_name" &&
 	chmod 0755 "$(ibcr_shortdir)/$ibcrd_s_name" &&
-	ln -sfn "$(ibcrd_rundir "$ibcrd_s_name")" "$PWD/$ibcrd_s_name/run" || return 1
+	ln -sfT "$(ibcrd_rundir "$ibcrd_s_name")" "$PWD/$ibcrd_s_name/run" || return 1
+	for ibcrd_s_key in storage staging; do
+		case "$ibcrd_s_given" in
+		*" $ibcrd_s_key "*) continue ;;
+		esac
+		ln -sfT "$(ibcrd_$ibcrd_s_key "$ibcrd_s_name")" \
+			"$PWD/$ibcrd_s_name/$ibcrd_s_key" || return 1
+	done
 	{
-		echo "socket = $(ibcrd_sock "$ibcrd_s_name")"
-		echo "storage = $PWD/$ibcrd_s_name/storage"
-		echo "staging = $PWD/$ibcrd_s_name/staging"
+		case "$ibcrd_s_given" in
+		*" socket "*) ;;
+		*) echo "socket = $(ibcrd_sock "$ibcrd_s_name")" ;;
+		esac
+		for ibcrd_s_key in storage staging; do
+			case "$ibcrd_s_given" in
+			*" $ibcrd_s_key "*) ;;
+			*) echo "$ibcrd_s_key = $(ibcrd_$ibcrd_s_key "$ibcrd_s_name")" ;;
+			esac
+		done
 		for ibcrd_s_line in "$@"; do
 			echo "$ibcrd_s_line"
 		done
@@ -106,6 +147,14 @@ ibcrd_setup() {
 
 ibcrd_rundir() {
 	echo "$(ibcr_shortdir)/$1/run"
+}
+
+ibcrd_storage() {
+	echo "$(ibcr_shortdir)/$1/storage"
+}
+
+ibcrd_staging() {
+	echo "$(ibcr_shortdir)/$1/staging"
 }
 
 ibcrd_sock() {
@@ -384,13 +433,20 @@ ibcrd_host_peers() {
 	done
 }
 
+ibcrd_shared_storage() {
+	echo "$(ibcr_shortdir)/shared"
+}
+
 ibcrd_host_start() {
 	ibcrd_hs_i=$1 ibcrd_hs_m=$2
 	shift 2
+	# The hosts' shared storage, in the short folder; shared/ in the
+	# trash directory is a link to it.
+	mkdir -p -m 0755 "$(ibcrd_shared_storage)" &&
+	ln -sfT "$(ibcrd_shared_storage)" "$PWD/shared" &&
 	ibcrd_setup h$ibcrd_hs_i "node = n$ibcrd_hs_i" "peer_port = 7195" "munge_socket = $ibcrd_hs_m" \
-		"criu = $IBCR_CRIU" "storage = $PWD/shared" "peers = $(ibcrd_host_peers)" "$@" &&
+		"criu = $IBCR_CRIU" "storage = $(ibcrd_shared_storage)" "peers = $(ibcrd_host_peers)" "$@" &&
 	set -- $ibcrd_hs_i &&
-	sed -i "/^storage = .*h$1\/storage$/d" h$1/ibcrd.conf &&
 	{ netns_exec $1 "$IBCRD" -F -c "$PWD/h$1/ibcrd.conf" -v 2>>h$1/ibcrd.log & } &&
 	echo $! >h$1/launch.pid &&
 	ibcr_record_proc $! "ibcrd h$1" &&

@@ -25,10 +25,26 @@
 #   ibcr_shortdir               prints a private folder with a short name,
 #                               /tmp/ibcr.<PID>.XXXXXX (mkdtemp; 0755, root's),
 #                               made when a test starts, recorded, removed at
-#                               its end.  Unix sockets live
+#                               its end (when the test failed, its *.log
+#                               files are first copied to shortdir-logs/ in
+#                               the trash directory).  Unix sockets live
 #                               there: a path in the trash directory grows
 #                               with the clone's location and soon passes
-#                               the 107 bytes a socket path may have.
+#                               the 107 bytes a socket path may have.  So
+#                               do ibcrd's storage and staging (ibcrd/lib.sh):
+#                               an ibcrd.conf line holds 198 characters.
+#                               (Checkpoint images then take room in /tmp,
+#                               not in the build tree.)
+#   ibcr_shortlink PATH NAME    prints PATH when it has at most 64
+#                               characters; else makes NAME in the short
+#                               folder, a link to PATH, and prints the
+#                               link's path.  For a file named in a
+#                               configuration with a short line limit (a
+#                               criu built in a deep build tree): never for
+#                               a folder root writes into, where ibcrd
+#                               needs the real path.  IBCR_CRIU
+#                               (00-prereqs.sh) goes through it when a
+#                               test starts.
 #   ibcr_leftovers DIR [--keep]
 #                               what the tests that wrote DIR/*.rec left
 #                               behind, one line each on stdout: a recorded
@@ -103,9 +119,27 @@ ibcr_shortdir() {
 
 ibcr_shortdir_rm_() {
 	test -n "$ibcr_shortdir_" || return 0
+	# A failed test keeps its trash directory for a post-mortem: keep the
+	# logs that lived here (CRIU's dump and restore logs in staging) too.
+	if ibcr_failed && test -d "${SHARNESS_TRASH_DIRECTORY:-}"; then
+		mkdir -p "$SHARNESS_TRASH_DIRECTORY/shortdir-logs" &&
+		(cd "$ibcr_shortdir_" &&
+		 find . -name '*.log' -type f -exec cp --parents {} \
+			"$SHARNESS_TRASH_DIRECTORY/shortdir-logs/" \;) 2>/dev/null
+	fi
 	rm -rf "$ibcr_shortdir_"
 	ibcr_shortdir_=
 	return 0
+}
+
+ibcr_shortlink() {
+	if test ${#1} -le 64; then
+		echo "$1"
+		return 0
+	fi
+	ibcr_sl_dir=$(ibcr_shortdir) || return 1
+	ln -sfT "$1" "$ibcr_sl_dir/$2" || return 1
+	echo "$ibcr_sl_dir/$2"
 }
 
 # Every test writes its first line now, so the final check knows its
@@ -116,6 +150,13 @@ ibcr_record_ start
 # from a command substitution would make one that the test forgets.
 if test -n "$ibcr_rec_on_"; then
 	ibcr_shortdir >/dev/null
+	# "criu = $IBCR_CRIU" lines: a criu in a deep build tree is named by
+	# a link in the short folder (ibcrd opens the binary through links).
+	if test -n "${IBCR_CRIU:-}" &&
+	   ibcr_sl_criu=$(ibcr_shortlink "$IBCR_CRIU" criu); then
+		IBCR_CRIU=$ibcr_sl_criu
+		export IBCR_CRIU
+	fi
 fi
 
 # --- the final check ------------------------------------------------------
