@@ -463,7 +463,21 @@ report_error (struct job *job, int gen, const char *fmt, ...)
 
 /* One report of job's worker (gen.h).  It is root's own child, but a
  * malformed one is only logged: nothing in it is used unchecked. */
-static void worker_report (struct job *job, json_object *m)
+/* The leader's worker's timeline of its generation (or of the restart's
+ * rebuild) into the job, for status.  It is saved before the worker
+ * reports its end. */
+static void load_timeline (struct server *s, struct job *job)
+{
+    int restore = job->worker_kind == GEN_RESTORED;
+    json_object *tl, **to = restore ? &job->last_restore : &job->last_generation;
+
+    if (!is_leader (job) || !(tl = timeline_load (s->conf->staging, job->id, restore)))
+        return;
+    json_object_put (*to);
+    *to = tl;
+}
+
+static void worker_report (struct server *s, struct job *job, json_object *m)
 {
     const char *type = proto_type (m);
     int64_t gen = proto_get_int (m, "gen", -1);
@@ -488,6 +502,9 @@ static void worker_report (struct job *job, json_object *m)
     }
     const char *result = proto_get_str (m, "result", "");
     job->reported_end = 1;
+    /* The asker gets its reply right after this report: a "status" it
+     * sends next must show this generation's timeline already. */
+    load_timeline (s, job);
     if (!strcmp (result, "committed") || !strcmp (result, "resumed")) {
         if (!strcmp (result, "committed") && gen > 0)
             job->last_gen = (int)gen;
@@ -498,13 +515,12 @@ static void worker_report (struct job *job, json_object *m)
 
 void sched_worker_report (struct server *s, struct job *job)
 {
-    (void)s;
     while (job->report_fd >= 0) {
         json_object *m = NULL;
         int rc = proto_reader_read (&job->report_rd, job->report_fd, &m);
 
         if (rc == 1) {
-            worker_report (job, m);
+            worker_report (s, job, m);
             json_object_put (m);
             continue;
         }
@@ -551,17 +567,9 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
     job->worker = 0;
     job->phase = -1;
     job->phase_gen = 0;
-    if (is_leader (job)) {
-        /* What the leader's worker saw of its generation (or of the
-         * restart's rebuild), for status. */
-        int restore = job->worker_kind == GEN_RESTORED;
-        json_object *tl = timeline_load (s->conf->staging, job->id, restore);
-        json_object **to = restore ? &job->last_restore : &job->last_generation;
-        if (tl) {
-            json_object_put (*to);
-            *to = tl;
-        }
-    }
+    /* Also for a worker that ended without its report. */
+    if (!job->reported_end)
+        load_timeline (s, job);
     if (job->worker_kind == GEN_RESTORED) {
         if (status == 0)
             for (struct task *t = job->tasks; t; t = t->next)
