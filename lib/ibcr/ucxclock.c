@@ -56,24 +56,26 @@ static int want_tsc (void)
     return 0;
 }
 
-/* NAME as the UCX code at ADDR sees it: in its object or one of that
- * object's dependencies.  Open MPI loads UCX with RTLD_LOCAL, out of
- * reach of a global lookup; a program linked with UCX is found by
- * RTLD_NEXT.  Never libibcr's own definition. */
+/* NAME as the UCX code at ADDR sees it.  The global scope first: a
+ * program linked with UCX that reads the variable itself (ucx_info) has
+ * its own copy of it (a copy relocation), which libucs then uses too,
+ * and a lookup in libucs's scope would find the unused original.  Open
+ * MPI loads UCX with RTLD_LOCAL, out of the global scope: then the
+ * caller's object and its dependencies.  Never libibcr's own definition. */
 static void *ucx_sym (const void *addr, const char *name)
 {
     Dl_info info;
-    void *sym = NULL;
+    void *sym = dlsym (RTLD_DEFAULT, name);
 
-    if (addr && dladdr (addr, &info) && info.dli_fname && *info.dli_fname) {
+    if (sym == (void *)ucs_x86_init_tsc_freq)
+        sym = dlsym (RTLD_NEXT, name);
+    if (!sym && addr && dladdr (addr, &info) && info.dli_fname && *info.dli_fname) {
         void *h = dlopen (info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
         if (h) {
             sym = dlsym (h, name);
             dlclose (h);
         }
     }
-    if (!sym)
-        sym = dlsym (RTLD_NEXT, name);
     if (sym == (void *)ucs_x86_init_tsc_freq)
         sym = NULL;
     return sym;

@@ -42,6 +42,7 @@
  * the last byte of its last, largest message to rank 0, which must
  * abort).
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -95,13 +96,16 @@ static void check_mpi (int rc, const char *what)
 
 /* Which clock UCX reads, as libucs says: its choice (the exported
  * ucs_arch_x86_enable_rdtsc of x86_64: 0 gettimeofday, 1 rdtsc, 2 not
- * made yet) and the rate of its time units.  Open MPI loads UCX with
- * RTLD_LOCAL: look it up by its name, not in the global scope. */
+ * made yet) and the rate of its time units.  MPICH links UCX: the global
+ * scope has it.  Open MPI loads UCX with RTLD_LOCAL: then libucs by name. */
 static void say_ucx_clock (const char *when)
 {
     void *h = dlopen ("libucs.so.0", RTLD_LAZY | RTLD_NOLOAD);
-    int *choice = h ? (int *)dlsym (h, "ucs_arch_x86_enable_rdtsc") : NULL;
+    int *choice = (int *)dlsym (RTLD_DEFAULT, "ucs_arch_x86_enable_rdtsc");
     double (*rate) (void) = h ? (double (*) (void))dlsym (h, "ucs_get_cpu_clocks_per_sec") : NULL;
+
+    if (!choice && h)
+        choice = (int *)dlsym (h, "ucs_arch_x86_enable_rdtsc");
     const char *name = !h ? "no libucs loaded"
         : !choice         ? "no ucs_arch_x86_enable_rdtsc"
         : *choice == 0    ? "gettimeofday"
