@@ -9,7 +9,10 @@ says no, so UCX takes its plain verbs path.  UCX lists a device only when
 in a private mount namespace.  Then ucx_info shows softib0 with rc_verbs
 and ud_verbs, and ucx_perftest runs between two network-namespace hosts
 restricted to those transports (no TCP or shared-memory fallback), as an
-ordinary user, with and without libibcr preloaded.'
+ordinary user, with and without libibcr preloaded.  With libibcr, UCX
+reads the wall clock instead of the time-stamp counter (libibcr(7),
+IBCR_UCX_CLOCK), ucx_info included, which holds its own copy of UCX'"'"'s
+choice.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
@@ -63,6 +66,31 @@ test_expect_success 'under softib-devns, ucx_info -d shows softib0 with rc_verbs
 
 test_expect_success 'the device node is private to the namespace: the host has none' '
 	test ! -e /dev/infiniband
+'
+
+# ucx_clock_hz FILE: the rate of UCX's clock, as its debug log in FILE
+# says (UCX_LOG_LEVEL=debug): 1000000.00 on the wall clock, the CPU's
+# on its time-stamp counter.
+ucx_clock_hz() {
+	sed -n "s/.*arch clock frequency: \([0-9.]*\) Hz.*/\1/p" "$1" | head -n 1
+}
+
+test_expect_success 'UCX reads the time-stamp counter, but the wall clock with libibcr preloaded (unless IBCR_UCX_CLOCK=tsc)' '
+	ucx_on 0 env UCX_LOG_LEVEL=debug ucx_info -d >clk-plain.out 2>&1 &&
+	grep softib0 clk-plain.out >/dev/null &&
+	hz=$(ucx_clock_hz clk-plain.out) &&
+	test -n "$hz" && test "$hz" != 1000000.00 &&
+	# ucx_info holds its own copy of UCX'"'"'s choice (a copy relocation)
+	UCX_ENV_EXTRA="LD_PRELOAD=$LIBIBCR" ucx_on 0 env UCX_LOG_LEVEL=debug \
+		ucx_info -d >clk-wall.out 2>&1 &&
+	grep softib0 clk-wall.out >/dev/null &&
+	test "$(ucx_clock_hz clk-wall.out)" = 1000000.00 &&
+	UCX_ENV_EXTRA="LD_PRELOAD=$LIBIBCR IBCR_UCX_CLOCK=tsc" ucx_on 0 env UCX_LOG_LEVEL=debug \
+		ucx_info -d >clk-tsc.out 2>&1 &&
+	grep softib0 clk-tsc.out >/dev/null &&
+	hz=$(ucx_clock_hz clk-tsc.out) &&
+	test -n "$hz" && test "$hz" != 1000000.00 &&
+	! grep "libibcr.*warning" clk-plain.out clk-wall.out clk-tsc.out
 '
 
 test_expect_success 'two network-namespace hosts' '

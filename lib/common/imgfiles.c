@@ -318,8 +318,17 @@ static int rollback_one (const struct regfile *r, char *note, size_t notelen, ch
     int fd;
 
     /* Not a FIFO to block on, nor a terminal to take. */
-    if ((fd = open (r->name, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-        return 0; /* gone or not the user's: CRIU says why, if it matters */
+    if ((fd = open (r->name, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        /* A file the user may not write (another user's, or a link to
+         * one: CRIU records paths resolved, never a link) was not theirs
+         * at the dump either: the image is forged.  Gone: CRIU says. */
+        if (errno == EACCES || errno == EPERM || errno == ELOOP)
+            return errnprintf (err, errlen, errno,
+                               "%s, open for writing in the image, is not the task's user's to "
+                               "write (%s): not cut back, and not restored",
+                               r->name, strerror (errno));
+        return 0;
+    }
     if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || (uint64_t)sb.st_size == r->size) {
         close (fd);
         return 0;

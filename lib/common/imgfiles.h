@@ -49,7 +49,9 @@ int imgfiles_action (void);
  * task's stdio, which the restorer hands in itself).  note gets "PATH from N to M bytes" for each, "; "
  * separated ("" when none).  0, or -1 with err: a file is shorter than
  * at the dump (cut or replaced since: the restored program would write
- * after a hole, and CRIU refuses it), or the images cannot be read. */
+ * after a hole, and CRIU refuses it), a file the caller may not write
+ * or a symbolic link (a forged image: the error names the file), or the
+ * images cannot be read. */
 int imgfiles_rollback (const char *dir, const char *const *skip, int nskip, char *note,
                        size_t notelen, char *err, size_t errlen);
 

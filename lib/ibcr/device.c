@@ -16,6 +16,7 @@
 #include "gate.h"
 #include "exports.h"
 #include "pump.h"
+#include "ucxclock.h"
 
 #define MAX_DEVS 32
 static struct ibcr_device devs[MAX_DEVS];
@@ -177,6 +178,9 @@ struct ibv_context *ibcr_open_device (struct ibv_device *dev)
     struct ibcr_ctx *vctx;
     if (ibcr_init () < 0)
         return NULL;
+    /* UCX opens its devices in ucp_init, before its first endpoint or
+     * timer: the last moment its choice of clock can be told. */
+    ucxclock_check ();
     if (dev < &devs[0].dev || dev >= &devs[MAX_DEVS].dev) {
         ibcr_log ("ibv_open_device: not a device from ibv_get_device_list");
         errno = EINVAL;

@@ -7,6 +7,12 @@
   forge.py GEN TASK file SUFFIX PATH
                                    the open file whose path ends in SUFFIX
                                    becomes PATH (with PATH's size)
+  forge.py GEN TASK record SUFFIX PATH SIZE
+                                   the open file whose path ends in SUFFIX
+                                   becomes PATH, SIZE bytes long at the
+                                   dump (CRIU's record, when it has one,
+                                   and ibcr-files.json's): what the
+                                   rollback before a restore cuts it to
 
 GEN is a generation folder, TASK its task folder's name (task-0).  The
 manifest's sizes and XXH3 checksums are recomputed, as the job's user can:
@@ -81,6 +87,37 @@ def forge_file(task, suffix, path):
     return [fimg]
 
 
+def forge_record(task, suffix, path, size):
+    fimg = os.path.join(task, "files.img")
+    rec = os.path.join(task, "ibcr-files.json")
+    img = load(fimg)
+    hit = False
+    for e in img["entries"]:
+        reg = e.get("reg")
+        if reg and reg.get("name", "").endswith(suffix):
+            reg["name"] = path
+            if "size" in reg:
+                reg["size"] = size
+            hit = True
+    if not hit:
+        sys.exit("forge.py: no open file ending in %s in %s" % (suffix, fimg))
+    store(fimg, img)
+    with open(rec) as f:
+        r = json.load(f)
+    hit = False
+    for fe in r["files"]:
+        if fe["path"].endswith(suffix):
+            fe["path"] = path
+            fe["size"] = size
+            hit = True
+    if not hit:
+        sys.exit("forge.py: no file ending in %s in %s" % (suffix, rec))
+    with open(rec, "r+") as f:
+        json.dump(r, f)
+        f.truncate()
+    return [fimg, rec]
+
+
 def fix_manifest(gen, changed):
     mpath = os.path.join(gen, "manifest.json")
     with open(mpath) as f:
@@ -107,6 +144,8 @@ def main():
         changed = forge_caps(task)
     elif what == "file" and len(sys.argv) == 6:
         changed = forge_file(task, sys.argv[4], sys.argv[5])
+    elif what == "record" and len(sys.argv) == 7:
+        changed = forge_record(task, sys.argv[4], sys.argv[5], int(sys.argv[6]))
     else:
         sys.exit(__doc__)
     fix_manifest(gen, changed)

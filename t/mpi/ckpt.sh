@@ -15,17 +15,21 @@
 #                               per node (time-limit margin 30 s), one
 #                               storage
 #   mpi_ckpt_ref MPI            the same job without --checkpoint-ib,
-#                               through srun: ref.ok
+#                               through srun: ref.ok; UCX reads rdtsc
 #   mpi_ckpt_periodic MPI       --checkpoint-ib=5s on n1, n2 (n3 taken):
 #                               2 generations, whose newest names 4 launcher
 #                               connections; the plugin's steering variable
-#                               is in every rank
+#                               is in every rank, and UCX reads the wall
+#                               clock in every rank
 #   mpi_ckpt_requeue MPI        scontrol requeue with n1 taken: the ranks
 #                               come back on n2 and n3 from the newest
 #                               generation, 40 s or more after its dump
 #   mpi_ckpt_again MPI          the restored ranks are checkpointed again,
 #                               launcher connections and all
-#   mpi_ckpt_finish MPI         that job completes as the reference did
+#   mpi_ckpt_finish MPI         that job completes as the reference did,
+#                               UCX still on the wall clock in every
+#                               restored rank (so in the drained,
+#                               preempted, time-limited and MPI_Init jobs)
 #   mpi_ckpt_drain MPI          a drain of n3 under a job on n2, n3:
 #                               checkpointed, requeued, restored on n1, n2
 #   mpi_ckpt_preempt MPI        bare --checkpoint-ib on n1, n2 preempted by
@@ -63,6 +67,29 @@ mpi_ckpt_steer_() {
 	echo UCX_UD_TIMEOUT=2592000s UCX_KEEPALIVE_INTERVAL=inf
 }
 
+# mpi_ckpt_clock_ FILE WHEN CLOCK: in FILE (mpi_verify -c's stderr),
+# each of the 4 ranks said that UCX read CLOCK (gettimeofday: the wall
+# clock libibcr makes it read, in microseconds; rdtsc: the CPU's
+# time-stamp counter, its own choice) at WHEN (after MPI_Init, before
+# MPI_Finalize), and no rank said any other clock at any time.
+mpi_ckpt_clock_() {
+	case "$3" in
+	gettimeofday) mpi_cc_re="gettimeofday, 1000000 ticks/s" ;;
+	*) mpi_cc_re="$3, [0-9]* ticks/s" ;;
+	esac
+	for mpi_cc_r in 0 1 2 3; do
+		grep -q "^mpi_verify: rank $mpi_cc_r on [^:]*: UCX clock $2: $mpi_cc_re\$" "$1" || {
+			echo "$1: rank $mpi_cc_r did not say that UCX read $3 $2" | ibcr_diag
+			grep "UCX clock" "$1" | ibcr_diag
+			return 1
+		}
+	done
+	if grep "UCX clock" "$1" | grep -v ": UCX clock [^:]*: $mpi_cc_re\$"; then
+		echo "$1: UCX read another clock than $3" | ibcr_diag
+		return 1
+	fi
+}
+
 # mpi_ckpt_sbatch_ MPI NAME [SBATCH-OPTIONS...]: submit the job, output
 # in NAME.out and NAME.err (the batch script's in jobNAME.*); prints its
 # id.  $MPI_CKPT_SRUN_OPTS go to srun, $MPI_CKPT_LAUNCH before the
@@ -77,7 +104,7 @@ mpi_ckpt_sbatch_() {
 	fi
 	mpi_with "$mpi_cs_m" $(mpi_ckpt_env_ "$mpi_cs_m") sbatch --parsable "$@" \
 		-o job"$mpi_cs_n".out -e job"$mpi_cs_n".err \
-		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $MPI_CKPT_LAUNCH $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS $MPI_CKPT_VERIFY_OPTS"
+		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $MPI_CKPT_LAUNCH $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS -c $MPI_CKPT_VERIFY_OPTS"
 }
 
 # mpi_ckpt_runs_same_ MPI NAME: NAME.out, appended to by every run of
@@ -97,6 +124,7 @@ mpi_ckpt_runs_same_() {
 	mpi_crs_runs=$(grep -c "^run [0-9]*$" "$2".out) &&
 	awk -v last="$mpi_crs_runs" '/^run [0-9]*$/ { n++; next } n == last' "$2".out >"$2".last &&
 	mpi_check_out "$2".last 4 $ITERS 2 &&
+	mpi_ckpt_clock_ "$2".err "before MPI_Finalize" gettimeofday &&
 	grep "^mpi_verify: OK " "$2".last >"$2".ok &&
 	test_cmp ref.ok "$2".ok
 }
@@ -111,6 +139,7 @@ mpi_ckpt_connections_() {
 mpi_ckpt_same_() {
 	cat "$2".out "$2".err | ibcr_diag &&
 	mpi_check_out "$2".out 4 $ITERS 2 &&
+	mpi_ckpt_clock_ "$2".err "before MPI_Finalize" gettimeofday &&
 	grep "^mpi_verify: OK " "$2".out >"$2".ok &&
 	test_cmp ref.ok "$2".ok
 }
@@ -158,8 +187,11 @@ timelimit_margin = 30s" &&
 }
 
 mpi_ckpt_ref() {
-	MPI_ITERS=$ITERS mpi_srun "$1" ref $(mpi_ckpt_env_ "$1") &&
-	grep "^mpi_verify: OK " ref.out >ref.ok
+	MPI_VERIFY_ARGS="-n $ITERS -c" MPI_ITERS=$ITERS mpi_srun "$1" ref $(mpi_ckpt_env_ "$1") &&
+	grep "^mpi_verify: OK " ref.out >ref.ok &&
+	# Without libibcr, UCX keeps its own clock (what libibcr changes).
+	mpi_ckpt_clock_ ref.err "after MPI_Init" rdtsc &&
+	mpi_ckpt_clock_ ref.err "before MPI_Finalize" rdtsc
 }
 
 mpi_ckpt_periodic() {
@@ -176,6 +208,8 @@ mpi_ckpt_periodic() {
 		done
 	done >steered &&
 	test "$(wc -l <steered)" = $((4 * $(mpi_ckpt_steer_ "$1" | wc -w))) &&
+	# Before any restore: UCX chose the wall clock, as libibcr told it.
+	mpi_ckpt_clock_ mv.err "after MPI_Init" gettimeofday &&
 	newest=$(mpi_ckpt_newest_gen $J) &&
 	test "$(mpi_ckpt_connections_ "$1" $J $newest)" = 4
 }

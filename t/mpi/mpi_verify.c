@@ -35,10 +35,15 @@
  * FILE exists: rank 0 looks and tells the others, so all stop together
  * and report the same count)  -R (no one-sided part; R is then 0)
  * -w SIZE (bytes of a one-sided slot, default the largest size up to
- * 1 MiB)  -S (say on stderr when MPI_Init has returned)  -x (self-test
- * of the checker: rank 1 flips the last byte of its last, largest message
- * to rank 0, which must abort).
+ * 1 MiB)  -S (say on stderr when MPI_Init has returned)  -c (say on
+ * stderr which clock UCX reads, after MPI_Init and before MPI_Finalize:
+ * "UCX clock after MPI_Init: gettimeofday, 1000000 ticks/s", or rdtsc
+ * and the counter's rate)  -x (self-test of the checker: rank 1 flips
+ * the last byte of its last, largest message to rank 0, which must
+ * abort).
  */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <dlfcn.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -87,6 +92,31 @@ static void check_mpi (int rc, const char *what)
         return;
     MPI_Error_string (rc, msg, &len);
     die ("%s failed: %s", what, msg);
+}
+
+/* Which clock UCX reads, as libucs says: its choice (the exported
+ * ucs_arch_x86_enable_rdtsc of x86_64: 0 gettimeofday, 1 rdtsc, 2 not
+ * made yet) and the rate of its time units.  MPICH links UCX: the global
+ * scope has it.  Open MPI loads UCX with RTLD_LOCAL: then libucs by name. */
+static void say_ucx_clock (const char *when)
+{
+    void *h = dlopen ("libucs.so.0", RTLD_LAZY | RTLD_NOLOAD);
+    int *choice = (int *)dlsym (RTLD_DEFAULT, "ucs_arch_x86_enable_rdtsc");
+    double (*rate) (void) = h ? (double (*) (void))dlsym (h, "ucs_get_cpu_clocks_per_sec") : NULL;
+
+    if (!choice && h)
+        choice = (int *)dlsym (h, "ucs_arch_x86_enable_rdtsc");
+    const char *name = !h ? "no libucs loaded"
+        : !choice         ? "no ucs_arch_x86_enable_rdtsc"
+        : *choice == 0    ? "gettimeofday"
+        : *choice == 1    ? "rdtsc"
+                          : "not chosen";
+
+    fprintf (stderr, "mpi_verify: rank %d on %s: UCX clock %s: %s, %.0f ticks/s\n", rank, host,
+             when, name, choice && *choice != 2 && rate ? rate () : 0.0);
+    fflush (stderr);
+    if (h)
+        dlclose (h);
 }
 
 /* splitmix64: a fast generator whose stream is fixed by its seed. */
@@ -268,7 +298,7 @@ int main (int argc, char **argv)
     MPI_Request *req;
     MPI_Status *st;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int opt, len, corrupt = 0, it, rma = 1, slot = 0, started = 0;
+    int opt, len, corrupt = 0, it, rma = 1, slot = 0, started = 0, tell_clock = 0;
     const char *until = NULL;
     unsigned char **put = NULL, **got = NULL, *wbase = NULL;
     uint64_t *acc_in = NULL, rmas = 0;
@@ -281,7 +311,7 @@ int main (int argc, char **argv)
     gethostname (host, sizeof (host) - 1);
 
     nsizes = parse_sizes ("48,1000,8000,65536,1048576,4194304", sizes);
-    while ((opt = getopt (argc, argv, "n:s:qu:xRw:S")) != -1) {
+    while ((opt = getopt (argc, argv, "n:s:qu:xRw:Sc")) != -1) {
         switch (opt) {
         case 'n':
             iters = atoi (optarg);
@@ -307,6 +337,9 @@ int main (int argc, char **argv)
         case 'S':
             started = 1;
             break;
+        case 'c':
+            tell_clock = 1;
+            break;
         case 'w':
             slot = atoi (optarg);
             if (slot < HDR_BYTES || slot > (1 << 26))
@@ -314,7 +347,7 @@ int main (int argc, char **argv)
             break;
         default:
             die ("usage: mpi_verify [-n ITERS] [-s SIZE,...] [-q] [-u FILE] [-x] [-R] "
-                 "[-w SIZE] [-S]");
+                 "[-w SIZE] [-S] [-c]");
         }
     }
     if (iters < 1)
@@ -323,6 +356,8 @@ int main (int argc, char **argv)
         fprintf (stderr, "mpi_verify: rank %d on %s: past MPI_Init\n", rank, host);
         fflush (stderr);
     }
+    if (tell_clock)
+        say_ucx_clock ("after MPI_Init");
     if (nsizes <= 0)
         die ("no message sizes");
     for (int k = 0; k < nsizes; k++)
@@ -529,6 +564,8 @@ int main (int argc, char **argv)
                 (unsigned long long)tot[2], lib);
         fflush (stdout);
     }
+    if (tell_clock)
+        say_ucx_clock ("before MPI_Finalize");
     check_mpi (MPI_Finalize (), "MPI_Finalize");
     return 0;
 }
