@@ -79,13 +79,15 @@ ibcr_libibcr_tsan_la_SOURCES = \
 	$(top_srcdir)/lib/ibcr/ckpt.c \
 	$(top_srcdir)/lib/ibcr/nsheap.c \
 	$(top_srcdir)/lib/ibcr/ctl.c \
-	$(top_srcdir)/lib/ibcr/mpi.c
+	$(top_srcdir)/lib/ibcr/mpi.c \
+	$(top_srcdir)/lib/ibcr/pmix.c \
+	$(top_srcdir)/lib/ibcr/ucxclock.c
 ibcr_libibcr_tsan_la_CPPFLAGS = -I$(top_srcdir)/lib -I$(top_srcdir)/lib/ibcr $(JSON_CFLAGS)
 ibcr_libibcr_tsan_la_CFLAGS = $(WARNING_CFLAGS) -Wno-tsan -fvisibility=hidden \
 	-fsanitize=thread -g -O1
 ibcr_libibcr_tsan_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
 	-rpath $(abs_builddir)/ibcr -fsanitize=thread \
-	-Wl,--version-script=$(top_srcdir)/lib/ibcr/libibcr.map
+	-Wl,--version-script=$(top_srcdir)/lib/ibcr/libibcr.map -Wl,-z,defs
 ibcr_libibcr_tsan_la_LIBADD = $(top_builddir)/lib/common/libcommon.la $(JSON_LIBS) \
 	$(AX_PTHREAD_LIBS) -ldl
 endif
