@@ -316,6 +316,16 @@ mpi_ckpt_timelimit() {
 	mpi_ckpt_runs_same_ "$1" mt
 }
 
+# mpi_ckpt_leader_knows_ JOB N: n1'"'"'s ibcrd, the leader, has N ranks of JOB
+# registered (its own tasks and its members'"'"').
+mpi_ckpt_leader_knows_() {
+	ibcrd_node_status n1 "$1" | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)["job"]
+n = j["ntasks"] + sum(len(m.get("ranks", [])) for m in j.get("members", []))
+sys.exit(0 if n >= int(sys.argv[1]) else 1)' "$2"
+}
+
 mpi_ckpt_in_init() {
 	rm -f mi.out mi.err go-mi &&
 	ibcr_wait_for 120 mpi_ckpt_idle_ &&
@@ -335,6 +345,11 @@ mpi_ckpt_in_init() {
 	slurm_wait_job $I RUNNING 30 &&
 	ibcr_wait_for 60 ibcrd_node_ctl 2 n1 $I &&
 	ibcr_wait_for 60 ibcrd_node_ctl 1 n2 $I &&
+	# Rank 3'"'"'s task registers before hold3.sh holds it, but under load
+	# after the others have connected: the refusal to check is MPI_Init'"'"'s,
+	# not "3 of its 4 ranks registered".
+	{ ibcr_wait_for 60 mpi_ckpt_leader_knows_ $I 4 ||
+		{ echo "job $I: the leader n1 does not know all 4 ranks after 60 s"; false; }; } &&
 	test_must_fail spank_checkpoint $I >mi.ckpt 2>&1 &&
 	cat mi.ckpt &&
 	grep "inside P*MPI_Init.*could not be restored" mi.ckpt &&
