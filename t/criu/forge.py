@@ -71,7 +71,9 @@ def forge_caps(task):
     return changed
 
 
-def forge_file(task, suffix, path):
+def retarget(task, suffix, path, size, always):
+    """The task's open files ending in suffix become path, of size (set
+    only where the image has one, unless always)."""
     fimg = os.path.join(task, "files.img")
     img = load(fimg)
     hit = False
@@ -79,29 +81,22 @@ def forge_file(task, suffix, path):
         reg = e.get("reg")
         if reg and reg.get("name", "").endswith(suffix):
             reg["name"] = path
-            reg["size"] = os.stat(path).st_size
-            hit = True
-    if not hit:
-        sys.exit("forge.py: no open file ending in %s in %s" % (suffix, fimg))
-    store(fimg, img)
-    return [fimg]
-
-
-def forge_record(task, suffix, path, size):
-    fimg = os.path.join(task, "files.img")
-    rec = os.path.join(task, "ibcr-files.json")
-    img = load(fimg)
-    hit = False
-    for e in img["entries"]:
-        reg = e.get("reg")
-        if reg and reg.get("name", "").endswith(suffix):
-            reg["name"] = path
-            if "size" in reg:
+            if always or "size" in reg:
                 reg["size"] = size
             hit = True
     if not hit:
         sys.exit("forge.py: no open file ending in %s in %s" % (suffix, fimg))
     store(fimg, img)
+    return fimg
+
+
+def forge_file(task, suffix, path):
+    return [retarget(task, suffix, path, os.stat(path).st_size, True)]
+
+
+def forge_record(task, suffix, path, size):
+    fimg = retarget(task, suffix, path, size, False)
+    rec = os.path.join(task, "ibcr-files.json")
     with open(rec) as f:
         r = json.load(f)
     hit = False
