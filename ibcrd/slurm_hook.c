@@ -470,20 +470,27 @@ static int hk_is_leader (struct job *job)
     return !job->leader[0] || jobs_task (job, 0) != NULL;
 }
 
+/* Slurm job id's tasks on this node, or NULL. */
+static struct job *hk_find (struct server *s, uint32_t id)
+{
+    char name[32];
+
+    snprintf (name, sizeof (name), "%u", id);
+    return jobs_find_owned (s->jobs, name, 0);
+}
+
 /* A final generation of Slurm job id for 'trigger', per action. */
 static void hk_trigger (struct server *s, uint32_t id, const char *trigger, int action)
 {
-    char name[32];
     struct job *job;
     struct hk_job *j;
 
-    snprintf (name, sizeof (name), "%u", id);
     if (action == CONF_ACT_NOTHING) {
         log_msg (LOG_NOTICE, "job %u: %s: policy says nothing (on_%s=nothing)", id, trigger,
                  trigger);
         return;
     }
-    if (!(job = jobs_find_owned (s->jobs, name, 0)) || !(j = hk_job (id, 1)))
+    if (!(job = hk_find (s, id)) || !(j = hk_job (id, 1)))
         return;
     if (!hk_is_leader (job)) {
         /* Rank 0's ibcrd sees the same in Slurm and runs the generation
@@ -599,10 +606,8 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
         if (m->level == LOG_ERR) {
             /* The job runs on here (a drained node keeps its jobs):
              * periodic generations go on protecting it. */
-            char name[32];
-            struct job *job;
-            snprintf (name, sizeof (name), "%u", ev->job);
-            if ((job = jobs_find_owned (s->jobs, name, 0)))
+            struct job *job = hk_find (s, ev->job);
+            if (job)
                 job->ending = 0;
         }
         if (!hk_busy (j))
