@@ -93,6 +93,19 @@ test_expect_success 'UCX reads the time-stamp counter, but the wall clock with l
 	! grep "libibcr.*warning" clk-plain.out clk-wall.out clk-tsc.out
 '
 
+# UCX's ids: on the wall clock, ids made in one microsecond by threads
+# of one id (every protected rank is PID 102 of its namespace) are equal
+# (libucs's own), unless libibcr adds random bits (the ones UCX calls).
+test_expect_success 'UCX'"'"'s unique ids stay unique on the wall clock with libibcr preloaded' '
+	"$IBCR_BUILDDIR"/t/ibcr/ucxuuid 100000 >uuid-plain.out &&
+	grep -x "global: 100000 ids, 0 repeated" uuid-plain.out &&
+	grep -x "libucs: 100000 ids, 0 repeated" uuid-plain.out &&
+	env LD_PRELOAD="$LIBIBCR" "$IBCR_BUILDDIR"/t/ibcr/ucxuuid 100000 >uuid-ibcr.out &&
+	cat uuid-ibcr.out &&
+	grep -x "global: 100000 ids, 0 repeated" uuid-ibcr.out &&
+	grep -x "libucs: 100000 ids, [1-9][0-9]* repeated" uuid-ibcr.out
+'
+
 test_expect_success 'two network-namespace hosts' '
 	netns_create 2 &&
 	chown "$IBCR_JOB_USER" .

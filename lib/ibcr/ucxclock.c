@@ -22,13 +22,31 @@
  *
  * It never changes a choice already made: UCX keeps timestamps of the
  * clock it chose, and mixing two clocks is worse than either.
+ *
+ * UCX's unique ids.  ucs_generate_uuid() (src/ucs/sys/sys.c) sums, each
+ * times a prime: the calling thread's id, ucs_get_time(), the boot id,
+ * gettimeofday's seconds and microseconds, and the host name.  In a
+ * protected task the thread id is the same in every rank (the program is
+ * PID 102 of its own namespace), and on the wall clock ucs_get_time() is
+ * in microseconds: two ranks of one node that start a UCP worker in the
+ * same microsecond get the same id.  The worker's first multi-fragment
+ * message id is one (ucp_worker.c: am_message_id = ucs_generate_uuid(0)),
+ * and a receiver keys fragments by that id alone: two such ranks sending
+ * large eager messages to one peer mix their fragments (UCX asserts in
+ * ucp_tag_frag_list_process_queue, or delivers wrong data).  libibcr
+ * defines the function too, and libucs and libucp call it through the
+ * PLT: it adds 64 random bits to UCX's own sum.
  */
 #include "config.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
 
 #include "ibcr.h"
 #include "ucxclock.h"
@@ -39,7 +57,10 @@ enum { UCX_NO = 0, UCX_YES = 1, UCX_TRY = 2 };
 #define UCX_CLOCK_VAR "ucs_arch_x86_enable_rdtsc"
 #define UCX_CLOCK_FN "ucs_x86_init_tsc_freq"
 
+#define UCX_UUID_FN "ucs_generate_uuid"
+
 IBCR_EXPORT void ucs_x86_init_tsc_freq (void);
+IBCR_EXPORT uint64_t ucs_generate_uuid (uint64_t seed);
 
 /* IBCR_UCX_CLOCK: "wall" (the default) or "tsc" (leave UCX its choice). */
 static int want_tsc (void)
@@ -62,12 +83,17 @@ static int want_tsc (void)
  * and a lookup in libucs's scope would find the unused original.  Open
  * MPI loads UCX with RTLD_LOCAL, out of the global scope: then the
  * caller's object and its dependencies.  Never libibcr's own definition. */
+static int ucx_is_ours (const void *sym)
+{
+    return sym == (void *)ucs_x86_init_tsc_freq || sym == (void *)ucs_generate_uuid;
+}
+
 static void *ucx_sym (const void *addr, const char *name)
 {
     Dl_info info;
     void *sym = dlsym (RTLD_DEFAULT, name);
 
-    if (sym == (void *)ucs_x86_init_tsc_freq)
+    if (ucx_is_ours (sym))
         sym = dlsym (RTLD_NEXT, name);
     if (!sym && addr && dladdr (addr, &info) && info.dli_fname && *info.dli_fname) {
         void *h = dlopen (info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
@@ -76,7 +102,7 @@ static void *ucx_sym (const void *addr, const char *name)
             dlclose (h);
         }
     }
-    if (sym == (void *)ucs_x86_init_tsc_freq)
+    if (ucx_is_ours (sym))
         sym = NULL;
     return sym;
 }
@@ -105,6 +131,35 @@ void ucs_x86_init_tsc_freq (void)
         *rdtsc = UCX_NO;
         ibcr_debug ("UCX reads the wall clock (gettimeofday), not the CPU's time-stamp counter");
     }
+}
+
+/* 64 bits no other process has: the kernel's random numbers, or (before
+ * its pool is ready) the clock in nanoseconds, this process's stack
+ * address (ASLR) and a count, stirred (splitmix64's finaliser). */
+static uint64_t ucx_random64 (void)
+{
+    static atomic_uint_fast64_t count;
+    uint64_t r;
+    struct timespec ts;
+
+    if (getrandom (&r, sizeof (r), GRND_NONBLOCK) == (ssize_t)sizeof (r))
+        return r;
+    (void)clock_gettime (CLOCK_MONOTONIC, &ts);
+    r = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    r ^= (uint64_t)(uintptr_t)&ts << 16;
+    r += atomic_fetch_add (&count, 1) * 0x9e3779b97f4a7c15u;
+    r = (r ^ (r >> 30)) * 0xbf58476d1ce4e5b9u;
+    r = (r ^ (r >> 27)) * 0x94d049bb133111ebu;
+    return r ^ (r >> 31);
+}
+
+/* Called by libucs and libucp in place of their own (see the top). */
+uint64_t ucs_generate_uuid (uint64_t seed)
+{
+    uint64_t (*own) (uint64_t) =
+        (uint64_t (*) (uint64_t))ucx_sym (__builtin_return_address (0), UCX_UUID_FN);
+
+    return (own ? own (seed) : seed) + ucx_random64 ();
 }
 
 void ucxclock_check (void)
