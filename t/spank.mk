@@ -22,7 +22,7 @@ TESTS += \
 
 # Helpers the t40NN-spank tests source.
 EXTRA_DIST += spank/lib.sh
-EXTRA_DIST += criu/forge.py
+EXTRA_DIST += criu/forge.py criu/sockets.py
 
 # The Slurm watcher's test driver (t4005): ibcrd's slurm_watch.c on its own,
 # printing what it sees.  Built for the tests only.

@@ -27,7 +27,7 @@ preempted job, checkpointed right after MPI_Init, failed so).'
 . "$SHARNESS_TEST_SRCDIR"/mpi/mpi.sh
 . "$SHARNESS_TEST_SRCDIR"/spank/lib.sh
 . "$SHARNESS_TEST_SRCDIR"/mpi/ckpt.sh
-ibcr_require ROOT SLURM CRIU NETNS UCX OPENMPI SOFTIBDEV USERS BUILT VERIFY_OPENMPI
+ibcr_require ROOT SLURM CRIU NETNS UCX OPENMPI SOFTIBDEV USERS BUILT VERIFY_OPENMPI PYCRIU
 mpi_setup
 spank_verbs_setup
 

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,12 +89,18 @@ static int tasktree_keep (int fd, const int *keep, int nkeep)
     return 0;
 }
 
-/* Close every fd above 2 that is not kept; with only_cloexec, just those
- * that an exec would have closed.  Errors are ignored: what cannot be
- * listed cannot be closed, and is harmless. */
+/* What tasktree_fds does to each fd above 2 that is not kept. */
+enum tasktree_fds_how {
+    TASKTREE_CLOSE,          /* close it */
+    TASKTREE_CLOSE_CLOEXEC,  /* close it if an exec would have */
+    TASKTREE_LISTEN_CLOEXEC, /* a listening socket: close-on-exec */
+};
+
+/* Apply 'how' to every fd above 2 that is not kept.  Errors are ignored:
+ * what cannot be listed cannot be closed, and is harmless. */
 static int tasktree_hostproc = -1;
 
-static void tasktree_close_fds (int only_cloexec, const int *keep, int nkeep)
+static void tasktree_fds (enum tasktree_fds_how how, const int *keep, int nkeep)
 {
     /* The task process shares the task's mount namespace, whose /proc
      * does not know it ("self" resolves to nothing there): it reads its
@@ -117,7 +124,16 @@ static void tasktree_close_fds (int only_cloexec, const int *keep, int nkeep)
         if (fd <= 2 || fd == dirfd (d) || fd == tasktree_hostproc
             || tasktree_keep (fd, keep, nkeep))
             continue;
-        if (only_cloexec && ((flags = fcntl (fd, F_GETFD)) < 0 || !(flags & FD_CLOEXEC)))
+        if (how != TASKTREE_CLOSE && (flags = fcntl (fd, F_GETFD)) < 0)
+            continue;
+        if (how == TASKTREE_LISTEN_CLOEXEC) {
+            int on = 0;
+            socklen_t len = sizeof (on);
+            if (getsockopt (fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on)
+                (void)fcntl (fd, F_SETFD, flags | FD_CLOEXEC);
+            continue;
+        }
+        if (how == TASKTREE_CLOSE_CLOEXEC && !(flags & FD_CLOEXEC))
             continue;
         (void)close (fd);
     }
@@ -150,7 +166,7 @@ static void __attribute__ ((noreturn)) tasktree_mounter (pid_t task, int req, in
     pid_t child;
 
     (void)prctl (PR_SET_NAME, "ibcr-mounter", 0, 0, 0);
-    tasktree_close_fds (0, keep, 2);
+    tasktree_fds (TASKTREE_CLOSE, keep, 2);
     if (read (req, &c, 1) != 1)
         _exit (0); /* the task never asked */
     /* Its pid names the namespace: only while it is our parent is it the
@@ -388,7 +404,7 @@ void tasktree_hold (pid_t child)
 
     tasktree_sigset (&set);
     (void)sigprocmask (SIG_BLOCK, &set, NULL);
-    tasktree_close_fds (0, NULL, 0);
+    tasktree_fds (TASKTREE_CLOSE, NULL, 0);
     tasktree_init (child, -1, &set);
 }
 
@@ -401,7 +417,7 @@ void tasktree_adopt (pid_t init, const int *keep, int nkeep)
     (void)sigprocmask (SIG_BLOCK, &set, NULL);
     (void)prctl (PR_SET_NAME, "ibcr-task", 0, 0, 0);
     tasktree_default_dispositions ();
-    tasktree_close_fds (1, keep, nkeep);
+    tasktree_fds (TASKTREE_CLOSE_CLOEXEC, keep, nkeep);
     /* It may have ended before the signals were blocked: its SIGCHLD is
      * then gone, but not its zombie. */
     if (waitpid (init, &status, WNOHANG) == init)
@@ -464,7 +480,7 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
             _exit (TASKTREE_EXIT_FAILURE);
         }
         if (sub > 0) {
-            tasktree_close_fds (0, NULL, 0);
+            tasktree_fds (TASKTREE_CLOSE, NULL, 0);
             tasktree_init (sub, -1, &set);
         }
         /* The init: what CRIU dumps.  A subreaper (it is not PID 1), so
@@ -485,6 +501,14 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
             if (tasktree_read_all (go[0], &c, 1) != 1 || c != 'g')
                 _exit (TASKTREE_EXIT_FAILURE);
             (void)close (go[0]);
+            /* slurmstepd's own listeners reach its tasks (Slurm 22.05's
+             * PMIx server socket, on 0.0.0.0 and an ephemeral port, is
+             * fd 10 of every Open MPI rank).  The program never knew
+             * them, and in its image each makes CRIU bind that port
+             * again at a restore, where it can be taken (another rank's
+             * copy, a socket of the new step) and the restore fails
+             * "Address already in use".  Slurm's exec closes them. */
+            tasktree_fds (TASKTREE_LISTEN_CLOEXEC, NULL, 0);
             (void)sigprocmask (SIG_SETMASK, &old, NULL);
             return 0;
         }
@@ -492,7 +516,7 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
          * own stdin, stdout and stderr, and runs a program started in
          * the task's mount namespace: CRIU cannot dump slurmstepd's
          * mappings, which belong to the host's. */
-        tasktree_close_fds (0, &report[1], 1);
+        tasktree_fds (TASKTREE_CLOSE, &report[1], 1);
         {
             /* ibcr-init writes the first word (the application's pid)
              * once it runs: the waiter waits for the exec. */
@@ -534,7 +558,7 @@ int tasktree_start (tasktree_started_f started, void *arg, const int *keep, int 
         keep2[nkeep] = report[0];
         keep2[nkeep + 1] = go[1];
         keep2[nkeep + 2] = tasktree_hostproc;
-        tasktree_close_fds (1, keep2, nkeep + 3);
+        tasktree_fds (TASKTREE_CLOSE_CLOEXEC, keep2, nkeep + 3);
     }
     /* As seen from here: the dumped init is the holder's child, the
      * application the init's (the word is its pid inside). */

@@ -20,7 +20,8 @@
 #                               2 generations, whose newest names 4 launcher
 #                               connections; the plugin's steering variable
 #                               is in every rank, and UCX reads the wall
-#                               clock in every rank
+#                               clock in every rank; no rank's image holds
+#                               a listening socket
 #   mpi_ckpt_requeue MPI        scontrol requeue with n1 taken: the ranks
 #                               come back on n2 and n3 from the newest
 #                               generation, 40 s or more after its dump
@@ -211,7 +212,22 @@ mpi_ckpt_periodic() {
 	# Before any restore: UCX chose the wall clock, as libibcr told it.
 	mpi_ckpt_clock_ mv.err "after MPI_Init" gettimeofday &&
 	newest=$(mpi_ckpt_newest_gen $J) &&
-	test "$(mpi_ckpt_connections_ "$1" $J $newest)" = 4
+	test "$(mpi_ckpt_connections_ "$1" $J $newest)" = 4 &&
+	mpi_ckpt_no_listener_ $J $newest
+}
+
+# mpi_ckpt_no_listener_ JOB GEN: the 4 ranks' images of GEN hold their
+# sockets (libibcr's control connection at least) but no listening one:
+# a listener a rank inherited from slurmstepd (Open MPI's: the PMIx
+# server's, 0.0.0.0 and a port of the step) stays out, since CRIU would
+# bind its port again at each restore, and fail where it is taken.
+mpi_ckpt_no_listener_() {
+	"$SHARNESS_TEST_SRCDIR"/criu/sockets.py "$store/$1/gen-$2"/task-* >sockets &&
+	test "$(grep -c " unix stream connected" sockets)" -ge 4 &&
+	if grep " listen" sockets; then
+		ibcr_diag <sockets
+		return 1
+	fi
 }
 
 mpi_ckpt_requeue() {

@@ -26,8 +26,10 @@
 #                         and watches Slurm (time limits, drains,
 #                         preemption).
 #   ibcrd_stop_all        SIGTERM and reap every ibcrd started; when the
-#                         test failed, print their logs first; removes
-#                         $IBCRD_RUN.  Register it with ibcr_atexit.
+#                         test failed, print their logs first and copy
+#                         CRIU's logs to ibcrd-logs/ in the trash
+#                         directory; removes $IBCRD_RUN.  Register it
+#                         with ibcr_atexit.
 #
 # What a node's ibcrd knows, from its status (root's view), not its log:
 #   ibcrd_node_status NODE [JOB]
@@ -106,6 +108,13 @@ ibcrd_stop_all() {
 		for isa_f in "$IBCRD_RUN"/ibcrd/*/ibcrd.log; do
 			test -f "$isa_f" && { echo "----- $isa_f"; cat "$isa_f"; }
 		done | ibcr_diag
+		# CRIU's dump and restore logs (in staging) for a post-mortem
+		if test -d "${SHARNESS_TRASH_DIRECTORY:-}" && test -d "$IBCRD_RUN"; then
+			mkdir -p "$SHARNESS_TRASH_DIRECTORY/ibcrd-logs" &&
+			(cd "$IBCRD_RUN" &&
+			 find . -name '*.log' -type f -exec cp --parents {} \
+				"$SHARNESS_TRASH_DIRECTORY/ibcrd-logs/" \;) 2>/dev/null
+		fi
 	fi
 	for isa_p in $ibcrd_pids; do
 		kill -TERM "$isa_p" 2>/dev/null
