@@ -39,7 +39,7 @@ test_expect_success 'the object-taking verbs are all wrapped, with both versions
 	done
 '
 
-test_expect_success 'nothing but rdma-core versions is exported, and the stand-ins for connect, MPI_Init/Finalize and UCX'"'"'s choice of clock' '
+test_expect_success 'nothing but rdma-core versions is exported, and the stand-ins for connect, MPI_Init/Finalize, UCX'"'"'s choice of clock and its ids' '
 	objdump -T "$LIBIBCR" | awk "\$2 == \"g\" && /\\.text/ {print \$(NF-1), \$NF}" |
 		grep -v "^(*IBVERBS_" | sort >others &&
 	cat >want <<-\EOF &&
@@ -50,6 +50,7 @@ test_expect_success 'nothing but rdma-core versions is exported, and the stand-i
 	IBCR_MPI_1 PMPI_Finalize
 	IBCR_MPI_1 PMPI_Init
 	IBCR_MPI_1 PMPI_Init_thread
+	IBCR_UCX_1 ucs_generate_uuid
 	IBCR_UCX_1 ucs_x86_init_tsc_freq
 	EOF
 	sort want >want.sorted &&
