@@ -398,6 +398,11 @@ struct sib_shm {
 	 * moves) and only looks again every SIB_SHM_LAZY_NS */
     uint32_t app_polls, seen_polls;
     uint64_t lazy_until; /* progress thread: look again then; 0 = armed */
+    /* wake-up fences (shm.c, shm_fast): we use membarrier when we
+	 * sleep (mb_self), the peer says it does too (peer_mb), and we
+	 * have seen that (mb_fast: no fence on our data path) */
+    const uint32_t *peer_mb;
+    bool mb_self, mb_fast;
 };
 
 #define SIB_SHM_LAZY_NS 1000000ull
@@ -405,6 +410,9 @@ struct sib_shm {
 #define SIB_SHM_SPIN_ROUNDS 256
 
 SIB_HIDDEN bool sib_shm_wanted (void);
+/* Registers the process for MEMBARRIER_CMD_GLOBAL_EXPEDITED (unless
+ * SOFTIB_SHM_MEMBARRIER=0); true if it is. */
+SIB_HIDDEN bool sib_shm_membarrier (void);
 SIB_HIDDEN int sib_shm_listen (struct sib_ctx *ctx);
 SIB_HIDDEN int sib_shm_connect (struct sib_conn *c);
 SIB_HIDDEN ssize_t sib_shm_recv_hello (struct sib_conn *c, void *buf, size_t len);
@@ -453,6 +461,7 @@ struct sib_ctx {
     int epfd, listen_fd, wake_fd;
     int ulisten_fd;    /* same-host endpoint (shm.c), -1 if none */
     bool shm_on;       /* SOFTIB_SHM is not 0 */
+    bool shm_mb;       /* registered for membarrier (shm.c) */
     bool shm_wake_all; /* sib_shm_app_sleeps: arm every lazy ring */
     pthread_t thread;
     void *stack;
