@@ -805,10 +805,12 @@ static void unlock_owner (struct sib_conn *c, struct sib_qp *qp)
 }
 
 /* Progress thread, owner locked: serves a same-host connection, then
- * asks for a wake-up before going back to sleep, unless an application
- * thread polled it since the last look (it will read what comes; a timer
- * brings us back, or sib_shm_app_sleeps). */
-static void shm_service (struct sib_conn *c, struct sib_qp *qp, bool force)
+ * asks for a wake-up before going back to sleep (if `arm`: not before a
+ * spin, which would take it back at once, and arming costs a
+ * membarrier), unless an application thread polled it since the last
+ * look (it will read what comes; a timer brings us back, or
+ * sib_shm_app_sleeps). */
+static void shm_service (struct sib_conn *c, struct sib_qp *qp, bool force, bool arm)
 {
     struct sib_shm *s;
 
@@ -831,7 +833,7 @@ static void shm_service (struct sib_conn *c, struct sib_qp *qp, bool force)
         }
         s->seen_polls = s->app_polls;
         s->lazy_until = 0;
-        if (!sib_shm_arm (c))
+        if (!arm || !sib_shm_arm (c))
             return;
     }
     sib_shm_kick_self (c); /* busy: come back after the others */
@@ -849,10 +851,13 @@ static void shm_serve_spin (struct sib_conn *c, struct sib_qp **qp)
     for (int k = 0; k < SIB_SHM_SPIN_ROUNDS; k++) {
         bool work;
 
-        shm_service (c, *qp, false);
-        if (last || c->dead || !c->shm || c->shm->lazy_until || c->parked || c->handoff
-            || c->peer_gone)
+        shm_service (c, *qp, false, last);
+        if (last || c->dead || !c->shm || c->shm->lazy_until)
             return;
+        if (c->parked || c->handoff || c->peer_gone) {
+            shm_service (c, *qp, false, true); /* no spin: arm */
+            return;
+        }
         /* the connection stays allocated: only this thread frees */
         unlock_owner (c, *qp);
         work = sib_shm_spin (c);
@@ -883,7 +888,7 @@ uint64_t sib_conn_shm_timers (struct sib_ctx *ctx, uint64_t now, bool all)
         lock_owner (c, &qp);
         t = c->shm ? c->shm->lazy_until : 0;
         if (!c->dead && t && (all || t <= now))
-            shm_service (c, qp, all);
+            shm_service (c, qp, all, true);
         t = c->dead || !c->shm ? 0 : c->shm->lazy_until;
         unlock_owner (c, qp);
         if (t && (!next || t < next))
@@ -917,7 +922,7 @@ void sib_conn_event (struct sib_conn *c, uint32_t events)
         if (c->dead)
             goto out;
         if (c->shm) {
-            shm_service (c, qp, false);
+            shm_service (c, qp, false, true);
             goto out;
         }
     }
@@ -932,7 +937,7 @@ void sib_conn_event (struct sib_conn *c, uint32_t events)
         rx_loop (c);
     if (c->shm && !c->dead && !c->handoff) {
         /* a unix HELLO just brought the rings (UD receiver) */
-        shm_service (c, qp, false);
+        shm_service (c, qp, false, true);
         goto out;
     }
     if (!c->dead && (events & EPOLLOUT)) {
@@ -954,7 +959,7 @@ out:
         if (!c->dead) {
             c->pollable = true;
             if (c->shm)
-                shm_service (c, qp, false);
+                shm_service (c, qp, false, true);
             else
                 rx_loop (c);
         }

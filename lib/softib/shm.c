@@ -17,9 +17,9 @@
  * back to epoll) sets `armed`; a producer that published bytes and sees
  * `armed` clears it and writes the consumer's eventfd.  A producer that
  * finds the ring full sets `want_space`; the consumer that frees space
- * and sees it writes the producer's eventfd.  Both pairs are ordered by
- * full fences (store flag, fence, load index / store index, fence, load
- * flag), so no wake-up is lost.
+ * and sees it writes the producer's eventfd.  Both pairs are ordered so
+ * that no wake-up is lost, without a fence per message on the data path
+ * (see shm_fast and room_check).
  *
  * Everything (mapping, eventfds, socket) belongs to the connection and is
  * released with it: after ibv_close_device (libibcr's checkpoint) no shm
@@ -395,12 +395,13 @@ static int send_hello (struct sib_conn *c, const struct iovec *iov, int cnt, siz
  * the other.  The fence on the side that publishes data ran per message:
  * it waits for the store of the index to reach the other core, the
  * largest cost of an 8-byte message (doc/softib-shm.md).  When both
- * processes are registered for membarrier(2), the side going to sleep
- * (setting armed or want_space, rare) runs MEMBARRIER_CMD_GLOBAL_EXPEDITED
+ * processes are registered for membarrier(2), the consumer going to
+ * sleep (setting armed, rare) runs MEMBARRIER_CMD_GLOBAL_EXPEDITED
  * instead, which puts that fence into every running thread of the
- * registered processes, and the data side needs only a compiler barrier.
+ * registered processes, and the producer needs only a compiler barrier.
  * Each side says in the control page whether it does so; a side that
- * has not said it (yet) gets the fences.
+ * has not said it (yet) gets the fences.  want_space needs no fence on
+ * the consumer's side at all (room_check).
  */
 static bool shm_fast (struct sib_shm *s)
 {
@@ -527,10 +528,29 @@ bool sib_shm_want_space (struct sib_conn *c, bool on)
             __atomic_store_n (&s->tx->want_space, 0u, __ATOMIC_RELAXED);
         return false;
     }
+    /* a full fence, no membarrier: the consumer has a full ring to
+	 * read, so it comes back and sees the flag (room_check) */
     __atomic_store_n (&s->tx->want_space, 1u, __ATOMIC_RELAXED);
-    sleep_fence (s);
+    __atomic_thread_fence (__ATOMIC_SEQ_CST);
     s->tx_tail = __atomic_load_n (&s->tx->tail, __ATOMIC_ACQUIRE);
     return s->tx_head - s->tx_tail < s->size;
+}
+
+/*
+ * The consumer's half of want_space, without a fence on its data path:
+ * a producer that asks for room saw the ring full, so the consumer has
+ * bytes to read and comes back: after consuming (sib_shm_consumed), on
+ * every look at an empty ring (sib_shm_peek: a thread that keeps polling
+ * sees the flag as soon as the producer's fenced store is visible) and
+ * before it sleeps (sib_shm_arm, after its full fence, against the
+ * producer's: one of the two sees the other).  A membarrier per ring
+ * full instead cost one per 64 KiB message.
+ */
+static void room_check (struct sib_shm *s)
+{
+    if (__atomic_load_n (&s->rx->want_space, __ATOMIC_RELAXED)
+        && __atomic_exchange_n (&s->rx->want_space, 0, __ATOMIC_ACQ_REL))
+        poke (s->efd_peer);
 }
 
 /* The contiguous readable bytes: 0 if none, -1 if the peer wrote
@@ -544,6 +564,8 @@ int64_t sib_shm_peek (struct sib_conn *c, uint8_t **p)
 
     if (avail > s->size)
         return -1;
+    if (!avail)
+        room_check (s);
     if (avail > s->size - off)
         avail = s->size - off;
     *p = s->rxd + off;
@@ -558,10 +580,8 @@ void sib_shm_consumed (struct sib_conn *c, uint32_t n)
         return;
     __atomic_store_n (&s->rx_tail, s->rx_tail + n, __ATOMIC_RELAXED);
     __atomic_store_n (&s->rx->tail, s->rx_tail, __ATOMIC_RELEASE);
-    data_fence (s);
-    if (__atomic_load_n (&s->rx->want_space, __ATOMIC_RELAXED)
-        && __atomic_exchange_n (&s->rx->want_space, 0, __ATOMIC_ACQ_REL))
-        poke (s->efd_peer);
+    __atomic_signal_fence (__ATOMIC_SEQ_CST);
+    room_check (s);
 }
 
 void sib_shm_disarm (struct sib_conn *c)
@@ -610,5 +630,6 @@ bool sib_shm_arm (struct sib_conn *c)
 
     __atomic_store_n (&s->rx->armed, 1u, __ATOMIC_RELAXED);
     sleep_fence (s);
+    room_check (s);
     return __atomic_load_n (&s->rx->head, __ATOMIC_ACQUIRE) != s->rx_tail;
 }
