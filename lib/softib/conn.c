@@ -781,7 +781,8 @@ void sib_conn_poll (struct sib_conn *c)
     if (c->dead || c->connecting || c->parked || c->fd < 0 || !c->pollable)
         return;
     if (c->shm)
-        c->shm->app_polls++; /* see shm_service */
+        __atomic_store_n (&c->shm->app_polls, c->shm->app_polls + 1,
+                          __ATOMIC_RELAXED); /* see shm_service */
     rx_loop (c);
 }
 
@@ -825,13 +826,13 @@ static void shm_service (struct sib_conn *c, struct sib_qp *qp, bool force, bool
         if (c->dead || c->parked)
             return;
         s = c->shm;
-        if (!force && s->app_polls != s->seen_polls) {
-            s->seen_polls = s->app_polls;
+        if (!force && __atomic_load_n (&s->app_polls, __ATOMIC_RELAXED) != s->seen_polls) {
+            s->seen_polls = __atomic_load_n (&s->app_polls, __ATOMIC_RELAXED);
             s->lazy_until = sib_now_ns () + SIB_SHM_LAZY_NS;
             sib_shm_disarm (c);
             return;
         }
-        s->seen_polls = s->app_polls;
+        s->seen_polls = __atomic_load_n (&s->app_polls, __ATOMIC_RELAXED);
         s->lazy_until = 0;
         if (!arm || !sib_shm_arm (c))
             return;
@@ -885,6 +886,29 @@ uint64_t sib_conn_shm_timers (struct sib_ctx *ctx, uint64_t now, bool all)
         if (c->dead || !c->shm || !c->shm->watched
             || !__atomic_load_n (&c->shm->lazy_until, __ATOMIC_RELAXED))
             continue;
+        if (!all) {
+            /* not due, or an application thread polled it since our
+			 * last look (shm_service): look again later, without
+			 * taking the owner's lock, which is biased to that
+			 * thread and costs us a membarrier.  Only this thread
+			 * writes seen_polls and lazy_until. */
+            struct sib_shm *s = c->shm;
+            uint32_t p = __atomic_load_n (&s->app_polls, __ATOMIC_RELAXED);
+
+            if (s->lazy_until > now) {
+                if (!next || s->lazy_until < next)
+                    next = s->lazy_until;
+                continue;
+            }
+            if (p != s->seen_polls) {
+                s->seen_polls = p;
+                s->lazy_until = now + SIB_SHM_LAZY_NS;
+                sib_shm_disarm (c);
+                if (!next || s->lazy_until < next)
+                    next = s->lazy_until;
+                continue;
+            }
+        }
         lock_owner (c, &qp);
         t = c->shm ? c->shm->lazy_until : 0;
         if (!c->dead && t && (all || t <= now))
