@@ -163,9 +163,12 @@ test_expect_success 'srq_pingpong -c, 16 QPs, with 3 rebuilds mid-run (two hosts
 
 test_expect_success 'cycles from the first verb on: objects created and connected between rebuilds' '
 	# -w 0:0: cycle 0 starts as soon as both processes made their first
-	# verbs call, before their QPs and MRs exist or are connected
-	ibcr_stream early-w 100 0:0 -o write -q 2 -n 1500 -r 500 &&
-	ibcr_stream early-a 100 0:0 -o fadd -q 2 -n 1500 -r 500
+	# verbs call, before their QPs and MRs exist or are connected.  Each
+	# stream lasts 6 s (-n 3000 at -r 500) so that the 100 cycles end
+	# first also at load 14 on two cores, where a cycle took 30-50 ms
+	# (median) and 3 s were not always enough
+	ibcr_stream early-w 100 0:0 -o write -q 2 -n 3000 -r 500 &&
+	ibcr_stream early-a 100 0:0 -o fadd -q 2 -n 3000 -r 500
 '
 
 test_expect_success 'a second softib under another path' '
