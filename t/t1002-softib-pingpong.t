@@ -6,7 +6,9 @@ unmodified, run with -c (the receiver checks every buffer) between two
 processes on one host (through shared-memory rings, and again over TCP
 with SOFTIB_SHM=0) and between two network-namespace hosts, polling and
 with completion events, with the classic and the ibv_wr_* send API,
-addressed by LID and by GID.  While an rc_pingpong runs on one host,
+addressed by LID and by GID, with and without membarrier (on one host:
+the rings'"'"' wake-ups and biased locks; also one side with and one
+without).  While an rc_pingpong runs on one host,
 both processes map softib'"'"'s rings and open no TCP connection to
 each other'"'"'s softib endpoint; with SOFTIB_SHM=0 they do the opposite.'
 
@@ -57,15 +59,21 @@ test_expect_success 'set up two network-namespace hosts' '
 	netns_create 2
 '
 
-for where in "0 0" "0 0 tcp" "1 2"; do
+for where in "0 0" "0 0 tcp" "0 0 fence" "1 2"; do
 	set -- $where
 	if test "$1" = 0; then place="one host"; else place="two netns hosts"; fi
+	unset SOFTIB_SHM SOFTIB_SHM_MEMBARRIER SOFTIB_LOCK_BIAS
 	if test "$3" = tcp; then
 		place="one host, TCP with SOFTIB_SHM=0"
 		SOFTIB_SHM=0
 		export SOFTIB_SHM
-	else
-		unset SOFTIB_SHM
+	elif test "$3" = fence; then
+		# the rings' wake-ups with a fence per message and every
+		# lock an exchange, instead of membarrier (softib(7),
+		# TRANSPORT)
+		place="one host, SOFTIB_SHM_MEMBARRIER=0 SOFTIB_LOCK_BIAS=0"
+		SOFTIB_SHM_MEMBARRIER=0 SOFTIB_LOCK_BIAS=0
+		export SOFTIB_SHM_MEMBARRIER SOFTIB_LOCK_BIAS
 	fi
 	test_expect_success "rc_pingpong -c, polling ($place)" "
 		pp_run $1 $2 ibv_rc_pingpong -c -n 300
@@ -99,7 +107,19 @@ for where in "0 0" "0 0 tcp" "1 2"; do
 	"
 done
 
-unset SOFTIB_SHM
+unset SOFTIB_SHM SOFTIB_SHM_MEMBARRIER SOFTIB_LOCK_BIAS
+
+# one side with membarrier, the other without: both must fence
+test_expect_success "rc_pingpong -c, only one side uses membarrier (one host)" '
+	port=$(( 34000 + $$ % 2000 )) &&
+	{ SOFTIB_SHM_MEMBARRIER=0 timeout 30 ibv_rc_pingpong -c -n 300 -p $port >srv.out 2>&1 & } &&
+	spid=$! &&
+	ibcr_wait_for 10 pp_listening 0 $port &&
+	timeout 30 ibv_rc_pingpong -c -n 300 -p $port 127.0.0.1 >cli.out 2>&1 &&
+	wait $spid &&
+	cat srv.out cli.out &&
+	grep -q "^300 iters in" srv.out && grep -q "^300 iters in" cli.out
+'
 
 # pp_child PID: the pid of the tool that timeout PID runs
 pp_child() { pgrep -P "$1" | head -n 1; }

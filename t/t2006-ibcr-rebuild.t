@@ -3,7 +3,9 @@ test_description='libibcr: rebuilds in special places
 
 A SEND stuck in RNR (no receive posted) at checkpoint time is delivered
 exactly once after the rebuild; an SRQ limit armed before a checkpoint
-raises its async event after it; Debian'"'"'s unmodified pingpongs complete
+raises its async event after it; RDMA and atomics reach an MR registered
+before a rebuild over QPs created after it, also when the QPs'"'"' LID is
+shared by several processes; Debian'"'"'s unmodified pingpongs complete
 correctly with rebuilds in the middle of their run, on two network-namespace
 hosts; and the backend library is chosen again at every rebuild (softib
 under two different paths, alternating).'
@@ -48,6 +50,37 @@ test_expect_success 'a SEND stuck in RNR at checkpoint is delivered once after r
 # creates "go-async".
 test_expect_success 'an SRQ limit armed before a checkpoint raises its async event after it' '
 	one_cycle async armed go-async
+'
+
+# latemr registers an MR with remote rights and creates "registered"; the
+# cycle re-registers it (new real rkey) while no QP exists; after "go-qps"
+# it creates two QPs, connects them to each other and does RDMA WRITE,
+# READ, fetch-and-add and compare-and-swap on the MR with the rkey it was
+# given.  The rebuild's id table knows neither QP.  Alone, the process is
+# the only one behind its LID; as two ranks on this host (both run it),
+# the LID is shared and only the key says whose MR a WR names.
+test_expect_success 'RDMA and atomics to an MR registered before a rebuild, over QPs created after it' '
+	one_cycle latemr registered go-qps &&
+	coord_start lm2 2 -c 1 -w 0:0 -g go-lm2-cycle || return 1
+	rm -f lm2-r0 lm2-r1 lm2-go
+	for r in 0 1; do
+		env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env $r) timeout 60 \
+			"$IBCR_BUILDDIR"/t/ibcr/latemr lm2-r$r lm2-go >lm2.$r.out 2>&1 &
+		eval lm2_pid$r=\$!
+	done
+	ibcr_wait_for 30 test -e lm2-r0 -a -e lm2-r1 && touch go-lm2-cycle &&
+	ibcr_wait_for 30 coord_over lm2
+	touch lm2-go go-lm2-cycle
+	wait $lm2_pid0
+	rc0=$?
+	wait $lm2_pid1
+	rc1=$?
+	coord_wait &&
+	sed "s/^/lm2: /" lm2.0.out lm2.1.out lm2.coord.out &&
+	test $rc0 = 0 && test $rc1 = 0 &&
+	grep -x "cycles done: 1" lm2.coord.out &&
+	! grep "^not ok" lm2.0.out lm2.1.out &&
+	test $(grep -c "^ok" lm2.0.out lm2.1.out | awk -F: "{ s += \$2 } END { print s }") = 16
 '
 
 # evwake: the receiver sleeps in ibv_get_cq_event; the sender posts while
@@ -130,9 +163,12 @@ test_expect_success 'srq_pingpong -c, 16 QPs, with 3 rebuilds mid-run (two hosts
 
 test_expect_success 'cycles from the first verb on: objects created and connected between rebuilds' '
 	# -w 0:0: cycle 0 starts as soon as both processes made their first
-	# verbs call, before their QPs and MRs exist or are connected
-	ibcr_stream early-w 100 0:0 -o write -q 2 -n 1500 -r 500 &&
-	ibcr_stream early-a 100 0:0 -o fadd -q 2 -n 1500 -r 500
+	# verbs call, before their QPs and MRs exist or are connected.  Each
+	# stream lasts 6 s (-n 3000 at -r 500) so that the 100 cycles end
+	# first also at load 14 on two cores, where a cycle took 30-50 ms
+	# (median) and 3 s were not always enough
+	ibcr_stream early-w 100 0:0 -o write -q 2 -n 3000 -r 500 &&
+	ibcr_stream early-a 100 0:0 -o fadd -q 2 -n 3000 -r 500
 '
 
 test_expect_success 'a second softib under another path' '

@@ -189,13 +189,18 @@ static void gid_hex (const union ibv_gid *g, char out[33])
         snprintf (out + 2 * i, 3, "%02x", g->raw[i]);
 }
 
-/* Every port's GIDs, virtual and current real, for the peers' tables. */
-static void publish_gids (struct ibcr_ctx *vctx, json_object *gids)
+/* Every port's virtual LID and GIDs (virtual and current real), for the
+ * peers' tables: a peer whose QP reaches one of ours created after this
+ * rebuild knows only the LID, and finds our MRs among those of the
+ * processes behind it (xlate_rkey_peer). */
+static void publish_port_ids (struct ibcr_ctx *vctx, json_object *lids, json_object *gids)
 {
     static const union ibv_gid zero;
     char v[33], r[33];
     for (int port = 1; port <= IBCR_MAX_PORTS && port <= vctx->nports; port++) {
         struct ibcr_port *p = &vctx->port[port];
+        if (p->known)
+            json_object_array_add (lids, json_object_new_int (p->vlid));
         for (int i = 0; p->known && i < p->ngid; i++) {
             if (memcmp (&p->vgid[i], &zero, sizeof (zero)) == 0)
                 continue;
@@ -210,11 +215,11 @@ static void publish_gids (struct ibcr_ctx *vctx, json_object *gids)
 }
 
 static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mrs,
-                        json_object *gids)
+                        json_object *lids, json_object *gids)
 {
     if (ibcr_ctx_open_real (vctx) < 0 || pump_add_ctx (vctx) < 0)
         return -1;
-    publish_gids (vctx, gids);
+    publish_port_ids (vctx, lids, gids);
     OBJ_FOREACH (struct ibcr_chan, v, &vctx->chans)
     if (ibcr_chan_open_real (v) < 0)
         return -1;
@@ -279,7 +284,7 @@ int ckpt_rebuild (const char *backend, json_object *ids)
     if (!psn_seed)
         psn_seed = (unsigned int)time (NULL) ^ (unsigned int)getpid ();
     json_object *qps = json_object_new_array (), *mrs = json_object_new_array ();
-    json_object *gids = json_object_new_array ();
+    json_object *lids = json_object_new_array (), *gids = json_object_new_array ();
     pthread_mutex_lock (&ibcr_lock);
     if (backend_load (backend) < 0) {
         rc = -1;
@@ -287,7 +292,7 @@ int ckpt_rebuild (const char *backend, json_object *ids)
     }
     CTX_FOREACH (vctx)
     {
-        if (rebuild_ctx (vctx, qps, mrs, gids) < 0) {
+        if (rebuild_ctx (vctx, qps, mrs, lids, gids) < 0) {
             ibcr_log ("rebuild on backend %s failed: %m", ibcr_be.path);
             rc = -1;
             goto out;
@@ -298,6 +303,7 @@ out:
     jadd (ids, "rank", ibcr_rank);
     json_object_object_add (ids, "qps", qps);
     json_object_object_add (ids, "mrs", mrs);
+    json_object_object_add (ids, "lids", lids);
     json_object_object_add (ids, "gids", gids);
     return rc;
 }

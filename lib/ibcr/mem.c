@@ -74,14 +74,22 @@ int ibcr_mr_open_real (struct ibcr_mr *vmr)
 
 /* An MR registered after a rebuild keeps its real keys as virtual ones;
  * they must not be keys this process published as virtual at the last
- * rebuild (peers translate those) nor another live MR's virtual lkey.
- * Register again for other keys then. */
+ * rebuild (peers translate those), nor keys another process behind one of
+ * our LIDs published (a peer that does not know yet which process its QP
+ * reaches finds the MR by the key among those: xlate_rkey_peer), nor
+ * another live MR's virtual lkey.  Register again for other keys then. */
 static bool key_taken (struct ibcr_mr *vmr)
 {
+    struct ibcr_ctx *vctx = vmr->vpd->ctx;
     if (!ibcr_xlate)
         return false;
-    return xlate_has_rkey (ibcr_rank, vmr->real->rkey)
-        || idtab_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->real->lkey) != NULL;
+    if (xlate_has_rkey (ibcr_rank, vmr->real->rkey)
+        || idtab_get (&vctx->mr_by_vlkey, vmr->real->lkey) != NULL)
+        return true;
+    for (int p = 1; p <= IBCR_MAX_PORTS && p <= vctx->nports; p++)
+        if (vctx->port[p].known && xlate_lid_has_rkey (vctx->port[p].vlid, vmr->real->rkey))
+            return true;
+    return false;
 }
 
 static int mr_open_fresh (struct ibcr_mr *vmr)

@@ -54,12 +54,14 @@ static int send_real (struct ibcr_qp *vqp, struct wrlog_send *e, struct ibv_send
     case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_RDMA_READ:
         out->wr.rdma.remote_addr = e->remote_addr;
-        out->wr.rdma.rkey = ibcr_xlate ? xlate_rkey (vqp->peer_rank, e->rkey) : e->rkey;
+        out->wr.rdma.rkey =
+            ibcr_xlate ? xlate_rkey_peer (vqp->peer_rank, vqp->peer_vlid, e->rkey) : e->rkey;
         break;
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
         out->wr.atomic.remote_addr = e->remote_addr;
-        out->wr.atomic.rkey = ibcr_xlate ? xlate_rkey (vqp->peer_rank, e->rkey) : e->rkey;
+        out->wr.atomic.rkey =
+            ibcr_xlate ? xlate_rkey_peer (vqp->peer_rank, vqp->peer_vlid, e->rkey) : e->rkey;
         out->wr.atomic.compare_add = e->compare_add;
         out->wr.atomic.swap = e->swap;
         break;

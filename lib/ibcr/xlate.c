@@ -17,6 +17,12 @@ static struct ibcr_map lids;    /* vlid -> rlid + 1 */
 static struct ibcr_map rkeys;   /* (rank << 32 | vrkey) -> rrkey + 1 */
 static struct ibcr_map lidrank; /* vlid -> rank + 1, or LID_SHARED */
 #define LID_SHARED ((void *)(uintptr_t)UINT32_MAX)
+/* (vlid << 32 | vrkey) -> rank + 1, or LID_SHARED: which process behind a
+ * virtual LID published that virtual rkey.  For a QP whose peer QP was
+ * created after the last rebuild: it is in no table, and its LID is
+ * shared by every process of its host, so only the key itself says whose
+ * MR a WR names. */
+static struct ibcr_map lidkeys;
 /* virtual GID -> real GID: a few per process, looked up only when a QP is
  * connected or an AH created, so a plain array. */
 static struct xl_gid {
@@ -34,6 +40,7 @@ void xlate_fini (void)
     map_fini (&lids);
     map_fini (&rkeys);
     map_fini (&lidrank);
+    map_fini (&lidkeys);
     free (gids);
     gids = NULL;
     ngids = capgids = 0;
@@ -111,8 +118,61 @@ static int64_t geti (json_object *o, const char *k)
     return json_object_get_int64 (v);
 }
 
+/* One more process behind vlid (lidrank). */
+static int lid_owner_add (uint16_t vlid, int64_t rank)
+{
+    void *owner = map_get (&lidrank, vlid);
+    if (owner == (void *)(uintptr_t)(rank + 1))
+        return 0;
+    return map_put (&lidrank, vlid, owner ? LID_SHARED : (void *)(uintptr_t)(rank + 1));
+}
+
+/* A process's virtual LIDs: those of its ports ("lids") and of its QPs,
+ * each once, into *lids (grown as needed).  Their number, or -1. */
+static int proc_lids (json_object *proc, uint16_t **lids, size_t *cap)
+{
+    static const char *const keys[] = { "lids", "qps" };
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        json_object *a;
+        if (!json_object_object_get_ex (proc, keys[k], &a))
+            continue;
+        for (size_t i = 0; i < json_object_array_length (a); i++) {
+            json_object *o = json_object_array_get_idx (a, i);
+            int64_t l = k == 0
+                ? (json_object_is_type (o, json_type_int) ? json_object_get_int64 (o) : -1)
+                : geti (o, "vlid");
+            int j;
+            if (l < 0 || l > UINT16_MAX) {
+                errno = EPROTO;
+                return -1;
+            }
+            for (j = 0; j < n && (*lids)[j] != l; j++)
+                ;
+            if (j < n)
+                continue;
+            if ((size_t)n == *cap) {
+                size_t ncap = *cap ? *cap * 2 : 8;
+                uint16_t *t = realloc (*lids, ncap * sizeof (*t));
+                if (!t) {
+                    errno = ENOMEM;
+                    return -1;
+                }
+                *lids = t;
+                *cap = ncap;
+            }
+            (*lids)[n++] = (uint16_t)l;
+        }
+    }
+    return n;
+}
+
 int xlate_load (json_object *procs)
 {
+    uint16_t *plids = NULL;
+    size_t plcap = 0;
+    int nplids;
+
     xlate_fini ();
     if (!json_object_is_type (procs, json_type_array))
         goto bad;
@@ -131,7 +191,7 @@ int xlate_load (json_object *procs)
                     goto bad;
                 struct xl_qp *x = malloc (sizeof (*x));
                 if (!x)
-                    return -1;
+                    goto nomem;
                 x->rlid = rlid;
                 x->rqpn = rqpn;
                 x->psn = psn;
@@ -141,14 +201,17 @@ int xlate_load (json_object *procs)
                 if (map_put (&qps, k, x) < 0
                     || map_put (&rev, xl_key (rlid, rqpn), (void *)(uintptr_t)(k + 1)) < 0
                     || map_put (&lids, vlid, (void *)(uintptr_t)(rlid + 1)) < 0)
-                    return -1;
-                void *owner = map_get (&lidrank, vlid);
-                if (owner != (void *)(uintptr_t)(rank + 1)
-                    && map_put (&lidrank, vlid, owner ? LID_SHARED : (void *)(uintptr_t)(rank + 1))
-                        < 0)
-                    return -1;
+                    goto nomem;
             }
         }
+        nplids = proc_lids (proc, &plids, &plcap);
+        if (nplids < 0 && errno == ENOMEM)
+            goto nomem;
+        if (nplids < 0)
+            goto bad;
+        for (int i = 0; i < nplids; i++)
+            if (lid_owner_add (plids[i], rank) < 0)
+                goto nomem;
         if (json_object_object_get_ex (proc, "gids", &a)) {
             for (size_t i = 0; i < json_object_array_length (a); i++) {
                 json_object *g = json_object_array_get_idx (a, i);
@@ -156,7 +219,7 @@ int xlate_load (json_object *procs)
                 if (gid_parse (g, "vgid", &v) < 0 || gid_parse (g, "rgid", &r) < 0)
                     goto bad;
                 if (gid_add ((int)rank, &v, &r) < 0)
-                    return -1;
+                    goto nomem;
             }
         }
         if (json_object_object_get_ex (proc, "mrs", &a)) {
@@ -168,14 +231,28 @@ int xlate_load (json_object *procs)
                 if (map_put (&rkeys, ((uint64_t)rank << 32) | (uint32_t)v,
                              (void *)(uintptr_t)((uint64_t)r + 1))
                     < 0)
-                    return -1;
+                    goto nomem;
+                for (int l = 0; l < nplids; l++) {
+                    uint64_t k = ((uint64_t)plids[l] << 32) | (uint32_t)v;
+                    void *owner = map_get (&lidkeys, k);
+                    if (owner != (void *)(uintptr_t)(rank + 1)
+                        && map_put (&lidkeys, k, owner ? LID_SHARED : (void *)(uintptr_t)(rank + 1))
+                            < 0)
+                        goto nomem;
+                }
             }
         }
     }
+    free (plids);
     return 0;
 bad:
+    free (plids);
     ibcr_log ("rebuild: malformed id table from the coordinator; QPs stay unconnected");
     errno = EPROTO;
+    return -1;
+nomem:
+    free (plids);
+    errno = ENOMEM;
     return -1;
 }
 
@@ -213,6 +290,30 @@ uint32_t xlate_rkey (int rank, uint32_t vrkey)
 bool xlate_has_rkey (int rank, uint32_t vrkey)
 {
     return map_get (&rkeys, ((uint64_t)(uint32_t)rank << 32) | vrkey) != NULL;
+}
+
+uint32_t xlate_rkey_peer (int rank, uint16_t vlid, uint32_t vrkey)
+{
+    static int warned;
+    void *owner;
+    if (rank >= 0)
+        return xlate_rkey (rank, vrkey);
+    owner = map_get (&lidkeys, ((uint64_t)vlid << 32) | vrkey);
+    if (!owner)
+        return vrkey; /* registered after the last rebuild: real */
+    if (owner != LID_SHARED)
+        return xlate_rkey ((int)((uintptr_t)owner - 1), vrkey);
+    if (!__atomic_exchange_n (&warned, 1, __ATOMIC_RELAXED))
+        ibcr_log ("rkey %u: several processes behind LID %u published it at the last rebuild "
+                  "and the QP's peer is not known yet; it is left untranslated until the next "
+                  "checkpoint",
+                  vrkey, vlid);
+    return vrkey;
+}
+
+bool xlate_lid_has_rkey (uint16_t vlid, uint32_t vrkey)
+{
+    return map_get (&lidkeys, ((uint64_t)vlid << 32) | vrkey) != NULL;
 }
 
 bool xlate_lid_rank (uint16_t vlid, int *rank)

@@ -2,7 +2,8 @@
  *
  * After a rebuild every process knows, for every QP of the job, its virtual
  * (LID, QPN) -> current real (LID, QPN), the PSN its new QP starts with and
- * the rank that owns it; for every rank, virtual rkey -> real rkey; and
+ * the rank that owns it; for every rank, virtual rkey -> real rkey, and
+ * which virtual LIDs are its (its ports' and its QPs'); and
  * for every port of every process, virtual GID -> current real GID (the
  * GRH of RoCE-style addressing).  Keys of QPs are (virtual LID << 32 |
  * virtual QPN).
@@ -39,8 +40,15 @@ bool xlate_lid (uint16_t vlid, uint16_t *rlid);
  * several processes share it. */
 bool xlate_lid_rank (uint16_t vlid, int *rank);
 uint32_t xlate_rkey (int rank, uint32_t vrkey);
+/* The rkey for a QP whose peer is 'rank' behind virtual LID vlid; rank -1
+ * when its peer QP was created after the last rebuild and the LID is
+ * shared (a host's processes): then the one process behind vlid that
+ * published vrkey owns the MR, and a key nobody published is real. */
+uint32_t xlate_rkey_peer (int rank, uint16_t vlid, uint32_t vrkey);
 /* True when 'rank' published vrkey as a virtual rkey at the last rebuild. */
 bool xlate_has_rkey (int rank, uint32_t vrkey);
+/* True when a process behind vlid published vrkey at the last rebuild. */
+bool xlate_lid_has_rkey (uint16_t vlid, uint32_t vrkey);
 /* A virtual GID's current real GID, and back; false when unknown (the GID
  * of a process outside the job, or one created after the last rebuild). */
 bool xlate_gid (const union ibv_gid *vgid, union ibv_gid *rgid);

@@ -781,7 +781,8 @@ void sib_conn_poll (struct sib_conn *c)
     if (c->dead || c->connecting || c->parked || c->fd < 0 || !c->pollable)
         return;
     if (c->shm)
-        c->shm->app_polls++; /* see shm_service */
+        __atomic_store_n (&c->shm->app_polls, c->shm->app_polls + 1,
+                          __ATOMIC_RELAXED); /* see shm_service */
     rx_loop (c);
 }
 
@@ -805,10 +806,12 @@ static void unlock_owner (struct sib_conn *c, struct sib_qp *qp)
 }
 
 /* Progress thread, owner locked: serves a same-host connection, then
- * asks for a wake-up before going back to sleep, unless an application
- * thread polled it since the last look (it will read what comes; a timer
- * brings us back, or sib_shm_app_sleeps). */
-static void shm_service (struct sib_conn *c, struct sib_qp *qp, bool force)
+ * asks for a wake-up before going back to sleep (if `arm`: not before a
+ * spin, which would take it back at once, and arming costs a
+ * membarrier), unless an application thread polled it since the last
+ * look (it will read what comes; a timer brings us back, or
+ * sib_shm_app_sleeps). */
+static void shm_service (struct sib_conn *c, struct sib_qp *qp, bool force, bool arm)
 {
     struct sib_shm *s;
 
@@ -823,15 +826,15 @@ static void shm_service (struct sib_conn *c, struct sib_qp *qp, bool force)
         if (c->dead || c->parked)
             return;
         s = c->shm;
-        if (!force && s->app_polls != s->seen_polls) {
-            s->seen_polls = s->app_polls;
+        if (!force && __atomic_load_n (&s->app_polls, __ATOMIC_RELAXED) != s->seen_polls) {
+            s->seen_polls = __atomic_load_n (&s->app_polls, __ATOMIC_RELAXED);
             s->lazy_until = sib_now_ns () + SIB_SHM_LAZY_NS;
             sib_shm_disarm (c);
             return;
         }
-        s->seen_polls = s->app_polls;
+        s->seen_polls = __atomic_load_n (&s->app_polls, __ATOMIC_RELAXED);
         s->lazy_until = 0;
-        if (!sib_shm_arm (c))
+        if (!arm || !sib_shm_arm (c))
             return;
     }
     sib_shm_kick_self (c); /* busy: come back after the others */
@@ -849,10 +852,13 @@ static void shm_serve_spin (struct sib_conn *c, struct sib_qp **qp)
     for (int k = 0; k < SIB_SHM_SPIN_ROUNDS; k++) {
         bool work;
 
-        shm_service (c, *qp, false);
-        if (last || c->dead || !c->shm || c->shm->lazy_until || c->parked || c->handoff
-            || c->peer_gone)
+        shm_service (c, *qp, false, last);
+        if (last || c->dead || !c->shm || c->shm->lazy_until)
             return;
+        if (c->parked || c->handoff || c->peer_gone) {
+            shm_service (c, *qp, false, true); /* no spin: arm */
+            return;
+        }
         /* the connection stays allocated: only this thread frees */
         unlock_owner (c, *qp);
         work = sib_shm_spin (c);
@@ -880,10 +886,33 @@ uint64_t sib_conn_shm_timers (struct sib_ctx *ctx, uint64_t now, bool all)
         if (c->dead || !c->shm || !c->shm->watched
             || !__atomic_load_n (&c->shm->lazy_until, __ATOMIC_RELAXED))
             continue;
+        if (!all) {
+            /* not due, or an application thread polled it since our
+			 * last look (shm_service): look again later, without
+			 * taking the owner's lock, which is biased to that
+			 * thread and costs us a membarrier.  Only this thread
+			 * writes seen_polls and lazy_until. */
+            struct sib_shm *s = c->shm;
+            uint32_t p = __atomic_load_n (&s->app_polls, __ATOMIC_RELAXED);
+
+            if (s->lazy_until > now) {
+                if (!next || s->lazy_until < next)
+                    next = s->lazy_until;
+                continue;
+            }
+            if (p != s->seen_polls) {
+                s->seen_polls = p;
+                s->lazy_until = now + SIB_SHM_LAZY_NS;
+                sib_shm_disarm (c);
+                if (!next || s->lazy_until < next)
+                    next = s->lazy_until;
+                continue;
+            }
+        }
         lock_owner (c, &qp);
         t = c->shm ? c->shm->lazy_until : 0;
         if (!c->dead && t && (all || t <= now))
-            shm_service (c, qp, all);
+            shm_service (c, qp, all, true);
         t = c->dead || !c->shm ? 0 : c->shm->lazy_until;
         unlock_owner (c, qp);
         if (t && (!next || t < next))
@@ -917,7 +946,7 @@ void sib_conn_event (struct sib_conn *c, uint32_t events)
         if (c->dead)
             goto out;
         if (c->shm) {
-            shm_service (c, qp, false);
+            shm_service (c, qp, false, true);
             goto out;
         }
     }
@@ -932,7 +961,7 @@ void sib_conn_event (struct sib_conn *c, uint32_t events)
         rx_loop (c);
     if (c->shm && !c->dead && !c->handoff) {
         /* a unix HELLO just brought the rings (UD receiver) */
-        shm_service (c, qp, false);
+        shm_service (c, qp, false, true);
         goto out;
     }
     if (!c->dead && (events & EPOLLOUT)) {
@@ -954,7 +983,7 @@ out:
         if (!c->dead) {
             c->pollable = true;
             if (c->shm)
-                shm_service (c, qp, false);
+                shm_service (c, qp, false, true);
             else
                 rx_loop (c);
         }

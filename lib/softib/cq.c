@@ -204,12 +204,12 @@ void sib_cq_detach (struct sib_cq *cq, struct sib_qp *qp)
 
 static void cq_progress (struct sib_cq *cq)
 {
-    if (!sib_trylock (&cq->qlock))
+    if (!sib_trylock_app (&cq->qlock))
         return; /* another thread is at it */
     for (uint32_t i = 0; i < cq->nqps; i++) {
         struct sib_qp *qp = cq->qps[i];
 
-        if (qp->qpx.qp_base.qp_type == IBV_QPT_UD || !sib_trylock (&qp->lock))
+        if (qp->qpx.qp_base.qp_type == IBV_QPT_UD || !sib_trylock_app (&qp->lock))
             continue;
         /* qp->req/resp are live while qp->lock is held: only a kill
 		 * under that lock unlinks them before the progress thread
@@ -248,7 +248,7 @@ static int sib_poll_cq (struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
             return 0;
         }
     }
-    sib_lock (&cq->lock);
+    sib_lock_app (&cq->lock);
     while (i < n && cq->tail != cq->head) {
         wc[i++] = cq->ring[cq->tail & (cq->size - 1)];
         cq->tail++;
@@ -304,7 +304,7 @@ static int cqx_start_poll (struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
             return ENOENT;
         }
     }
-    sib_lock (&cq->lock);
+    sib_lock_app (&cq->lock);
     rc = cqx_take (cq);
     if (rc)
         sib_unlock (&cq->lock); /* no end_poll follows */
@@ -403,8 +403,8 @@ static struct sib_cq *cq_new (struct ibv_context *c, int cqe, void *cq_context,
     if (!cq->ring)
         goto nomem;
     cq->size = size;
-    sib_lock_init (&cq->lock);
-    sib_lock_init (&cq->qlock);
+    sib_lock_init (&cq->lock, sib_ctx_of (c)->lock_bias);
+    sib_lock_init (&cq->qlock, sib_ctx_of (c)->lock_bias);
     pthread_mutex_init (&cq->cqx.mutex, NULL);
     pthread_cond_init (&cq->cqx.cond, NULL);
     cq->cqx.context = c;

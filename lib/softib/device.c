@@ -524,6 +524,7 @@ SIB_EXPORT struct ibv_context *ibv_open_device (struct ibv_device *device)
     ctx->dev = dev;
     ctx->qp_next = 2;
     sib_mr_keys_seed (ctx);
+    ctx->lock_bias = sib_lock_bias_ok ();
     ctx->vctx.sz = sizeof (struct verbs_context);
     ctx->vctx.context.device = device;
     ctx->vctx.context.cmd_fd = -1;

@@ -13,7 +13,11 @@
 #include <errno.h>
 #include <sched.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 
 #include "softib.h"
 
@@ -209,21 +213,134 @@ COMPAT_INT (resize_cq)
 SIB_V11 (ibv_attach_mcast);
 SIB_V11 (ibv_detach_mcast);
 
-/* sib_lock's contended path: spin a little (the holder is on the other
- * CPU and about to store 0), then give the CPU away until it is free (the
- * holder may be waiting for it). */
-void sib_lock_wait (sib_lock_t *l)
+static void relax (int k)
+{
+    if (k < 100) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause ();
+#endif
+    } else {
+        sched_yield ();
+    }
+}
+
+/* The exchange: spin a little (the holder is on the other CPU and about
+ * to store 0), then give the CPU away until it is free (the holder may be
+ * waiting for it). */
+static void xchg_wait (sib_lock_t *l)
 {
     for (int k = 0;; k++) {
         if (__atomic_load_n (&l->v, __ATOMIC_RELAXED) == 0
             && __atomic_exchange_n (&l->v, 1, __ATOMIC_ACQUIRE) == 0)
             return;
-        if (k < 100) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause ();
-#endif
-        } else {
-            sched_yield ();
-        }
+        relax (k);
     }
+}
+
+/* Holding v: makes the owner's store of bias_in visible (its fast path
+ * has no fence of its own), then says whether it is inside.  Counts the
+ * takes that needed it: too many end the bias. */
+static bool owner_inside (sib_lock_t *l)
+{
+    uint64_t now = sib_now_ns ();
+
+    if (syscall (SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) < 0) {
+        /* registered, so this does not happen; end the bias rather
+		 * than trust a flag we cannot order */
+        sib_log ("membarrier: %s", strerror (errno));
+        __atomic_store_n (&l->owner, SIB_LOCK_PLAIN, __ATOMIC_RELEASE);
+        __atomic_thread_fence (__ATOMIC_SEQ_CST);
+        return __atomic_load_n (&l->bias_in, __ATOMIC_ACQUIRE) != 0;
+    }
+    if (now - l->window > 100000000ull) {
+        l->window = now;
+        l->foreign = 0;
+    }
+    if (++l->foreign > SIB_LOCK_FOREIGN) {
+        __atomic_store_n (&l->owner, SIB_LOCK_REVOKED, __ATOMIC_RELEASE);
+        l->run = 0;
+    }
+    return __atomic_load_n (&l->bias_in, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Holding v of a revoked lock: gives the bias back to its owner once it
+ * took it l->rebias times in a row (twice as many the next time).
+ * Nobody is inside by the fast path (owner is not a thread), so no
+ * handshake is needed. */
+static void revoked_take (sib_lock_t *l, uintptr_t self, bool claim)
+{
+    if (self != l->biased) {
+        l->run = 0;
+        return;
+    }
+    if (++l->run >= l->rebias && claim) {
+        if (l->rebias < (1u << 30))
+            l->rebias *= 2;
+        l->foreign = 0;
+        l->window = sib_now_ns ();
+        __atomic_store_n (&l->owner, self, __ATOMIC_RELEASE);
+    }
+}
+
+void sib_lock_slow (sib_lock_t *l, bool claim)
+{
+    uintptr_t self = (uintptr_t)pthread_self (), o;
+
+    xchg_wait (l);
+    o = __atomic_load_n (&l->owner, __ATOMIC_RELAXED);
+    if (o == 0) {
+        if (claim) {
+            __atomic_store_n (&l->biased, self, __ATOMIC_RELAXED);
+            __atomic_store_n (&l->owner, self, __ATOMIC_RELEASE);
+        }
+        return;
+    }
+    if (o == SIB_LOCK_PLAIN || o == self)
+        return;
+    if (o == SIB_LOCK_REVOKED) {
+        revoked_take (l, self, claim);
+        return;
+    }
+    /* another thread's lock: wait until it is not inside (new fast
+	 * takes see v and back off) */
+    if (owner_inside (l))
+        for (int k = 0; __atomic_load_n (&l->bias_in, __ATOMIC_ACQUIRE); k++)
+            relax (k);
+}
+
+bool sib_trylock_slow (sib_lock_t *l, bool claim)
+{
+    uintptr_t self = (uintptr_t)pthread_self (), o;
+
+    if (__atomic_load_n (&l->v, __ATOMIC_RELAXED) != 0
+        || __atomic_exchange_n (&l->v, 1, __ATOMIC_ACQUIRE) != 0)
+        return false;
+    o = __atomic_load_n (&l->owner, __ATOMIC_RELAXED);
+    if (o == 0) {
+        if (claim) {
+            __atomic_store_n (&l->biased, self, __ATOMIC_RELAXED);
+            __atomic_store_n (&l->owner, self, __ATOMIC_RELEASE);
+        }
+        return true;
+    }
+    if (o == SIB_LOCK_REVOKED)
+        revoked_take (l, self, claim);
+    if (o == SIB_LOCK_PLAIN || o == SIB_LOCK_REVOKED || o == self || !owner_inside (l))
+        return true;
+    __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
+    return false;
+}
+
+bool sib_lock_bias_ok (void)
+{
+    const char *s = getenv ("SOFTIB_LOCK_BIAS");
+    long q;
+
+    if (s && strcmp (s, "0") == 0)
+        return false;
+    q = syscall (SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+        return false;
+    /* per process and idempotent; CRIU restores it with the process */
+    return syscall (SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }

@@ -217,7 +217,7 @@ int sib_post_send (struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_
     struct sib_qp *qp = (struct sib_qp *)ibqp;
     int rc = 0;
 
-    sib_lock (&qp->lock);
+    sib_lock_app (&qp->lock);
     if (!sib_send_state_ok (qp)) {
         *bad = wr;
         sib_unlock (&qp->lock);
@@ -240,7 +240,7 @@ int sib_post_recv (struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_
     struct sib_qp *qp = (struct sib_qp *)ibqp;
     int rc;
 
-    sib_lock (&qp->lock);
+    sib_lock_app (&qp->lock);
     if (qp->state == IBV_QPS_RESET || qp->srq) {
         *bad = wr;
         sib_unlock (&qp->lock);

@@ -376,6 +376,7 @@ int sib_progress_start (struct sib_ctx *ctx)
         goto error;
     ctx->shm_on = sib_shm_wanted ();
     if (ctx->shm_on) {
+        ctx->shm_mb = sib_shm_membarrier ();
         /* same-host peers come here first; without it they use TCP */
         ctx->ulisten_fd = sib_shm_listen (ctx);
         ev.data.ptr = &sib_tag_ulisten;

@@ -184,7 +184,7 @@ static struct ibv_qp *qp_create (struct ibv_context *c, struct ibv_qp_init_attr_
         qp->cap.max_recv_wr = qp->rq.cap;
     if (!qp->cap.max_send_sge)
         qp->cap.max_send_sge = 1;
-    sib_lock_init (&qp->lock);
+    sib_lock_init (&qp->lock, ctx->lock_bias);
     qp->state = IBV_QPS_RESET;
 
     pthread_mutex_lock (&ctx->lock);

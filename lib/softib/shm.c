@@ -17,9 +17,9 @@
  * back to epoll) sets `armed`; a producer that published bytes and sees
  * `armed` clears it and writes the consumer's eventfd.  A producer that
  * finds the ring full sets `want_space`; the consumer that frees space
- * and sees it writes the producer's eventfd.  Both pairs are ordered by
- * full fences (store flag, fence, load index / store index, fence, load
- * flag), so no wake-up is lost.
+ * and sees it writes the producer's eventfd.  Both pairs are ordered so
+ * that no wake-up is lost, without a fence per message on the data path
+ * (see shm_fast and room_check).
  *
  * Everything (mapping, eventfds, socket) belongs to the connection and is
  * released with it: after ibv_close_device (libibcr's checkpoint) no shm
@@ -34,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -46,14 +48,29 @@
 #define SIB_SHM_RING (1u << 20) /* bytes per direction */
 #define SIB_SHM_CTL 4096        /* control page before the rings */
 #define SIB_SHM_BYTES (SIB_SHM_CTL + 2 * (size_t)SIB_SHM_RING)
+/* The layout of the control page and its wake-up protocol: in the name
+ * of the unix endpoint, so that softib builds with another layout never
+ * meet there (they use TCP between them). */
+#define SIB_SHM_LAYOUT 2
 
+/* Each index and each flag has a cache line of its own: the producer
+ * writes head per message and the consumer tail per batch, while the
+ * flags are written only around sleeps, so reading a flag per message
+ * costs no cache miss. */
 struct sib_ring_ctl {
-    /* producer's line */
-    uint64_t head __attribute__ ((aligned (64)));
-    uint32_t want_space;
-    /* consumer's line */
-    uint64_t tail __attribute__ ((aligned (64)));
-    uint32_t armed;
+    uint64_t head __attribute__ ((aligned (64)));       /* producer */
+    uint64_t tail __attribute__ ((aligned (64)));       /* consumer */
+    uint32_t armed __attribute__ ((aligned (64)));      /* consumer sets */
+    uint32_t want_space __attribute__ ((aligned (64))); /* producer sets */
+};
+
+/* The control page: ring 0 (connector -> acceptor), ring 1 (acceptor ->
+ * connector), and per side (0 connector, 1 acceptor) whether that side
+ * is registered for membarrier(2) and so pays for its own sleeps (see
+ * shm_fast). */
+struct sib_shm_ctl {
+    struct sib_ring_ctl ring[2];
+    uint32_t mb[2] __attribute__ ((aligned (64)));
 };
 
 bool sib_shm_wanted (void)
@@ -63,6 +80,21 @@ bool sib_shm_wanted (void)
     return !s || strcmp (s, "0") != 0;
 }
 
+bool sib_shm_membarrier (void)
+{
+    const char *s = getenv ("SOFTIB_SHM_MEMBARRIER");
+    long q;
+
+    if (s && strcmp (s, "0") == 0)
+        return false;
+    q = syscall (SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (q < 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED)
+        || !(q & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED))
+        return false;
+    /* per process and idempotent; CRIU restores it with the process */
+    return syscall (SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+}
+
 static socklen_t ep_name (struct sockaddr_un *sun, uint32_t ip, uint16_t port)
 {
     int n;
@@ -70,7 +102,8 @@ static socklen_t ep_name (struct sockaddr_un *sun, uint32_t ip, uint16_t port)
     memset (sun, 0, sizeof (*sun));
     sun->sun_family = AF_UNIX;
     /* abstract: sun_path[0] stays 0 */
-    n = snprintf (sun->sun_path + 1, sizeof (sun->sun_path) - 1, "softib-%08x-%u", ip, port);
+    n = snprintf (sun->sun_path + 1, sizeof (sun->sun_path) - 1, "softib-shm%u-%08x-%u",
+                  SIB_SHM_LAYOUT, ip, port);
     return (socklen_t)(offsetof (struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
@@ -92,20 +125,24 @@ int sib_shm_listen (struct sib_ctx *ctx)
     return fd;
 }
 
-static void shm_layout (struct sib_shm *s, bool connector)
+static void shm_layout (struct sib_shm *s, bool connector, bool mb)
 {
-    struct sib_ring_ctl *r0 = s->map, *r1 = r0 + 1;
+    struct sib_shm_ctl *ctl = s->map;
     uint8_t *d0 = (uint8_t *)s->map + SIB_SHM_CTL;
     uint8_t *d1 = d0 + SIB_SHM_RING;
 
-    _Static_assert(2 * sizeof (struct sib_ring_ctl) <= SIB_SHM_CTL,
+    _Static_assert(sizeof (struct sib_shm_ctl) <= SIB_SHM_CTL,
                    "ring controls fit the control page");
     /* ring 0: connector -> acceptor, ring 1: acceptor -> connector */
-    s->tx = connector ? r0 : r1;
-    s->rx = connector ? r1 : r0;
+    s->tx = &ctl->ring[connector ? 0 : 1];
+    s->rx = &ctl->ring[connector ? 1 : 0];
     s->txd = connector ? d0 : d1;
     s->rxd = connector ? d1 : d0;
     s->size = SIB_SHM_RING;
+    s->peer_mb = &ctl->mb[connector ? 1 : 0];
+    s->mb_self = mb;
+    if (mb)
+        __atomic_store_n (&ctl->mb[connector ? 0 : 1], 1u, __ATOMIC_RELEASE);
 }
 
 static void shm_close (struct sib_shm *s)
@@ -163,7 +200,7 @@ int sib_shm_connect (struct sib_conn *c)
     }
     /* a forked child has no progress thread to serve these rings */
     madvise (s->map, SIB_SHM_BYTES, MADV_DONTFORK);
-    shm_layout (s, true);
+    shm_layout (s, true, c->ctx->shm_mb);
     s->hello_left = sizeof (struct sib_hdr) + sizeof (struct sib_hello);
     c->shm = s;
     return fd;
@@ -204,7 +241,7 @@ static int shm_attach (struct sib_conn *c, const int *fds, int nfds)
     /* the connector sent (memfd, its own eventfd, ours) */
     s->efd_peer = fds[1];
     s->efd_self = fds[2];
-    shm_layout (s, false);
+    shm_layout (s, false, c->ctx->shm_mb);
     c->shm = s;
     return 0;
 }
@@ -351,9 +388,51 @@ static int send_hello (struct sib_conn *c, const struct iovec *iov, int cnt, siz
     return 0;
 }
 
-static void wake_consumer (struct sib_shm *s)
+/*
+ * The wake-up handshakes are Dekker's: one side stores its index and
+ * loads the other's flag, the other stores its flag and loads the
+ * index, and a full fence on both sides keeps one of them from missing
+ * the other.  The fence on the side that publishes data ran per message:
+ * it waits for the store of the index to reach the other core, the
+ * largest cost of an 8-byte message (doc/softib-shm.md).  When both
+ * processes are registered for membarrier(2), the consumer going to
+ * sleep (setting armed, rare) runs MEMBARRIER_CMD_GLOBAL_EXPEDITED
+ * instead, which puts that fence into every running thread of the
+ * registered processes, and the producer needs only a compiler barrier.
+ * Each side says in the control page whether it does so; a side that
+ * has not said it (yet) gets the fences.  want_space needs no fence on
+ * the consumer's side at all (room_check).
+ */
+static bool shm_fast (struct sib_shm *s)
+{
+    if (__builtin_expect (!s->mb_fast, 0) && s->mb_self
+        && __atomic_load_n (s->peer_mb, __ATOMIC_ACQUIRE))
+        s->mb_fast = true;
+    return s->mb_fast;
+}
+
+/* The sleeping side's half: a full fence, and the membarrier that the
+ * peer's fast path relies on. */
+static void sleep_fence (struct sib_shm *s)
 {
     __atomic_thread_fence (__ATOMIC_SEQ_CST);
+    if (s->mb_self && syscall (SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) < 0)
+        sib_log ("membarrier: %s", strerror (errno)); /* registered: cannot fail */
+}
+
+/* The data side's half: nothing but the compiler's order if the peer's
+ * sleeps use membarrier, else a full fence. */
+static void data_fence (struct sib_shm *s)
+{
+    if (shm_fast (s))
+        __atomic_signal_fence (__ATOMIC_SEQ_CST);
+    else
+        __atomic_thread_fence (__ATOMIC_SEQ_CST);
+}
+
+static void wake_consumer (struct sib_shm *s)
+{
+    data_fence (s);
     if (__atomic_load_n (&s->tx->armed, __ATOMIC_RELAXED)
         && __atomic_exchange_n (&s->tx->armed, 0, __ATOMIC_ACQ_REL))
         poke (s->efd_peer);
@@ -444,12 +523,34 @@ bool sib_shm_want_space (struct sib_conn *c, bool on)
 {
     struct sib_shm *s = c->shm;
 
-    __atomic_store_n (&s->tx->want_space, on ? 1u : 0u, __ATOMIC_RELAXED);
-    if (!on)
+    if (!on) {
+        if (__atomic_load_n (&s->tx->want_space, __ATOMIC_RELAXED))
+            __atomic_store_n (&s->tx->want_space, 0u, __ATOMIC_RELAXED);
         return false;
+    }
+    /* a full fence, no membarrier: the consumer has a full ring to
+	 * read, so it comes back and sees the flag (room_check) */
+    __atomic_store_n (&s->tx->want_space, 1u, __ATOMIC_RELAXED);
     __atomic_thread_fence (__ATOMIC_SEQ_CST);
     s->tx_tail = __atomic_load_n (&s->tx->tail, __ATOMIC_ACQUIRE);
     return s->tx_head - s->tx_tail < s->size;
+}
+
+/*
+ * The consumer's half of want_space, without a fence on its data path:
+ * a producer that asks for room saw the ring full, so the consumer has
+ * bytes to read and comes back: after consuming (sib_shm_consumed), on
+ * every look at an empty ring (sib_shm_peek: a thread that keeps polling
+ * sees the flag as soon as the producer's fenced store is visible) and
+ * before it sleeps (sib_shm_arm, after its full fence, against the
+ * producer's: one of the two sees the other).  A membarrier per ring
+ * full instead cost one per 64 KiB message.
+ */
+static void room_check (struct sib_shm *s)
+{
+    if (__atomic_load_n (&s->rx->want_space, __ATOMIC_RELAXED)
+        && __atomic_exchange_n (&s->rx->want_space, 0, __ATOMIC_ACQ_REL))
+        poke (s->efd_peer);
 }
 
 /* The contiguous readable bytes: 0 if none, -1 if the peer wrote
@@ -463,6 +564,8 @@ int64_t sib_shm_peek (struct sib_conn *c, uint8_t **p)
 
     if (avail > s->size)
         return -1;
+    if (!avail)
+        room_check (s);
     if (avail > s->size - off)
         avail = s->size - off;
     *p = s->rxd + off;
@@ -477,15 +580,15 @@ void sib_shm_consumed (struct sib_conn *c, uint32_t n)
         return;
     __atomic_store_n (&s->rx_tail, s->rx_tail + n, __ATOMIC_RELAXED);
     __atomic_store_n (&s->rx->tail, s->rx_tail, __ATOMIC_RELEASE);
-    __atomic_thread_fence (__ATOMIC_SEQ_CST);
-    if (__atomic_load_n (&s->rx->want_space, __ATOMIC_RELAXED)
-        && __atomic_exchange_n (&s->rx->want_space, 0, __ATOMIC_ACQ_REL))
-        poke (s->efd_peer);
+    __atomic_signal_fence (__ATOMIC_SEQ_CST);
+    room_check (s);
 }
 
 void sib_shm_disarm (struct sib_conn *c)
 {
-    __atomic_store_n (&c->shm->rx->armed, 0u, __ATOMIC_RELAXED);
+    /* no store if clear: the producer reads this line per message */
+    if (__atomic_load_n (&c->shm->rx->armed, __ATOMIC_RELAXED))
+        __atomic_store_n (&c->shm->rx->armed, 0u, __ATOMIC_RELAXED);
 }
 
 bool sib_shm_spin (struct sib_conn *c)
@@ -526,6 +629,7 @@ bool sib_shm_arm (struct sib_conn *c)
     struct sib_shm *s = c->shm;
 
     __atomic_store_n (&s->rx->armed, 1u, __ATOMIC_RELAXED);
-    __atomic_thread_fence (__ATOMIC_SEQ_CST);
+    sleep_fence (s);
+    room_check (s);
     return __atomic_load_n (&s->rx->head, __ATOMIC_ACQUIRE) != s->rx_tail;
 }

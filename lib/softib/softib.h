@@ -126,40 +126,118 @@ SIB_HIDDEN void sib_mr_changed (void);
 SIB_HIDDEN void sib_mr_keys_seed (struct sib_ctx *ctx);
 
 /* ---- a light lock for the data path (QPs and CQs) ----
- * Taking it is one atomic exchange, releasing it a plain store: a
- * pthread mutex costs two atomic read-modify-writes (its unlock checks
- * for sleepers), 11-12 ns each on the benchmark machine, and an 8-byte
- * message took eight of them (doc/softib-shm.md).  What is done under
- * these locks is short and never waits (non-blocking sockets and rings),
- * so a waiter spins briefly and then gives its CPU away until the lock is
- * free, instead of sleeping in the kernel. */
+ * A pthread mutex costs two atomic read-modify-writes (its unlock checks
+ * for sleepers), and an 8-byte message took eight of them
+ * (doc/softib-shm.md); even one atomic exchange per take (5-12 ns on the
+ * benchmark machine) was the largest cost of a post left.  So the lock
+ * is biased to the application thread that uses it, as libibcr's are:
+ * that thread takes it with a plain store of bias_in and two loads, and
+ * releases it with a store.  Any other thread (the progress thread, a
+ * second application thread) takes `v` by an atomic exchange, then runs
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which puts a fence into
+ * the owner's store-then-load, and waits until the owner is not inside.
+ * Those takes cost microseconds; more than SIB_LOCK_FOREIGN of them in
+ * 100 ms (so at most about 0.5% of a CPU) end the bias: every take is
+ * then the exchange, as where the progress thread does the work (TCP,
+ * an application sleeping on a completion channel).  The bias comes back
+ * once its owner took the lock SIB_LOCK_REBIAS times in a row (the
+ * progress thread serving a ring before the application polls it, then
+ * leaving it to the application, does that), twice as many after each
+ * further revocation, so a lock cannot flip back and forth often.  It
+ * only ever returns to the same thread: another one could find bias_in
+ * set by the old owner's fast take that is backing off.
+ * The owner is the first application thread that takes it on the data
+ * path (sib_lock_app: post, poll); a context whose process could not
+ * register for membarrier has no bias at all.
+ * What is done under these locks is short and never waits (non-blocking
+ * sockets and rings), so a waiter spins briefly and then gives its CPU
+ * away until the lock is free, instead of sleeping in the kernel. */
 typedef struct {
-    int v;
+    int v;            /* taken by the exchange (slow path) */
+    int bias_in;      /* the owner holds it by the fast path */
+    uintptr_t owner;  /* pthread_self () of the owner, 0 none yet */
+    uint32_t foreign; /* (under v) fenced takes in this window */
+    uint64_t window;  /* (under v) start of the window, ns */
+    uintptr_t biased; /* the first owner (set once, under v), if any */
+    uint32_t run;     /* (under v, revoked) that owner's takes in a row */
+    uint32_t rebias;  /* (under v) takes in a row that restore the bias */
 } sib_lock_t;
+#define SIB_LOCK_PLAIN ((uintptr_t)1)   /* owner: no bias, ever */
+#define SIB_LOCK_REVOKED ((uintptr_t)2) /* owner: no bias for now */
+#define SIB_LOCK_FOREIGN 100
+#define SIB_LOCK_REBIAS 65536
 
-static inline void sib_lock_init (sib_lock_t *l)
+static inline void sib_lock_init (sib_lock_t *l, bool bias)
 {
-    __atomic_store_n (&l->v, 0, __ATOMIC_RELAXED);
+    l->bias_in = 0;
+    l->owner = bias ? 0 : SIB_LOCK_PLAIN;
+    l->foreign = 0;
+    l->window = 0;
+    l->biased = 0;
+    l->run = 0;
+    l->rebias = SIB_LOCK_REBIAS;
+    __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
 }
 
-static inline bool sib_trylock (sib_lock_t *l)
+/* The owner's take: store, compiler barrier (another taker's membarrier
+ * supplies the fence), load.  Seeing `v` free and the bias still its own
+ * after its store means no other taker is inside, nor will be until
+ * bias_in is 0 again. */
+static inline bool sib_lock_fast (sib_lock_t *l)
 {
-    return __atomic_load_n (&l->v, __ATOMIC_RELAXED) == 0
-        && __atomic_exchange_n (&l->v, 1, __ATOMIC_ACQUIRE) == 0;
+    uintptr_t self = (uintptr_t)pthread_self ();
+
+    if (__atomic_load_n (&l->owner, __ATOMIC_RELAXED) != self)
+        return false;
+    __atomic_store_n (&l->bias_in, 1, __ATOMIC_RELAXED);
+    __atomic_signal_fence (__ATOMIC_SEQ_CST);
+    if (__builtin_expect (__atomic_load_n (&l->v, __ATOMIC_ACQUIRE) == 0
+                              && __atomic_load_n (&l->owner, __ATOMIC_ACQUIRE) == self,
+                          1))
+        return true;
+    __atomic_store_n (&l->bias_in, 0, __ATOMIC_RELEASE);
+    return false;
 }
 
-SIB_HIDDEN void sib_lock_wait (sib_lock_t *l);
+/* misc.c: the exchange, then the handshake with the owner; `claim`
+ * makes the caller the owner of a lock that has none yet. */
+SIB_HIDDEN void sib_lock_slow (sib_lock_t *l, bool claim);
+SIB_HIDDEN bool sib_trylock_slow (sib_lock_t *l, bool claim);
 
+/* control path and progress thread */
 static inline void sib_lock (sib_lock_t *l)
 {
-    if (__builtin_expect (__atomic_exchange_n (&l->v, 1, __ATOMIC_ACQUIRE) != 0, 0))
-        sib_lock_wait (l);
+    if (!sib_lock_fast (l))
+        sib_lock_slow (l, false);
+}
+
+/* an application thread's data path (post, poll) */
+static inline void sib_lock_app (sib_lock_t *l)
+{
+    if (!sib_lock_fast (l))
+        sib_lock_slow (l, true);
+}
+
+static inline bool sib_trylock_app (sib_lock_t *l)
+{
+    return sib_lock_fast (l) || sib_trylock_slow (l, true);
 }
 
 static inline void sib_unlock (sib_lock_t *l)
 {
-    __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
+    /* bias_in is only ever set by the thread the lock is biased to, for
+	 * itself; `owner` may have been revoked meanwhile (the revoker then
+	 * waits for this store), `biased` never changes once set */
+    if (__atomic_load_n (&l->bias_in, __ATOMIC_RELAXED)
+        && __atomic_load_n (&l->biased, __ATOMIC_RELAXED) == (uintptr_t)pthread_self ())
+        __atomic_store_n (&l->bias_in, 0, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
 }
+
+/* Registers the process for MEMBARRIER_CMD_PRIVATE_EXPEDITED (unless
+ * SOFTIB_LOCK_BIAS=0): true if the locks of a new context may be biased. */
+SIB_HIDDEN bool sib_lock_bias_ok (void);
 
 /* ---- CQ and completion channels (cq.c) ---- */
 struct sib_chan_ev {
@@ -398,6 +476,11 @@ struct sib_shm {
 	 * moves) and only looks again every SIB_SHM_LAZY_NS */
     uint32_t app_polls, seen_polls;
     uint64_t lazy_until; /* progress thread: look again then; 0 = armed */
+    /* wake-up fences (shm.c, shm_fast): we use membarrier when we
+	 * sleep (mb_self), the peer says it does too (peer_mb), and we
+	 * have seen that (mb_fast: no fence on our data path) */
+    const uint32_t *peer_mb;
+    bool mb_self, mb_fast;
 };
 
 #define SIB_SHM_LAZY_NS 1000000ull
@@ -405,6 +488,9 @@ struct sib_shm {
 #define SIB_SHM_SPIN_ROUNDS 256
 
 SIB_HIDDEN bool sib_shm_wanted (void);
+/* Registers the process for MEMBARRIER_CMD_GLOBAL_EXPEDITED (unless
+ * SOFTIB_SHM_MEMBARRIER=0); true if it is. */
+SIB_HIDDEN bool sib_shm_membarrier (void);
 SIB_HIDDEN int sib_shm_listen (struct sib_ctx *ctx);
 SIB_HIDDEN int sib_shm_connect (struct sib_conn *c);
 SIB_HIDDEN ssize_t sib_shm_recv_hello (struct sib_conn *c, void *buf, size_t len);
@@ -453,6 +539,8 @@ struct sib_ctx {
     int epfd, listen_fd, wake_fd;
     int ulisten_fd;    /* same-host endpoint (shm.c), -1 if none */
     bool shm_on;       /* SOFTIB_SHM is not 0 */
+    bool shm_mb;       /* registered for membarrier (shm.c) */
+    bool lock_bias;    /* QP and CQ locks may be biased (misc.c) */
     bool shm_wake_all; /* sib_shm_app_sleeps: arm every lazy ring */
     pthread_t thread;
     void *stack;

@@ -236,7 +236,7 @@ static void wr_start (struct ibv_qp_ex *q)
 {
     struct sib_qp *qp = qpx_of (q);
 
-    sib_lock (&qp->lock);
+    sib_lock_app (&qp->lock);
     qp->wr_first = qp->sq_head;
     qp->wr_err = false;
 }
