@@ -88,6 +88,7 @@ struct ibcr_chan {
 struct ibcr_cq {
     struct ibv_cq_ex cqx; /* first fields are a struct ibv_cq */
     struct ibv_cq *real;
+    int (*real_poll) (struct ibv_cq *, int, struct ibv_wc *); /* real's */
     struct ibcr_ctx *ctx;
     struct ibcr_chan *vchan;
     int cqe;      /* as asked */
@@ -98,8 +99,13 @@ struct ibcr_cq {
     unsigned arms; /* req_notify calls since the app's last get_cq_event */
     int solicited_only;
     struct ibcr_block plock; /* serializes polls of this CQ */
-    struct ibv_wc cur;       /* ibv_cq_ex: the completion being read */
-    struct ibv_wc *pend;     /* completions drained at checkpoint */
+    /* The QP of the last completion polled here, to skip the qp_by_rqpn
+     * walk when the next one is the same QP's (complete.h).  Under plock
+     * (or the gate closed); hint_rqpn is CQ_NO_HINT when there is none. */
+    uint32_t hint_rqpn;
+    struct ibcr_qp *hint_qp;
+    struct ibv_wc cur;   /* ibv_cq_ex: the completion being read */
+    struct ibv_wc *pend; /* completions drained at checkpoint */
     size_t pend_head, pend_len, pend_cap;
     unsigned long events; /* events handed to the app */
     unsigned long acked;
@@ -268,7 +274,8 @@ void ibcr_ah_cache_clear (struct ibcr_qp *vqp);
 /* Account one real completion: update logs and counters; translate it to
  * virtual ids; false when the application must not see it (a WR it posted
  * unsignaled, which libibcr signals to know exactly when it is done). */
-bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc);
+/* A receive completion's accounting (complete.h does the rest). */
+bool ibcr_qp_complete_recv (struct ibcr_qp *vqp, struct ibv_wc *wc);
 
 /* The ibv_wr_* API of a QP (qpx.c) */
 void ibcr_qpx_fill (struct ibcr_qp *vqp);
