@@ -28,7 +28,13 @@ static uint32_t lkey_real (struct ibcr_ctx *vctx, uint32_t vlkey)
 static int send_real (struct ibcr_qp *vqp, struct wrlog_send *e, struct ibv_send_wr *out,
                       struct ibv_sge *sg)
 {
-    memset (out, 0, sizeof (*out));
+    /* Every field written once, each by one store of its own width: a
+     * memset of the whole WR under the field stores made the backend's
+     * reads of them wait on partly overlapping stores.  The last union
+     * (bind_mw, tso) is for opcodes libibcr refuses (qpx.c). */
+    out->next = NULL;
+    memset (&out->wr, 0, sizeof (out->wr));
+    memset (&out->qp_type, 0, sizeof (out->qp_type));
     out->wr_id = e->wr_id;
     out->opcode = e->opcode;
     out->send_flags = e->send_flags;
@@ -153,7 +159,8 @@ out:
 static void recv_real (struct ibcr_ctx *vctx, struct wrlog_recv *e, struct ibv_recv_wr *out,
                        struct ibv_sge *sg)
 {
-    memset (out, 0, sizeof (*out));
+    /* Every field written once (see send_real). */
+    out->next = NULL;
     out->wr_id = e->wr_id;
     for (int i = 0; i < e->num_sge; i++) {
         sg[i] = e->sge[i];
