@@ -152,6 +152,7 @@ static void release_ctx (struct ibcr_ctx *vctx)
             ibcr_log ("release: destroying a completion channel failed");
         v->real = NULL;
     }
+    ibcr_mr_gen_bump ();
     OBJ_FOREACH_REV (struct ibcr_mr, v, &vctx->mrs)
     {
         if (v->real && ibcr_be.dereg_mr (v->real))
@@ -235,6 +236,8 @@ static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mr
         jadd (m, "rrkey", v->real->rkey);
         json_object_array_add (mrs, m);
     }
+    /* New real lkeys: every QP's lkey cache goes stale (post.c). */
+    ibcr_mr_gen_bump ();
     OBJ_FOREACH (struct ibcr_cq, v, &vctx->cqs)
     {
         if (ibcr_cq_open_real (v) < 0)

@@ -21,6 +21,7 @@
 #define IBCR_IBCR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <infiniband/verbs.h>
@@ -162,6 +163,11 @@ struct ibcr_qp {
     struct ibcr_map ah_cache; /* UD after a rebuild: real dest -> real AH,
                                  * under slock like every send (ah.c) */
     struct ibcr_wrb *wrb;     /* ibv_wr_* batch being built (qpx.c) */
+    /* The last virtual lkey a translated send looked up, and its real
+     * one, valid while ibcr_mr_gen == lk_gen (post.c; under slock, or the
+     * gate closed). */
+    uint32_t lk_vlkey, lk_rlkey;
+    unsigned lk_gen;
     struct ibcr_link link;
 };
 
@@ -191,6 +197,15 @@ struct ibcr_ctx {
 
 /* Global state. */
 extern pthread_mutex_t ibcr_lock;
+/* Changes whenever a virtual lkey may map to another real one: an MR
+ * registered or deregistered (under ibcr_lock), a release or a rebuild
+ * (gate closed).  Never 0, so a QP's zeroed lkey cache never hits. */
+extern atomic_uint ibcr_mr_gen;
+static inline void ibcr_mr_gen_bump (void)
+{
+    unsigned g = atomic_load_explicit (&ibcr_mr_gen, memory_order_relaxed) + 1;
+    atomic_store_explicit (&ibcr_mr_gen, g ? g : 1, memory_order_release);
+}
 extern struct ibcr_link ibcr_ctxs;
 /* Set by the first rebuild: from then on ids go through tables.  Before
  * it, virtual == real and this is the only test on the hot path. */
