@@ -27,6 +27,12 @@
 #              (measured once): the physical floor of any copy made
 #              while the job is stopped
 #   stall/dd   the issue's goal is 1.5x
+#   CRIU CPU   CPU time (user + system) the node's CRIUs used, summed over
+#              tasks (the manifest's dump cpu_ms; the pages the parasite
+#              moves are charged to the task, not to CRIU)
+#   dd CPU     dd's CPU time for the same bytes
+#   CPU/dd     their ratio: on a machine other work keeps busy, the stall
+#              also counts time CRIU waited for a CPU; this does not
 #
 # Usage (root, from a built tree):
 #   bench/ckpt-stall-bench.sh [--cases "1x1024 1x4096 1x16384 8x512"]
@@ -141,6 +147,7 @@ before = dur("quiesce") + dur("drain") + dur("release")
 after = dur("rebuild") + dur("connect") + dur("resume")
 tasks = sorted(m["tasks"], key=lambda t: t["rank"])
 iv = " ".join("%d-%d" % (t["dump"]["start_ms"], t["dump"]["end_ms"]) for t in tasks if "dump" in t)
+cpu = sum(t["dump"].get("cpu_ms", 0) for t in tasks if "dump" in t)
 cr = dict(freeze=0.0, copy=0.0, write=0.0, other=0.0)
 if pycriu:
     import pycriu.images as im
@@ -155,7 +162,7 @@ if pycriu:
     crs = "%.0f | %.0f | %.0f | %.0f" % (cr["freeze"], cr["copy"], cr["write"], cr["other"])
 else:
     crs = "- | - | - | -"
-print("%d | %.1f | %.0f | %.1f | %s | %s" % (m["bytes"], before, dur("dump"), after, iv or "-", crs))
+print("%d %d | %.1f | %.0f | %.1f | %s | %s" % (m["bytes"], cpu, before, dur("dump"), after, iv or "-", crs))
 PY
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -269,11 +276,16 @@ run_case() {
 	gen=$W/storage/local/$job/gen-1
 	mid=$(${PYCRIU:-python3} "$W/row.py" "$gen/manifest.json" "$gen" "${PYCRIU:+1}")
 	bytes=${mid%% *}
+	cpu_ms=${mid#* }
+	cpu_ms=${cpu_ms%% *}
+	mid="$bytes ${mid#* * }"
 	# dd of as many bytes to the same staging folder, right after.
 	sync
 	t0=$(now_ms)
-	dd if=/dev/zero of="$st/dd.$job" bs=4M count="$bytes" iflag=count_bytes 2>/dev/null
+	/usr/bin/time -f "%U %S" -o "$W/dd.time" \
+		dd if=/dev/zero of="$st/dd.$job" bs=4M count="$bytes" iflag=count_bytes 2>/dev/null
 	dd_ms=$(($(now_ms) - t0))
+	dd_cpu=$(awk '{ print ($1 + $2) * 1000 }' "$W/dd.time")
 	rm -f "$st/dd.$job"
 	# The job ends: its ibcr run's end their tasks.
 	for p in $(pgrep -f -- "$IBCR run --(name|job) $job "); do kill -TERM "$p" 2>/dev/null || true; done
@@ -287,17 +299,18 @@ run_case() {
 	cp "$gen/manifest.json" "$W/$job.manifest.json"
 	rm -rf "$W/storage/local/$job"
 	awk -v l="$label" -v c="${t}x$mib MiB" -v s="$stall" -v mid="$mid" -v dd="$dd_ms" \
-		-v mc="$MEMCPY" 'BEGIN {
+		-v mc="$MEMCPY" -v cc="$cpu_ms" -v dc="$dd_cpu" 'BEGIN {
 		split(mid, f, " ")
-		printf "| %s | %s | %.2f | %.0f | %s | %.0f | %.0f | %.2fx |\n", l, c, f[1] / 1073741824, s,
-			substr(mid, index(mid, "|") + 2), dd, f[1] / mc / 1000, s / (dd > 0 ? dd : 1) }'
+		printf "| %s | %s | %.2f | %.0f | %s | %.0f | %.0f | %.2fx | %.0f | %.0f | %.2fx |\n", l, c,
+			f[1] / 1073741824, s, substr(mid, index(mid, "|") + 2), dd, f[1] / mc / 1000,
+			s / (dd > 0 ? dd : 1), cc, dc, cc / (dc > 0 ? dc : 1) }'
 }
 
 echo "ckpt-stall-bench: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg)," \
 	"$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo) GiB available," \
 	"memcpy $MEMCPY MB/s, staging $SBASE, storage $W" >&2
-echo "| variant | case | GiB | stall | ibcr before dump | dump | ibcr after dump | task dumps | CRIU freeze | CRIU page copy | CRIU image write | CRIU other | dd same bytes | memcpy | stall/dd |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| variant | case | GiB | stall | ibcr before dump | dump | ibcr after dump | task dumps | CRIU freeze | CRIU page copy | CRIU image write | CRIU other | dd same bytes | memcpy | stall/dd | CRIU CPU | dd CPU | CPU/dd |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 # Variants interleaved case by case and round by round, so that the
 # machine's state (other load, memory, page cache) hits them alike.
 for c in $CASES; do
@@ -342,15 +355,16 @@ import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     f = [x.strip() for x in line.strip().strip("|").split("|")]
-    if len(f) < 15 or f[3] == "":
+    if len(f) < 18 or f[3] == "":
         continue
     rows.setdefault((f[1], f[0]), []).append(f)
-print("| case | variant | n | stall | dump | CRIU page copy | CRIU image write | dd same bytes | stall/dd |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| case | variant | n | stall | dump | CRIU page copy | CRIU image write | dd same bytes | stall/dd | CRIU CPU | dd CPU | CPU/dd |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 def m(v, i, fmt="%.0f"):
     x = sorted(float(r[i].rstrip("x")) for r in v)
     return (fmt + " (" + fmt + "-" + fmt + ")") % (statistics.median(x), x[0], x[-1])
 for (case, var), v in rows.items():
-    print("| %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (case, var, len(v), m(v, 3), m(v, 5),
-          m(v, 9), m(v, 10), m(v, 12), m(v, 14, "%.2f")))
+    print("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (case, var, len(v), m(v, 3),
+          m(v, 5), m(v, 9), m(v, 10), m(v, 12), m(v, 14, "%.2f"), m(v, 15), m(v, 16),
+          m(v, 17, "%.2f")))
 PY

@@ -43,6 +43,7 @@ struct gen_task {
     char node[IDENT_MAX + 1];
     json_object *entry;      /* its manifest entry (genl_tasks_json), or NULL */
     double dump_t0, dump_t1; /* its CRIU dump's start and end (mono_ms_f) */
+    double dump_cpu_ms;      /* CPU time its CRIU used (user + system), or -1 */
 };
 
 /* Another node of the job, as the leader knows it. */

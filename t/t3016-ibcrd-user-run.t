@@ -209,6 +209,7 @@ test_expect_success 'two ranks of user 1s job on one node are dumped at once: th
 	d = [x["dump"] for x in t]
 	print(d)
 	assert len(d) == 2 and all(x["end_ms"] > x["start_ms"] for x in d)
+	assert all(0 < x["cpu_ms"] for x in d), "no CPU time of CRIU"
 	assert max(x["start_ms"] for x in d) < min(x["end_ms"] for x in d), "dumps one after another"
 	PY
 	kill $(ibcrd_task_fields par pid) &&

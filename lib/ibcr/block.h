@@ -47,9 +47,9 @@ static inline void block_init (struct ibcr_block *l)
 
 int block_lock_slow (struct ibcr_block *l);
 
-static inline int block_lock (struct ibcr_block *l)
+/* s: the calling thread's gate slot (gate_enter's), or NULL. */
+static inline int block_lock_as (struct ibcr_block *l, struct gate_slot *s)
 {
-    struct gate_slot *s = gate_self;
     if (__builtin_expect (s && atomic_load_explicit (&l->owner, memory_order_relaxed) == s, 1)) {
         atomic_store_explicit (&l->owner_in, 1, memory_order_relaxed);
         if (__builtin_expect (atomic_load_explicit (&gate_fence, memory_order_relaxed), 0))
@@ -63,6 +63,11 @@ static inline int block_lock (struct ibcr_block *l)
         atomic_store_explicit (&l->owner_in, 0, memory_order_release);
     }
     return block_lock_slow (l);
+}
+
+static inline int block_lock (struct ibcr_block *l)
+{
+    return block_lock_as (l, gate_self);
 }
 
 static inline void block_unlock (struct ibcr_block *l, int how)

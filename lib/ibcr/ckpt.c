@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "ibcr.h"
+#include "complete.h"
 #include "backend.h"
 #include "ckpt.h"
 #include "gate.h"
@@ -91,9 +92,9 @@ int ckpt_drain (json_object *report)
             jadd (q, "peer_vlid", vqp->peer_vlid);
             jadd (q, "peer_vqpn", vqp->peer_vqpn);
             jadd (q, "sq_posted", vqp->sq.posted);
-            jadd (q, "sq_done", vqp->sq.done);
+            jadd (q, "sq_done", wrlog_sq_done (&vqp->sq));
             jadd (q, "rmsg_posted", vqp->sq.rmsg_posted);
-            jadd (q, "rmsg_done", vqp->sq.rmsg_done);
+            jadd (q, "rmsg_done", wrlog_sq_rmsg_done (&vqp->sq));
             jadd (q, "recv_done", vqp->recv_done);
             jadd (q, "rq_avail",
                   vqp->vsrq ? wrlog_rq_len (&vqp->vsrq->rq) : wrlog_rq_len (&vqp->rq));
@@ -142,6 +143,7 @@ static void release_ctx (struct ibcr_ctx *vctx)
         if (v->real && ibcr_be.destroy_cq (v->real))
             ibcr_log ("release: destroying a CQ failed");
         v->real = NULL;
+        cq_hint_clear (v);
     }
     OBJ_FOREACH_REV (struct ibcr_chan, v, &vctx->chans)
     {
@@ -150,6 +152,7 @@ static void release_ctx (struct ibcr_ctx *vctx)
             ibcr_log ("release: destroying a completion channel failed");
         v->real = NULL;
     }
+    ibcr_mr_gen_bump ();
     OBJ_FOREACH_REV (struct ibcr_mr, v, &vctx->mrs)
     {
         if (v->real && ibcr_be.dereg_mr (v->real))
@@ -238,6 +241,8 @@ static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mr
         jadd (m, "rrkey", v->real->rkey);
         json_object_array_add (mrs, m);
     }
+    /* New real lkeys: every QP's lkey cache goes stale (post.c). */
+    ibcr_mr_gen_bump ();
     OBJ_FOREACH (struct ibcr_cq, v, &vctx->cqs)
     {
         if (ibcr_cq_open_real (v) < 0)

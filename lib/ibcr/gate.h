@@ -35,10 +35,13 @@ struct gate_slot {
 extern atomic_int gate_closed;
 extern atomic_bool gate_fence;
 extern __thread struct gate_slot *gate_self __attribute__ ((tls_model ("initial-exec")));
-struct gate_slot *gate_slot_new (void);
+struct gate_slot *gate_slot_new (void) __attribute__ ((returns_nonnull));
 void gate_wait_open (void);
 
-static inline void gate_enter (void)
+/* Returns the calling thread's slot, for gate_leave_as and block_lock_as:
+ * the data path passes it on instead of reading the thread-local pointer
+ * again (two loads each time). */
+static inline struct gate_slot *gate_enter (void)
 {
     struct gate_slot *s = gate_self;
     if (__builtin_expect (!s, 0))
@@ -56,17 +59,21 @@ static inline void gate_enter (void)
          * gate_open happens before this verb (it does not model the
          * stand-alone acquire fence that was here). */
         if (__builtin_expect (!atomic_load_explicit (&gate_closed, memory_order_acquire), 1))
-            return;
+            return s;
         atomic_store_explicit (&s->inside, d, memory_order_release);
         gate_wait_open ();
     }
 }
 
-static inline void gate_leave (void)
+static inline void gate_leave_as (struct gate_slot *s)
 {
-    struct gate_slot *s = gate_self;
     atomic_store_explicit (&s->inside, atomic_load_explicit (&s->inside, memory_order_relaxed) - 1,
                            memory_order_release);
+}
+
+static inline void gate_leave (void)
+{
+    gate_leave_as (gate_self);
 }
 
 /* Close the gate and wait until no thread is inside.  Only the checkpoint

@@ -18,6 +18,7 @@
 #include "ckpt.h"
 
 pthread_mutex_t ibcr_lock = PTHREAD_MUTEX_INITIALIZER;
+atomic_uint ibcr_mr_gen = 1;
 struct ibcr_link ibcr_ctxs = { &ibcr_ctxs, &ibcr_ctxs };
 volatile int ibcr_xlate;
 int ibcr_rank = -1;

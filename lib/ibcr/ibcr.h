@@ -21,6 +21,7 @@
 #define IBCR_IBCR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <infiniband/verbs.h>
@@ -88,6 +89,7 @@ struct ibcr_chan {
 struct ibcr_cq {
     struct ibv_cq_ex cqx; /* first fields are a struct ibv_cq */
     struct ibv_cq *real;
+    int (*real_poll) (struct ibv_cq *, int, struct ibv_wc *); /* real's */
     struct ibcr_ctx *ctx;
     struct ibcr_chan *vchan;
     int cqe;      /* as asked */
@@ -98,8 +100,13 @@ struct ibcr_cq {
     unsigned arms; /* req_notify calls since the app's last get_cq_event */
     int solicited_only;
     struct ibcr_block plock; /* serializes polls of this CQ */
-    struct ibv_wc cur;       /* ibv_cq_ex: the completion being read */
-    struct ibv_wc *pend;     /* completions drained at checkpoint */
+    /* The QP of the last completion polled here, to skip the qp_by_rqpn
+     * walk when the next one is the same QP's (complete.h).  Under plock
+     * (or the gate closed); hint_rqpn is CQ_NO_HINT when there is none. */
+    uint32_t hint_rqpn;
+    struct ibcr_qp *hint_qp;
+    struct ibv_wc cur;   /* ibv_cq_ex: the completion being read */
+    struct ibv_wc *pend; /* completions drained at checkpoint */
     size_t pend_head, pend_len, pend_cap;
     unsigned long events; /* events handed to the app */
     unsigned long acked;
@@ -156,6 +163,11 @@ struct ibcr_qp {
     struct ibcr_map ah_cache; /* UD after a rebuild: real dest -> real AH,
                                  * under slock like every send (ah.c) */
     struct ibcr_wrb *wrb;     /* ibv_wr_* batch being built (qpx.c) */
+    /* The last virtual lkey a translated send looked up, and its real
+     * one, valid while ibcr_mr_gen == lk_gen (post.c; under slock, or the
+     * gate closed). */
+    uint32_t lk_vlkey, lk_rlkey;
+    unsigned lk_gen;
     struct ibcr_link link;
 };
 
@@ -185,6 +197,15 @@ struct ibcr_ctx {
 
 /* Global state. */
 extern pthread_mutex_t ibcr_lock;
+/* Changes whenever a virtual lkey may map to another real one: an MR
+ * registered or deregistered (under ibcr_lock), a release or a rebuild
+ * (gate closed).  Never 0, so a QP's zeroed lkey cache never hits. */
+extern atomic_uint ibcr_mr_gen;
+static inline void ibcr_mr_gen_bump (void)
+{
+    unsigned g = atomic_load_explicit (&ibcr_mr_gen, memory_order_relaxed) + 1;
+    atomic_store_explicit (&ibcr_mr_gen, g ? g : 1, memory_order_release);
+}
 extern struct ibcr_link ibcr_ctxs;
 /* Set by the first rebuild: from then on ids go through tables.  Before
  * it, virtual == real and this is the only test on the hot path. */
@@ -268,7 +289,8 @@ void ibcr_ah_cache_clear (struct ibcr_qp *vqp);
 /* Account one real completion: update logs and counters; translate it to
  * virtual ids; false when the application must not see it (a WR it posted
  * unsignaled, which libibcr signals to know exactly when it is done). */
-bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc);
+/* A receive completion's accounting (complete.h does the rest). */
+bool ibcr_qp_complete_recv (struct ibcr_qp *vqp, struct ibv_wc *wc);
 
 /* The ibv_wr_* API of a QP (qpx.c) */
 void ibcr_qpx_fill (struct ibcr_qp *vqp);

@@ -155,6 +155,7 @@ static struct ibv_mr *reg (struct ibv_pd *pd, void *addr, size_t length, uint64_
         return NULL;
     }
     ibcr_list_add (&vpd->ctx->mrs, &vmr->link);
+    ibcr_mr_gen_bump ();
     pthread_mutex_unlock (&ibcr_lock);
     gate_leave ();
     return &vmr->mr;
@@ -187,6 +188,7 @@ int ibcr_dereg_mr (struct ibv_mr *mr)
         if (idtab_get (&vmr->vpd->ctx->mr_by_vlkey, vmr->mr.lkey) == vmr)
             idtab_del (&vmr->vpd->ctx->mr_by_vlkey, vmr->mr.lkey);
         ibcr_list_del (&vmr->link);
+        ibcr_mr_gen_bump ();
         pthread_mutex_unlock (&ibcr_lock);
     }
     gate_leave ();

@@ -23,12 +23,39 @@ static uint32_t lkey_real (struct ibcr_ctx *vctx, uint32_t vlkey)
     return vmr && vmr->real ? vmr->real->lkey : vlkey;
 }
 
+/* lkey_real through the QP's one-entry cache: a send's sges mostly name
+ * the MR the last one named, and the walk (the radix tree's levels, the
+ * MR, its real MR) is six dependent loads.  Caller holds the QP's slock
+ * or the gate is closed.  ibcr_mr_gen moves whenever a virtual lkey may
+ * name another real one (an MR registered or deregistered: a later MR may
+ * get the same virtual lkey; a release or rebuild): a registration
+ * another thread made before handing us its lkey happens before this
+ * acquire load, so the entry is never stale for a key the application may
+ * use. */
+static uint32_t lkey_real_qp (struct ibcr_qp *vqp, uint32_t vlkey)
+{
+    unsigned g = atomic_load_explicit (&ibcr_mr_gen, memory_order_acquire);
+    if (vqp->lk_gen == g && vqp->lk_vlkey == vlkey)
+        return vqp->lk_rlkey;
+    uint32_t r = lkey_real (vqp->ctx, vlkey);
+    vqp->lk_vlkey = vlkey;
+    vqp->lk_rlkey = r;
+    vqp->lk_gen = g;
+    return r;
+}
+
 /* Fill 'out' (with room for e->num_sge sges in 'sg') from a log entry, in
  * real ids.  0, or an errno value. */
 static int send_real (struct ibcr_qp *vqp, struct wrlog_send *e, struct ibv_send_wr *out,
                       struct ibv_sge *sg)
 {
-    memset (out, 0, sizeof (*out));
+    /* Every field written once, each by one store of its own width: a
+     * memset of the whole WR under the field stores made the backend's
+     * reads of them wait on partly overlapping stores.  The last union
+     * (bind_mw, tso) is for opcodes libibcr refuses (qpx.c). */
+    out->next = NULL;
+    memset (&out->wr, 0, sizeof (out->wr));
+    memset (&out->qp_type, 0, sizeof (out->qp_type));
     out->wr_id = e->wr_id;
     out->opcode = e->opcode;
     out->send_flags = e->send_flags;
@@ -42,7 +69,7 @@ static int send_real (struct ibcr_qp *vqp, struct wrlog_send *e, struct ibv_send
         for (int i = 0; i < e->num_sge; i++) {
             sg[i] = e->sge[i];
             if (ibcr_xlate)
-                sg[i].lkey = lkey_real (vqp->ctx, sg[i].lkey);
+                sg[i].lkey = lkey_real_qp (vqp, sg[i].lkey);
         }
         out->num_sge = e->num_sge;
     }
@@ -155,7 +182,8 @@ out:
 static void recv_real (struct ibcr_ctx *vctx, struct wrlog_recv *e, struct ibv_recv_wr *out,
                        struct ibv_sge *sg)
 {
-    memset (out, 0, sizeof (*out));
+    /* Every field written once (see send_real). */
+    out->next = NULL;
     out->wr_id = e->wr_id;
     for (int i = 0; i < e->num_sge; i++) {
         sg[i] = e->sge[i];

@@ -15,6 +15,7 @@
 #include "gate.h"
 #include "xlate.h"
 #include "exports.h"
+#include "complete.h"
 
 static void fill_real_init (struct ibcr_qp *vqp, struct ibv_qp_init_attr *ra)
 {
@@ -428,12 +429,13 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
     }
     pthread_mutex_unlock (&ibcr_lock);
     if (rc == 0) {
-        /* A poller of its CQs may have found this QP in qp_by_rqpn just
-         * before it left: wait for any poll in progress on them (each holds
-         * its CQ's plock while it uses the QP), so none touches it freed. */
-        block_unlock (&vqp->vscq->plock, block_lock (&vqp->vscq->plock));
+        /* A poller of its CQs may have found this QP in qp_by_rqpn or in
+         * the CQ's hint just before it left: wait for any poll in progress
+         * on them (each holds its CQ's plock while it uses the QP), and
+         * clear their hints, so none touches it freed. */
+        cq_forget_qp (vqp->vscq, vqp);
         if (vqp->vrcq != vqp->vscq)
-            block_unlock (&vqp->vrcq->plock, block_lock (&vqp->vrcq->plock));
+            cq_forget_qp (vqp->vrcq, vqp);
     }
     gate_leave ();
     if (rc == 0) {
@@ -449,31 +451,6 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
 }
 
 /* ---- completion accounting ---- */
-
-/* Account a completion of the send queue: pop the send log's head; *show
- * says whether the application sees it.  The opcode of an error completion
- * is undefined, so whether one is the send queue's is told by the log's
- * head: then this returns false, having changed nothing, if wc is not the
- * head's.  The head is read under slock, as posters (which may grow the
- * ring) and the pollers of the send CQ change it; a receive completion may
- * be polled from another CQ by another thread. */
-static bool send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, bool *show)
-{
-    int how = block_lock (&vqp->slock);
-    struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
-    if (wc->status != IBV_WC_SUCCESS && !(e && e->wr_id == wc->wr_id)) {
-        block_unlock (&vqp->slock, how);
-        return false;
-    }
-    if (e) {
-        *show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
-        if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah)
-            map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
-        wrlog_sq_pop (&vqp->sq);
-    }
-    block_unlock (&vqp->slock, how);
-    return true;
-}
 
 /* A UD receive with a GRH: the HCA wrote real GIDs into the first 40
  * bytes of the buffer; the application must see virtual ones (it may make
@@ -496,45 +473,38 @@ static void grh_xlate (struct wrlog_rq *rq, const struct ibv_wc *wc)
     }
 }
 
-bool ibcr_qp_complete (struct ibcr_ctx *vctx, struct ibv_wc *wc)
+/* A receive completion (or an error completion that is not the send
+ * log's head's): called by cq_complete (complete.h), which did the rest. */
+bool ibcr_qp_complete_recv (struct ibcr_qp *vqp, struct ibv_wc *wc)
 {
-    struct ibcr_qp *vqp = idtab_get (&vctx->qp_by_rqpn, wc->qp_num);
-    bool show = true;
-    if (!vqp)
-        return true;
-    if ((wc->status != IBV_WC_SUCCESS || !(wc->opcode & IBV_WC_RECV))
-        && send_complete (vqp, wc, &show)) {
-        /* accounted */
+    bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
+        && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
+    if (vqp->vsrq) {
+        int how = block_lock (&vqp->vsrq->lock);
+        if (grh)
+            grh_xlate (&vqp->vsrq->rq, wc);
+        wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id);
+        block_unlock (&vqp->vsrq->lock, how);
     } else {
-        bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
-            && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
-        if (vqp->vsrq) {
-            int how = block_lock (&vqp->vsrq->lock);
-            if (grh)
-                grh_xlate (&vqp->vsrq->rq, wc);
-            wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id);
-            block_unlock (&vqp->vsrq->lock, how);
-        } else {
-            int how = block_lock (&vqp->rlock);
-            if (grh)
-                grh_xlate (&vqp->rq, wc);
-            wrlog_rq_complete (&vqp->rq, wc->wr_id);
-            block_unlock (&vqp->rlock, how);
-        }
-        if (wc->status == IBV_WC_SUCCESS) {
-            vqp->recv_done++;
-            if (ibcr_xlate) {
-                uint16_t vl;
-                uint32_t vq;
-                if (xlate_qp_rev (wc->slid, wc->src_qp, &vl, &vq)) {
-                    wc->slid = vl;
-                    wc->src_qp = vq;
-                }
+        int how = block_lock (&vqp->rlock);
+        if (grh)
+            grh_xlate (&vqp->rq, wc);
+        wrlog_rq_complete (&vqp->rq, wc->wr_id);
+        block_unlock (&vqp->rlock, how);
+    }
+    if (wc->status == IBV_WC_SUCCESS) {
+        vqp->recv_done++;
+        if (ibcr_xlate) {
+            uint16_t vl;
+            uint32_t vq;
+            if (xlate_qp_rev (wc->slid, wc->src_qp, &vl, &vq)) {
+                wc->slid = vl;
+                wc->src_qp = vq;
             }
-            if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD)
-                map_add (&vqp->ud_recv, xl_key (wc->slid, wc->src_qp), 1);
         }
+        if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD)
+            map_add (&vqp->ud_recv, xl_key (wc->slid, wc->src_qp), 1);
     }
     wc->qp_num = vqp->vqpn;
-    return show;
+    return true;
 }

@@ -90,6 +90,14 @@ void wrlog_sq_unpush (struct wrlog_sq *q, size_t n)
     }
 }
 
+uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q)
+{
+    uint64_t pending = 0;
+    for (size_t i = 0; i < q->r.len; i++)
+        pending += ((struct wrlog_send *)wrlog_ring_at (&q->r, i))->needs_recv;
+    return q->rmsg_posted - pending;
+}
+
 int wrlog_rq_init (struct wrlog_rq *q, size_t cap, int max_sge)
 {
     memset (q, 0, sizeof (*q));

@@ -53,8 +53,10 @@ struct wrlog_sq {
     struct wrlog_ring r;
     int max_sge;
     uint32_t max_inline;
-    uint64_t posted, done;           /* all WRs */
-    uint64_t rmsg_posted, rmsg_done; /* WRs that consume a peer receive */
+    /* Pushed less unpushed: all WRs, and those that consume a peer
+     * receive.  The completed ones are the posted ones no longer in the
+     * ring (wrlog_sq_done): a completion only pops, it counts nothing. */
+    uint64_t posted, rmsg_posted;
 };
 
 struct wrlog_rq {
@@ -197,17 +199,26 @@ static inline struct wrlog_send *wrlog_sq_at (struct wrlog_sq *q, size_t i)
     return i < q->r.len ? wrlog_ring_at (&q->r, i) : NULL;
 }
 
-/* Remove the oldest entry (its completion came). */
+/* Remove the oldest entry (its completion came); the ring is not empty. */
+static inline void wrlog_sq_pop_head (struct wrlog_sq *q)
+{
+    q->r.head = (q->r.head + 1) & (q->r.cap - 1);
+    q->r.len--;
+}
+
+/* Remove the oldest entry, if any. */
 static inline void wrlog_sq_pop (struct wrlog_sq *q)
 {
-    struct wrlog_send *e = wrlog_sq_at (q, 0);
-    if (!e)
-        return;
-    q->done++;
-    if (e->needs_recv)
-        q->rmsg_done++;
     wrlog_ring_pop (&q->r);
 }
+
+/* WRs completed (popped) since the log began, all and those that consume
+ * a peer receive: read at a checkpoint. */
+static inline uint64_t wrlog_sq_done (const struct wrlog_sq *q)
+{
+    return q->posted - q->r.len;
+}
+uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q);
 
 static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct ibv_recv_wr *wr)
 {

@@ -99,7 +99,8 @@ static void test_wrlog (void)
     ok (sq.posted == 8 && wrlog_sq_len (&sq) == 8, "unpush drops the newest");
     wrlog_sq_pop (&sq);
     wrlog_sq_pop (&sq);
-    ok (sq.done == 2 && sq.rmsg_done == 1 && wrlog_sq_at (&sq, 0)->wr_id == 2,
+    ok (wrlog_sq_done (&sq) == 2 && wrlog_sq_rmsg_done (&sq) == 1
+            && wrlog_sq_at (&sq, 0)->wr_id == 2,
         "pop completes in order and counts");
     wr.num_sge = 3;
     ok (!wrlog_sq_push (&sq, &wr, false), "more sges than the QP has is refused");

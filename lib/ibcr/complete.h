@@ -1,0 +1,103 @@
+/* complete.h - completion accounting, inline in the poll loop.
+ *
+ * Every completion a poll takes from a real CQ passes here before the
+ * application may see it: its QP is found by real QPN, the WR it ends
+ * leaves the QP's log, and the completion gets the QP's virtual number.
+ * A completion the application did not ask for (an unsignaled WR; libibcr
+ * signals every real WR) is hidden.  This runs per completion, so the
+ * common case (a send completion of the QP the CQ's last completion came
+ * from) is inline in cq.c; receives go out of line (qp.c).
+ *
+ * Callers hold the CQ's plock, or are the checkpoint thread with the gate
+ * closed: the CQ's hint is theirs alone.  Never look a QP up here other
+ * than through the hint or qp_by_rqpn: ibcr_destroy_qp clears the hint
+ * under the plock, and a QP found any other way could be freed under us.
+ */
+#ifndef IBCR_COMPLETE_H
+#define IBCR_COMPLETE_H
+
+#include "ibcr.h"
+#include "xlate.h"
+
+/* No real QPN has more than 24 bits. */
+#define CQ_NO_HINT UINT32_MAX
+
+static inline void cq_hint_clear (struct ibcr_cq *vcq)
+{
+    vcq->hint_rqpn = CQ_NO_HINT;
+    vcq->hint_qp = NULL;
+}
+
+/* Wait for any poll of vcq in progress, and drop vqp from its hint: the
+ * QP is about to be freed (ibcr_destroy_qp). */
+static inline void cq_forget_qp (struct ibcr_cq *vcq, struct ibcr_qp *vqp)
+{
+    int how = block_lock (&vcq->plock);
+    if (vcq->hint_qp == vqp)
+        cq_hint_clear (vcq);
+    block_unlock (&vcq->plock, how);
+}
+
+/* The QP of real QPN rqpn, or NULL.  A hit costs one compare instead of
+ * the radix walk's four dependent loads.  A rebuild gives QPs new real
+ * numbers: the pair (number, QP) is checked as a whole, and release clears
+ * it anyway. */
+static inline struct ibcr_qp *cq_qp_of (struct ibcr_cq *vcq, uint32_t rqpn)
+{
+    if (__builtin_expect (vcq->hint_rqpn == rqpn, 1))
+        return vcq->hint_qp;
+    struct ibcr_qp *vqp = idtab_get (&vcq->ctx->qp_by_rqpn, rqpn);
+    if (vqp) {
+        vcq->hint_rqpn = rqpn;
+        vcq->hint_qp = vqp;
+    }
+    return vqp;
+}
+
+/* Account a completion of the send queue: pop the send log's head.
+ * Returns 1 if the application sees it, 0 if not (an unsignaled WR), -1
+ * if it is not the send queue's: the opcode of an error completion is
+ * undefined, so that is told by the log's head, and -1 has changed
+ * nothing.  The head is read under slock, as posters (which may grow the
+ * ring) and the pollers of the send CQ change it; a receive completion may
+ * be polled from another CQ by another thread.  s: the caller's gate slot. */
+static inline __attribute__ ((always_inline)) int
+qp_send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, struct gate_slot *s)
+{
+    int how = block_lock_as (&vqp->slock, s);
+    struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
+    int show;
+    if (__builtin_expect (!e, 0))
+        show = wc->status == IBV_WC_SUCCESS ? 1 : -1;
+    else if (wc->status != IBV_WC_SUCCESS && e->wr_id != wc->wr_id)
+        show = -1;
+    else {
+        show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
+        if (__builtin_expect (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah, 0))
+            map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
+        wrlog_sq_pop_head (&vqp->sq);
+    }
+    block_unlock (&vqp->slock, how);
+    return show;
+}
+
+/* Account one completion polled from vcq's real CQ and give it the QP's
+ * virtual number; false if the application must not see it.  s: the
+ * caller's gate slot (NULL: the checkpoint thread, gate closed). */
+static inline __attribute__ ((always_inline)) bool
+cq_complete (struct ibcr_cq *vcq, struct ibv_wc *wc, struct gate_slot *s)
+{
+    struct ibcr_qp *vqp = cq_qp_of (vcq, wc->qp_num);
+    if (!vqp)
+        return true;
+    if (wc->status != IBV_WC_SUCCESS || !(wc->opcode & IBV_WC_RECV)) {
+        int show = qp_send_complete (vqp, wc, s);
+        if (show >= 0) {
+            wc->qp_num = vqp->vqpn;
+            return show;
+        }
+    }
+    return ibcr_qp_complete_recv (vqp, wc);
+}
+
+#endif
