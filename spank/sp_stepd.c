@@ -654,6 +654,13 @@ int sp_stepd_task (spank_t sp, const struct sp_args *a)
          * anyway. */
         { "UCX_UD_TIMEOUT", "2592000s" },
         { "UCX_KEEPALIVE_INTERVAL", "inf" },
+        /* UCX's shared-memory transports between the ranks of a node
+         * (sysv and posix segments, cma and knem reaching into a peer's
+         * memory) cannot be carried by a dump of one rank, and its TCP
+         * transport keeps listeners and connections bound to this node's
+         * addresses.  Protected ranks talk through verbs (libibcr's
+         * drain and rebuild), the ranks of a node included. */
+        { "UCX_TLS", "^shm,tcp" },
     };
     for (size_t i = 0; i < sizeof (mpi_env) / sizeof (mpi_env[0]); i++)
         if (spank_setenv (sp, mpi_env[i].name, mpi_env[i].value, 0) != ESPANK_SUCCESS

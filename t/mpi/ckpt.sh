@@ -64,8 +64,9 @@ mpi_ckpt_steer_() {
 	openmpi) echo OMPI_MCA_shmem=mmap OMPI_MCA_mpi_add_procs_cutoff=4294967295 ;;
 	mpich) echo MPIR_CVAR_NOLOCAL=1 ;;
 	esac
-	# UCX's clock-based peer timeout (30 days) and keepalive (off), in both
-	echo UCX_UD_TIMEOUT=2592000s UCX_KEEPALIVE_INTERVAL=inf
+	# UCX's clock-based peer timeout (30 days) and keepalive (off), and
+	# no shared-memory or TCP transport, in both
+	echo UCX_UD_TIMEOUT=2592000s UCX_KEEPALIVE_INTERVAL=inf UCX_TLS=^shm,tcp
 }
 
 # mpi_ckpt_clock_ FILE WHEN CLOCK: in FILE (mpi_verify -c's stderr),
@@ -97,13 +98,20 @@ mpi_ckpt_clock_() {
 # program (a wrapper that execs it; a path without spaces, relative to the
 # trash directory); with $MPI_CKPT_MARK set, the batch
 # script first appends "run $SLURM_RESTART_COUNT" to NAME.out.
+# UCX's transports are the plugin's choice in protected ranks (the
+# uninterrupted reference keeps the suite's UCX_TLS); sbatch is the
+# harness's function, which submits as the job's user.
+mpi_ckpt_sbatch_tls_() {
+	unset UCX_TLS
+	sbatch "$@"
+}
 mpi_ckpt_sbatch_() {
 	mpi_cs_m=$1 mpi_cs_n=$2 mpi_cs_mark=
 	shift 2
 	if test -n "$MPI_CKPT_MARK"; then
 		mpi_cs_mark="echo run \${SLURM_RESTART_COUNT:-0} >>$mpi_cs_n.out; "
 	fi
-	mpi_with "$mpi_cs_m" $(mpi_ckpt_env_ "$mpi_cs_m") sbatch --parsable "$@" \
+	mpi_with "$mpi_cs_m" $(mpi_ckpt_env_ "$mpi_cs_m") mpi_ckpt_sbatch_tls_ --parsable "$@" \
 		-o job"$mpi_cs_n".out -e job"$mpi_cs_n".err \
 		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $MPI_CKPT_LAUNCH $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS -c $MPI_CKPT_VERIFY_OPTS"
 }
@@ -203,12 +211,18 @@ mpi_ckpt_periodic() {
 	test "$(spank_field $J NodeList)" = "n[1-2]" &&
 	scancel $filler &&
 	spank_wait_gens $J 2 90 &&
-	for p in $(pgrep -u "$IBCR_JOB_USER" -f "^$(mpi_verify_of_ "$1")"); do
+	pgrep -u "$IBCR_JOB_USER" -f "^$(mpi_verify_of_ "$1")" >ranks &&
+	for p in $(cat ranks); do
 		for v in $(mpi_ckpt_steer_ "$1"); do
-			tr "\0" "\n" </proc/$p/environ | grep -x "$v"
+			tr "\0" "\n" </proc/$p/environ | grep -x -F "$v"
 		done
 	done >steered &&
-	test "$(wc -l <steered)" = $((4 * $(mpi_ckpt_steer_ "$1" | wc -w))) &&
+	test "$(wc -l <steered)" = $((4 * $(mpi_ckpt_steer_ "$1" | wc -w))) || {
+		echo "want $(mpi_ckpt_steer_ "$1" | wc -w) variables in each of 4 ranks ($(cat ranks | tr "\n" " ")), found:" | ibcr_diag
+		ibcr_diag <steered
+		ps -u "$IBCR_JOB_USER" -o pid,stat,args | ibcr_diag
+		return 1
+	} &&
 	# Before any restore: UCX chose the wall clock, as libibcr told it.
 	mpi_ckpt_clock_ mv.err "after MPI_Init" gettimeofday &&
 	newest=$(mpi_ckpt_newest_gen $J) &&
