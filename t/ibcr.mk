@@ -49,6 +49,12 @@ ibcr_refuse_LDADD = libtap.la -libverbs
 check_PROGRAMS += ibcr/race
 ibcr_race_SOURCES = ibcr/race.c ibcr/selfqp.c ibcr/selfqp.h
 ibcr_race_LDADD = libtap.la -libverbs $(AX_PTHREAD_LIBS)
+# A module preloaded ahead of libibcr by t1104: UCX's clock chosen by
+# libucs itself (libibcr's warning).  -rpath makes it a shared module.
+check_LTLIBRARIES += ibcr/ucxtsc.la
+ibcr_ucxtsc_la_SOURCES = ibcr/ucxtsc.c
+ibcr_ucxtsc_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+ibcr_ucxtsc_la_LIBADD = -ldl
 check_PROGRAMS += ibcr/ucxuuid
 ibcr_ucxuuid_SOURCES = ibcr/ucxuuid.c
 ibcr_ucxuuid_LDADD = -ldl

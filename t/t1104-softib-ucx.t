@@ -93,6 +93,24 @@ test_expect_success 'UCX reads the time-stamp counter, but the wall clock with l
 	! grep "libibcr.*warning" clk-plain.out clk-wall.out clk-tsc.out
 '
 
+# A UCX that chose its clock without calling libibcr's function (here a
+# module preloaded ahead of libibcr runs libucs's own): the counter, and
+# libibcr says so once, at the first device opened; IBCR_UCX_CLOCK=tsc
+# says that is wanted.
+test_expect_success 'UCX choosing the time-stamp counter without libibcr is warned about, once, unless IBCR_UCX_CLOCK=tsc' '
+	tsc="$IBCR_BUILDDIR/t/ibcr/.libs/ucxtsc.so" &&
+	test -f "$tsc" &&
+	UCX_ENV_EXTRA="LD_PRELOAD=$tsc:$LIBIBCR" ucx_on 0 env UCX_LOG_LEVEL=debug \
+		ucx_info -d >clk-own.out 2>&1 &&
+	grep softib0 clk-own.out >/dev/null &&
+	hz=$(ucx_clock_hz clk-own.out) &&
+	test -n "$hz" && test "$hz" != 1000000.00 &&
+	test "$(grep -c "libibcr.*warning: UCX chose the CPU.s time-stamp counter" clk-own.out)" = 1 &&
+	UCX_ENV_EXTRA="LD_PRELOAD=$tsc:$LIBIBCR IBCR_UCX_CLOCK=tsc" ucx_on 0 ucx_info -d >clk-own-tsc.out 2>&1 &&
+	grep softib0 clk-own-tsc.out >/dev/null &&
+	! grep "libibcr.*warning" clk-own-tsc.out
+'
+
 # UCX's ids: on the wall clock, ids made in one microsecond by threads
 # of one id (every protected rank is PID 102 of its namespace) are equal
 # (libucs's own), unless libibcr adds random bits (the ones UCX calls).
