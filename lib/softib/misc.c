@@ -331,16 +331,25 @@ bool sib_trylock_slow (sib_lock_t *l, bool claim)
     return false;
 }
 
-bool sib_lock_bias_ok (void)
+/* Register this process for membarrier's REGISTER command, unless the
+ * variable ENV is "0" or the kernel lacks the commands in NEED: whether
+ * the caller may rely on the matching membarrier from now on.  Per
+ * process and idempotent; CRIU restores it with the process. */
+bool sib_membarrier_register (const char *env, long need, int reg)
 {
-    const char *s = getenv ("SOFTIB_LOCK_BIAS");
+    const char *s = getenv (env);
     long q;
 
     if (s && strcmp (s, "0") == 0)
         return false;
     q = syscall (SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    if (q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+    if (q < 0 || (q & need) != need)
         return false;
-    /* per process and idempotent; CRIU restores it with the process */
-    return syscall (SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    return syscall (SYS_membarrier, reg, 0, 0) == 0;
+}
+
+bool sib_lock_bias_ok (void)
+{
+    return sib_membarrier_register ("SOFTIB_LOCK_BIAS", MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                                    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
 }

@@ -82,17 +82,10 @@ bool sib_shm_wanted (void)
 
 bool sib_shm_membarrier (void)
 {
-    const char *s = getenv ("SOFTIB_SHM_MEMBARRIER");
-    long q;
-
-    if (s && strcmp (s, "0") == 0)
-        return false;
-    q = syscall (SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    if (q < 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED)
-        || !(q & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED))
-        return false;
-    /* per process and idempotent; CRIU restores it with the process */
-    return syscall (SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+    return sib_membarrier_register ("SOFTIB_SHM_MEMBARRIER",
+                                    MEMBARRIER_CMD_GLOBAL_EXPEDITED
+                                        | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+                                    MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED);
 }
 
 static socklen_t ep_name (struct sockaddr_un *sun, uint32_t ip, uint16_t port)

@@ -235,6 +235,10 @@ static inline void sib_unlock (sib_lock_t *l)
         __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
 }
 
+/* membarrier's REGISTER command REG, unless the variable ENV is "0" or
+ * the kernel lacks the commands in NEED: true if it was made (misc.c). */
+SIB_HIDDEN bool sib_membarrier_register (const char *env, long need, int reg);
+
 /* Registers the process for MEMBARRIER_CMD_PRIVATE_EXPEDITED (unless
  * SOFTIB_LOCK_BIAS=0): true if the locks of a new context may be biased. */
 SIB_HIDDEN bool sib_lock_bias_ok (void);
