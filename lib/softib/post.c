@@ -139,7 +139,7 @@ static int post_one (struct sib_qp *qp, struct ibv_send_wr *wr)
         : 0;
     w->nsge = (uint32_t)wr->num_sge;
     if (wr->num_sge)
-        memcpy (w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof (w->sge[0]));
+        sib_sge_copy (w->sge, wr->sg_list, (size_t)wr->num_sge);
     w->raddr = 0;
     w->rkey = 0;
     w->cmp = w->swp = 0;

@@ -235,6 +235,22 @@ static inline void sib_unlock (sib_lock_t *l)
         __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
 }
 
+/* Copies n sges field by field.  Not memcpy: with a size known only at
+ * run time gcc emits `rep movsq`, whose start-up alone cost more than the
+ * rest of an ibv_post_send on the project machine; and not as whole
+ * structs, which gcc copies with one 16-byte load that cannot take its
+ * bytes from the caller's separate, still pending stores of addr and
+ * length (a store-forwarding stall, 60% of sib_post_send's samples;
+ * doc/softib-shm.md). */
+static inline void sib_sge_copy (struct ibv_sge *dst, const struct ibv_sge *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        dst[i].addr = src[i].addr;
+        dst[i].length = src[i].length;
+        dst[i].lkey = src[i].lkey;
+    }
+}
+
 /* membarrier's REGISTER command REG, unless the variable ENV is "0" or
  * the kernel lacks the commands in NEED: true if it was made (misc.c). */
 SIB_HIDDEN bool sib_membarrier_register (const char *env, long need, int reg);

@@ -51,10 +51,7 @@ int sib_rq_post (struct sib_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr *
         w = &rq->ring[rq->head & (rq->cap - 1)];
         w->wr_id = wr->wr_id;
         w->nsge = (uint32_t)wr->num_sge;
-        if (wr->num_sge == 1)
-            w->sge[0] = wr->sg_list[0];
-        else if (wr->num_sge)
-            memcpy (w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof (w->sge[0]));
+        sib_sge_copy (w->sge, wr->sg_list, (size_t)wr->num_sge);
         rq->head++;
     }
     return 0;
@@ -70,10 +67,7 @@ bool sib_rq_pop (struct sib_rq *rq, struct sib_rwqe *out)
     w = &rq->ring[rq->tail & (rq->cap - 1)];
     out->wr_id = w->wr_id;
     out->nsge = w->nsge;
-    if (w->nsge == 1)
-        out->sge[0] = w->sge[0];
-    else
-        memcpy (out->sge, w->sge, w->nsge * sizeof (w->sge[0]));
+    sib_sge_copy (out->sge, w->sge, w->nsge);
     rq->tail++;
     return true;
 }

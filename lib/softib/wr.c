@@ -189,7 +189,7 @@ static void wr_set_sge_list (struct ibv_qp_ex *q, size_t n, const struct ibv_sge
         return;
     }
     w = wr_cur (qp);
-    memcpy (w->sge, sg, n * sizeof (*sg));
+    sib_sge_copy (w->sge, sg, n);
     w->nsge = (uint32_t)n;
 }
 
