@@ -39,6 +39,18 @@ test_expect_success 'RC send of 1-byte and odd-sized messages' '
 	vw_stream odd -o send_imm -n 500 -s 4097
 '
 
+# On one host the stream goes through a 1 MiB ring (shm.c) and a reader
+# sees at most the bytes up to its end, so a header that crosses the end
+# arrives in two pieces.  A SEND's short header is 16 bytes: with 1-byte
+# sends (17 bytes a message) the second wrap falls 15 bytes into a header
+# (2^20 = -1 mod 17), and 3- and 5-byte sends move the cut elsewhere;
+# 400000 messages cross the end 6 times.
+test_expect_success 'RC send of tiny messages, headers cut at the ring end' '
+	vw_stream cut1 -o send -n 400000 -s 1 -u 64 &&
+	vw_stream cut3 -o send_imm -n 400000 -s 3 -u 64 &&
+	vw_stream cut5 -o send -n 300000 -s 5 -u 64
+'
+
 test_expect_success 'scatter/gather lists: send, write, read, write_imm' '
 	vw_stream sge-send -o send -g 4 -s 1000 &&
 	vw_stream sge-write -o write -g 3 -s 5000 &&

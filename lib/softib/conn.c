@@ -582,15 +582,27 @@ static bool consume (struct sib_conn *c)
         uint8_t *p = c->rbuf + c->st_off;
 
         if (!c->in_payload) {
-            uint32_t k = sizeof (c->rh) - c->rh_have;
+            uint8_t op = c->rh_have ? c->rh.op : p[0];
+            uint32_t end = op & SIB_OP_SHORT ? SIB_HDR_SHORT : sizeof (c->rh);
+            uint32_t k = end - c->rh_have;
 
             if (k > avail)
                 k = avail;
-            memcpy ((uint8_t *)&c->rh + c->rh_have, p, k);
+            if (k == sizeof (c->rh))
+                memcpy (&c->rh, p, sizeof (c->rh)); /* inlined: fixed sizes */
+            else if (k == SIB_HDR_SHORT && end == SIB_HDR_SHORT)
+                memcpy (&c->rh, p, SIB_HDR_SHORT);
+            else
+                memcpy ((uint8_t *)&c->rh + c->rh_have, p, k);
             c->rh_have += k;
             c->st_off += k;
-            if (c->rh_have < sizeof (c->rh))
+            if (c->rh_have < end)
                 continue;
+            if (end == SIB_HDR_SHORT) {
+                memset ((uint8_t *)&c->rh + SIB_HDR_SHORT, 0, sizeof (c->rh) - SIB_HDR_SHORT);
+                c->rh.op &= (uint8_t)~SIB_OP_SHORT;
+                c->rh_have = sizeof (c->rh);
+            }
             on_header (c);
             if (c->dead)
                 return false;

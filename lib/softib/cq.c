@@ -126,24 +126,18 @@ SIB_EXPORT void ibv_ack_cq_events (struct ibv_cq *cq, unsigned int nevents)
 
 /* ---- pushing completions ---- */
 
-void sib_cq_push (struct sib_cq *cq, const struct ibv_wc *wc, bool solicited)
+/* The CQ's next entry, for the caller to fill in place, with cq->lock
+ * held until sib_cq_commit; NULL (lock released, overflow reported) if
+ * the CQ is full. */
+struct ibv_wc *sib_cq_slot (struct sib_cq *cq)
 {
-    bool fire = false, overflow = false;
+    bool overflow;
 
     sib_lock (&cq->lock);
-    if (cq->head - cq->tail >= cq->size) {
-        overflow = !cq->overflowed;
-        cq->overflowed = true;
-    } else {
-        cq->ring[cq->head & (cq->size - 1)] = *wc;
-        if (cq->ts)
-            cq->ts[cq->head & (cq->size - 1)] = sib_now_ns ();
-        cq->head++;
-        if (cq->armed && (!cq->solicited_only || solicited || wc->status != IBV_WC_SUCCESS)) {
-            cq->armed = false;
-            fire = true;
-        }
-    }
+    if (__builtin_expect (cq->head - cq->tail < cq->size, 1))
+        return &cq->ring[cq->head & (cq->size - 1)];
+    overflow = !cq->overflowed;
+    cq->overflowed = true;
     sib_unlock (&cq->lock);
     if (overflow) {
         sib_log ("CQ %p overflowed (more than %d entries unpolled); "
@@ -151,8 +145,35 @@ void sib_cq_push (struct sib_cq *cq, const struct ibv_wc *wc, bool solicited)
                  (void *)cq, cq->cqx.cqe);
         sib_async_event (sib_ctx_of (cq->cqx.context), IBV_EVENT_CQ_ERR, cq);
     }
+    return NULL;
+}
+
+/* Publishes the entry sib_cq_slot gave and releases the lock. */
+void sib_cq_commit (struct sib_cq *cq, bool solicited)
+{
+    const struct ibv_wc *wc = &cq->ring[cq->head & (cq->size - 1)];
+    bool fire = false;
+
+    if (cq->ts)
+        cq->ts[cq->head & (cq->size - 1)] = sib_now_ns ();
+    cq->head++;
+    if (cq->armed && (!cq->solicited_only || solicited || wc->status != IBV_WC_SUCCESS)) {
+        cq->armed = false;
+        fire = true;
+    }
+    sib_unlock (&cq->lock);
     if (fire && cq->cqx.channel)
         chan_fire ((struct sib_chan *)cq->cqx.channel, (struct ibv_cq *)&cq->cqx);
+}
+
+void sib_cq_push (struct sib_cq *cq, const struct ibv_wc *wc, bool solicited)
+{
+    struct ibv_wc *e = sib_cq_slot (cq);
+
+    if (e) {
+        *e = *wc;
+        sib_cq_commit (cq, solicited);
+    }
 }
 
 /* ---- progress from polling threads ----

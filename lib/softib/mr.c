@@ -89,11 +89,11 @@ struct sib_mr *sib_mr_lookup (struct sib_ctx *ctx, uint32_t key)
 
 /* Every change to what a key means (deregistration, re-registration, a
  * context closed) moves this counter, under the context's lock. */
-static uint64_t mr_epoch = 1;
+uint64_t sib_mr_epoch = 1;
 
 void sib_mr_changed (void)
 {
-    __atomic_add_fetch (&mr_epoch, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch (&sib_mr_epoch, 1, __ATOMIC_SEQ_CST);
 }
 
 /* Each QP keeps copies of the MRs its checks found last: a data-path
@@ -101,19 +101,19 @@ void sib_mr_changed (void)
  * takes no lock.  It took ctx->lock, the context's, shared with the
  * progress thread and every other QP: a quarter of an 8-byte message's
  * time (doc/softib-shm.md).  A copy, filled under ctx->lock, is valid
- * while mr_epoch has not moved since.  A deregistration that starts after
+ * while sib_mr_epoch has not moved since.  A deregistration that starts after
  * the epoch was read is, as before, ordered after this check (the bytes
  * are copied after it either way).  The copies live in the QP, under its
  * lock, not in thread-local storage: libibcr loads softib with dlmopen at
  * every rebuild, and each load's thread-local blocks stay allocated in
  * every thread that touched them. */
-void *sib_mr_check (struct sib_qp *qp, uint32_t key, uint64_t addr, uint64_t len, int need,
-                    enum ibv_wc_status fail, enum ibv_wc_status *status)
+void *sib_mr_check_slow (struct sib_qp *qp, uint32_t key, uint64_t addr, uint64_t len, int need,
+                         enum ibv_wc_status fail, enum ibv_wc_status *status)
 {
     struct sib_ctx *ctx = qp->ctx;
     struct ibv_pd *pd = qp->qpx.qp_base.pd;
     struct sib_mr_cache *e = &qp->mrc[key & (SIB_MR_CACHE - 1)];
-    uint64_t epoch = __atomic_load_n (&mr_epoch, __ATOMIC_ACQUIRE);
+    uint64_t epoch = __atomic_load_n (&sib_mr_epoch, __ATOMIC_ACQUIRE);
     struct sib_mr *mr;
 
     if (e->ctx != ctx || e->key != key || e->epoch != epoch) {
@@ -122,7 +122,7 @@ void *sib_mr_check (struct sib_qp *qp, uint32_t key, uint64_t addr, uint64_t len
         if (mr) {
             e->ctx = ctx;
             e->key = key;
-            e->epoch = __atomic_load_n (&mr_epoch, __ATOMIC_RELAXED);
+            e->epoch = __atomic_load_n (&sib_mr_epoch, __ATOMIC_RELAXED);
             e->access = mr->access;
             e->pd = mr->mr.pd;
             e->iova = mr->iova;

@@ -195,23 +195,26 @@ void sib_resp_header (struct sib_conn *c)
 
 static void recv_cqe (struct sib_qp *qp, struct sib_conn *c, enum ibv_wc_status st)
 {
-    struct ibv_wc wc;
+    struct ibv_wc *wc = sib_cq_slot (qp->rcq); /* filled in place */
 
-    memset (&wc, 0, sizeof (wc));
-    wc.wr_id = c->rwqe.wr_id;
-    wc.status = st;
-    wc.opcode = c->rh.op == SIB_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
-    wc.byte_len = c->rh.op == SIB_OP_WRITE_IMM ? c->rh.len : c->rh.len;
-    wc.qp_num = qp->qpx.qp_base.qp_num;
-    wc.src_qp = qp->attr.dest_qp_num;
-    wc.slid = c->rh.lid;
-    wc.sl = qp->attr.ah_attr.sl;
-    if (c->rh.flags & SIB_F_IMM) {
-        wc.wc_flags |= IBV_WC_WITH_IMM;
-        wc.imm_data = c->rh.imm;
-    }
-    sib_cq_push (qp->rcq, &wc, (c->rh.flags & SIB_F_SOLICITED) != 0);
     c->have_rwqe = false; /* completed: a flush must not repeat it */
+    if (!wc)
+        return;
+    *wc = (struct ibv_wc){
+        .wr_id = c->rwqe.wr_id,
+        .status = st,
+        .opcode = c->rh.op == SIB_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+        .byte_len = c->rh.len,
+        .qp_num = qp->qpx.qp_base.qp_num,
+        .src_qp = qp->attr.dest_qp_num,
+        .slid = c->rh.lid,
+        .sl = qp->attr.ah_attr.sl,
+    };
+    if (c->rh.flags & SIB_F_IMM) {
+        wc->wc_flags |= IBV_WC_WITH_IMM;
+        wc->imm_data = c->rh.imm;
+    }
+    sib_cq_commit (qp->rcq, (c->rh.flags & SIB_F_SOLICITED) != 0);
 }
 
 static void serve_read (struct sib_conn *c, struct sib_qp *qp)

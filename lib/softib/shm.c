@@ -48,10 +48,11 @@
 #define SIB_SHM_RING (1u << 20) /* bytes per direction */
 #define SIB_SHM_CTL 4096        /* control page before the rings */
 #define SIB_SHM_BYTES (SIB_SHM_CTL + 2 * (size_t)SIB_SHM_RING)
-/* The layout of the control page and its wake-up protocol: in the name
- * of the unix endpoint, so that softib builds with another layout never
- * meet there (they use TCP between them). */
-#define SIB_SHM_LAYOUT 2
+/* The layout of the control page, its wake-up protocol and what the
+ * rings carry (3: short headers, wire.h): in the name of the unix
+ * endpoint, so that softib builds with another layout never meet there
+ * (they use TCP between them). */
+#define SIB_SHM_LAYOUT 3
 
 /* Each index and each flag has a cache line of its own: the producer
  * writes head per message and the consumer tail per batch, while the
@@ -431,6 +432,62 @@ static void wake_consumer (struct sib_shm *s)
         poke (s->efd_peer);
 }
 
+/* Copies n bytes into the transmit ring at stream position pos. */
+static inline void ring_put (struct sib_shm *s, uint64_t pos, const void *src, size_t n)
+{
+    uint32_t off = (uint32_t)(pos & (s->size - 1));
+    size_t k = s->size - off;
+
+    if (__builtin_expect (n <= k, 1)) {
+        memcpy (s->txd + off, src, n);
+        return;
+    }
+    memcpy (s->txd + off, src, k);
+    memcpy (s->txd, (const uint8_t *)src + k, n - k);
+}
+
+/* The free bytes of the transmit ring, reading the consumer's tail again
+ * only when the cached one leaves fewer than `want`; -1 if the peer
+ * wrote nonsense into the tail. */
+static int64_t tx_room (struct sib_shm *s, uint64_t want)
+{
+    uint64_t head = s->tx_head;
+
+    if (s->size - (head - s->tx_tail) >= want)
+        return (int64_t)(s->size - (head - s->tx_tail));
+    s->tx_tail = __atomic_load_n (&s->tx->tail, __ATOMIC_ACQUIRE);
+    if (head - s->tx_tail > s->size)
+        return -1;
+    return (int64_t)(s->size - (head - s->tx_tail));
+}
+
+static void tx_publish (struct sib_shm *s, uint64_t head)
+{
+    s->tx_head = head;
+    __atomic_store_n (&s->tx->head, head, __ATOMIC_RELEASE);
+    wake_consumer (s);
+}
+
+/* One whole message, a header of hlen bytes and at most one piece of
+ * payload, if the
+ * ring has room for all of it: what sib_tx_progress writes for nearly
+ * every work request, without the iovec of sib_shm_writev.  false if
+ * nothing was written (no room, HELLO not out yet, corrupt tail): the
+ * caller takes the general path, which reports what is wrong. */
+bool sib_shm_put (struct sib_conn *c, const void *h, size_t hlen, const void *pay, size_t plen)
+{
+    struct sib_shm *s = c->shm;
+    uint64_t head = s->tx_head;
+
+    if (s->hello_left || tx_room (s, hlen + plen) < (int64_t)(hlen + plen))
+        return false;
+    ring_put (s, head, h, hlen);
+    if (plen)
+        ring_put (s, head + hlen, pay, plen);
+    tx_publish (s, head + hlen + plen);
+    return true;
+}
+
 /* Writes what the ring takes from iov (like a non-blocking writev):
  * bytes written, or -1 with EAGAIN (full) or EPIPE (peer corrupt). */
 ssize_t sib_shm_writev (struct sib_conn *c, const struct iovec *iov, int cnt)
@@ -451,25 +508,19 @@ ssize_t sib_shm_writev (struct sib_conn *c, const struct iovec *iov, int cnt)
         }
         done = skip;
     }
-    room = s->size - (head - s->tx_tail);
     {
         size_t want = 0;
+        int64_t r;
 
         for (int j = 0; j < cnt; j++)
             want += iov[j].iov_len;
-        want -= done;
-        if (room >= want)
-            goto fits;
-    }
-    {
-        s->tx_tail = __atomic_load_n (&s->tx->tail, __ATOMIC_ACQUIRE);
-        if (head - s->tx_tail > s->size) {
+        r = tx_room (s, want - done);
+        if (r < 0) {
             errno = EPIPE;
             return -1;
         }
-        room = s->size - (head - s->tx_tail);
+        room = (uint64_t)r;
     }
-fits:
     for (; i < cnt && room; i++) {
         const uint8_t *p = iov[i].iov_base;
         size_t n = iov[i].iov_len;
@@ -483,27 +534,15 @@ fits:
         skip = 0;
         if (n > room)
             n = (size_t)room;
-        {
-            uint32_t off = (uint32_t)(head & (s->size - 1));
-            size_t k = s->size - off;
-
-            if (k > n)
-                k = n;
-            memcpy (s->txd + off, p, k);
-            if (n > k)
-                memcpy (s->txd, p + k, n - k);
-        }
+        ring_put (s, head, p, n);
         head += n;
         room -= n;
         done += n;
         if (n < iov[i].iov_len)
             break;
     }
-    if (head != s->tx_head) {
-        s->tx_head = head;
-        __atomic_store_n (&s->tx->head, head, __ATOMIC_RELEASE);
-        wake_consumer (s);
-    }
+    if (head != s->tx_head)
+        tx_publish (s, head);
     if (!done) {
         errno = EAGAIN;
         return -1;

@@ -106,8 +106,10 @@ struct sib_qp;
 /* Checks that key names an MR of qp's PD with `need` access covering
  * [addr, addr + len) and returns where those bytes are, or NULL with
  * *status = fail.  Caller holds qp->lock (the QP's cache of MRs). */
-SIB_HIDDEN void *sib_mr_check (struct sib_qp *qp, uint32_t key, uint64_t addr, uint64_t len,
-                               int need, enum ibv_wc_status fail, enum ibv_wc_status *status);
+SIB_HIDDEN void *sib_mr_check_slow (struct sib_qp *qp, uint32_t key, uint64_t addr, uint64_t len,
+                                    int need, enum ibv_wc_status fail, enum ibv_wc_status *status);
+/* mr.c: moves whenever what a key means changes */
+SIB_HIDDEN extern uint64_t sib_mr_epoch;
 /* What the data path's checks of one MR need, copied under ctx->lock;
  * valid while the epoch (sib_mr_changed) has not moved (mr.c). */
 struct sib_mr_cache {
@@ -290,6 +292,8 @@ struct sib_cq {
 };
 
 SIB_HIDDEN void sib_cq_push (struct sib_cq *cq, const struct ibv_wc *wc, bool solicited);
+SIB_HIDDEN struct ibv_wc *sib_cq_slot (struct sib_cq *cq);
+SIB_HIDDEN void sib_cq_commit (struct sib_cq *cq, bool solicited);
 /* A QP completing into cq joins / leaves its list (0 or -1 ENOMEM). */
 SIB_HIDDEN int sib_cq_attach (struct sib_cq *cq, struct sib_qp *qp);
 SIB_HIDDEN void sib_cq_detach (struct sib_cq *cq, struct sib_qp *qp);
@@ -520,6 +524,8 @@ SIB_HIDDEN void sib_shm_free (struct sib_conn *c);
 SIB_HIDDEN void sib_shm_kick_self (struct sib_conn *c);
 SIB_HIDDEN void sib_shm_drain_wake (struct sib_conn *c);
 SIB_HIDDEN ssize_t sib_shm_writev (struct sib_conn *c, const struct iovec *iov, int cnt);
+SIB_HIDDEN bool sib_shm_put (struct sib_conn *c, const void *h, size_t hlen, const void *pay,
+                             size_t plen);
 SIB_HIDDEN bool sib_shm_want_space (struct sib_conn *c, bool on);
 SIB_HIDDEN int64_t sib_shm_peek (struct sib_conn *c, uint8_t **p);
 SIB_HIDDEN void sib_shm_consumed (struct sib_conn *c, uint32_t n);
@@ -576,6 +582,23 @@ struct sib_ctx {
         struct ibv_async_event ev;
     } * ev_head, *ev_tail;
 };
+
+/* sib_mr_check_slow's hit in the QP's copies, inline: it runs for every
+ * sge posted and every message received. */
+static inline void *sib_mr_check (struct sib_qp *qp, uint32_t key, uint64_t addr, uint64_t len,
+                                  int need, enum ibv_wc_status fail, enum ibv_wc_status *status)
+{
+    const struct sib_mr_cache *e = &qp->mrc[key & (SIB_MR_CACHE - 1)];
+
+    if (__builtin_expect (e->ctx == qp->ctx && e->key == key
+                              && e->epoch == __atomic_load_n (&sib_mr_epoch, __ATOMIC_ACQUIRE)
+                              && e->pd == qp->qpx.qp_base.pd && (e->access & need) == need
+                              && addr >= e->iova && len <= e->length
+                              && addr - e->iova <= e->length - len,
+                          1))
+        return e->addr + (addr - e->iova);
+    return sib_mr_check_slow (qp, key, addr, len, need, fail, status);
+}
 
 static inline struct sib_ctx *sib_ctx_of (struct ibv_context *c)
 {

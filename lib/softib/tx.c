@@ -46,18 +46,20 @@ static enum ibv_wc_opcode wc_opcode (uint8_t op)
 void sib_send_complete (struct sib_qp *qp, struct sib_swqe *w, enum ibv_wc_status st)
 {
     if (w->signaled || st != IBV_WC_SUCCESS) {
-        struct ibv_wc wc;
+        struct ibv_wc *wc = sib_cq_slot (qp->scq); /* filled in place */
 
-        memset (&wc, 0, sizeof (wc));
-        wc.wr_id = w->wr_id;
-        wc.status = st;
-        wc.opcode = wc_opcode (w->op);
-        wc.qp_num = qp->qpx.qp_base.qp_num;
-        if (w->op == SIB_OP_READ)
-            wc.byte_len = w->len;
-        else if (w->op == SIB_OP_CMP_SWP || w->op == SIB_OP_FETCH_ADD)
-            wc.byte_len = 8;
-        sib_cq_push (qp->scq, &wc, false);
+        if (wc) {
+            *wc = (struct ibv_wc){
+                .wr_id = w->wr_id,
+                .status = st,
+                .opcode = wc_opcode (w->op),
+                .qp_num = qp->qpx.qp_base.qp_num,
+                .byte_len = w->op == SIB_OP_READ                           ? w->len
+                    : w->op == SIB_OP_CMP_SWP || w->op == SIB_OP_FETCH_ADD ? 8
+                                                                           : 0,
+            };
+            sib_cq_commit (qp->scq, false);
+        }
     }
     qp->sq_done++;
     if (qp->sq_tx < qp->sq_done)
@@ -141,6 +143,39 @@ static bool fail_local (struct sib_qp *qp)
 
 #define SIB_TX_IOV 64
 
+/* Same host, nothing partly written: each WQE with at most one piece of
+ * payload goes into the ring as one message, without an iovec; the
+ * general loop below takes over at the first one that does not fit. */
+static void tx_shm_whole (struct sib_qp *qp, struct sib_conn *c)
+{
+    while (qp->sq_tx != qp->sq_head && qp->tx_off == 0 && !qp->rnr_until && !qp->rnr_rewind
+           && qp->state == IBV_QPS_RTS) {
+        struct sib_swqe *w = &qp->sq[qp->sq_tx & (qp->sq_cap - 1)];
+        const void *pay = NULL;
+        size_t plen = 0;
+
+        if (w->hdr.op == 0xff || w->nsge > 1)
+            return;
+        if (op_has_payload (w->op) && w->len) {
+            pay = w->nsge ? (const void *)(uintptr_t)w->sge[0].addr : (const void *)w->inl;
+            plen = w->len;
+        }
+        wqe_build_hdr (qp, w);
+        if (w->op == SIB_OP_SEND || w->op == SIB_OP_SEND_IMM) {
+            uint8_t h[SIB_HDR_SHORT]; /* wire.h: nothing after imm */
+
+            memcpy (h, &w->hdr, sizeof (h));
+            h[0] |= SIB_OP_SHORT;
+            if (!sib_shm_put (c, h, sizeof (h), pay, plen))
+                return;
+        } else if (!sib_shm_put (c, &w->hdr, sizeof (w->hdr), pay, plen)) {
+            return;
+        }
+        w->sent = 1;
+        qp->sq_tx++;
+    }
+}
+
 void sib_tx_progress (struct sib_qp *qp)
 {
     struct sib_conn *c = qp->req;
@@ -163,6 +198,8 @@ void sib_tx_progress (struct sib_qp *qp)
         if (c->olen > c->ooff)
             return;
     }
+    if (c->shm)
+        tx_shm_whole (qp, c);
     for (;;) {
         uint32_t i = qp->sq_tx;
         size_t skip = qp->tx_off, built = 0;

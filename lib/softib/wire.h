@@ -1,8 +1,9 @@
 /*
  * wire.h - softib's TCP wire format.
  *
- * Every message is a fixed 48-byte header (little-endian) followed by
- * `len` payload bytes.  A connection starts with a HELLO from the side that
+ * Every message is a 48-byte header (little-endian; a short one of 16
+ * bytes for SENDs on the same-host rings) followed by `len` payload
+ * bytes.  A connection starts with a HELLO from the side that
  * connected.  RC uses one connection per direction of a QP pair: the
  * requester connects to the responder's endpoint, sends requests, and reads
  * the responses (ACK, NAK, READ/ATOMIC results) on the same stream.  UD
@@ -65,6 +66,16 @@ struct sib_hdr {
 };
 
 _Static_assert(sizeof (struct sib_hdr) == 48, "wire header is 48 bytes");
+
+/* A short header: the first SIB_HDR_SHORT bytes of one, its op or'ed with
+ * SIB_OP_SHORT, every later field 0.  The same-host rings (shm.c) carry
+ * SENDs with it: a third of the bytes, and of the cache lines moving
+ * between the cores, of an 8-byte message.  Any receiver takes it. */
+#define SIB_OP_SHORT 0x80
+#define SIB_HDR_SHORT 16
+_Static_assert(__builtin_offsetof(struct sib_hdr, addr) == SIB_HDR_SHORT,
+               "a short header ends before addr");
+_Static_assert(SIB_OP_MAX < SIB_OP_SHORT, "opcodes leave SIB_OP_SHORT free");
 
 enum sib_hello_kind { SIB_HELLO_RC = 1, SIB_HELLO_UD = 2 };
 
