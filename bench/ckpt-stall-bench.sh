@@ -43,9 +43,11 @@
 # tmpfs, their images plus 2 GiB (else a "skipped" row says why).
 # --variants runs every case once per variant, the variants one after the
 # other for each case (interleaved), so their rows compare side by side:
-#   base         as configured
+#   base         as configured (contrib/sysctl.d/60-ibcr.conf, which
+#                contrib/deps.sh applies, sets fs.pipe-max-size to 8 MiB)
 #   pipeNm       fs.pipe-max-size = N MiB for the run (CRIU's page pipes
-#                grow up to it; restored afterwards)
+#                grow up to it; restored afterwards); pipe1m is the
+#                kernel's default
 #   criu:FILE    CRIU reads FILE as its configuration (CRIU_CONFIG_FILE
 #                in ibcrd's environment, which CRIU inherits): extra
 #                CRIU options without changing ibcrd
@@ -308,7 +310,8 @@ run_case() {
 
 echo "ckpt-stall-bench: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg)," \
 	"$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo) GiB available," \
-	"memcpy $MEMCPY MB/s, staging $SBASE, storage $W" >&2
+	"memcpy $MEMCPY MB/s, staging $SBASE, storage $W," \
+	"fs.pipe-max-size $(cat /proc/sys/fs/pipe-max-size)" >&2
 echo "| variant | case | GiB | stall | ibcr before dump | dump | ibcr after dump | task dumps | CRIU freeze | CRIU page copy | CRIU image write | CRIU other | dd same bytes | memcpy | stall/dd | CRIU CPU | dd CPU | CPU/dd |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 # Variants interleaved case by case and round by round, so that the

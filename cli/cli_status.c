@@ -93,6 +93,11 @@ int cli_status (struct cli *c, int argc, char **argv)
             if (json_object_object_get_ex (d, "reload_error", &v))
                 printf ("last SIGHUP refused, running configuration kept: %s\n",
                         json_object_get_string (v));
+            if (json_object_object_get_ex (d, "system", &v)
+                && json_object_object_get_ex (v, "advice", &v))
+                for (size_t i = 0; i < json_object_array_length (v); i++)
+                    printf ("system setting: %s\n",
+                            json_object_get_string (json_object_array_get_idx (v, i)));
             if (json_object_object_get_ex (d, "slurm", &v)) {
                 if (proto_get_bool (v, "watching", 0))
                     printf ("Slurm watched as node %s\n", proto_get_str (v, "node", "?"));

@@ -167,6 +167,8 @@ static void report (int fd, const char *msg)
  * scheduling of generations (schedule.c), node membership (member.c), the
  * Slurm policy (slurm_hook.c).  Each calls only those below it; what a
  * lower one must reach above it is wired here, once. */
+static json_object *system_status (uid_t uid);
+
 static void wire (struct server *s)
 {
     server_add_handler (s, "spawn", h_spawn);
@@ -181,6 +183,7 @@ static void wire (struct server *s)
     server_on_register (s, sched_registered);
     server_on_register (s, slurm_hook_registered);
     server_add_info (s, "slurm", slurm_hook_status);
+    server_add_info (s, "system", system_status);
     sched_set_observer (slurm_hook_gen_started, slurm_hook_gen_done);
 }
 
@@ -302,28 +305,75 @@ static int ping_peer (struct conf *conf, const char *spec)
     return rc;
 }
 
-/* CRIU runs as the task's user, and the pipes its dumps fill are charged
- * to that user: say so when the kernel caps them (ibcrd(8) SYSTEM
- * SETTINGS). */
-static void warn_pipe_pages (void)
+/* A kernel setting under /proc/sys, or -1 if it cannot be read. */
+static long read_sysctl (const char *path)
 {
-    FILE *f = fopen ("/proc/sys/fs/pipe-user-pages-soft", "r");
-    long soft = 0;
+    FILE *f = fopen (path, "r");
+    long v;
 
     if (!f)
-        return;
-    if (fscanf (f, "%ld", &soft) != 1)
-        soft = 0;
+        return -1;
+    if (fscanf (f, "%ld", &v) != 1)
+        v = -1;
     fclose (f);
-    if (soft > 0)
-        log_msg (LOG_WARNING,
-                 "fs.pipe-user-pages-soft is %ld pages (%ld MiB): a user "
-                 "whose dumps hold more than that in pipes gets only tiny pipes until they "
-                 "end, so CRIU falls back to many small ones, and a restore of another of "
-                 "their tasks meanwhile fails ('Can't restore pipe size'; ibcr tries again "
-                 "for 16 s); set it to 0 (contrib/sysctl.d/60-ibcr.conf, installed in "
-                 "lib/sysctl.d)",
-                 soft, soft * (sysconf (_SC_PAGESIZE) / 1024) / 1024);
+    return v;
+}
+
+/* What fs.pipe-max-size should at least be: CRIU (running as the job's
+ * user, without CAP_SYS_RESOURCE) grows its page pipes up to it, and a
+ * dump's stall falls with their size (doc/ckpt-stall.md). */
+#define PIPE_MAX_WANT (8L << 20)
+
+/* The kernel settings of ibcrd(8) SYSTEM SETTINGS, read at each call,
+ * each with advice when it is off: `status` shows them as "system", and
+ * the start logs the advice. */
+static json_object *system_status (uid_t uid)
+{
+    json_object *o = json_object_new_object (), *adv = json_object_new_array ();
+    long soft = read_sysctl ("/proc/sys/fs/pipe-user-pages-soft");
+    long max = read_sysctl ("/proc/sys/fs/pipe-max-size");
+    char msg[512];
+
+    (void)uid;
+    if (!o || !adv) {
+        json_object_put (o);
+        json_object_put (adv);
+        return NULL;
+    }
+    proto_set_int (o, "pipe_user_pages_soft", soft);
+    proto_set_int (o, "pipe_max_size", max);
+    if (soft > 0) {
+        snprintf (msg, sizeof (msg),
+                  "fs.pipe-user-pages-soft is %ld pages (%ld MiB): a user whose dumps hold "
+                  "more than that in pipes gets only tiny pipes until they end, so CRIU falls "
+                  "back to many small ones, and a restore of another of their tasks meanwhile "
+                  "fails ('Can't restore pipe size'; ibcr tries again for 16 s); set it to 0 "
+                  "(contrib/sysctl.d/60-ibcr.conf, installed in lib/sysctl.d)",
+                  soft, soft * (sysconf (_SC_PAGESIZE) / 1024) / 1024);
+        json_object_array_add (adv, json_object_new_string (msg));
+    }
+    if (max >= 0 && max < PIPE_MAX_WANT) {
+        snprintf (msg, sizeof (msg),
+                  "fs.pipe-max-size is %ld KiB: CRIU, running as the job's user, cannot grow "
+                  "its page pipes beyond it, and a checkpoint stops a task longer than with "
+                  "%ld MiB (up to 1.6x in doc/ckpt-stall.md); set it to %ld "
+                  "(contrib/sysctl.d/60-ibcr.conf, installed in lib/sysctl.d)",
+                  max / 1024, PIPE_MAX_WANT >> 20, PIPE_MAX_WANT);
+        json_object_array_add (adv, json_object_new_string (msg));
+    }
+    json_object_object_add (o, "advice", adv);
+    return o;
+}
+
+static void warn_system (void)
+{
+    json_object *o = system_status (0), *adv;
+
+    if (o && json_object_object_get_ex (o, "advice", &adv))
+        for (size_t i = 0; i < json_object_array_length (adv); i++)
+            log_msg (LOG_WARNING, "%s",
+                     json_object_get_string (json_object_array_get_idx (adv, i)));
+    json_object_put (o);
 }
 
 /* This binary is every dump's action script (criu.h, imgfiles.h): run
@@ -470,7 +520,7 @@ int main (int argc, char **argv)
 
     if (geteuid () != 0)
         log_msg (LOG_WARNING, "not running as root: checkpoints (CRIU) will not work");
-    warn_pipe_pages ();
+    warn_system ();
     dump_script ();
     umask (022);
     if (secure_dirs (conf, err, sizeof (err)) < 0)

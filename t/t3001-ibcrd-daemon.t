@@ -67,6 +67,37 @@ test_expect_success 'status answers with the daemon configuration' '
 	grep "\"jobs\":\[\]" out
 '
 
+# sys_field NAME KEY: KEY of daemon NAME's "system" status (ibcr status --json),
+# or, for KEY advice, its advice one a line.
+sys_field() {
+	IBCR_SOCKET=$(ibcrd_sock $1) "$IBCR" status --json |
+		python3 -c "import json, sys
+v = json.load(sys.stdin)[\"daemon\"][\"system\"][sys.argv[1]]
+print(\"\n\".join(v) if isinstance(v, list) else v)" "$2"
+}
+
+# The kernel settings of ibcrd(8) SYSTEM SETTINGS are read at each status,
+# and one that is off comes with advice naming it (here fs.pipe-max-size,
+# set for the test and put back).
+test_expect_success ROOT 'status reports fs.pipe-max-size, with advice while it is below 8 MiB' '
+	old=$(cat /proc/sys/fs/pipe-max-size) &&
+	ibcr_atexit "echo $old >/proc/sys/fs/pipe-max-size" &&
+	echo 1048576 >/proc/sys/fs/pipe-max-size &&
+	test "$(sys_field a pipe_max_size)" = 1048576 &&
+	test "$(sys_field a pipe_user_pages_soft)" = "$(cat /proc/sys/fs/pipe-user-pages-soft)" &&
+	sys_field a advice >adv &&
+	grep "^fs.pipe-max-size is 1024 KiB: .* set it to 8388608" adv &&
+	IBCR_SOCKET=$(ibcrd_sock a) "$IBCR" status >human &&
+	grep "^system setting: fs.pipe-max-size is 1024 KiB" human &&
+	echo 8388608 >/proc/sys/fs/pipe-max-size &&
+	test "$(sys_field a pipe_max_size)" = 8388608 &&
+	sys_field a advice >adv &&
+	! grep pipe-max-size adv &&
+	IBCR_SOCKET=$(ibcrd_sock a) "$IBCR" status >human &&
+	! grep "^system setting: fs.pipe-max-size" human &&
+	echo $old >/proc/sys/fs/pipe-max-size
+'
+
 test_expect_success 'register names the client by SO_PEERCRED, status shows it; its task goes with its connection' '
 	"$RAWMSG" "$(ibcrd_sock a)" \
 		"{\"version\":1,\"type\":\"register\",\"job\":17,\"step\":\"0\",\"rank\":3,\"node\":\"nA\"}" \
