@@ -17,44 +17,9 @@
 #include "exports.h"
 #include "post.h"
 
-/* One WR being built.  Its data is either the one sge of wr_set_sge
- * (sge1), sges sge[sge0 .. sge0+nsge) of the builder (wr_set_sge_list), or
- * inline bytes inl[inl0 .. inl0+ninl).
- *
- * The common batch (WRs of at most one sge each, no inline data, a QP
- * that is not UD) is linked while it is built: each new WR is its
- * predecessor's next, and wr_set_sge points sg_list at sge1, so that
- * wr_complete hands the list as it is to the send path, without the
- * checks the builder has made (post_send_as with 'built').  Anything else
- * (an sge list, inline data or IBV_SEND_INLINE, entries that moved when
- * the batch grew, a UD QP) sets 'slow' or is tested at wr_complete, which
- * then links the batch afresh and posts it through ibcr_post_send with
- * all its checks. */
-enum { WRB_NODATA, WRB_SGE1, WRB_SGES, WRB_INL };
-
-struct wrb_ent {
-    struct ibv_send_wr wr;
-    struct ibv_sge sge1;
-    int kind;
-    size_t sge0, nsge, inl0, ninl;
-};
-
-struct ibcr_wrb {
-    struct wrb_ent *e;
-    size_t n, cap;
-    struct ibv_sge *sge;
-    size_t nsge, sgecap;
-    unsigned char *inl;
-    size_t ninl, inlcap;
-    struct ibv_sge *isg; /* one sge per inline WR, built at wr_complete */
-    size_t isgcap;
-    int err;   /* first error since wr_start: wr_complete's */
-    bool slow; /* the batch needs complete_slow */
-};
-
 static struct ibcr_wrb *wrb_of (struct ibv_qp_ex *qx)
 {
-    return ((struct ibcr_qp *)qx)->wrb;
+    return &((struct ibcr_qp *)qx)->wrb;
 }
 
 static int grow (void **p, size_t *cap, size_t need, size_t size)
@@ -74,15 +39,10 @@ static int grow (void **p, size_t *cap, size_t need, size_t size)
 
 static void wr_start (struct ibv_qp_ex *qx)
 {
-    struct ibcr_qp *vqp = (struct ibcr_qp *)qx;
-    if (!vqp->wrb)
-        vqp->wrb = calloc (1, sizeof (*vqp->wrb));
-    struct ibcr_wrb *b = vqp->wrb;
-    if (b) {
-        b->n = b->nsge = b->ninl = 0;
-        b->err = 0;
-        b->slow = false;
-    }
+    struct ibcr_wrb *b = wrb_of (qx);
+    b->n = b->nsge = b->ninl = 0;
+    b->err = 0;
+    b->slow = false;
 }
 
 /* A new WR of 'op' with the QP's current wr_id and flags, linked after
@@ -94,8 +54,6 @@ static inline __attribute__ ((always_inline)) struct wrb_ent *new_wr (struct ibv
                                                                       enum ibv_wr_opcode op)
 {
     struct ibcr_wrb *b = wrb_of (qx);
-    if (__builtin_expect (!b, 0))
-        return NULL;
     if (__builtin_expect (b->n == b->cap, 0)) {
         if (grow ((void **)&b->e, &b->cap, b->n + 1, sizeof (*b->e)) < 0) {
             b->err = b->err ? b->err : ENOMEM;
@@ -126,8 +84,8 @@ static inline __attribute__ ((always_inline)) struct wrb_ent *new_wr (struct ibv
 static struct wrb_ent *cur (struct ibv_qp_ex *qx)
 {
     struct ibcr_wrb *b = wrb_of (qx);
-    if (!b || b->n == 0) {
-        if (b && !b->err)
+    if (__builtin_expect (b->n == 0, 0)) {
+        if (!b->err)
             b->err = EINVAL; /* a setter before any WR */
         return NULL;
     }
@@ -201,7 +159,7 @@ static void refuse_op (struct ibv_qp_ex *qx, const char *what)
 {
     struct ibcr_wrb *b = wrb_of (qx);
     ibcr_refuse (what, "not supported through libibcr");
-    if (b && !b->err)
+    if (!b->err)
         b->err = EOPNOTSUPP;
 }
 
@@ -359,8 +317,6 @@ static int complete_slow (struct ibv_qp_ex *qx, struct ibcr_wrb *b)
 static int wr_complete (struct ibv_qp_ex *qx)
 {
     struct ibcr_wrb *b = wrb_of (qx);
-    if (!b)
-        return ENOMEM;
     if (b->err)
         return b->err;
     if (b->n == 0)
@@ -376,8 +332,7 @@ static int wr_complete (struct ibv_qp_ex *qx)
 static void wr_abort (struct ibv_qp_ex *qx)
 {
     struct ibcr_wrb *b = wrb_of (qx);
-    if (b)
-        b->n = b->nsge = b->ninl = 0;
+    b->n = b->nsge = b->ninl = 0;
 }
 
 void ibcr_qpx_fill (struct ibcr_qp *vqp)
@@ -408,13 +363,10 @@ void ibcr_qpx_fill (struct ibcr_qp *vqp)
 
 void ibcr_qpx_free (struct ibcr_qp *vqp)
 {
-    struct ibcr_wrb *b = vqp->wrb;
-    if (!b)
-        return;
+    struct ibcr_wrb *b = &vqp->wrb;
     free (b->e);
     free (b->sge);
     free (b->inl);
     free (b->isg);
-    free (b);
-    vqp->wrb = NULL;
+    memset (b, 0, sizeof (*b));
 }
