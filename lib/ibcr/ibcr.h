@@ -30,13 +30,13 @@
 #include "idtab.h"
 #include "wrlog.h"
 #include "block.h"
+#include "qpx.h"
 
 #define IBCR_EXPORT __attribute__ ((visibility ("default")))
 #define IBCR_MAX_PORTS 4
 #define IBCR_MAX_GIDS 8
 
 struct ibcr_ctx;
-struct ibcr_wrb;
 
 /* Intrusive list in creation order: rebuild recreates objects in the same
  * order so dependencies (PD before MR, CQ before QP) hold. */
@@ -162,7 +162,7 @@ struct ibcr_qp {
     struct ibcr_map ud_recv;  /* UD: (vlid<<32|vqpn) of source -> received */
     struct ibcr_map ah_cache; /* UD after a rebuild: real dest -> real AH,
                                  * under slock like every send (ah.c) */
-    struct ibcr_wrb *wrb;     /* ibv_wr_* batch being built (qpx.c) */
+    struct ibcr_wrb wrb;      /* ibv_wr_* batch being built (qpx.c) */
     /* The last virtual lkey a translated send looked up, and its real
      * one, valid while ibcr_mr_gen == lk_gen (post.c; under slock, or the
      * gate closed). */

@@ -16,6 +16,7 @@
 #include "gate.h"
 #include "xlate.h"
 #include "exports.h"
+#include "post.h"
 
 static uint32_t lkey_real (struct ibcr_ctx *vctx, uint32_t vlkey)
 {
@@ -127,56 +128,7 @@ int ibcr_post_real_send (struct ibcr_qp *vqp, struct wrlog_send *e)
 
 int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-    struct ibcr_qp *vqp = vqp_of (qp);
-    bool ud = qp->qp_type == IBV_QPT_UD;
-    int rc = 0;
-    size_t n = 0;
-
-    gate_enter ();
-    int how = block_lock (&vqp->slock);
-    for (struct ibv_send_wr *w = wr; w; w = w->next) {
-        struct wrlog_send *e = wrlog_sq_push (&vqp->sq, w, vqp->app_sig_all);
-        if (!e) {
-            rc = errno;
-            *bad = w;
-            break;
-        }
-        if (ud) {
-            e->vah = vah_of (w->wr.ud.ah);
-            e->remote_qpn = w->wr.ud.remote_qpn;
-            e->remote_qkey = w->wr.ud.remote_qkey;
-        }
-        n++;
-    }
-    if (rc) {
-        wrlog_sq_unpush (&vqp->sq, n);
-        goto out;
-    }
-    if (!ibcr_xlate && !ud) {
-        /* Hot path: virtual == real. */
-        rc = ibv_post_send (vqp->real, wr, bad);
-        if (rc) {
-            size_t left = 0;
-            for (struct ibv_send_wr *w = *bad; w; w = w->next)
-                left++;
-            wrlog_sq_unpush (&vqp->sq, left);
-        }
-        goto out;
-    }
-    /* Translated path: one real WR per logged entry, posted in order. */
-    size_t first = wrlog_sq_len (&vqp->sq) - n, i = 0;
-    for (struct ibv_send_wr *w = wr; w; w = w->next, i++) {
-        rc = ibcr_post_real_send (vqp, wrlog_sq_at (&vqp->sq, first + i));
-        if (rc) {
-            *bad = w;
-            wrlog_sq_unpush (&vqp->sq, n - i);
-            break;
-        }
-    }
-out:
-    block_unlock (&vqp->slock, how);
-    gate_leave ();
-    return rc;
+    return post_send_as (vqp_of (qp), wr, bad, false);
 }
 
 static void recv_real (struct ibcr_ctx *vctx, struct wrlog_recv *e, struct ibv_recv_wr *out,

@@ -1,9 +1,10 @@
 /* qpx.c - the ibv_wr_* send API of virtual QPs (ibv_qp_to_qp_ex).
  *
  * libibcr builds ordinary ibv_send_wr lists from the ibv_wr_* calls made
- * between ibv_wr_start and ibv_wr_complete, and posts them with its own
- * ibcr_post_send: the same logging, translation and drain accounting serve
- * both APIs, and the real QP needs no extended interface (any backend).
+ * between ibv_wr_start and ibv_wr_complete, and posts them through the
+ * send path of ibv_post_send (post.h): the same logging, translation and
+ * drain accounting serve both APIs, and the real QP needs no extended
+ * interface (any backend).
  * Inline data is copied when it is set, as rdma-core providers do.  The
  * application serializes wr_start..wr_complete per QP (verbs' rule), so the
  * builder needs no lock of its own.
@@ -14,35 +15,11 @@
 #include <string.h>
 #include "ibcr.h"
 #include "exports.h"
-
-/* One WR being built.  Its data is either the one sge of wr_set_sge
- * (sge1), sges sge[sge0 .. sge0+nsge) of the builder (wr_set_sge_list), or
- * inline bytes inl[inl0 .. inl0+ninl).  wr.sg_list is set at wr_complete:
- * the arrays may move while the batch grows. */
-enum { WRB_NODATA, WRB_SGE1, WRB_SGES, WRB_INL };
-
-struct wrb_ent {
-    struct ibv_send_wr wr;
-    struct ibv_sge sge1;
-    int kind;
-    size_t sge0, nsge, inl0, ninl;
-};
-
-struct ibcr_wrb {
-    struct wrb_ent *e;
-    size_t n, cap;
-    struct ibv_sge *sge;
-    size_t nsge, sgecap;
-    unsigned char *inl;
-    size_t ninl, inlcap;
-    struct ibv_sge *isg; /* one sge per inline WR, built at wr_complete */
-    size_t isgcap;
-    int err; /* first error since wr_start: wr_complete's */
-};
+#include "post.h"
 
 static struct ibcr_wrb *wrb_of (struct ibv_qp_ex *qx)
 {
-    return ((struct ibcr_qp *)qx)->wrb;
+    return &((struct ibcr_qp *)qx)->wrb;
 }
 
 static int grow (void **p, size_t *cap, size_t need, size_t size)
@@ -62,35 +39,44 @@ static int grow (void **p, size_t *cap, size_t need, size_t size)
 
 static void wr_start (struct ibv_qp_ex *qx)
 {
-    struct ibcr_qp *vqp = (struct ibcr_qp *)qx;
-    if (!vqp->wrb)
-        vqp->wrb = calloc (1, sizeof (*vqp->wrb));
-    struct ibcr_wrb *b = vqp->wrb;
-    if (b) {
-        b->n = b->nsge = b->ninl = 0;
-        b->err = 0;
-    }
+    struct ibcr_wrb *b = wrb_of (qx);
+    b->n = b->nsge = b->ninl = 0;
+    b->err = 0;
+    b->slow = false;
 }
 
-/* A new WR of 'op' with the QP's current wr_id and flags.  Only the fields
- * a post reads are written (a memset of the whole entry per WR showed in
- * the per-WR cost, doc/libibcr-ns.md). */
-static struct wrb_ent *new_wr (struct ibv_qp_ex *qx, enum ibv_wr_opcode op)
+/* A new WR of 'op' with the QP's current wr_id and flags, linked after
+ * the batch's last one.  Only the fields a post reads are written (a
+ * memset of the whole entry per WR showed in the per-WR cost,
+ * doc/libibcr-ns.md).  Inline in each opcode's function: one call per
+ * builder call, as the backend's own builder has. */
+static inline __attribute__ ((always_inline)) struct wrb_ent *new_wr (struct ibv_qp_ex *qx,
+                                                                      enum ibv_wr_opcode op)
 {
     struct ibcr_wrb *b = wrb_of (qx);
-    if (__builtin_expect (!b, 0))
-        return NULL;
-    if (__builtin_expect (b->n == b->cap, 0)
-        && grow ((void **)&b->e, &b->cap, b->n + 1, sizeof (*b->e)) < 0) {
-        b->err = b->err ? b->err : ENOMEM;
-        return NULL;
+    if (__builtin_expect (b->n == b->cap, 0)) {
+        if (grow ((void **)&b->e, &b->cap, b->n + 1, sizeof (*b->e)) < 0) {
+            b->err = b->err ? b->err : ENOMEM;
+            return NULL;
+        }
+        b->slow = true; /* the entries moved: link them afresh */
     }
-    struct wrb_ent *e = &b->e[b->n++];
+    struct wrb_ent *e = &b->e[b->n];
+    if (b->n)
+        e[-1].wr.next = &e->wr;
+    b->n++;
+    e->wr.next = NULL;
     e->wr.wr_id = qx->wr_id;
+    e->wr.sg_list = NULL;
+    e->wr.num_sge = 0;
     e->wr.opcode = op;
     e->wr.send_flags = qx->wr_flags;
     e->wr.imm_data = 0;
     memset (&e->wr.wr, 0, sizeof (e->wr.wr));
+    /* An inline WR whose bytes come from wr_set_sge: its log entry must
+     * copy them (wrlog_sq_push), which only ibcr_post_send does. */
+    if (__builtin_expect (qx->wr_flags & IBV_SEND_INLINE, 0))
+        b->slow = true;
     e->kind = WRB_NODATA;
     return e;
 }
@@ -98,8 +84,8 @@ static struct wrb_ent *new_wr (struct ibv_qp_ex *qx, enum ibv_wr_opcode op)
 static struct wrb_ent *cur (struct ibv_qp_ex *qx)
 {
     struct ibcr_wrb *b = wrb_of (qx);
-    if (!b || b->n == 0) {
-        if (b && !b->err)
+    if (__builtin_expect (b->n == 0, 0)) {
+        if (!b->err)
             b->err = EINVAL; /* a setter before any WR */
         return NULL;
     }
@@ -173,7 +159,7 @@ static void refuse_op (struct ibv_qp_ex *qx, const char *what)
 {
     struct ibcr_wrb *b = wrb_of (qx);
     ibcr_refuse (what, "not supported through libibcr");
-    if (b && !b->err)
+    if (!b->err)
         b->err = EOPNOTSUPP;
 }
 
@@ -227,8 +213,11 @@ static void wr_set_sge_list (struct ibv_qp_ex *qx, size_t n, const struct ibv_sg
     if (n == 1) {
         e->sge1 = sg[0];
         e->kind = WRB_SGE1;
+        e->wr.sg_list = &e->sge1;
+        e->wr.num_sge = 1;
         return;
     }
+    b->slow = true;
     if (grow ((void **)&b->sge, &b->sgecap, b->nsge + n, sizeof (*b->sge)) < 0) {
         b->err = b->err ? b->err : ENOMEM;
         return;
@@ -248,6 +237,8 @@ static void wr_set_sge (struct ibv_qp_ex *qx, uint32_t lkey, uint64_t addr, uint
         e->sge1.length = len;
         e->sge1.lkey = lkey;
         e->kind = WRB_SGE1;
+        e->wr.sg_list = &e->sge1;
+        e->wr.num_sge = 1;
     }
 }
 
@@ -259,6 +250,7 @@ static void wr_set_inline_data_list (struct ibv_qp_ex *qx, size_t n,
     size_t total = 0;
     if (!e)
         return;
+    b->slow = true;
     for (size_t i = 0; i < n; i++)
         total += bufs[i].length;
     if (grow ((void **)&b->inl, &b->inlcap, b->ninl + total, 1) < 0) {
@@ -280,15 +272,9 @@ static void wr_set_inline_data (struct ibv_qp_ex *qx, void *addr, size_t len)
     wr_set_inline_data_list (qx, 1, &d);
 }
 
-static int wr_complete (struct ibv_qp_ex *qx)
+/* wr_complete of a batch not linked as it was built. */
+static int complete_slow (struct ibv_qp_ex *qx, struct ibcr_wrb *b)
 {
-    struct ibcr_wrb *b = wrb_of (qx);
-    if (!b)
-        return ENOMEM;
-    if (b->err)
-        return b->err;
-    if (b->n == 0)
-        return 0;
     /* Pointers into the arrays only now: they may have moved while
      * growing.  One inline sge per WR lives in a side array kept with the
      * builder (a malloc and free per wr_complete cost 15 ns). */
@@ -328,11 +314,25 @@ static int wr_complete (struct ibv_qp_ex *qx)
     return rc;
 }
 
+static int wr_complete (struct ibv_qp_ex *qx)
+{
+    struct ibcr_wrb *b = wrb_of (qx);
+    if (b->err)
+        return b->err;
+    if (b->n == 0)
+        return 0;
+    if (__builtin_expect (b->slow || qx->qp_base.qp_type == IBV_QPT_UD, 0))
+        return complete_slow (qx, b);
+    struct ibv_send_wr *bad;
+    int rc = post_send_as ((struct ibcr_qp *)qx, &b->e[0].wr, &bad, true);
+    b->n = 0; /* nsge and ninl are 0: the batch is not slow */
+    return rc;
+}
+
 static void wr_abort (struct ibv_qp_ex *qx)
 {
     struct ibcr_wrb *b = wrb_of (qx);
-    if (b)
-        b->n = b->nsge = b->ninl = 0;
+    b->n = b->nsge = b->ninl = 0;
 }
 
 void ibcr_qpx_fill (struct ibcr_qp *vqp)
@@ -363,13 +363,10 @@ void ibcr_qpx_fill (struct ibcr_qp *vqp)
 
 void ibcr_qpx_free (struct ibcr_qp *vqp)
 {
-    struct ibcr_wrb *b = vqp->wrb;
-    if (!b)
-        return;
+    struct ibcr_wrb *b = &vqp->wrb;
     free (b->e);
     free (b->sge);
     free (b->inl);
     free (b->isg);
-    free (b);
-    vqp->wrb = NULL;
+    memset (b, 0, sizeof (*b));
 }

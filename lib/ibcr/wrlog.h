@@ -125,16 +125,19 @@ static inline bool wrlog_needs_recv (enum ibv_wr_opcode op)
 }
 
 /* Append a copy of wr (inline data copied from its sges).  NULL + errno:
- * EINVAL (more sges or inline bytes than the QP was created for), ENOMEM. */
-static inline struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct ibv_send_wr *wr,
-                                                bool sig_all)
+ * EINVAL (more sges or inline bytes than the QP was created for), ENOMEM.
+ * 'built': wr comes from libibcr's ibv_wr_* builder with at most one sge
+ * and no inline data (qpx.c, post.h), so the checks and the
+ * inline copy are left out (a constant: each caller gets its own code). */
+static inline __attribute__ ((always_inline)) struct wrlog_send *
+wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all, bool built)
 {
     size_t inl = 0;
-    if (wr->num_sge < 0 || wr->num_sge > q->max_sge) {
+    if (!built && (wr->num_sge < 0 || wr->num_sge > q->max_sge)) {
         errno = EINVAL;
         return NULL;
     }
-    if (wr->send_flags & IBV_SEND_INLINE) {
+    if (!built && (wr->send_flags & IBV_SEND_INLINE)) {
         for (int i = 0; i < wr->num_sge; i++)
             inl += wr->sg_list[i].length;
         if (inl > q->max_inline) {
@@ -175,10 +178,10 @@ static inline struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct
     e->num_sge = wr->num_sge;
     if (wr->num_sge == 1)
         e->sge[0] = wr->sg_list[0];
-    else
+    else if (!built)
         memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
     e->inl_len = 0;
-    if (wr->send_flags & IBV_SEND_INLINE) {
+    if (!built && (wr->send_flags & IBV_SEND_INLINE)) {
         /* The application may reuse an inline buffer as soon as the post
          * returns: keep the bytes to repost them. */
         unsigned char *p = wrlog_inl (e);
@@ -192,6 +195,12 @@ static inline struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct
     if (e->needs_recv)
         q->rmsg_posted++;
     return e;
+}
+
+static inline struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct ibv_send_wr *wr,
+                                                bool sig_all)
+{
+    return wrlog_sq_push_as (q, wr, sig_all, false);
 }
 
 static inline struct wrlog_send *wrlog_sq_at (struct wrlog_sq *q, size_t i)

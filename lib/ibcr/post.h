@@ -1,0 +1,76 @@
+/* post.h - the send post path, inline in ibcr_post_send (post.c) and in
+ * the ibv_wr_* builder's wr_complete (qpx.c), so that a builder batch pays
+ * no second call and none of the checks its builder already made.
+ *
+ * Every accepted WR enters the QP's send log before it reaches the real
+ * queue, under the QP's send lock and inside the gate; a WR the backend
+ * refuses leaves the log again.  Never post a WR the log does not hold:
+ * the drain and the replay at a checkpoint know only the log.
+ */
+#ifndef IBCR_POST_H
+#define IBCR_POST_H
+
+#include <errno.h>
+#include "ibcr.h"
+#include "gate.h"
+
+/* Log a list of send WRs and post it to the real QP (translated after a
+ * rebuild); ibv_post_send's contract.  'built' (a constant): the list comes
+ * from the ibv_wr_* builder (qpx.c) on a QP that is not UD, each WR with at
+ * most one sge and none inline, so the log's checks and the UD fields are
+ * left out. */
+static inline __attribute__ ((always_inline)) int
+post_send_as (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad, bool built)
+{
+    bool ud = !built && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
+    int rc = 0;
+    size_t n = 0;
+
+    struct gate_slot *s = gate_enter ();
+    int how = block_lock_as (&vqp->slock, s);
+    for (struct ibv_send_wr *w = wr; w; w = w->next) {
+        struct wrlog_send *e = wrlog_sq_push_as (&vqp->sq, w, vqp->app_sig_all, built);
+        if (!e) {
+            rc = errno;
+            *bad = w;
+            break;
+        }
+        if (ud) {
+            e->vah = vah_of (w->wr.ud.ah);
+            e->remote_qpn = w->wr.ud.remote_qpn;
+            e->remote_qkey = w->wr.ud.remote_qkey;
+        }
+        n++;
+    }
+    if (rc) {
+        wrlog_sq_unpush (&vqp->sq, n);
+        goto out;
+    }
+    if (!ibcr_xlate && !ud) {
+        /* Hot path: virtual == real. */
+        rc = ibv_post_send (vqp->real, wr, bad);
+        if (rc) {
+            size_t left = 0;
+            for (struct ibv_send_wr *w = *bad; w; w = w->next)
+                left++;
+            wrlog_sq_unpush (&vqp->sq, left);
+        }
+        goto out;
+    }
+    /* Translated path: one real WR per logged entry, posted in order. */
+    size_t first = wrlog_sq_len (&vqp->sq) - n, i = 0;
+    for (struct ibv_send_wr *w = wr; w; w = w->next, i++) {
+        rc = ibcr_post_real_send (vqp, wrlog_sq_at (&vqp->sq, first + i));
+        if (rc) {
+            *bad = w;
+            wrlog_sq_unpush (&vqp->sq, n - i);
+            break;
+        }
+    }
+out:
+    block_unlock (&vqp->slock, how);
+    gate_leave_as (s);
+    return rc;
+}
+
+#endif
