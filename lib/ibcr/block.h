@@ -52,7 +52,7 @@ static inline int block_lock_as (struct ibcr_block *l, struct gate_slot *s)
 {
     if (__builtin_expect (s && atomic_load_explicit (&l->owner, memory_order_relaxed) == s, 1)) {
         atomic_store_explicit (&l->owner_in, 1, memory_order_relaxed);
-        if (__builtin_expect (atomic_load_explicit (&gate_fence, memory_order_relaxed), 0))
+        if (__builtin_expect (atomic_load_explicit (&s->fence, memory_order_relaxed), 0))
             atomic_thread_fence (memory_order_seq_cst);
         else
             atomic_signal_fence (memory_order_seq_cst);

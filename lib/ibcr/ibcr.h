@@ -134,6 +134,10 @@ struct ibcr_qp_mod {
 struct ibcr_qp {
     struct ibv_qp_ex qpx; /* qpx.qp_base.qp_num: virtual, forever */
     struct ibv_qp *real;
+    /* What ibv_post_send and ibv_post_recv would call on real, without
+     * their two dependent loads per post (set with real). */
+    int (*real_post_send) (struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **);
+    int (*real_post_recv) (struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **);
     struct ibcr_ctx *ctx;
     struct ibcr_pd *vpd;
     struct ibcr_cq *vscq, *vrcq;

@@ -122,7 +122,7 @@ int ibcr_post_real_send (struct ibcr_qp *vqp, struct wrlog_send *e)
     struct ibv_sge *sg = alloca ((e->num_sge + 1) * sizeof (*sg));
     int rc = send_real (vqp, e, &w, sg);
     if (rc == 0)
-        rc = ibv_post_send (vqp->real, &w, &bad);
+        rc = vqp->real_post_send (vqp->real, &w, &bad);
     return rc;
 }
 
@@ -155,18 +155,19 @@ int ibcr_post_real_recv (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlo
         return ibv_post_srq_recv (vsrq->real, &w, &bad);
     }
     recv_real (vqp->ctx, e, &w, sg);
-    return ibv_post_recv (vqp->real, &w, &bad);
+    return vqp->real_post_recv (vqp->real, &w, &bad);
 }
 
-/* Shared by QP and SRQ receive posting. */
-static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *log,
-                             struct ibcr_block *lock, struct ibv_recv_wr *wr,
-                             struct ibv_recv_wr **bad)
+/* Shared by QP and SRQ receive posting (inline in both: vsrq is a
+ * constant in each). */
+static inline __attribute__ ((always_inline)) int
+post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *log,
+                  struct ibcr_block *lock, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     int rc = 0;
     size_t n = 0;
-    gate_enter ();
-    int how = block_lock (lock);
+    struct gate_slot *s = gate_enter ();
+    int how = block_lock_as (lock, s);
     for (struct ibv_recv_wr *w = wr; w; w = w->next) {
         if (!wrlog_rq_push (log, w)) {
             rc = errno;
@@ -177,7 +178,8 @@ static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct 
         n++;
     }
     if (!ibcr_xlate) {
-        rc = vsrq ? ibv_post_srq_recv (vsrq->real, wr, bad) : ibv_post_recv (vqp->real, wr, bad);
+        rc = vsrq ? ibv_post_srq_recv (vsrq->real, wr, bad)
+                  : vqp->real_post_recv (vqp->real, wr, bad);
         if (rc) {
             size_t left = 0;
             for (struct ibv_recv_wr *w = *bad; w; w = w->next)
@@ -197,7 +199,7 @@ static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct 
     }
 out:
     block_unlock (lock, how);
-    gate_leave ();
+    gate_leave_as (s);
     return rc;
 }
 

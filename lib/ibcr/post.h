@@ -48,7 +48,7 @@ post_send_as (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **
     }
     if (!ibcr_xlate && !ud) {
         /* Hot path: virtual == real. */
-        rc = ibv_post_send (vqp->real, wr, bad);
+        rc = vqp->real_post_send (vqp->real, wr, bad);
         if (rc) {
             size_t left = 0;
             for (struct ibv_send_wr *w = *bad; w; w = w->next)

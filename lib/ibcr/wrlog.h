@@ -240,7 +240,11 @@ static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct
         return NULL;
     e->wr_id = wr->wr_id;
     e->num_sge = wr->num_sge;
-    memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
+    /* The common one-sge receive without a call to memcpy. */
+    if (wr->num_sge == 1)
+        e->sge[0] = wr->sg_list[0];
+    else
+        memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
     q->posted++;
     return e;
 }
