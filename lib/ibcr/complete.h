@@ -72,7 +72,7 @@ qp_send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, struct gate_slot
     else if (wc->status != IBV_WC_SUCCESS && e->wr_id != wc->wr_id)
         show = -1;
     else {
-        show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
+        show = wrlog_app_signaled (e) || wc->status != IBV_WC_SUCCESS;
         if (__builtin_expect (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah, 0))
             map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
         wrlog_sq_pop_head (&vqp->sq);

@@ -126,9 +126,20 @@ int ibcr_post_real_send (struct ibcr_qp *vqp, struct wrlog_send *e)
     return rc;
 }
 
+void ibcr_post_send_refused (struct ibcr_qp *vqp, struct ibv_send_wr *bad)
+{
+    size_t left = 0;
+    for (struct ibv_send_wr *w = bad; w; w = w->next)
+        left++;
+    wrlog_sq_unpush (&vqp->sq, left);
+}
+
 int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-    return post_send_as (vqp_of (qp), wr, bad, false);
+    struct ibcr_qp *vqp = vqp_of (qp);
+    if (__builtin_expect (!wr->next && vqp->qpx.qp_base.qp_type != IBV_QPT_UD, 1))
+        return post_send_one (vqp, wr, bad, false);
+    return post_send_as (vqp, wr, bad, false);
 }
 
 static void recv_real (struct ibcr_ctx *vctx, struct wrlog_recv *e, struct ibv_recv_wr *out,

@@ -24,9 +24,11 @@ struct ibcr_ah;
 struct wrlog_send {
     uint64_t wr_id;
     enum ibv_wr_opcode opcode;
-    unsigned int send_flags; /* as posted */
-    bool app_signaled;       /* the application expects a completion */
-    bool needs_recv;         /* consumes a receive at the peer */
+    /* As posted, with IBV_SEND_SIGNALED added on a QP that signals all
+     * (the real QP signals every WR anyway): set when the application
+     * expects a completion. */
+    unsigned int send_flags;
+    bool needs_recv; /* consumes a receive at the peer */
     __be32 imm_data;
     uint64_t remote_addr;
     uint32_t rkey;
@@ -120,8 +122,18 @@ static inline void wrlog_ring_pop (struct wrlog_ring *r)
 
 static inline bool wrlog_needs_recv (enum ibv_wr_opcode op)
 {
-    return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM
-        || op == IBV_WR_SEND_WITH_INV;
+    /* One test of a bit for the four opcodes. */
+    const uint32_t m = 1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM
+        | 1u << IBV_WR_RDMA_WRITE_WITH_IMM | 1u << IBV_WR_SEND_WITH_INV;
+    return (unsigned)op < 32 && (m >> (unsigned)op & 1);
+}
+
+_Static_assert(IBV_SEND_SIGNALED == 2, "wrlog_sq_push_as shifts sig_all into IBV_SEND_SIGNALED");
+
+/* Does the application expect a completion of this entry? */
+static inline bool wrlog_app_signaled (const struct wrlog_send *e)
+{
+    return e->send_flags & IBV_SEND_SIGNALED;
 }
 
 /* Append a copy of wr (inline data copied from its sges).  NULL + errno:
@@ -150,9 +162,9 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
         return NULL;
     e->wr_id = wr->wr_id;
     e->opcode = wr->opcode;
-    e->send_flags = wr->send_flags;
-    e->app_signaled = sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-    e->needs_recv = wrlog_needs_recv (wr->opcode);
+    e->send_flags = wr->send_flags | (unsigned)sig_all << 1;
+    bool needs_recv = wrlog_needs_recv (wr->opcode);
+    e->needs_recv = needs_recv;
     e->imm_data = wr->imm_data;
     /* Fields only some opcodes have are written for those only, and read
      * for those only (post.c, send_real); the UD ones by the caller. */
@@ -192,8 +204,7 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
         e->inl_len = inl;
     }
     q->posted++;
-    if (e->needs_recv)
-        q->rmsg_posted++;
+    q->rmsg_posted += needs_recv;
     return e;
 }
 
