@@ -44,8 +44,13 @@ static inline void cq_forget_qp (struct ibcr_cq *vcq, struct ibcr_qp *vqp)
  * it anyway. */
 static inline struct ibcr_qp *cq_qp_of (struct ibcr_cq *vcq, uint32_t rqpn)
 {
-    if (__builtin_expect (vcq->hint_rqpn == rqpn, 1))
+    if (__builtin_expect (vcq->hint_rqpn == rqpn, 1)) {
+        /* A hint's QP is never NULL (cq_hint_clear sets CQ_NO_HINT,
+         * which no real QPN equals). */
+        if (!vcq->hint_qp)
+            __builtin_unreachable ();
         return vcq->hint_qp;
+    }
     struct ibcr_qp *vqp = idtab_get (&vcq->ctx->qp_by_rqpn, rqpn);
     if (vqp) {
         vcq->hint_rqpn = rqpn;

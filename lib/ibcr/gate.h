@@ -42,10 +42,14 @@ struct gate_slot {
 
 enum { GATE_CLOSED = 1, GATE_FENCE = 2 };
 
-extern atomic_int gate_closed;
-extern atomic_bool gate_fence;
-extern atomic_int gate_word; /* GATE_CLOSED | GATE_FENCE, for gate_enter */
-extern __thread struct gate_slot *gate_self __attribute__ ((tls_model ("initial-exec")));
+/* Hidden: libibcr's own, so its code loads them directly (one
+ * RIP-relative load) instead of through the GOT. */
+#define GATE_HIDDEN __attribute__ ((visibility ("hidden")))
+extern atomic_int gate_closed GATE_HIDDEN;
+extern atomic_bool gate_fence GATE_HIDDEN;
+extern atomic_int gate_word GATE_HIDDEN; /* GATE_CLOSED | GATE_FENCE, for gate_enter */
+extern __thread struct gate_slot *gate_self
+    __attribute__ ((tls_model ("initial-exec"), visibility ("hidden")));
 struct gate_slot *gate_slot_new (void) __attribute__ ((returns_nonnull));
 void gate_wait_open (void);
 /* gate_enter when gate_word is not 0: fence, wait while closed. */
