@@ -95,7 +95,10 @@ cq_complete (struct ibcr_cq *vcq, struct ibv_wc *wc, struct gate_slot *s)
     struct ibcr_qp *vqp = cq_qp_of (vcq, wc->qp_num);
     if (!vqp)
         return true;
-    if (wc->status != IBV_WC_SUCCESS || !(wc->opcode & IBV_WC_RECV)) {
+    /* A send's opcode first: one test for the common successful send.
+     * An error completion's opcode is undefined: those go to the send
+     * log's head too, which tells. */
+    if (!(wc->opcode & IBV_WC_RECV) || wc->status != IBV_WC_SUCCESS) {
         int show = qp_send_complete (vqp, wc, s);
         if (show >= 0) {
             wc->qp_num = vqp->vqpn;

@@ -349,20 +349,35 @@ static __attribute__ ((noinline)) int poll_more (struct ibcr_cq *vcq, int n, str
     }
 }
 
+/* poll_real after a real poll that returned r > 1 completions. */
+static __attribute__ ((noinline)) int poll_many (struct ibcr_cq *vcq, int n, struct ibv_wc *wc,
+                                                 struct gate_slot *s, int r)
+{
+    int k = account (vcq, wc, 0, r, s);
+    /* Poll again only if we hid some and the CQ may hold more. */
+    if (k == r || r < n)
+        return k;
+    return poll_more (vcq, n, wc, s, k);
+}
+
 /* Poll the real CQ, account every completion, keep the ones the
- * application must see in wc[]; returns how many, or -1.  The first poll
- * is straight-line code; polling again is out of line. */
+ * application must see in wc[]; returns how many, or -1.  One completion
+ * (the most common answer) is straight-line code; more go out of line,
+ * and so does polling again. */
 static inline __attribute__ ((always_inline)) int poll_real (struct ibcr_cq *vcq, int n,
                                                              struct ibv_wc *wc, struct gate_slot *s)
 {
     int r = vcq->real_poll (vcq->real, n, wc);
-    if (__builtin_expect (r <= 0, 0))
+    if (__builtin_expect (r == 1, 1)) {
+        if (__builtin_expect (cq_complete (vcq, wc, s), 1))
+            return 1;
+        /* Hidden: poll again only if the CQ may hold more (it gave all
+         * that was asked). */
+        return n == 1 ? poll_more (vcq, n, wc, s, 0) : 0;
+    }
+    if (r <= 0)
         return r;
-    int k = account (vcq, wc, 0, r, s);
-    /* Poll again only if we hid some and the CQ may hold more. */
-    if (__builtin_expect (k == r || r < n, 1))
-        return k;
-    return poll_more (vcq, n, wc, s, k);
+    return poll_many (vcq, n, wc, s, r);
 }
 
 /* A poll while completions drained at the last checkpoint wait: those

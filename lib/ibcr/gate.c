@@ -168,6 +168,17 @@ void gate_open (void)
 
 /* ---- block.h's slow path ---- */
 
+int block_lock_owner_slow (struct ibcr_block *l, struct gate_slot *s)
+{
+    if (atomic_load_explicit (&s->fence, memory_order_relaxed)) {
+        atomic_thread_fence (memory_order_seq_cst);
+        if (!atomic_load_explicit (&l->revoked, memory_order_acquire))
+            return BLOCK_FAST;
+    }
+    atomic_store_explicit (&l->owner_in, 0, memory_order_release);
+    return block_lock_slow (l);
+}
+
 int block_lock_slow (struct ibcr_block *l)
 {
     struct gate_slot *s = gate_self;
