@@ -130,8 +130,17 @@ static inline bool wrlog_needs_recv (enum ibv_wr_opcode op)
     /* One test of a bit for the four opcodes. */
     const uint32_t m = 1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM
         | 1u << IBV_WR_RDMA_WRITE_WITH_IMM | 1u << IBV_WR_SEND_WITH_INV;
-    return (unsigned)op < 32 && (m >> (unsigned)op & 1);
+    /* An opcode past 31 (no verbs opcode is) gets the bit its low five
+     * bits name: the backend refuses it, and the unpush reads the same
+     * flag back. */
+    return m >> ((unsigned)op & 31) & 1;
 }
+
+/* The opcodes whose log entries keep remote fields (wrlog_sq_push_as,
+ * send_real in post.c): one test of a bit, as above. */
+#define WRLOG_RDMA_OPS                                                                             \
+    (1u << IBV_WR_RDMA_WRITE | 1u << IBV_WR_RDMA_WRITE_WITH_IMM | 1u << IBV_WR_RDMA_READ)
+#define WRLOG_ATOMIC_OPS (1u << IBV_WR_ATOMIC_CMP_AND_SWP | 1u << IBV_WR_ATOMIC_FETCH_AND_ADD)
 
 _Static_assert(IBV_SEND_SIGNALED == 2, "wrlog_sq_push_as shifts sig_all into IBV_SEND_SIGNALED");
 
@@ -150,7 +159,8 @@ static inline __attribute__ ((always_inline)) struct wrlog_send *
 wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all, bool built)
 {
     size_t inl = 0;
-    if (!built && (wr->num_sge < 0 || wr->num_sge > q->max_sge)) {
+    /* max_sge is at least 1: one unsigned compare also refuses < 0. */
+    if (!built && (unsigned)wr->num_sge > (unsigned)q->max_sge) {
         errno = EINVAL;
         return NULL;
     }
@@ -173,22 +183,16 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
     e->imm_data = wr->imm_data;
     /* Fields only some opcodes have are written for those only, and read
      * for those only (post.c, send_real); the UD ones by the caller. */
-    switch (wr->opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-        e->remote_addr = wr->wr.rdma.remote_addr;
-        e->rkey = wr->wr.rdma.rkey;
-        break;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        e->remote_addr = wr->wr.atomic.remote_addr;
-        e->rkey = wr->wr.atomic.rkey;
-        e->compare_add = wr->wr.atomic.compare_add;
-        e->swap = wr->wr.atomic.swap;
-        break;
-    default:
-        break;
+    if ((unsigned)wr->opcode < 32 && ((WRLOG_RDMA_OPS | WRLOG_ATOMIC_OPS) >> wr->opcode & 1)) {
+        if (WRLOG_RDMA_OPS >> wr->opcode & 1) {
+            e->remote_addr = wr->wr.rdma.remote_addr;
+            e->rkey = wr->wr.rdma.rkey;
+        } else {
+            e->remote_addr = wr->wr.atomic.remote_addr;
+            e->rkey = wr->wr.atomic.rkey;
+            e->compare_add = wr->wr.atomic.compare_add;
+            e->swap = wr->wr.atomic.swap;
+        }
     }
     /* UD fields are read by the caller, which knows the QP type: for RC
      * the wr.ud union member aliases wr.rdma. */
