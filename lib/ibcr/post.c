@@ -169,6 +169,15 @@ int ibcr_post_real_recv (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlo
     return vqp->real_post_recv (vqp->real, &w, &bad);
 }
 
+/* A backend refused a receive post: drop what it did not take. */
+static void post_recv_refused (struct wrlog_rq *log, struct ibv_recv_wr *bad)
+{
+    size_t left = 0;
+    for (struct ibv_recv_wr *w = bad; w; w = w->next)
+        left++;
+    wrlog_rq_unpush (log, left);
+}
+
 /* Shared by QP and SRQ receive posting (inline in both: vsrq is a
  * constant in each). */
 static inline __attribute__ ((always_inline)) int
@@ -191,12 +200,8 @@ post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *l
     if (!ibcr_xlate) {
         rc = vsrq ? ibv_post_srq_recv (vsrq->real, wr, bad)
                   : vqp->real_post_recv (vqp->real, wr, bad);
-        if (rc) {
-            size_t left = 0;
-            for (struct ibv_recv_wr *w = *bad; w; w = w->next)
-                left++;
-            wrlog_rq_unpush (log, left);
-        }
+        if (rc)
+            post_recv_refused (log, *bad);
         goto out;
     }
     size_t first = wrlog_rq_len (log) - n, i = 0;
@@ -214,6 +219,34 @@ out:
     return rc;
 }
 
+/* post_recv_common for one WR on a QP (wr->next is NULL), most posts:
+ * straight-line code, the same steps in the same order. */
+static inline __attribute__ ((always_inline)) int
+post_recv_one (struct ibcr_qp *vqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    int rc;
+    struct gate_slot *s = gate_enter ();
+    int how = block_lock_as (&vqp->rlock, s);
+    struct wrlog_recv *e = wrlog_rq_push (&vqp->rq, wr);
+    if (__builtin_expect (!e, 0)) {
+        rc = errno;
+        *bad = wr;
+    } else if (__builtin_expect (!ibcr_xlate, 1)) {
+        rc = vqp->real_post_recv (vqp->real, wr, bad);
+        if (__builtin_expect (rc != 0, 0))
+            post_recv_refused (&vqp->rq, *bad);
+    } else {
+        rc = ibcr_post_real_recv (vqp, NULL, e);
+        if (rc) {
+            *bad = wr;
+            wrlog_rq_unpush (&vqp->rq, 1);
+        }
+    }
+    block_unlock (&vqp->rlock, how);
+    gate_leave_as (s);
+    return rc;
+}
+
 int ibcr_post_recv (struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     struct ibcr_qp *vqp = vqp_of (qp);
@@ -221,6 +254,8 @@ int ibcr_post_recv (struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
         *bad = wr;
         return EINVAL; /* receives of an SRQ QP go to the SRQ */
     }
+    if (__builtin_expect (!wr->next, 1))
+        return post_recv_one (vqp, wr, bad);
     return post_recv_common (vqp, NULL, &vqp->rq, &vqp->rlock, wr, bad);
 }
 

@@ -251,7 +251,7 @@ uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q);
 
 static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct ibv_recv_wr *wr)
 {
-    if (wr->num_sge < 0 || wr->num_sge > q->max_sge) {
+    if ((unsigned)wr->num_sge > (unsigned)q->max_sge) { /* max_sge >= 1 */
         errno = EINVAL;
         return NULL;
     }
