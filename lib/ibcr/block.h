@@ -46,21 +46,24 @@ static inline void block_init (struct ibcr_block *l)
 }
 
 int block_lock_slow (struct ibcr_block *l);
+/* The owner found the fence mode on or the bias revoked (gate.c). */
+int block_lock_owner_slow (struct ibcr_block *l, struct gate_slot *s);
 
 /* s: the calling thread's gate slot (gate_enter's), or NULL. */
 static inline int block_lock_as (struct ibcr_block *l, struct gate_slot *s)
 {
     if (__builtin_expect (s && atomic_load_explicit (&l->owner, memory_order_relaxed) == s, 1)) {
         atomic_store_explicit (&l->owner_in, 1, memory_order_relaxed);
-        if (__builtin_expect (atomic_load_explicit (&gate_fence, memory_order_relaxed), 0))
-            atomic_thread_fence (memory_order_seq_cst);
-        else
-            atomic_signal_fence (memory_order_seq_cst);
-        /* An acquire load, as the gate's (ThreadSanitizer does not model
-         * a stand-alone acquire fence). */
-        if (__builtin_expect (!atomic_load_explicit (&l->revoked, memory_order_acquire), 1))
+        atomic_signal_fence (memory_order_seq_cst);
+        /* One test for both rare cases: the fence mode (the fence is
+         * issued out of line, and 'revoked' read again after it) and a
+         * revoked bias.  'revoked' is an acquire load, as the gate's
+         * (ThreadSanitizer does not model a stand-alone acquire fence). */
+        if (__builtin_expect (!(atomic_load_explicit (&s->fence, memory_order_relaxed)
+                                | atomic_load_explicit (&l->revoked, memory_order_acquire)),
+                              1))
             return BLOCK_FAST;
-        atomic_store_explicit (&l->owner_in, 0, memory_order_release);
+        return block_lock_owner_slow (l, s);
     }
     return block_lock_slow (l);
 }

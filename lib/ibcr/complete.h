@@ -44,8 +44,13 @@ static inline void cq_forget_qp (struct ibcr_cq *vcq, struct ibcr_qp *vqp)
  * it anyway. */
 static inline struct ibcr_qp *cq_qp_of (struct ibcr_cq *vcq, uint32_t rqpn)
 {
-    if (__builtin_expect (vcq->hint_rqpn == rqpn, 1))
+    if (__builtin_expect (vcq->hint_rqpn == rqpn, 1)) {
+        /* A hint's QP is never NULL (cq_hint_clear sets CQ_NO_HINT,
+         * which no real QPN equals). */
+        if (!vcq->hint_qp)
+            __builtin_unreachable ();
         return vcq->hint_qp;
+    }
     struct ibcr_qp *vqp = idtab_get (&vcq->ctx->qp_by_rqpn, rqpn);
     if (vqp) {
         vcq->hint_rqpn = rqpn;
@@ -72,7 +77,7 @@ qp_send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, struct gate_slot
     else if (wc->status != IBV_WC_SUCCESS && e->wr_id != wc->wr_id)
         show = -1;
     else {
-        show = e->app_signaled || wc->status != IBV_WC_SUCCESS;
+        show = wrlog_app_signaled (e) || wc->status != IBV_WC_SUCCESS;
         if (__builtin_expect (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah, 0))
             map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
         wrlog_sq_pop_head (&vqp->sq);
@@ -90,7 +95,10 @@ cq_complete (struct ibcr_cq *vcq, struct ibv_wc *wc, struct gate_slot *s)
     struct ibcr_qp *vqp = cq_qp_of (vcq, wc->qp_num);
     if (!vqp)
         return true;
-    if (wc->status != IBV_WC_SUCCESS || !(wc->opcode & IBV_WC_RECV)) {
+    /* A send's opcode first: one test for the common successful send.
+     * An error completion's opcode is undefined: those go to the send
+     * log's head too, which tells. */
+    if (!(wc->opcode & IBV_WC_RECV) || wc->status != IBV_WC_SUCCESS) {
         int show = qp_send_complete (vqp, wc, s);
         if (show >= 0) {
             wc->qp_num = vqp->vqpn;

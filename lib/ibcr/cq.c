@@ -315,31 +315,69 @@ void ibcr_cq_pend_push (struct ibcr_cq *vcq, const struct ibv_wc *wc)
     vcq->pend_len++;
 }
 
-/* Poll the real CQ, account every completion, keep the ones the
- * application must see in wc[]; returns how many, or -1. */
-static inline __attribute__ ((always_inline)) int poll_real (struct ibcr_cq *vcq, int n,
-                                                             struct ibv_wc *wc, struct gate_slot *s)
+/* Account the completions wc[got..end) just polled; keep the ones the
+ * application must see, packed from wc[got]; returns how many it keeps. */
+static inline __attribute__ ((always_inline)) int account (struct ibcr_cq *vcq, struct ibv_wc *wc,
+                                                           int got, int end, struct gate_slot *s)
 {
-    int got = 0;
+    int k = got;
+    for (int i = got; i < end; i++)
+        if (__builtin_expect (cq_complete (vcq, &wc[i], s), 1)) {
+            /* Copy only to close a gap: copying a completion onto itself
+             * reads back what the backend just wrote in other widths, a
+             * store-forwarding stall that cost 5 ns per completion. */
+            if (__builtin_expect (k != i, 0))
+                wc[k] = wc[i];
+            k++;
+        }
+    return k;
+}
+
+/* poll_real's rare case: some completions were hidden and the real CQ
+ * may hold more; got are kept in wc[] already. */
+static __attribute__ ((noinline)) int poll_more (struct ibcr_cq *vcq, int n, struct ibv_wc *wc,
+                                                 struct gate_slot *s, int got)
+{
     for (;;) {
         int r = vcq->real_poll (vcq->real, n - got, wc + got);
-        if (__builtin_expect (r <= 0, 0))
+        if (r <= 0)
             return got ? got : r;
-        int k = got, end = got + r;
-        for (int i = got; i < end; i++)
-            if (__builtin_expect (cq_complete (vcq, &wc[i], s), 1)) {
-                /* Copy only to close a gap: copying a completion onto itself
-                 * reads back what the backend just wrote in other widths,
-                 * a store-forwarding stall that cost 5 ns per completion. */
-                if (__builtin_expect (k != i, 0))
-                    wc[k] = wc[i];
-                k++;
-            }
-        /* Poll again only if we hid some and the CQ may hold more. */
-        if (__builtin_expect (k == end || end < n, 1))
+        int k = account (vcq, wc, got, got + r, s);
+        if (k == got + r || got + r < n)
             return k;
         got = k;
     }
+}
+
+/* poll_real after a real poll that returned r > 1 completions. */
+static __attribute__ ((noinline)) int poll_many (struct ibcr_cq *vcq, int n, struct ibv_wc *wc,
+                                                 struct gate_slot *s, int r)
+{
+    int k = account (vcq, wc, 0, r, s);
+    /* Poll again only if we hid some and the CQ may hold more. */
+    if (k == r || r < n)
+        return k;
+    return poll_more (vcq, n, wc, s, k);
+}
+
+/* Poll the real CQ, account every completion, keep the ones the
+ * application must see in wc[]; returns how many, or -1.  One completion
+ * (the most common answer) is straight-line code; more go out of line,
+ * and so does polling again. */
+static inline __attribute__ ((always_inline)) int poll_real (struct ibcr_cq *vcq, int n,
+                                                             struct ibv_wc *wc, struct gate_slot *s)
+{
+    int r = vcq->real_poll (vcq->real, n, wc);
+    if (__builtin_expect (r == 1, 1)) {
+        if (__builtin_expect (cq_complete (vcq, wc, s), 1))
+            return 1;
+        /* Hidden: poll again only if the CQ may hold more (it gave all
+         * that was asked). */
+        return n == 1 ? poll_more (vcq, n, wc, s, 0) : 0;
+    }
+    if (r <= 0)
+        return r;
+    return poll_many (vcq, n, wc, s, r);
 }
 
 /* A poll while completions drained at the last checkpoint wait: those

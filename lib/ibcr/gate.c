@@ -20,6 +20,7 @@
 
 atomic_int gate_closed;
 atomic_bool gate_fence;
+atomic_int gate_word;
 __thread struct gate_slot *gate_self __attribute__ ((tls_model ("initial-exec")));
 static struct gate_slot *_Atomic slots;
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,11 +41,24 @@ static void slot_release (void *p)
     pthread_mutex_unlock (&gate_lock);
 }
 
+/* From now on every entry and every biased lock's owner fences: set the
+ * flag, the fast path's word and every slot's copy (new slots copy
+ * gate_fence under gate_lock). */
+static void fence_on (void)
+{
+    pthread_mutex_lock (&gate_lock);
+    atomic_store (&gate_fence, true);
+    atomic_fetch_or (&gate_word, GATE_FENCE);
+    for (struct gate_slot *s = atomic_load (&slots); s; s = s->next)
+        atomic_store_explicit (&s->fence, true, memory_order_relaxed);
+    pthread_mutex_unlock (&gate_lock);
+}
+
 static void gate_init (void)
 {
     pthread_key_create (&gate_key, slot_release);
     if (membarrier (MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0)
-        atomic_store (&gate_fence, true);
+        fence_on ();
 }
 
 struct gate_slot *gate_slot_new (void)
@@ -64,11 +78,25 @@ struct gate_slot *gate_slot_new (void)
         atomic_store (&slots, s);
     }
     s->owned = true;
+    atomic_store_explicit (&s->fence, atomic_load (&gate_fence), memory_order_relaxed);
     pthread_mutex_unlock (&gate_lock);
     /* A thread exiting returns the slot (its depth is 0 then). */
     pthread_setspecific (gate_key, s);
     gate_self = s;
     return s;
+}
+
+void gate_enter_slow (struct gate_slot *s, int d)
+{
+    for (;;) {
+        if (atomic_load_explicit (&gate_word, memory_order_relaxed) & GATE_FENCE)
+            atomic_thread_fence (memory_order_seq_cst);
+        if (!(atomic_load_explicit (&gate_word, memory_order_acquire) & GATE_CLOSED))
+            return;
+        atomic_store_explicit (&s->inside, d, memory_order_release);
+        gate_wait_open ();
+        atomic_store_explicit (&s->inside, d + 1, memory_order_relaxed);
+    }
 }
 
 void gate_wait_open (void)
@@ -98,7 +126,7 @@ static void barrier_all (void)
      * long enough for any thread between its store and its load (a few
      * instructions) to have left that window. */
     ibcr_log ("membarrier failed (%m): the gate fences on every verb from now on");
-    atomic_store (&gate_fence, true);
+    fence_on ();
     atomic_thread_fence (memory_order_seq_cst);
     nanosleep (&(struct timespec){ 0, 10000000 }, NULL);
 }
@@ -116,6 +144,7 @@ void gate_close (void)
     pthread_once (&gate_once, gate_init);
     pthread_mutex_lock (&gate_lock);
     atomic_store (&gate_closed, 1);
+    atomic_fetch_or (&gate_word, GATE_CLOSED);
     pthread_mutex_unlock (&gate_lock);
     barrier_all ();
     /* Threads inside finish their verb; none of them blocks there (blocking
@@ -132,11 +161,23 @@ void gate_open (void)
 {
     pthread_mutex_lock (&gate_lock);
     atomic_store (&gate_closed, 0);
+    atomic_fetch_and (&gate_word, ~GATE_CLOSED);
     pthread_cond_broadcast (&gate_cond);
     pthread_mutex_unlock (&gate_lock);
 }
 
 /* ---- block.h's slow path ---- */
+
+int block_lock_owner_slow (struct ibcr_block *l, struct gate_slot *s)
+{
+    if (atomic_load_explicit (&s->fence, memory_order_relaxed)) {
+        atomic_thread_fence (memory_order_seq_cst);
+        if (!atomic_load_explicit (&l->revoked, memory_order_acquire))
+            return BLOCK_FAST;
+    }
+    atomic_store_explicit (&l->owner_in, 0, memory_order_release);
+    return block_lock_slow (l);
+}
 
 int block_lock_slow (struct ibcr_block *l)
 {

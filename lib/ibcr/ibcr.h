@@ -134,6 +134,10 @@ struct ibcr_qp_mod {
 struct ibcr_qp {
     struct ibv_qp_ex qpx; /* qpx.qp_base.qp_num: virtual, forever */
     struct ibv_qp *real;
+    /* What ibv_post_send and ibv_post_recv would call on real, without
+     * their two dependent loads per post (set with real). */
+    int (*real_post_send) (struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **);
+    int (*real_post_recv) (struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **);
     struct ibcr_ctx *ctx;
     struct ibcr_pd *vpd;
     struct ibcr_cq *vscq, *vrcq;
@@ -200,7 +204,7 @@ extern pthread_mutex_t ibcr_lock;
 /* Changes whenever a virtual lkey may map to another real one: an MR
  * registered or deregistered (under ibcr_lock), a release or a rebuild
  * (gate closed).  Never 0, so a QP's zeroed lkey cache never hits. */
-extern atomic_uint ibcr_mr_gen;
+extern atomic_uint ibcr_mr_gen GATE_HIDDEN;
 static inline void ibcr_mr_gen_bump (void)
 {
     unsigned g = atomic_load_explicit (&ibcr_mr_gen, memory_order_relaxed) + 1;
@@ -209,7 +213,7 @@ static inline void ibcr_mr_gen_bump (void)
 extern struct ibcr_link ibcr_ctxs;
 /* Set by the first rebuild: from then on ids go through tables.  Before
  * it, virtual == real and this is the only test on the hot path. */
-extern volatile int ibcr_xlate;
+extern volatile int ibcr_xlate GATE_HIDDEN;
 extern int ibcr_rank;
 /* Mappings of a libibverbs before the backend was first loaded. */
 extern int ibcr_base_maps;

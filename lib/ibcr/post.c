@@ -122,13 +122,24 @@ int ibcr_post_real_send (struct ibcr_qp *vqp, struct wrlog_send *e)
     struct ibv_sge *sg = alloca ((e->num_sge + 1) * sizeof (*sg));
     int rc = send_real (vqp, e, &w, sg);
     if (rc == 0)
-        rc = ibv_post_send (vqp->real, &w, &bad);
+        rc = vqp->real_post_send (vqp->real, &w, &bad);
     return rc;
+}
+
+void ibcr_post_send_refused (struct ibcr_qp *vqp, struct ibv_send_wr *bad)
+{
+    size_t left = 0;
+    for (struct ibv_send_wr *w = bad; w; w = w->next)
+        left++;
+    wrlog_sq_unpush (&vqp->sq, left);
 }
 
 int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-    return post_send_as (vqp_of (qp), wr, bad, false);
+    struct ibcr_qp *vqp = vqp_of (qp);
+    if (__builtin_expect (!wr->next && vqp->qpx.qp_base.qp_type != IBV_QPT_UD, 1))
+        return post_send_one (vqp, wr, bad, false);
+    return post_send_as (vqp, wr, bad, false);
 }
 
 static void recv_real (struct ibcr_ctx *vctx, struct wrlog_recv *e, struct ibv_recv_wr *out,
@@ -155,18 +166,28 @@ int ibcr_post_real_recv (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlo
         return ibv_post_srq_recv (vsrq->real, &w, &bad);
     }
     recv_real (vqp->ctx, e, &w, sg);
-    return ibv_post_recv (vqp->real, &w, &bad);
+    return vqp->real_post_recv (vqp->real, &w, &bad);
 }
 
-/* Shared by QP and SRQ receive posting. */
-static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *log,
-                             struct ibcr_block *lock, struct ibv_recv_wr *wr,
-                             struct ibv_recv_wr **bad)
+/* A backend refused a receive post: drop what it did not take. */
+static void post_recv_refused (struct wrlog_rq *log, struct ibv_recv_wr *bad)
+{
+    size_t left = 0;
+    for (struct ibv_recv_wr *w = bad; w; w = w->next)
+        left++;
+    wrlog_rq_unpush (log, left);
+}
+
+/* Shared by QP and SRQ receive posting (inline in both: vsrq is a
+ * constant in each). */
+static inline __attribute__ ((always_inline)) int
+post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *log,
+                  struct ibcr_block *lock, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     int rc = 0;
     size_t n = 0;
-    gate_enter ();
-    int how = block_lock (lock);
+    struct gate_slot *s = gate_enter ();
+    int how = block_lock_as (lock, s);
     for (struct ibv_recv_wr *w = wr; w; w = w->next) {
         if (!wrlog_rq_push (log, w)) {
             rc = errno;
@@ -177,13 +198,10 @@ static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct 
         n++;
     }
     if (!ibcr_xlate) {
-        rc = vsrq ? ibv_post_srq_recv (vsrq->real, wr, bad) : ibv_post_recv (vqp->real, wr, bad);
-        if (rc) {
-            size_t left = 0;
-            for (struct ibv_recv_wr *w = *bad; w; w = w->next)
-                left++;
-            wrlog_rq_unpush (log, left);
-        }
+        rc = vsrq ? ibv_post_srq_recv (vsrq->real, wr, bad)
+                  : vqp->real_post_recv (vqp->real, wr, bad);
+        if (rc)
+            post_recv_refused (log, *bad);
         goto out;
     }
     size_t first = wrlog_rq_len (log) - n, i = 0;
@@ -197,7 +215,35 @@ static int post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct 
     }
 out:
     block_unlock (lock, how);
-    gate_leave ();
+    gate_leave_as (s);
+    return rc;
+}
+
+/* post_recv_common for one WR on a QP (wr->next is NULL), most posts:
+ * straight-line code, the same steps in the same order. */
+static inline __attribute__ ((always_inline)) int
+post_recv_one (struct ibcr_qp *vqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    int rc;
+    struct gate_slot *s = gate_enter ();
+    int how = block_lock_as (&vqp->rlock, s);
+    struct wrlog_recv *e = wrlog_rq_push (&vqp->rq, wr);
+    if (__builtin_expect (!e, 0)) {
+        rc = errno;
+        *bad = wr;
+    } else if (__builtin_expect (!ibcr_xlate, 1)) {
+        rc = vqp->real_post_recv (vqp->real, wr, bad);
+        if (__builtin_expect (rc != 0, 0))
+            post_recv_refused (&vqp->rq, *bad);
+    } else {
+        rc = ibcr_post_real_recv (vqp, NULL, e);
+        if (rc) {
+            *bad = wr;
+            wrlog_rq_unpush (&vqp->rq, 1);
+        }
+    }
+    block_unlock (&vqp->rlock, how);
+    gate_leave_as (s);
     return rc;
 }
 
@@ -208,6 +254,8 @@ int ibcr_post_recv (struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
         *bad = wr;
         return EINVAL; /* receives of an SRQ QP go to the SRQ */
     }
+    if (__builtin_expect (!wr->next, 1))
+        return post_recv_one (vqp, wr, bad);
     return post_recv_common (vqp, NULL, &vqp->rq, &vqp->rlock, wr, bad);
 }
 

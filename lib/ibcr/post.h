@@ -14,6 +14,38 @@
 #include "ibcr.h"
 #include "gate.h"
 
+/* A backend refused a post: drop what it did not take from the log. */
+void ibcr_post_send_refused (struct ibcr_qp *vqp, struct ibv_send_wr *bad);
+
+/* post_send_as for one WR (wr->next is NULL), most posts: straight-line
+ * code without the list's loops, the same steps in the same order. */
+static inline __attribute__ ((always_inline)) int
+post_send_one (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad, bool built)
+{
+    int rc;
+    struct gate_slot *s = gate_enter ();
+    int how = block_lock_as (&vqp->slock, s);
+    struct wrlog_send *e = wrlog_sq_push_as (&vqp->sq, wr, vqp->app_sig_all, built);
+    if (__builtin_expect (!e, 0)) {
+        rc = errno;
+        *bad = wr;
+    } else if (__builtin_expect (!ibcr_xlate, 1)) {
+        /* Hot path: virtual == real. */
+        rc = vqp->real_post_send (vqp->real, wr, bad);
+        if (__builtin_expect (rc != 0, 0))
+            ibcr_post_send_refused (vqp, *bad);
+    } else {
+        rc = ibcr_post_real_send (vqp, e);
+        if (rc) {
+            *bad = wr;
+            wrlog_sq_unpush (&vqp->sq, 1);
+        }
+    }
+    block_unlock (&vqp->slock, how);
+    gate_leave_as (s);
+    return rc;
+}
+
 /* Log a list of send WRs and post it to the real QP (translated after a
  * rebuild); ibv_post_send's contract.  'built' (a constant): the list comes
  * from the ibv_wr_* builder (qpx.c) on a QP that is not UD, each WR with at
@@ -48,13 +80,9 @@ post_send_as (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **
     }
     if (!ibcr_xlate && !ud) {
         /* Hot path: virtual == real. */
-        rc = ibv_post_send (vqp->real, wr, bad);
-        if (rc) {
-            size_t left = 0;
-            for (struct ibv_send_wr *w = *bad; w; w = w->next)
-                left++;
-            wrlog_sq_unpush (&vqp->sq, left);
-        }
+        rc = vqp->real_post_send (vqp->real, wr, bad);
+        if (rc)
+            ibcr_post_send_refused (vqp, *bad);
         goto out;
     }
     /* Translated path: one real WR per logged entry, posted in order. */

@@ -36,6 +36,8 @@ int ibcr_qp_open_real (struct ibcr_qp *vqp)
         be_errno ();
         return -1;
     }
+    vqp->real_post_send = vqp->real->context->ops.post_send;
+    vqp->real_post_recv = vqp->real->context->ops.post_recv;
     vqp->rqpn = vqp->real->qp_num;
     if (idtab_put (&vqp->ctx->qp_by_rqpn, vqp->rqpn, vqp) < 0) {
         ibcr_be.destroy_qp (vqp->real);

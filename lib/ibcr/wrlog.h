@@ -24,9 +24,11 @@ struct ibcr_ah;
 struct wrlog_send {
     uint64_t wr_id;
     enum ibv_wr_opcode opcode;
-    unsigned int send_flags; /* as posted */
-    bool app_signaled;       /* the application expects a completion */
-    bool needs_recv;         /* consumes a receive at the peer */
+    /* As posted, with IBV_SEND_SIGNALED added on a QP that signals all
+     * (the real QP signals every WR anyway): set when the application
+     * expects a completion. */
+    unsigned int send_flags;
+    bool needs_recv; /* consumes a receive at the peer */
     __be32 imm_data;
     uint64_t remote_addr;
     uint32_t rkey;
@@ -96,7 +98,12 @@ static inline size_t wrlog_rq_len (const struct wrlog_rq *q)
 
 static inline void *wrlog_ring_at (struct wrlog_ring *r, size_t i)
 {
-    return r->buf + ((r->head + i) & (r->cap - 1)) * r->stride;
+    unsigned char *p = r->buf + ((r->head + i) & (r->cap - 1)) * r->stride;
+    /* A ring in use has its buffer: its slots are never NULL, and
+     * callers need not test them. */
+    if (!p)
+        __builtin_unreachable ();
+    return p;
 }
 
 /* A push into a full ring: grows it (wrlog.c). */
@@ -120,8 +127,27 @@ static inline void wrlog_ring_pop (struct wrlog_ring *r)
 
 static inline bool wrlog_needs_recv (enum ibv_wr_opcode op)
 {
-    return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM
-        || op == IBV_WR_SEND_WITH_INV;
+    /* One test of a bit for the four opcodes. */
+    const uint32_t m = 1u << IBV_WR_SEND | 1u << IBV_WR_SEND_WITH_IMM
+        | 1u << IBV_WR_RDMA_WRITE_WITH_IMM | 1u << IBV_WR_SEND_WITH_INV;
+    /* An opcode past 31 (no verbs opcode is) gets the bit its low five
+     * bits name: the backend refuses it, and the unpush reads the same
+     * flag back. */
+    return m >> ((unsigned)op & 31) & 1;
+}
+
+/* The opcodes whose log entries keep remote fields (wrlog_sq_push_as,
+ * send_real in post.c): one test of a bit, as above. */
+#define WRLOG_RDMA_OPS                                                                             \
+    (1u << IBV_WR_RDMA_WRITE | 1u << IBV_WR_RDMA_WRITE_WITH_IMM | 1u << IBV_WR_RDMA_READ)
+#define WRLOG_ATOMIC_OPS (1u << IBV_WR_ATOMIC_CMP_AND_SWP | 1u << IBV_WR_ATOMIC_FETCH_AND_ADD)
+
+_Static_assert(IBV_SEND_SIGNALED == 2, "wrlog_sq_push_as shifts sig_all into IBV_SEND_SIGNALED");
+
+/* Does the application expect a completion of this entry? */
+static inline bool wrlog_app_signaled (const struct wrlog_send *e)
+{
+    return e->send_flags & IBV_SEND_SIGNALED;
 }
 
 /* Append a copy of wr (inline data copied from its sges).  NULL + errno:
@@ -133,7 +159,8 @@ static inline __attribute__ ((always_inline)) struct wrlog_send *
 wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all, bool built)
 {
     size_t inl = 0;
-    if (!built && (wr->num_sge < 0 || wr->num_sge > q->max_sge)) {
+    /* max_sge is at least 1: one unsigned compare also refuses < 0. */
+    if (!built && (unsigned)wr->num_sge > (unsigned)q->max_sge) {
         errno = EINVAL;
         return NULL;
     }
@@ -150,28 +177,22 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
         return NULL;
     e->wr_id = wr->wr_id;
     e->opcode = wr->opcode;
-    e->send_flags = wr->send_flags;
-    e->app_signaled = sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-    e->needs_recv = wrlog_needs_recv (wr->opcode);
+    e->send_flags = wr->send_flags | (unsigned)sig_all << 1;
+    bool needs_recv = wrlog_needs_recv (wr->opcode);
+    e->needs_recv = needs_recv;
     e->imm_data = wr->imm_data;
     /* Fields only some opcodes have are written for those only, and read
      * for those only (post.c, send_real); the UD ones by the caller. */
-    switch (wr->opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-        e->remote_addr = wr->wr.rdma.remote_addr;
-        e->rkey = wr->wr.rdma.rkey;
-        break;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        e->remote_addr = wr->wr.atomic.remote_addr;
-        e->rkey = wr->wr.atomic.rkey;
-        e->compare_add = wr->wr.atomic.compare_add;
-        e->swap = wr->wr.atomic.swap;
-        break;
-    default:
-        break;
+    if ((unsigned)wr->opcode < 32 && ((WRLOG_RDMA_OPS | WRLOG_ATOMIC_OPS) >> wr->opcode & 1)) {
+        if (WRLOG_RDMA_OPS >> wr->opcode & 1) {
+            e->remote_addr = wr->wr.rdma.remote_addr;
+            e->rkey = wr->wr.rdma.rkey;
+        } else {
+            e->remote_addr = wr->wr.atomic.remote_addr;
+            e->rkey = wr->wr.atomic.rkey;
+            e->compare_add = wr->wr.atomic.compare_add;
+            e->swap = wr->wr.atomic.swap;
+        }
     }
     /* UD fields are read by the caller, which knows the QP type: for RC
      * the wr.ud union member aliases wr.rdma. */
@@ -192,8 +213,7 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
         e->inl_len = inl;
     }
     q->posted++;
-    if (e->needs_recv)
-        q->rmsg_posted++;
+    q->rmsg_posted += needs_recv;
     return e;
 }
 
@@ -231,7 +251,7 @@ uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q);
 
 static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct ibv_recv_wr *wr)
 {
-    if (wr->num_sge < 0 || wr->num_sge > q->max_sge) {
+    if ((unsigned)wr->num_sge > (unsigned)q->max_sge) { /* max_sge >= 1 */
         errno = EINVAL;
         return NULL;
     }
@@ -240,7 +260,11 @@ static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct
         return NULL;
     e->wr_id = wr->wr_id;
     e->num_sge = wr->num_sge;
-    memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
+    /* The common one-sge receive without a call to memcpy. */
+    if (wr->num_sge == 1)
+        e->sge[0] = wr->sg_list[0];
+    else
+        memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
     q->posted++;
     return e;
 }

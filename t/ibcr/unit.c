@@ -93,7 +93,7 @@ static void test_wrlog (void)
     struct wrlog_send *e = wrlog_sq_at (&sq, 0);
     ok (e->inl_len == 15 && memcmp (wrlog_inl (e), "inline payload", 15) == 0,
         "inline bytes kept although the buffer was reused");
-    ok (wrlog_sq_at (&sq, 3)->app_signaled && !wrlog_sq_at (&sq, 2)->app_signaled,
+    ok (wrlog_app_signaled (wrlog_sq_at (&sq, 3)) && !wrlog_app_signaled (wrlog_sq_at (&sq, 2)),
         "signaled flag kept per WR");
     wrlog_sq_unpush (&sq, 2);
     ok (sq.posted == 8 && wrlog_sq_len (&sq) == 8, "unpush drops the newest");
