@@ -203,6 +203,9 @@ mpi_verify_of_() {
 	esac
 }
 
+# (10 minutes: t5003's and t5004's uninterrupted references of 250
+# iterations, run side by side under make -j2 on two cores shared with
+# other work at load 15, were cut at an earlier 5.)
 mpi_srun() {
 	mpi_sr_mpi=$1 mpi_sr_name=$2
 	shift 2
@@ -212,7 +215,7 @@ mpi_srun() {
 	mpich) mpi_sr_plugin=pmi2 ;;
 	esac
 	mpi_with "$mpi_sr_mpi" "$@" \
-		srun --mpi=$mpi_sr_plugin -N2 -n4 --ntasks-per-node=2 -t 5 \
+		srun --mpi=$mpi_sr_plugin -N2 -n4 --ntasks-per-node=2 -t 10 \
 		-o "$mpi_sr_name".out -e "$mpi_sr_name".err \
 		"$(mpi_verify_of_ "$mpi_sr_mpi")" $mpi_sr_args || {
 		cat "$mpi_sr_name".out "$mpi_sr_name".err | tail -n 40 | ibcr_diag
