@@ -589,8 +589,8 @@ static bool consume (struct sib_conn *c)
             if (k > avail)
                 k = avail;
             if (k == sizeof (c->rh))
-                memcpy (&c->rh, p, sizeof (c->rh)); /* inlined: fixed sizes */
-            else if (k == SIB_HDR_SHORT && end == SIB_HDR_SHORT)
+                memcpy (&c->rh, p, sizeof (c->rh));              /* inlined: fixed sizes */
+            else if (k == SIB_HDR_SHORT && end == SIB_HDR_SHORT) /* so rh_have was 0 */
                 memcpy (&c->rh, p, SIB_HDR_SHORT);
             else
                 memcpy ((uint8_t *)&c->rh + c->rh_have, p, k);

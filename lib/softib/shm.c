@@ -469,9 +469,9 @@ static void tx_publish (struct sib_shm *s, uint64_t head)
 }
 
 /* One whole message, a header of hlen bytes and at most one piece of
- * payload, if the
- * ring has room for all of it: what sib_tx_progress writes for nearly
- * every work request, without the iovec of sib_shm_writev.  false if
+ * payload, if the ring has room for all of it: what sib_tx_progress
+ * writes for nearly every work request, without the iovec of
+ * sib_shm_writev.  false if
  * nothing was written (no room, HELLO not out yet, corrupt tail): the
  * caller takes the general path, which reports what is wrong. */
 bool sib_shm_put (struct sib_conn *c, const void *h, size_t hlen, const void *pay, size_t plen)
