@@ -32,19 +32,38 @@ pt_listening() {
 	netns_exec 1 ss -Hltn "sport = :$1" | grep -q LISTEN
 }
 
+# pt_stacks PID...: each one still running gets its threads' stacks
+# printed (when gdb is here), then SIGKILL: a hang is named, not just cut.
+pt_stacks() {
+	for p; do
+		ibcr_alive $p || continue
+		echo "still running after 60 s: pid $p"
+		if command -v gdb >/dev/null; then
+			timeout 30 gdb -q -batch -p $p -ex "thread apply all bt" </dev/null 2>&1 |
+				grep -v "^\[New LWP\|^warning:"
+		fi
+		ibcr_kill KILL $p
+	done
+}
+
 pt_run() {
 	tool=$1 size=$2
 	shift 2
 	port=$(( 32000 + ($$ + ${pt_n:=0}) % 2000 ))
 	pt_n=$((pt_n + 1))
-	netns_exec 1 timeout 60 "$tool" -p $port -s $size "$@" >srv.out 2>&1 &
+	netns_exec 1 "$tool" -p $port -s $size "$@" >srv.out 2>&1 &
 	spid=$!
 	ibcr_wait_for 10 pt_listening $port || { kill $spid; return 1; }
-	netns_exec 2 timeout 60 "$tool" -p $port -s $size "$@" "$(netns_ip 1)" >cli.out 2>&1
+	netns_exec 2 "$tool" -p $port -s $size "$@" "$(netns_ip 1)" >cli.out 2>&1 &
+	cpid=$!
+	ibcr_wait_for 60 ibcr_dead $spid && ibcr_wait_for 5 ibcr_dead $cpid
+	pt_stacks $spid $cpid
+	wait $cpid
 	crc=$?
 	wait $spid
 	src=$?
 	cat srv.out cli.out
+	echo "exit status: server $src, client $crc"
 	test $crc = 0 && test $src = 0 &&
 	for f in srv.out cli.out; do
 		awk -v s=$size "\$1 == s && \$2 > 0 && \$4 + 0 > 0 { ok = 1 } END { exit !ok }" $f ||
