@@ -9,7 +9,8 @@ libibcr, which must report no data race.  Before they were fixed it
 reported two: pollers read the real-QPN table (qp_by_rqpn) while a QP
 creation rehashed and freed it, and an error completion made a poller
 read the send log'"'"'s head without the QP'"'"'s send lock while a poster
-on another thread wrote it.
+on another thread wrote it (now only the send CQ'"'"'s pollers read that
+log, its one consumer).
 
 t/ibcr/udrace then runs four UD senders, each on a QP of its own, after
 one coordinator cycle (release and rebuild), when every UD send looks up

@@ -63,14 +63,16 @@ static inline struct ibcr_qp *cq_qp_of (struct ibcr_cq *vcq, uint32_t rqpn)
  * Returns 1 if the application sees it, 0 if not (an unsignaled WR), -1
  * if it is not the send queue's: the opcode of an error completion is
  * undefined, so that is told by the log's head, and -1 has changed
- * nothing.  The head is read under slock, as posters (which may grow the
- * ring) and the pollers of the send CQ change it; a receive completion may
- * be polled from another CQ by another thread.  s: the caller's gate slot. */
+ * nothing.  The pollers of the QP's send CQ are the send log's one
+ * consumer (wrlog.h), under that CQ's plock: no QP lock is taken.  A
+ * completion from any other CQ is not a send's, and must not touch the
+ * log (its poller would be a second consumer). */
 static inline __attribute__ ((always_inline)) int
-qp_send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, struct gate_slot *s)
+qp_send_complete (struct ibcr_cq *vcq, struct ibcr_qp *vqp, const struct ibv_wc *wc)
 {
-    int how = block_lock_as (&vqp->slock, s);
-    struct wrlog_send *e = wrlog_sq_at (&vqp->sq, 0);
+    if (__builtin_expect (vcq != vqp->vscq, 0))
+        return -1;
+    struct wrlog_send *e = wrlog_sq_head (&vqp->sq);
     int show;
     if (__builtin_expect (!e, 0))
         show = wc->status == IBV_WC_SUCCESS ? 1 : -1;
@@ -82,15 +84,13 @@ qp_send_complete (struct ibcr_qp *vqp, const struct ibv_wc *wc, struct gate_slot
             map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
         wrlog_sq_pop_head (&vqp->sq);
     }
-    block_unlock (&vqp->slock, how);
     return show;
 }
 
 /* Account one completion polled from vcq's real CQ and give it the QP's
- * virtual number; false if the application must not see it.  s: the
- * caller's gate slot (NULL: the checkpoint thread, gate closed). */
-static inline __attribute__ ((always_inline)) bool
-cq_complete (struct ibcr_cq *vcq, struct ibv_wc *wc, struct gate_slot *s)
+ * virtual number; false if the application must not see it. */
+static inline __attribute__ ((always_inline)) bool cq_complete (struct ibcr_cq *vcq,
+                                                                struct ibv_wc *wc)
 {
     struct ibcr_qp *vqp = cq_qp_of (vcq, wc->qp_num);
     if (!vqp)
@@ -99,7 +99,7 @@ cq_complete (struct ibcr_cq *vcq, struct ibv_wc *wc, struct gate_slot *s)
      * An error completion's opcode is undefined: those go to the send
      * log's head too, which tells. */
     if (!(wc->opcode & IBV_WC_RECV) || wc->status != IBV_WC_SUCCESS) {
-        int show = qp_send_complete (vqp, wc, s);
+        int show = qp_send_complete (vcq, vqp, wc);
         if (show >= 0) {
             wc->qp_num = vqp->vqpn;
             return show;

@@ -318,11 +318,11 @@ void ibcr_cq_pend_push (struct ibcr_cq *vcq, const struct ibv_wc *wc)
 /* Account the completions wc[got..end) just polled; keep the ones the
  * application must see, packed from wc[got]; returns how many it keeps. */
 static inline __attribute__ ((always_inline)) int account (struct ibcr_cq *vcq, struct ibv_wc *wc,
-                                                           int got, int end, struct gate_slot *s)
+                                                           int got, int end)
 {
     int k = got;
     for (int i = got; i < end; i++)
-        if (__builtin_expect (cq_complete (vcq, &wc[i], s), 1)) {
+        if (__builtin_expect (cq_complete (vcq, &wc[i]), 1)) {
             /* Copy only to close a gap: copying a completion onto itself
              * reads back what the backend just wrote in other widths, a
              * store-forwarding stall that cost 5 ns per completion. */
@@ -336,13 +336,13 @@ static inline __attribute__ ((always_inline)) int account (struct ibcr_cq *vcq, 
 /* poll_real's rare case: some completions were hidden and the real CQ
  * may hold more; got are kept in wc[] already. */
 static __attribute__ ((noinline)) int poll_more (struct ibcr_cq *vcq, int n, struct ibv_wc *wc,
-                                                 struct gate_slot *s, int got)
+                                                 int got)
 {
     for (;;) {
         int r = vcq->real_poll (vcq->real, n - got, wc + got);
         if (r <= 0)
             return got ? got : r;
-        int k = account (vcq, wc, got, got + r, s);
+        int k = account (vcq, wc, got, got + r);
         if (k == got + r || got + r < n)
             return k;
         got = k;
@@ -351,13 +351,13 @@ static __attribute__ ((noinline)) int poll_more (struct ibcr_cq *vcq, int n, str
 
 /* poll_real after a real poll that returned r > 1 completions. */
 static __attribute__ ((noinline)) int poll_many (struct ibcr_cq *vcq, int n, struct ibv_wc *wc,
-                                                 struct gate_slot *s, int r)
+                                                 int r)
 {
-    int k = account (vcq, wc, 0, r, s);
+    int k = account (vcq, wc, 0, r);
     /* Poll again only if we hid some and the CQ may hold more. */
     if (k == r || r < n)
         return k;
-    return poll_more (vcq, n, wc, s, k);
+    return poll_more (vcq, n, wc, k);
 }
 
 /* Poll the real CQ, account every completion, keep the ones the
@@ -365,25 +365,24 @@ static __attribute__ ((noinline)) int poll_many (struct ibcr_cq *vcq, int n, str
  * (the most common answer) is straight-line code; more go out of line,
  * and so does polling again. */
 static inline __attribute__ ((always_inline)) int poll_real (struct ibcr_cq *vcq, int n,
-                                                             struct ibv_wc *wc, struct gate_slot *s)
+                                                             struct ibv_wc *wc)
 {
     int r = vcq->real_poll (vcq->real, n, wc);
     if (__builtin_expect (r == 1, 1)) {
-        if (__builtin_expect (cq_complete (vcq, wc, s), 1))
+        if (__builtin_expect (cq_complete (vcq, wc), 1))
             return 1;
         /* Hidden: poll again only if the CQ may hold more (it gave all
          * that was asked). */
-        return n == 1 ? poll_more (vcq, n, wc, s, 0) : 0;
+        return n == 1 ? poll_more (vcq, n, wc, 0) : 0;
     }
     if (r <= 0)
         return r;
-    return poll_many (vcq, n, wc, s, r);
+    return poll_many (vcq, n, wc, r);
 }
 
 /* A poll while completions drained at the last checkpoint wait: those
  * first, then the real CQ. */
-static __attribute__ ((noinline)) int poll_pend (struct ibcr_cq *vcq, int n, struct ibv_wc *wc,
-                                                 struct gate_slot *s)
+static __attribute__ ((noinline)) int poll_pend (struct ibcr_cq *vcq, int n, struct ibv_wc *wc)
 {
     int got = 0;
     while (vcq->pend_len && got < n) {
@@ -392,7 +391,7 @@ static __attribute__ ((noinline)) int poll_pend (struct ibcr_cq *vcq, int n, str
         vcq->pend_len--;
     }
     if (got < n) {
-        int r = poll_real (vcq, n - got, wc + got, s);
+        int r = poll_real (vcq, n - got, wc + got);
         if (r < 0 && got == 0)
             got = r;
         else if (r > 0)
@@ -408,9 +407,9 @@ int ibcr_poll_cq (struct ibv_cq *cq, int n, struct ibv_wc *wc)
     int how = block_lock_as (&vcq->plock, s);
     int got;
     if (__builtin_expect (!vcq->pend_len, 1))
-        got = poll_real (vcq, n, wc, s);
+        got = poll_real (vcq, n, wc);
     else
-        got = poll_pend (vcq, n, wc, s);
+        got = poll_pend (vcq, n, wc);
     block_unlock (&vcq->plock, how);
     gate_leave_as (s);
     return got;
@@ -443,7 +442,7 @@ int ibcr_cq_drain (struct ibcr_cq *vcq)
         if (r < 0)
             return -1;
         for (int i = 0; i < r; i++)
-            if (cq_complete (vcq, &wc[i], gate_self)) {
+            if (cq_complete (vcq, &wc[i])) {
                 ibcr_cq_pend_push (vcq, &wc[i]);
                 shown++;
             }

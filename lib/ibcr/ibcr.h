@@ -157,12 +157,16 @@ struct ibcr_qp {
     int peer_rank;      /* owner of the peer, -1 unknown */
     uint32_t psn;       /* own sq_psn chosen at the last rebuild */
     bool psn_published; /* psn is in the job's table */
-    /* Logs and counters for the exact drain. */
+    /* Logs and counters for the exact drain.  slock: posters (the send
+     * log's producer side, ah_cache); the send log's consumer is the send
+     * CQ's poller, under that CQ's plock (wrlog.h), which also guards
+     * ud_sent.  rlock: the receive log. */
     struct ibcr_block slock, rlock;
     struct wrlog_sq sq;
     struct wrlog_rq rq;
     uint64_t recv_done;       /* receive completions (messages from peer) */
-    struct ibcr_map ud_sent;  /* UD: (vlid<<32|vqpn) of dest -> sends done */
+    struct ibcr_map ud_sent;  /* UD: (vlid<<32|vqpn) of dest -> sends done
+                               * (under the send CQ's plock) */
     struct ibcr_map ud_recv;  /* UD: (vlid<<32|vqpn) of source -> received */
     struct ibcr_map ah_cache; /* UD after a rebuild: real dest -> real AH,
                                  * under slock like every send (ah.c) */

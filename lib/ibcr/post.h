@@ -29,7 +29,11 @@ post_send_one (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr *
     if (__builtin_expect (!e, 0)) {
         rc = errno;
         *bad = wr;
-    } else if (__builtin_expect (!ibcr_xlate, 1)) {
+        goto out;
+    }
+    /* before the real post: its completion may be polled at once */
+    wrlog_sq_publish (&vqp->sq);
+    if (__builtin_expect (!ibcr_xlate, 1)) {
         /* Hot path: virtual == real. */
         rc = vqp->real_post_send (vqp->real, wr, bad);
         if (__builtin_expect (rc != 0, 0))
@@ -41,6 +45,7 @@ post_send_one (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr *
             wrlog_sq_unpush (&vqp->sq, 1);
         }
     }
+out:
     block_unlock (&vqp->slock, how);
     gate_leave_as (s);
     return rc;
@@ -78,6 +83,8 @@ post_send_as (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **
         wrlog_sq_unpush (&vqp->sq, n);
         goto out;
     }
+    /* every entry complete (the UD fields too), before the real post */
+    wrlog_sq_publish (&vqp->sq);
     if (!ibcr_xlate && !ud) {
         /* Hot path: virtual == real. */
         rc = vqp->real_post_send (vqp->real, wr, bad);
@@ -86,9 +93,9 @@ post_send_as (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **
         goto out;
     }
     /* Translated path: one real WR per logged entry, posted in order. */
-    size_t first = wrlog_sq_len (&vqp->sq) - n, i = 0;
+    size_t first = vqp->sq.ptail - n, i = 0;
     for (struct ibv_send_wr *w = wr; w; w = w->next, i++) {
-        rc = ibcr_post_real_send (vqp, wrlog_sq_at (&vqp->sq, first + i));
+        rc = ibcr_post_real_send (vqp, wrlog_sq_slot (&vqp->sq, first + i));
         if (rc) {
             *bad = w;
             wrlog_sq_unpush (&vqp->sq, n - i);

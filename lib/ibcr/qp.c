@@ -17,6 +17,17 @@
 #include "exports.h"
 #include "complete.h"
 
+/* A send log grows under its consumer's lock: the send CQ's plock. */
+static int sq_excl_lock (void *vcq)
+{
+    return block_lock (&((struct ibcr_cq *)vcq)->plock);
+}
+
+static void sq_excl_unlock (void *vcq, int how)
+{
+    block_unlock (&((struct ibcr_cq *)vcq)->plock, how);
+}
+
 static void fill_real_init (struct ibcr_qp *vqp, struct ibv_qp_init_attr *ra)
 {
     *ra = vqp->init;
@@ -133,6 +144,10 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
                        attr->cap.max_inline_data)
         < 0)
         goto error;
+    /* the send log's consumer: the pollers of the send CQ (wrlog.h) */
+    vqp->sq.excl_lock = sq_excl_lock;
+    vqp->sq.excl_unlock = sq_excl_unlock;
+    vqp->sq.excl_arg = vqp->vscq;
     if (!vqp->vsrq && wrlog_rq_init (&vqp->rq, attr->cap.max_recv_wr, attr->cap.max_recv_sge) < 0)
         goto error;
     ibcr_cq_grow (vqp->vscq, attr->cap.max_send_wr);

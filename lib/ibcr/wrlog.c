@@ -24,7 +24,7 @@ static int ring_init (struct wrlog_ring *r, size_t cap, size_t stride)
     }
     r->stride = stride;
     r->cap = cap;
-    r->head = r->len = 0;
+    r->head = r->tail = 0;
     return 0;
 }
 
@@ -32,27 +32,39 @@ static void ring_fini (struct wrlog_ring *r)
 {
     free (r->buf);
     r->buf = NULL;
-    r->cap = r->len = 0;
+    r->cap = r->head = r->tail = 0;
 }
 
 /* Growing is rare (a backend that accepts more than it said): out of line,
- * so that a push is a few instructions inlined in its caller. */
-void *wrlog_ring_grow (struct wrlog_ring *r)
+ * so that a push is a few instructions inlined in its caller.  Each entry
+ * keeps its count, so it moves to the slot its count has in the larger
+ * ring. */
+int wrlog_ring_grow (struct wrlog_ring *r, size_t end)
 {
     size_t ncap = r->cap * 2;
     unsigned char *nb = malloc (ncap * r->stride);
     if (!nb) {
         errno = ENOMEM;
-        return NULL;
+        return -1;
     }
-    for (size_t i = 0; i < r->len; i++)
-        memcpy (nb + i * r->stride, wrlog_ring_at (r, i), r->stride);
+    for (size_t pos = r->head; pos != end; pos++)
+        memcpy (nb + (pos & (ncap - 1)) * r->stride, wrlog_ring_slot (r, pos), r->stride);
     free (r->buf);
     r->buf = nb;
     r->cap = ncap;
-    r->head = 0;
-    r->len++;
-    return wrlog_ring_at (r, r->len - 1);
+    return 0;
+}
+
+void *wrlog_sq_grow (struct wrlog_sq *q)
+{
+    int how = q->excl_lock ? q->excl_lock (q->excl_arg) : 0;
+    int rc = 0;
+    /* The consumer may have made room meanwhile; it is excluded now. */
+    if (q->ptail - q->r.head == q->r.cap)
+        rc = wrlog_ring_grow (&q->r, q->ptail);
+    if (q->excl_unlock)
+        q->excl_unlock (q->excl_arg, how);
+    return rc < 0 ? NULL : wrlog_ring_slot (&q->r, q->ptail);
 }
 
 /* Remove entry i, keeping order (moves the older ones up by one). */
@@ -79,21 +91,24 @@ void wrlog_sq_fini (struct wrlog_sq *q)
     ring_fini (&q->r);
 }
 
+/* The producer drops entries it pushed and the backend did not take: no
+ * completion will come for them, so the consumer never reaches them. */
 void wrlog_sq_unpush (struct wrlog_sq *q, size_t n)
 {
-    while (n-- > 0 && q->r.len > 0) {
-        struct wrlog_send *e = wrlog_ring_at (&q->r, q->r.len - 1);
+    while (n-- > 0 && wrlog_sq_len (q) > 0) {
+        struct wrlog_send *e = wrlog_sq_slot (q, q->ptail - 1);
         q->posted--;
         if (e->needs_recv)
             q->rmsg_posted--;
-        q->r.len--;
+        q->ptail--;
     }
+    wrlog_sq_publish (q);
 }
 
 uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q)
 {
     uint64_t pending = 0;
-    for (size_t i = 0; i < q->r.len; i++)
+    for (size_t i = 0; i < wrlog_sq_len (q); i++)
         pending += ((struct wrlog_send *)wrlog_ring_at (&q->r, i))->needs_recv;
     return q->rmsg_posted - pending;
 }
@@ -115,15 +130,15 @@ void wrlog_rq_fini (struct wrlog_rq *q)
 
 void wrlog_rq_unpush (struct wrlog_rq *q, size_t n)
 {
-    while (n-- > 0 && q->r.len > 0) {
-        q->r.len--;
+    while (n-- > 0 && wrlog_rq_len (q) > 0) {
+        q->r.tail--;
         q->posted--;
     }
 }
 
 int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id)
 {
-    for (size_t i = 0; i < q->r.len; i++) {
+    for (size_t i = 0; i < wrlog_rq_len (q); i++) {
         struct wrlog_recv *e = wrlog_ring_at (&q->r, i);
         if (e->wr_id == wr_id) {
             if (i == 0)

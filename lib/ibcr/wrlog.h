@@ -8,6 +8,19 @@
  *
  * Entries live in a ring of fixed-stride slots sized from the QP's
  * capabilities; the ring grows if a backend accepts more than it said.
+ * head and tail count entries since the ring began (a slot is a count
+ * masked by cap): the oldest entry is at head, the next push goes to tail.
+ *
+ * A send log has one producer and one consumer that take different locks:
+ * posters push under the QP's slock, and pollers of the QP's send CQ pop
+ * under that CQ's plock (a poll takes no QP lock: it was a quarter of what
+ * libibcr added to a poll, doc/libibcr-ns.md).  The producer writes an
+ * entry, then publishes it by storing tail (release) before it posts the
+ * real WR; the consumer reads tail (acquire) and stores head (release)
+ * after it has read the entry.  Only growing a send log moves entries
+ * under the consumer: the producer holds the consumer's lock for that
+ * (wrlog_sq's excl callbacks).  A receive log is pushed and popped under
+ * one lock (the QP's rlock or the SRQ's) and needs none of this.
  */
 #ifndef IBCR_WRLOG_H
 #define IBCR_WRLOG_H
@@ -48,11 +61,20 @@ struct wrlog_recv {
 
 struct wrlog_ring {
     unsigned char *buf;
-    size_t stride, cap, head, len;
+    size_t stride, cap;
+    size_t head, tail; /* counts; tail - head entries */
 };
 
 struct wrlog_sq {
     struct wrlog_ring r;
+    /* The producer's tail: entries pushed, published or not (r.tail is
+     * what the consumer may see). */
+    size_t ptail;
+    /* Take and release the consumer's lock, around a grow (NULL: there is
+     * no other thread, as in unit tests). */
+    int (*excl_lock) (void *arg);
+    void (*excl_unlock) (void *arg, int how);
+    void *excl_arg;
     int max_sge;
     uint32_t max_inline;
     /* Pushed less unpushed: all WRs, and those that consume a peer
@@ -71,9 +93,11 @@ int wrlog_sq_init (struct wrlog_sq *q, size_t cap, int max_sge, uint32_t max_inl
 void wrlog_sq_fini (struct wrlog_sq *q);
 /* Drop the newest n entries (a post that the backend refused). */
 void wrlog_sq_unpush (struct wrlog_sq *q, size_t n);
+/* Entries in the log, as the producer (or the checkpoint thread, the gate
+ * closed) sees it. */
 static inline size_t wrlog_sq_len (const struct wrlog_sq *q)
 {
-    return q->r.len;
+    return q->ptail - __atomic_load_n (&q->r.head, __ATOMIC_ACQUIRE);
 }
 /* Inline bytes of an entry. */
 static inline unsigned char *wrlog_inl (struct wrlog_send *e)
@@ -90,15 +114,16 @@ void wrlog_rq_unpush (struct wrlog_rq *q, size_t n);
 int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id);
 static inline size_t wrlog_rq_len (const struct wrlog_rq *q)
 {
-    return q->r.len;
+    return q->r.tail - q->r.head;
 }
 
 /* The data path's operations, inline in their callers (post.c, qp.c):
  * called per WR and per completion. */
 
-static inline void *wrlog_ring_at (struct wrlog_ring *r, size_t i)
+/* The slot of count pos. */
+static inline void *wrlog_ring_slot (struct wrlog_ring *r, size_t pos)
 {
-    unsigned char *p = r->buf + ((r->head + i) & (r->cap - 1)) * r->stride;
+    unsigned char *p = r->buf + (pos & (r->cap - 1)) * r->stride;
     /* A ring in use has its buffer: its slots are never NULL, and
      * callers need not test them. */
     if (!p)
@@ -106,24 +131,33 @@ static inline void *wrlog_ring_at (struct wrlog_ring *r, size_t i)
     return p;
 }
 
-/* A push into a full ring: grows it (wrlog.c). */
-void *wrlog_ring_grow (struct wrlog_ring *r);
+/* Entry i, counted from the oldest. */
+static inline void *wrlog_ring_at (struct wrlog_ring *r, size_t i)
+{
+    return wrlog_ring_slot (r, r->head + i);
+}
 
+/* Doubles a full ring's capacity, keeping every count where it is; 0, or
+ * -1 + ENOMEM (wrlog.c).  end: the count after the newest entry. */
+int wrlog_ring_grow (struct wrlog_ring *r, size_t end);
+
+/* A receive log's push (one lock for both ends). */
 static inline void *wrlog_ring_push (struct wrlog_ring *r)
 {
-    if (__builtin_expect (r->len == r->cap, 0))
-        return wrlog_ring_grow (r);
-    r->len++;
-    return wrlog_ring_at (r, r->len - 1);
+    if (__builtin_expect (r->tail - r->head == r->cap, 0) && wrlog_ring_grow (r, r->tail) < 0)
+        return NULL;
+    return wrlog_ring_slot (r, r->tail++);
 }
 
 static inline void wrlog_ring_pop (struct wrlog_ring *r)
 {
-    if (r->len) {
-        r->head = (r->head + 1) & (r->cap - 1);
-        r->len--;
-    }
+    if (r->tail != r->head)
+        r->head++;
 }
+
+/* A send log's push into a full ring: grows it under the consumer's lock
+ * (wrlog.c); the slot of count q->ptail, or NULL + ENOMEM. */
+void *wrlog_sq_grow (struct wrlog_sq *q);
 
 static inline bool wrlog_needs_recv (enum ibv_wr_opcode op)
 {
@@ -172,9 +206,16 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
             return NULL;
         }
     }
-    struct wrlog_send *e = wrlog_ring_push (&q->r);
-    if (!e)
-        return NULL;
+    struct wrlog_send *e;
+    if (__builtin_expect (q->ptail - __atomic_load_n (&q->r.head, __ATOMIC_ACQUIRE) == q->r.cap,
+                          0)) {
+        e = wrlog_sq_grow (q);
+        if (!e)
+            return NULL;
+    } else {
+        e = wrlog_ring_slot (&q->r, q->ptail);
+    }
+    q->ptail++;
     e->wr_id = wr->wr_id;
     e->opcode = wr->opcode;
     e->send_flags = wr->send_flags | (unsigned)sig_all << 1;
@@ -217,35 +258,63 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
     return e;
 }
 
+/* Make every entry pushed so far visible to the consumer: before the
+ * real post of the last one. */
+static inline void wrlog_sq_publish (struct wrlog_sq *q)
+{
+    __atomic_store_n (&q->r.tail, q->ptail, __ATOMIC_RELEASE);
+}
+
+/* Push and publish (unit tests, and callers with nothing to add). */
 static inline struct wrlog_send *wrlog_sq_push (struct wrlog_sq *q, const struct ibv_send_wr *wr,
                                                 bool sig_all)
 {
-    return wrlog_sq_push_as (q, wr, sig_all, false);
+    struct wrlog_send *e = wrlog_sq_push_as (q, wr, sig_all, false);
+    wrlog_sq_publish (q);
+    return e;
 }
 
+/* Entry i from the oldest, or NULL: for the producer, or the checkpoint
+ * thread (the gate closed). */
 static inline struct wrlog_send *wrlog_sq_at (struct wrlog_sq *q, size_t i)
 {
-    return i < q->r.len ? wrlog_ring_at (&q->r, i) : NULL;
+    return i < wrlog_sq_len (q) ? wrlog_ring_at (&q->r, i) : NULL;
 }
 
-/* Remove the oldest entry (its completion came); the ring is not empty. */
+/* The entry of count pos (the producer's, pushed and not unpushed). */
+static inline struct wrlog_send *wrlog_sq_slot (struct wrlog_sq *q, size_t pos)
+{
+    return wrlog_ring_slot (&q->r, pos);
+}
+
+/* The consumer's view: the oldest published entry, or NULL. */
+static inline struct wrlog_send *wrlog_sq_head (struct wrlog_sq *q)
+{
+    size_t h = q->r.head;
+    if (h == __atomic_load_n (&q->r.tail, __ATOMIC_ACQUIRE))
+        return NULL;
+    return wrlog_ring_slot (&q->r, h);
+}
+
+/* The consumer removes the oldest entry (its completion came), after
+ * reading it; the log is not empty. */
 static inline void wrlog_sq_pop_head (struct wrlog_sq *q)
 {
-    q->r.head = (q->r.head + 1) & (q->r.cap - 1);
-    q->r.len--;
+    __atomic_store_n (&q->r.head, q->r.head + 1, __ATOMIC_RELEASE);
 }
 
-/* Remove the oldest entry, if any. */
+/* Remove the oldest entry, if any (consumer). */
 static inline void wrlog_sq_pop (struct wrlog_sq *q)
 {
-    wrlog_ring_pop (&q->r);
+    if (wrlog_sq_head (q))
+        wrlog_sq_pop_head (q);
 }
 
 /* WRs completed (popped) since the log began, all and those that consume
  * a peer receive: read at a checkpoint. */
 static inline uint64_t wrlog_sq_done (const struct wrlog_sq *q)
 {
-    return q->posted - q->r.len;
+    return q->posted - wrlog_sq_len (q);
 }
 uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q);
 
@@ -271,7 +340,7 @@ static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct
 
 static inline struct wrlog_recv *wrlog_rq_at (struct wrlog_rq *q, size_t i)
 {
-    return i < q->r.len ? wrlog_ring_at (&q->r, i) : NULL;
+    return i < wrlog_rq_len (q) ? wrlog_ring_at (&q->r, i) : NULL;
 }
 
 #endif

@@ -15,8 +15,13 @@
  *   churn       creates 40 QPs on a CQ of its own, destroys them, again
  *               (libibcr's real-QPN table changes under the pollers)
  *   pst, pol    one posts sends on a QP, the other polls its send CQ: the
- *               QP's send lock, biased to the first thread that took it,
- *               is taken by a second one (libibcr revokes the bias)
+ *               send log's producer and consumer on two threads, with no
+ *               lock in common (lib/ibcr/wrlog.h).  Before they start, pol
+ *               polls that CQ for nothing (its lock is then biased to
+ *               pol), then pst does (libibcr revokes the bias).  Not in
+ *               the loop: a poller that spins on an empty CQ keeps its
+ *               lock most of the time (softib yields inside the poll), and
+ *               a second poller could wait longer than the test does.
  * Every completion is checked: flush status, the QP it names, and its
  * wr_id, which carries the queue (send or receive) and a sequence number
  * that must come in posting order.  TAP on stdout.
@@ -206,9 +211,16 @@ static struct ibv_qp *x_qp;
 static struct ibv_cq *x_cq;
 static atomic_ullong x_done;
 
+static atomic_int pol_owns;
+
 static void *pst (void *p)
 {
     uint64_t ps = 0, total = (uint64_t)rounds * BATCH / 2;
+    struct ibv_wc none;
+    while (!atomic_load (&pol_owns))
+        sched_yield ();
+    if (ibv_poll_cq (x_cq, 0, &none) != 0)
+        fail ("pst", "a poll for no completion did not return 0");
     pthread_barrier_wait (&bar);
     while (ps < total) {
         /* At most BATCH - 1 outstanding: the QP holds BATCH. */
@@ -227,6 +239,10 @@ static void *pst (void *p)
 static void *pol (void *p)
 {
     uint64_t ns = 0, none = 0, total = (uint64_t)rounds * BATCH / 2;
+    struct ibv_wc w;
+    if (ibv_poll_cq (x_cq, 0, &w) != 0)
+        fail ("pol", "a poll for no completion did not return 0");
+    atomic_store (&pol_owns, 1);
     pthread_barrier_wait (&bar);
     while (ns < total && !atomic_load (&errors)) {
         poll_n ("pol", x_cq, x_qp, 1, &ns, &none);

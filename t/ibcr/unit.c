@@ -67,6 +67,18 @@ static void test_idtab (void)
     idtab_fini (&t);
 }
 
+static int excl_lock (void *arg)
+{
+    (*(int *)arg)++;
+    return 7;
+}
+
+static void excl_unlock (void *arg, int how)
+{
+    (void)arg;
+    (void)how;
+}
+
 static void test_wrlog (void)
 {
     struct wrlog_sq sq;
@@ -104,6 +116,46 @@ static void test_wrlog (void)
         "pop completes in order and counts");
     wr.num_sge = 3;
     ok (!wrlog_sq_push (&sq, &wr, false), "more sges than the QP has is refused");
+    wrlog_sq_fini (&sq);
+
+    /* A grow while the ring has wrapped keeps every entry at its count,
+     * under the consumer's lock; unpublished entries stay hidden. */
+    int locks = 0;
+    ok (wrlog_sq_init (&sq, 3, 1, 0) == 0 && sq.r.cap == 4, "send log of 4 slots made");
+    sq.excl_lock = excl_lock;
+    sq.excl_unlock = excl_unlock;
+    sq.excl_arg = &locks;
+    wr.num_sge = 1;
+    wr.send_flags = 0;
+    uint64_t next = 0, popped = 0;
+    int order = 1;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 3; i++) {
+            wr.wr_id = next++;
+            if (!wrlog_sq_push (&sq, &wr, false))
+                order = 0;
+        }
+        for (int i = 0; i < 2; i++) {
+            struct wrlog_send *h = wrlog_sq_head (&sq);
+            if (!h || h->wr_id != popped++)
+                order = 0;
+            wrlog_sq_pop_head (&sq);
+        }
+    }
+    ok (order && locks == 1 && sq.r.cap == 8 && wrlog_sq_len (&sq) == 3,
+        "grown once with the ring wrapped, under the consumer's lock, in order");
+    wr.wr_id = next++;
+    wrlog_sq_push_as (&sq, &wr, false, false);
+    ok (wrlog_sq_len (&sq) == 4 && sq.r.tail - sq.r.head == 3,
+        "a pushed entry is the consumer's only once published");
+    wrlog_sq_publish (&sq);
+    for (int i = 0; i < 4; i++) {
+        struct wrlog_send *h = wrlog_sq_head (&sq);
+        if (!h || h->wr_id != popped++)
+            order = 0;
+        wrlog_sq_pop_head (&sq);
+    }
+    ok (order && !wrlog_sq_head (&sq) && popped == next, "the rest pops in order");
     wrlog_sq_fini (&sq);
 
     struct ibv_recv_wr rw = { .sg_list = &sge, .num_sge = 1 };
