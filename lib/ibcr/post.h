@@ -83,18 +83,20 @@ post_send_as (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **
         wrlog_sq_unpush (&vqp->sq, n);
         goto out;
     }
-    /* every entry complete (the UD fields too), before the real post */
-    wrlog_sq_publish (&vqp->sq);
     if (!ibcr_xlate && !ud) {
-        /* Hot path: virtual == real. */
+        /* Hot path: virtual == real.  Every entry is complete; all are
+         * published before the real post. */
+        wrlog_sq_publish (&vqp->sq);
         rc = vqp->real_post_send (vqp->real, wr, bad);
         if (rc)
             ibcr_post_send_refused (vqp, *bad);
         goto out;
     }
-    /* Translated path: one real WR per logged entry, posted in order. */
+    /* Translated path: one real WR per logged entry, posted in order,
+     * each published just before its real post. */
     size_t first = vqp->sq.ptail - n, i = 0;
     for (struct ibv_send_wr *w = wr; w; w = w->next, i++) {
+        wrlog_sq_publish_to (&vqp->sq, first + i + 1);
         rc = ibcr_post_real_send (vqp, wrlog_sq_slot (&vqp->sq, first + i));
         if (rc) {
             *bad = w;

@@ -91,18 +91,27 @@ void wrlog_sq_fini (struct wrlog_sq *q)
     ring_fini (&q->r);
 }
 
-/* The producer drops entries it pushed and the backend did not take: no
- * completion will come for them, so the consumer never reaches them. */
+/* The producer drops the newest n entries, which it pushed and the
+ * backend did not take.  They were published before the real post, so
+ * the consumer may be reading one (an error completion's wr_id is
+ * compared with the head), or may even have popped one whose wr_id
+ * matched: under the consumer's lock, head is put back to the new end
+ * too.  Refusals are rare; the lock costs the CQ lock's bias at most. */
 void wrlog_sq_unpush (struct wrlog_sq *q, size_t n)
 {
-    while (n-- > 0 && wrlog_sq_len (q) > 0) {
+    int how = q->excl_lock ? q->excl_lock (q->excl_arg) : 0;
+    while (n-- > 0 && q->ptail > 0) {
         struct wrlog_send *e = wrlog_sq_slot (q, q->ptail - 1);
         q->posted--;
         if (e->needs_recv)
             q->rmsg_posted--;
         q->ptail--;
     }
+    if (q->r.head > q->ptail)
+        __atomic_store_n (&q->r.head, q->ptail, __ATOMIC_RELEASE);
     wrlog_sq_publish (q);
+    if (q->excl_unlock)
+        q->excl_unlock (q->excl_arg, how);
 }
 
 uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q)

@@ -17,9 +17,10 @@
  * libibcr added to a poll, doc/libibcr-ns.md).  The producer writes an
  * entry, then publishes it by storing tail (release) before it posts the
  * real WR; the consumer reads tail (acquire) and stores head (release)
- * after it has read the entry.  Only growing a send log moves entries
- * under the consumer: the producer holds the consumer's lock for that
- * (wrlog_sq's excl callbacks).  A receive log is pushed and popped under
+ * after it has read the entry.  Growing a send log moves entries under
+ * the consumer, and dropping entries the backend refused takes back what
+ * the consumer may be reading: the producer holds the consumer's lock
+ * for both (wrlog_sq's excl callbacks).  A receive log is pushed and popped under
  * one lock (the QP's rlock or the SRQ's) and needs none of this.
  */
 #ifndef IBCR_WRLOG_H
@@ -258,11 +259,19 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
     return e;
 }
 
-/* Make every entry pushed so far visible to the consumer: before the
- * real post of the last one. */
+/* Make the entries before count pos visible to the consumer: each one
+ * before its real post (its completion may be polled at once), and none
+ * earlier than needed (an error completion is matched against the head
+ * by wr_id). */
+static inline void wrlog_sq_publish_to (struct wrlog_sq *q, size_t pos)
+{
+    __atomic_store_n (&q->r.tail, pos, __ATOMIC_RELEASE);
+}
+
+/* Publish every entry pushed so far. */
 static inline void wrlog_sq_publish (struct wrlog_sq *q)
 {
-    __atomic_store_n (&q->r.tail, q->ptail, __ATOMIC_RELEASE);
+    wrlog_sq_publish_to (q, q->ptail);
 }
 
 /* Push and publish (unit tests, and callers with nothing to add). */

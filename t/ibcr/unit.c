@@ -67,16 +67,26 @@ static void test_idtab (void)
     idtab_fini (&t);
 }
 
+/* The consumer's lock of a send log, as the unit tests see it: how many
+ * takes, and whether every release got back what its take returned. */
+struct excl {
+    int takes, held, bad_how;
+};
+
 static int excl_lock (void *arg)
 {
-    (*(int *)arg)++;
-    return 7;
+    struct excl *x = arg;
+    x->takes++;
+    x->held++;
+    return 7 + x->takes;
 }
 
 static void excl_unlock (void *arg, int how)
 {
-    (void)arg;
-    (void)how;
+    struct excl *x = arg;
+    if (how != 7 + x->takes || x->held != 1)
+        x->bad_how++;
+    x->held--;
 }
 
 static void test_wrlog (void)
@@ -120,15 +130,21 @@ static void test_wrlog (void)
 
     /* A grow while the ring has wrapped keeps every entry at its count,
      * under the consumer's lock; unpublished entries stay hidden. */
-    int locks = 0;
+    struct excl x = { 0 };
     ok (wrlog_sq_init (&sq, 3, 1, 0) == 0 && sq.r.cap == 4, "send log of 4 slots made");
     sq.excl_lock = excl_lock;
     sq.excl_unlock = excl_unlock;
-    sq.excl_arg = &locks;
+    sq.excl_arg = &x;
     wr.num_sge = 1;
     wr.send_flags = 0;
     uint64_t next = 0, popped = 0;
     int order = 1;
+    /* one in and out first: the grow below finds head at slot 1, and the
+     * entries wrapped past the old ring's end */
+    wr.wr_id = next++;
+    wrlog_sq_push (&sq, &wr, false);
+    order &= wrlog_sq_head (&sq) && wrlog_sq_head (&sq)->wr_id == popped++;
+    wrlog_sq_pop_head (&sq);
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < 3; i++) {
             wr.wr_id = next++;
@@ -142,7 +158,7 @@ static void test_wrlog (void)
             wrlog_sq_pop_head (&sq);
         }
     }
-    ok (order && locks == 1 && sq.r.cap == 8 && wrlog_sq_len (&sq) == 3,
+    ok (order && x.takes == 1 && !x.bad_how && !x.held && sq.r.cap == 8 && wrlog_sq_len (&sq) == 3,
         "grown once with the ring wrapped, under the consumer's lock, in order");
     wr.wr_id = next++;
     wrlog_sq_push_as (&sq, &wr, false, false);
@@ -156,6 +172,18 @@ static void test_wrlog (void)
         wrlog_sq_pop_head (&sq);
     }
     ok (order && !wrlog_sq_head (&sq) && popped == next, "the rest pops in order");
+
+    /* A refused post: its entry was published, and the consumer popped it
+     * (a wr_id match); the unpush takes it back under the consumer's lock
+     * and puts head back too. */
+    wr.wr_id = next++;
+    wrlog_sq_push (&sq, &wr, false);
+    wrlog_sq_pop_head (&sq);
+    uint64_t posted = sq.posted;
+    wrlog_sq_unpush (&sq, 1);
+    ok (x.takes == 2 && !x.bad_how && !x.held && sq.posted == posted - 1 && sq.r.head == sq.ptail
+            && sq.r.tail == sq.ptail && wrlog_sq_len (&sq) == 0 && !wrlog_sq_head (&sq),
+        "a refused entry the consumer popped is taken back, head with it");
     wrlog_sq_fini (&sq);
 
     struct ibv_recv_wr rw = { .sg_list = &sge, .num_sge = 1 };
