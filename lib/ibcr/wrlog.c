@@ -96,10 +96,16 @@ void wrlog_sq_fini (struct wrlog_sq *q)
  * the consumer may be reading one (an error completion's wr_id is
  * compared with the head), or may even have popped one whose wr_id
  * matched: under the consumer's lock, head is put back to the new end
- * too.  Refusals are rare; the lock costs the CQ lock's bias at most. */
+ * too.  Refusals are rare; the lock costs the CQ lock's bias at most.
+ * Entries never published (a push that failed on a bad WR) need no lock.
+ * A popped entry's other effects stay: a UD send counted in ud_sent, and
+ * the receive whose error completion matched the wr_id, left in its log
+ * (a receive's error completion matching, at that instant, the wr_id of
+ * a send being refused on the same CQ). */
 void wrlog_sq_unpush (struct wrlog_sq *q, size_t n)
 {
-    int how = q->excl_lock ? q->excl_lock (q->excl_arg) : 0;
+    bool shown = n && __atomic_load_n (&q->r.tail, __ATOMIC_RELAXED) > q->ptail - n;
+    int how = shown && q->excl_lock ? q->excl_lock (q->excl_arg) : 0;
     while (n-- > 0 && q->ptail > 0) {
         struct wrlog_send *e = wrlog_sq_slot (q, q->ptail - 1);
         q->posted--;
@@ -110,7 +116,7 @@ void wrlog_sq_unpush (struct wrlog_sq *q, size_t n)
     if (q->r.head > q->ptail)
         __atomic_store_n (&q->r.head, q->ptail, __ATOMIC_RELEASE);
     wrlog_sq_publish (q);
-    if (q->excl_unlock)
+    if (shown && q->excl_unlock)
         q->excl_unlock (q->excl_arg, how);
 }
 

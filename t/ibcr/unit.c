@@ -184,6 +184,11 @@ static void test_wrlog (void)
     ok (x.takes == 2 && !x.bad_how && !x.held && sq.posted == posted - 1 && sq.r.head == sq.ptail
             && sq.r.tail == sq.ptail && wrlog_sq_len (&sq) == 0 && !wrlog_sq_head (&sq),
         "a refused entry the consumer popped is taken back, head with it");
+    wr.wr_id = next++;
+    wrlog_sq_push_as (&sq, &wr, false, false);
+    wrlog_sq_unpush (&sq, 1);
+    ok (x.takes == 2 && sq.posted == posted - 1 && wrlog_sq_len (&sq) == 0,
+        "an entry never published is dropped without the consumer's lock");
     wrlog_sq_fini (&sq);
 
     struct ibv_recv_wr rw = { .sg_list = &sge, .num_sge = 1 };
