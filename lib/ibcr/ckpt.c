@@ -91,7 +91,7 @@ int ckpt_drain (json_object *report)
             jadd (q, "has_peer", vqp->has_peer);
             jadd (q, "peer_vlid", vqp->peer_vlid);
             jadd (q, "peer_vqpn", vqp->peer_vqpn);
-            jadd (q, "sq_posted", wrlog_sq_posted (&vqp->sq));
+            jadd (q, "sq_posted", vqp->sq.posted);
             jadd (q, "sq_done", wrlog_sq_done (&vqp->sq));
             jadd (q, "rmsg_posted", vqp->sq.rmsg_posted);
             jadd (q, "rmsg_done", wrlog_sq_rmsg_done (&vqp->sq));

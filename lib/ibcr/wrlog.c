@@ -108,6 +108,7 @@ void wrlog_sq_unpush (struct wrlog_sq *q, size_t n)
     int how = shown && q->excl_lock ? q->excl_lock (q->excl_arg) : 0;
     while (n-- > 0 && q->ptail > 0) {
         struct wrlog_send *e = wrlog_sq_slot (q, q->ptail - 1);
+        q->posted--;
         if (e->needs_recv)
             q->rmsg_posted--;
         q->ptail--;

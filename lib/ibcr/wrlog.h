@@ -20,9 +20,8 @@
  * after it has read the entry.  Growing a send log moves entries under
  * the consumer, and dropping entries the backend refused takes back what
  * the consumer may be reading: the producer holds the consumer's lock
- * for both (wrlog_sq's excl callbacks).  A receive log is pushed and
- * popped under one lock (the QP's rlock or the SRQ's) and needs none of
- * this.
+ * for both (wrlog_sq's excl callbacks).  A receive log is pushed and popped under
+ * one lock (the QP's rlock or the SRQ's) and needs none of this.
  */
 #ifndef IBCR_WRLOG_H
 #define IBCR_WRLOG_H
@@ -70,21 +69,19 @@ struct wrlog_ring {
 struct wrlog_sq {
     struct wrlog_ring r;
     /* The producer's tail: entries pushed, published or not (r.tail is
-     * what the consumer may see).  As counts start at 0, it is also the
-     * number of WRs posted (pushed less unpushed, wrlog_sq_posted), and
-     * r.head the number completed (wrlog_sq_done). */
+     * what the consumer may see). */
     size_t ptail;
-    /* Take and release the consumer's lock, around a grow or the drop of
-     * published entries (NULL: there is no other thread, as in unit
-     * tests). */
+    /* Take and release the consumer's lock, around a grow (NULL: there is
+     * no other thread, as in unit tests). */
     int (*excl_lock) (void *arg);
     void (*excl_unlock) (void *arg, int how);
     void *excl_arg;
     int max_sge;
     uint32_t max_inline;
-    /* Pushed less unpushed, of the WRs that consume a peer receive.  A
-     * completion only pops, it counts nothing. */
-    uint64_t rmsg_posted;
+    /* Pushed less unpushed: all WRs, and those that consume a peer
+     * receive.  The completed ones are the posted ones no longer in the
+     * ring (wrlog_sq_done): a completion only pops, it counts nothing. */
+    uint64_t posted, rmsg_posted;
 };
 
 struct wrlog_rq {
@@ -257,6 +254,7 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
         }
         e->inl_len = inl;
     }
+    q->posted++;
     q->rmsg_posted += needs_recv;
     return e;
 }
@@ -321,18 +319,11 @@ static inline void wrlog_sq_pop (struct wrlog_sq *q)
         wrlog_sq_pop_head (q);
 }
 
-/* WRs posted (pushed less unpushed) since the log began: read at a
- * checkpoint. */
-static inline uint64_t wrlog_sq_posted (const struct wrlog_sq *q)
-{
-    return q->ptail;
-}
-
 /* WRs completed (popped) since the log began, all and those that consume
  * a peer receive: read at a checkpoint. */
 static inline uint64_t wrlog_sq_done (const struct wrlog_sq *q)
 {
-    return __atomic_load_n (&q->r.head, __ATOMIC_ACQUIRE);
+    return q->posted - wrlog_sq_len (q);
 }
 uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q);
 
