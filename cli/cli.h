@@ -39,6 +39,7 @@ void cli_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 /* One request to ibcrd.  Returns the reply (type "ok"), or NULL after
  * printing the error; *rc gets the exit code to use. */
 json_object *cli_request (struct cli *c, json_object *req, int *rc);
+json_object *cli_request_on (struct cli *c, int fd, const char *path, json_object *req, int *rc);
 
 /* Resolve where checkpoints are: --storage, else what ibcrd reports, else
  * the configuration file.  0, or an exit code after printing why. */

@@ -191,11 +191,14 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     if (nctl > 0 && !rc) {
         json_object *r = proto_new ("resume-restored"), *o;
         int rrc;
-        /* ibcrd waits for every rank, then rebuilds and resumes them. */
+        /* ibcrd waits for every rank, then rebuilds and resumes them.
+         * Asked on the connection that registered the task: ibcrd then
+         * knows which task asks, and answers at once if another rank's
+         * request has rebuilt and resumed it already. */
         cli_progress_show (what, "rebuild", 0, 0);
         proto_set_str (r, "job", job);
         c->timeout_ms = -1;
-        o = cli_request (c, r, &rrc);
+        o = cli_request_on (c, t.regfd, t.sock, r, &rrc);
         json_object_put (r);
         cli_progress_end ();
         if (!o) {

@@ -91,6 +91,45 @@ const char *cli_socket_path (struct cli *c)
     return from_conf;
 }
 
+/* Send req on fd (a connection to ibcrd at path, left open) and return its
+ * reply, or NULL with *rc set after saying why. */
+json_object *cli_request_on (struct cli *c, int fd, const char *path, json_object *req, int *rc)
+{
+    json_object *rep;
+
+    /* "progress" messages may come before the reply: drawn, not returned. */
+    for (int sent = 0;;) {
+        char what[160];
+        int bad = (!sent++ && proto_send (fd, req) < 0)
+            || proto_recv_timeout (fd, 0, c->timeout_ms, &rep) < 0;
+        if (bad || !rep) {
+            cli_progress_end ();
+            cli_error ("no reply from ibcrd at %s: %s", path,
+                       bad ? strerror (errno) : "ibcrd closed the connection");
+            *rc = CLI_NODAEMON;
+            return NULL;
+        }
+        if (strcmp (proto_type (rep), "progress"))
+            break;
+        snprintf (what, sizeof (what), "job %s gen %lld", proto_get_str (rep, "job", "?"),
+                  (long long)proto_get_int (rep, "generation", 0));
+        cli_progress_show (what, proto_get_str (rep, "phase", "?"),
+                           (uint64_t)proto_get_int (rep, "done", 0),
+                           (uint64_t)proto_get_int (rep, "total", 0));
+        json_object_put (rep);
+    }
+    cli_progress_end ();
+    if (!strcmp (proto_type (rep), "error")) {
+        int e = (int)proto_get_int (rep, "errno", EIO);
+        cli_error ("%s", proto_get_str (rep, "message", "ibcrd refused the request"));
+        json_object_put (rep);
+        *rc = cli_rc_for_errno (e);
+        return NULL;
+    }
+    *rc = CLI_OK;
+    return rep;
+}
+
 json_object *cli_request (struct cli *c, json_object *req, int *rc)
 {
     const char *path = cli_socket_path (c);
@@ -108,38 +147,8 @@ json_object *cli_request (struct cli *c, json_object *req, int *rc)
         *rc = CLI_NODAEMON;
         return NULL;
     }
-    /* "progress" messages may come before the reply: drawn, not returned. */
-    for (int sent = 0;;) {
-        char what[160];
-        int bad = (!sent++ && proto_send (fd, req) < 0)
-            || proto_recv_timeout (fd, 0, c->timeout_ms, &rep) < 0;
-        if (bad || !rep) {
-            cli_progress_end ();
-            cli_error ("no reply from ibcrd at %s: %s", path,
-                       bad ? strerror (errno) : "ibcrd closed the connection");
-            close (fd);
-            *rc = CLI_NODAEMON;
-            return NULL;
-        }
-        if (strcmp (proto_type (rep), "progress"))
-            break;
-        snprintf (what, sizeof (what), "job %s gen %lld", proto_get_str (rep, "job", "?"),
-                  (long long)proto_get_int (rep, "generation", 0));
-        cli_progress_show (what, proto_get_str (rep, "phase", "?"),
-                           (uint64_t)proto_get_int (rep, "done", 0),
-                           (uint64_t)proto_get_int (rep, "total", 0));
-        json_object_put (rep);
-    }
-    cli_progress_end ();
+    rep = cli_request_on (c, fd, path, req, rc);
     close (fd);
-    if (!strcmp (proto_type (rep), "error")) {
-        int e = (int)proto_get_int (rep, "errno", EIO);
-        cli_error ("%s", proto_get_str (rep, "message", "ibcrd refused the request"));
-        json_object_put (rep);
-        *rc = cli_rc_for_errno (e);
-        return NULL;
-    }
-    *rc = CLI_OK;
     return rep;
 }
 

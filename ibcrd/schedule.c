@@ -391,7 +391,7 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
     const char *id = proto_get_str (req, "job", "");
     struct job *job = ident_ok (id) ? jobs_find (s->jobs, id, c->uid) : NULL;
     json_object *o;
-    int n = 0;
+    int n = 0, mine_resumed = 0;
 
     /* Not job_for(): a rebuild already running for the other ranks is the
      * one this caller waits for, not a reason to refuse. */
@@ -402,8 +402,19 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
                             id, s->conf->node);
     if (!jobs_may_act (c->uid, job->uid))
         return proto_error ("resume-restored", EPERM, "job %s belongs to another user", id);
-    for (struct task *t = job->tasks; t; t = t->next)
+    for (struct task *t = job->tasks; t; t = t->next) {
         n += t->restored;
+        mine_resumed |= t->conn == c->id && t->resumed;
+    }
+    /* This caller registered a task that a rebuild has resumed already: the
+     * last rank to register completes the job, and a rebuild another rank
+     * asked for can start and end between this caller's registration and
+     * its request.  What it waits for is done. */
+    if (mine_resumed) {
+        if ((o = ok_reply ("resume-restored")))
+            proto_set_bool (o, "already", 1);
+        return o;
+    }
     if (!n && !job->worker)
         return proto_error ("resume-restored", ENOENT, "job %s has no restored task waiting",
                             job->id);
@@ -572,8 +583,10 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
         load_timeline (s, job);
     if (job->worker_kind == GEN_RESTORED) {
         if (status == 0)
-            for (struct task *t = job->tasks; t; t = t->next)
+            for (struct task *t = job->tasks; t; t = t->next) {
+                t->resumed |= t->restored;
                 t->restored = 0;
+            }
         for (struct client *c = s->clients; c; c = c->next)
             if (!strcmp (c->resume_job, job->id)) {
                 json_object *o = status == 0

@@ -96,6 +96,18 @@ print(" ".join(str(p) for t in tasks for p in t.get("verbs_pids", [t["app_pid"]]
 	done
 }
 
+# t9_kill_ranks NAME DIR: kill both ranks of the one-host job NAME (their
+# inits, so the whole task) and wait until they and their launchers are
+# gone; their launchers' output goes to DIR, for the restart's own.
+t9_kill_ranks() {
+	t9_kr_pids=$(ibcrd_task_fields $1 pid) && t9_kr_apps=$(ibcrd_task_fields $1 app_pid) &&
+	ibcr_track $t9_kr_pids $t9_kr_apps &&
+	kill -9 $t9_kr_pids &&
+	for p in $t9_kr_apps; do ibcrd_wait_gone $p || return 1; done &&
+	t9_wait_done $1 &&
+	mkdir $2 && mv $1.* $2/
+}
+
 # Until both ranks of NAME ended, at most 600 s: ONE_ITERS takes about
 # 10 s on a quiet machine, and 20 times that was seen with other test
 # suites sharing its 2 cores (a wait on the condition: the bound only
@@ -134,12 +146,7 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 	"$IBCR" checkpoint rs --wait &&
 	t9_let_run &&
 	"$IBCR" checkpoint rs --wait &&
-	pids=$(ibcrd_task_fields rs pid) && apps=$(ibcrd_task_fields rs app_pid) &&
-	ibcr_track $pids $apps &&
-	kill -9 $pids &&
-	for p in $apps; do ibcrd_wait_gone $p || return 1; done &&
-	t9_wait_done rs &&
-	mkdir first && mv rs.* first/ &&
+	t9_kill_ranks rs first &&
 	ibcrd_bg rs 0 restart rs --rank 0 &&
 	ibcrd_bg rs 1 restart rs --rank 1 &&
 	ibcrd_wait_for grep -q "restored from generation 2" rs.0.err &&
@@ -148,6 +155,46 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 	ibcrd_wait_for t9_shm rs &&
 	t9_wait_done rs &&
 	t9_pp_ok rs $ONE_ITERS
+'
+
+# t9_cli_of NAME RANK: the pid of "ibcr restart NAME --rank RANK --stopped"
+t9_cli_of() {
+	ps -eo pid=,comm=,args= | awk -v want=" restart $1 --rank $2 --stopped" \
+		'$2 == "ibcr" && substr($0, length($0) - length(want) + 1) == want { print $1 }'
+}
+
+# t9_settled NAME: both ranks ended, or rank 1's restart failed
+t9_settled() {
+	t9_done $1 || { test -s $1.1.rc && test "$(cat $1.1.rc)" != 0; }
+}
+
+# Slurm's restarter and ibcr restart register a restored task, then ask for
+# its rebuild.  The last rank to register completes the job, so another
+# rank's request can start the rebuild, and it can end, between the two:
+# that late request is answered (its task is resumed), not refused.  Here
+# rank 1's restarter (--stopped) is held between the two while rank 0's
+# request rebuilds both ranks.
+test_expect_success 'one host: a restored rank that asks for its rebuild after it ended runs on' '
+	P=$(ibcrd_free_port 2) &&
+	ibcrd_pingpong lr lr $P 3000000 &&
+	t9_let_run &&
+	"$IBCR" checkpoint lr --wait &&
+	t9_kill_ranks lr lr-first &&
+	ibcrd_bg lr 1 restart lr --rank 1 --stopped &&
+	ibcrd_wait_for grep -q "stopped: init" lr.1.out &&
+	init1=$(sed -n "s/.*stopped: init \([0-9]*\) application [0-9]*$/\1/p" lr.1.out) &&
+	app1=$(sed -n "s/.*stopped: init [0-9]* application \([0-9]*\)$/\1/p" lr.1.out) &&
+	test -n "$init1" && test -n "$app1" && ibcr_track $init1 $app1 &&
+	cli1=$(t9_cli_of lr 1) && test -n "$cli1" && ibcr_track $cli1 &&
+	kill -STOP $cli1 &&
+	ibcrd_bg lr 0 restart lr --rank 0 &&
+	ibcrd_wait_for grep -q "restored from generation 1" lr.0.err &&
+	ibcr_track $(sed -n "s/.*restored from generation 1 (init pid \([0-9]*\), application pid \([0-9]*\))$/\1 \2/p" lr.0.err) &&
+	kill -CONT $app1 &&
+	ibcrd_wait_for t9_resumed lr 2 &&
+	kill -CONT $cli1 &&
+	ibcr_wait_for 600 t9_settled lr &&
+	t9_pp_ok lr 3000000
 '
 
 # --- two hosts ---------------------------------------------------------
