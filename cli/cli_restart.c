@@ -205,6 +205,9 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
             cli_error ("the restored task cannot go on; ending it");
             if (t.init > 0)
                 kill (t.init, SIGKILL);
+            /* Not registered again while it ends. */
+            json_object_put (t.regreq);
+            t.regreq = NULL;
             cli_task_wait (&t);
             return rrc ? rrc : CLI_ERR;
         }

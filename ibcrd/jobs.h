@@ -62,6 +62,7 @@ struct task {
     struct task_proc procs[TASK_MAX_PROCS];
     int restored;                  /* came back from an image: libibcr waits
                                    for a rebuild before the job runs on */
+    int rebuilding;                /* restored, and in the running rebuild's list */
     int resumed;                   /* was restored, and a rebuild has resumed it
                                       since (maybe before its own restarter asked) */
     double restore_t0, restore_t1; /* then its restore (mono_ms_f), as long as

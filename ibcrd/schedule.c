@@ -231,6 +231,11 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind, con
         errno = ENOMEM;
         goto done;
     }
+    /* A rebuild resumes the tasks restored now; one registering while it
+     * runs waits for the next. */
+    if (kind == GEN_RESTORED)
+        for (struct task *t = job->tasks; t; t = t->next)
+            t->rebuilding = t->restored;
     for (struct task *t = job->tasks; t; t = t->next) {
         if (kind == GEN_RESTORED && !t->restored)
             continue;
@@ -582,11 +587,13 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
     if (!job->reported_end)
         load_timeline (s, job);
     if (job->worker_kind == GEN_RESTORED) {
-        if (status == 0)
-            for (struct task *t = job->tasks; t; t = t->next) {
-                t->resumed |= t->restored;
+        for (struct task *t = job->tasks; t; t = t->next) {
+            if (status == 0 && t->rebuilding) {
+                t->resumed = 1;
                 t->restored = 0;
             }
+            t->rebuilding = 0;
+        }
         for (struct client *c = s->clients; c; c = c->next)
             if (!strcmp (c->resume_job, job->id)) {
                 json_object *o = status == 0

@@ -157,12 +157,6 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 	t9_pp_ok rs $ONE_ITERS
 '
 
-# t9_cli_of NAME RANK: the pid of "ibcr restart NAME --rank RANK --stopped"
-t9_cli_of() {
-	ps -eo pid=,comm=,args= | awk -v want=" restart $1 --rank $2 --stopped" \
-		'$2 == "ibcr" && substr($0, length($0) - length(want) + 1) == want { print $1 }'
-}
-
 # t9_settled NAME: both ranks ended, or rank 1's restart failed
 t9_settled() {
 	t9_done $1 || { test -s $1.1.rc && test "$(cat $1.1.rc)" != 0; }
@@ -181,15 +175,17 @@ test_expect_success 'one host: a restored rank that asks for its rebuild after i
 	"$IBCR" checkpoint lr --wait &&
 	t9_kill_ranks lr lr-first &&
 	ibcrd_bg lr 1 restart lr --rank 1 --stopped &&
+	bg1=$! &&
 	ibcrd_wait_for grep -q "stopped: init" lr.1.out &&
 	init1=$(sed -n "s/.*stopped: init \([0-9]*\) application [0-9]*$/\1/p" lr.1.out) &&
 	app1=$(sed -n "s/.*stopped: init [0-9]* application \([0-9]*\)$/\1/p" lr.1.out) &&
 	test -n "$init1" && test -n "$app1" && ibcr_track $init1 $app1 &&
-	cli1=$(t9_cli_of lr 1) && test -n "$cli1" && ibcr_track $cli1 &&
+	cli1=$(pgrep -P $bg1 -x ibcr) && test -n "$cli1" && ibcr_track $cli1 &&
 	kill -STOP $cli1 &&
 	ibcrd_bg lr 0 restart lr --rank 0 &&
 	ibcrd_wait_for grep -q "restored from generation 1" lr.0.err &&
-	ibcr_track $(sed -n "s/.*restored from generation 1 (init pid \([0-9]*\), application pid \([0-9]*\))$/\1 \2/p" lr.0.err) &&
+	tree0=$(sed -n "s/.*restored from generation 1 (init pid \([0-9]*\), application pid \([0-9]*\))$/\1 \2/p" lr.0.err) &&
+	test -n "$tree0" && ibcr_track $tree0 &&
 	kill -CONT $app1 &&
 	ibcrd_wait_for t9_resumed lr 2 &&
 	kill -CONT $cli1 &&
