@@ -122,7 +122,10 @@ mpi_ckpt_sbatch_() {
 # final checkpoint leaves the job running until it is requeued, and what
 # it wrote after the dump is written again by the restored run.  Those
 # lines must be the reference's as well (hosts aside), and nothing else
-# is in the file.
+# is in the file.  The last run that printed anything is the one checked
+# whole: a final checkpoint taken after the ranks printed (inside
+# MPI_Finalize) restores ranks that have nothing left to print, and such
+# a job still has to end COMPLETED (its callers wait for that).
 mpi_ckpt_runs_same_() {
 	cat "$2".out "$2".err | ibcr_diag &&
 	sed -n "/^rank /s/ on [^:]*:/:/p" ref.out | sort -u >"$2".want &&
@@ -130,7 +133,7 @@ mpi_ckpt_runs_same_() {
 	test -z "$(comm -13 "$2".want "$2".ranks)" &&
 	test -z "$(grep -v -e "^run [0-9]*$" -e "^rank " -e "^mpi_verify: OK " "$2".out)" &&
 	test -z "$(grep "^mpi_verify: OK " "$2".out | grep -v -x -F -f ref.ok)" &&
-	mpi_crs_runs=$(grep -c "^run [0-9]*$" "$2".out) &&
+	mpi_crs_runs=$(awk '/^run [0-9]*$/ { n++; next } { p = n } END { print p + 0 }' "$2".out) &&
 	awk -v last="$mpi_crs_runs" '/^run [0-9]*$/ { n++; next } n == last' "$2".out >"$2".last &&
 	mpi_check_out "$2".last 4 $ITERS 2 &&
 	mpi_ckpt_clock_ "$2".err "before MPI_Finalize" gettimeofday &&
