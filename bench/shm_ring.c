@@ -2,7 +2,7 @@
  * shm_ring.c - raw shared-memory baseline for softib's same-host path
  * (bench/softib-shm-bench.sh).
  *
- *   shm_ring -s SIZE -n ITERS
+ *   shm_ring -s SIZE -n ITERS [-b TX:RX]
  *
  * Two processes (fork) share one memfd mapping holding a single-producer
  * single-consumer byte ring of 1 MiB, the size of each of softib's
@@ -10,7 +10,11 @@
  * 8-byte header (sequence number) and the payload, copied from a source
  * buffer into the ring, the head published after each message.  The child
  * copies each payload out into a destination buffer, checks the sequence
- * number, and publishes the tail.  Both sides busy-poll, yielding the
+ * number, and publishes the tail.  With -b, the sender copies from TX
+ * source buffers in turn and the receiver into RX destination buffers in
+ * turn (default one each), as shm_verbs cycles through its send and
+ * receive buffers: the same bytes touched, so the same caches missed.
+ * Both sides busy-poll, yielding the
  * CPU on every empty look (see relax).  That is what one message costs between two processes
  * with no protocol at all: one copy in, one copy out, the cache lines of
  * the indices moving between cores.  Prints
@@ -104,19 +108,25 @@ int main (int argc, char **argv)
     int opt, fd;
     struct ctl *c;
     uint8_t *d, *buf;
+    long ntx = 1, nrx = 1;
     pid_t pid;
     int st;
 
-    while ((opt = getopt (argc, argv, "s:n:")) != -1) {
+    while ((opt = getopt (argc, argv, "s:n:b:")) != -1) {
         if (opt == 's')
             size = (size_t)atol (optarg);
         else if (opt == 'n')
             iters = atol (optarg);
-        else
+        else if (opt == 'b') {
+            char *colon;
+            ntx = strtol (optarg, &colon, 10);
+            nrx = *colon == ':' ? atol (colon + 1) : 0;
+        } else
             return 2;
     }
-    if (size + 8 > RING / 2 || iters < 1) {
-        fprintf (stderr, "shm_ring: -s at most %u, -n at least 1\n", RING / 2 - 8);
+    if (size + 8 > RING / 2 || iters < 1 || ntx < 1 || nrx < 1 || ntx > 4096 || nrx > 4096) {
+        fprintf (stderr, "shm_ring: -s at most %u, -n at least 1, -b TX:RX from 1 to 4096 each\n",
+                 RING / 2 - 8);
         return 2;
     }
     fd = memfd_create ("shm_ring", MFD_CLOEXEC);
@@ -130,10 +140,11 @@ int main (int argc, char **argv)
         return 1;
     }
     d = (uint8_t *)c + 4096;
-    buf = malloc (size ? size : 1);
+    /* the sender's ntx buffers, or (after fork) the receiver's nrx */
+    buf = malloc ((size ? size : 1) * (size_t)(ntx > nrx ? ntx : nrx));
     if (!buf)
         return 1;
-    memset (buf, 0x5a, size);
+    memset (buf, 0x5a, size * (size_t)(ntx > nrx ? ntx : nrx));
     pid = fork ();
     if (pid < 0) {
         perror ("shm_ring: fork");
@@ -142,6 +153,7 @@ int main (int argc, char **argv)
     if (pid == 0) { /* receiver */
         uint64_t tail = 0;
         double t0 = 0;
+        long rb = 0;
 
         for (long i = 0; i < iters; i++) {
             uint64_t seq;
@@ -151,7 +163,9 @@ int main (int argc, char **argv)
             if (i == 0)
                 t0 = now_s ();
             ring_get (d, tail, &seq, 8);
-            ring_get (d, tail + 8, buf, size);
+            ring_get (d, tail + 8, buf + (size_t)rb * size, size);
+            if (++rb == nrx) /* no division per message */
+                rb = 0;
             if (seq != (uint64_t)i)
                 c->bad = 1;
             tail += 8 + size;
@@ -162,6 +176,7 @@ int main (int argc, char **argv)
     }
     {
         uint64_t head = 0, tail = 0;
+        long tb = 0;
 
         for (long i = 0; i < iters; i++) {
             uint64_t seq = (uint64_t)i;
@@ -171,7 +186,9 @@ int main (int argc, char **argv)
                 relax ();
             }
             ring_put (d, head, &seq, 8);
-            ring_put (d, head + 8, buf, size);
+            ring_put (d, head + 8, buf + (size_t)tb * size, size);
+            if (++tb == ntx)
+                tb = 0;
             head += 8 + size;
             __atomic_store_n (&c->head, head, __ATOMIC_RELEASE);
         }

@@ -10,7 +10,9 @@
 #        interleaved round by round, in columns of its own
 # It builds bench/shm_ring.c and bench/shm_verbs.c, then runs ROUNDS
 # rounds (default 3); each round measures, one after another:
-#   raw ring:    shm_ring at 8 bytes (message rate) and 64 KiB (bandwidth)
+#   raw ring:    shm_ring at 8 bytes (message rate) and 64 KiB (bandwidth),
+#                and at 64 KiB through as many send and receive buffers
+#                as the verbs loop cycles through (its own row)
 #   softib shm:  ib_send_bw and ib_write_bw at 8 bytes and 64 KiB, and
 #                shm_verbs (a verbs SEND loop without per-message clock
 #                reads) at 8 bytes and 64 KiB
@@ -66,9 +68,16 @@ pf() {
 	spid=
 	awk -v s="$size" '$1 == s { print $4, $5 }' "$work/cli"
 }
-# raw SIZE ITERS -> "MB/s Mmsg/s CPU-ns-per-message" of shm_ring
+# vdepth SIZE -> "TX:RX", the send and receive buffers shm_verbs cycles
+# through at SIZE (its rule: 512 receives, halved while they pass 8 MiB;
+# at most 128 sends, and at most half the receives)
+vdepth() {
+	awk -v s="$1" 'BEGIN { rx = 512; while (rx > 16 && rx * s > 8388608) rx /= 2
+		tx = 128; if (tx > rx / 2) tx = rx / 2; print tx ":" rx }'
+}
+# raw SIZE ITERS [TX:RX] -> "MB/s Mmsg/s CPU-ns-per-message" of shm_ring
 raw() {
-	"$work/shm_ring" -s "$1" -n "$2" |
+	"$work/shm_ring" -s "$1" -n "$2" -b "${3:-1:1}" |
 		awk '$1 == "cpu" { c = $2; next } { r = $3 " " $4 } END { print r, c }'
 }
 # vl SHM SIZE ITERS [LIBDIR] -> the same of shm_verbs
@@ -86,6 +95,7 @@ while test $r -lt "$rounds"; do
 	r=$((r + 1))
 	set -- $(raw 8 "$raw8"); collect raw_mr "$2"; collect raw_cpu "$3"
 	set -- $(raw 65536 "$raw64"); collect raw_bw "$1"
+	set -- $(raw 65536 "$raw64" "$(vdepth 65536)"); collect raw_bwv "$1"
 	for shm in 1 0; do
 		set -- $(pf $shm ib_send_bw 8 "$n8"); collect s${shm}_smr "$2"
 		set -- $(pf $shm ib_write_bw 8 "$n8"); collect s${shm}_wmr "$2"
@@ -129,6 +139,8 @@ row "send 8 B, verbs loop, Mmsg/s" "$raw_mr" "$(median s1_vmr)" "$(median s0_vmr
 row "send 64 KiB, MB/s" "$raw_bw" "$(median s1_sbw)" "$(median s0_sbw)" "$(bm b_sbw)"
 row "RDMA write 64 KiB, MB/s" "$raw_bw" "$(median s1_wbw)" "$(median s0_wbw)" "$(bm b_wbw)"
 row "send 64 KiB, verbs loop, MB/s" "$raw_bw" "$(median s1_vbw)" "$(median s0_vbw)" "$(bm b_vbw)"
+row "send 64 KiB, verbs loop, MB/s (raw ring through its $(vdepth 65536 | sed 's/:/ send and /') receive buffers)" \
+	"$(median raw_bwv)" "$(median s1_vbw)" "$(median s0_vbw)" "$(bm b_vbw)"
 # CPU time per message (both processes, all threads): the ratios are
 # raw / softib, so that they read as the rates' (higher is better)
 rawc=$(median raw_cpu)
