@@ -582,6 +582,17 @@ static bool consume (struct sib_conn *c)
         uint8_t *p = c->rbuf + c->st_off;
 
         if (!c->in_payload) {
+            /* A whole short SEND on a responder: one step (resp.c). */
+            if (c->kind == SIB_CONN_RC_RESP && !c->rh_have && avail >= SIB_HDR_SHORT
+                && (p[0] == (SIB_OP_SEND | SIB_OP_SHORT)
+                    || p[0] == (SIB_OP_SEND_IMM | SIB_OP_SHORT))) {
+                uint32_t k = sib_resp_fast_send (c, p, avail);
+
+                if (k) {
+                    c->st_off += k;
+                    continue;
+                }
+            }
             uint8_t op = c->rh_have ? c->rh.op : p[0];
             uint32_t end = op & SIB_OP_SHORT ? SIB_HDR_SHORT : sizeof (c->rh);
             uint32_t k = end - c->rh_have;

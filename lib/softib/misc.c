@@ -284,7 +284,7 @@ static void revoked_take (sib_lock_t *l, uintptr_t self, bool claim)
 
 void sib_lock_slow (sib_lock_t *l, bool claim)
 {
-    uintptr_t self = (uintptr_t)pthread_self (), o;
+    uintptr_t self = sib_self (), o;
 
     xchg_wait (l);
     o = __atomic_load_n (&l->owner, __ATOMIC_RELAXED);
@@ -310,7 +310,7 @@ void sib_lock_slow (sib_lock_t *l, bool claim)
 
 bool sib_trylock_slow (sib_lock_t *l, bool claim)
 {
-    uintptr_t self = (uintptr_t)pthread_self (), o;
+    uintptr_t self = sib_self (), o;
 
     if (__atomic_load_n (&l->v, __ATOMIC_RELAXED) != 0
         || __atomic_exchange_n (&l->v, 1, __ATOMIC_ACQUIRE) != 0)

@@ -212,12 +212,81 @@ bool sib_send_state_ok (struct sib_qp *qp)
         || qp->state == IBV_QPS_ERR;
 }
 
+/*
+ * The common post in one step: one SEND (or SEND with immediate) of one
+ * sge, not inline, on an RC or UC QP in RTS whose earlier WQEs are all
+ * written, to a peer on this host (the rings).  The WQE is queued as
+ * post_one queues it, and written into the ring with a short header at
+ * once, without sib_wr_op, sib_wqe_prepare's loops, sib_tx_progress and
+ * the 48-byte header.  false with nothing changed when any of that does
+ * not hold, or the sge fails its check (post_one marks the error): the
+ * general path takes the WR.  qp->lock is held.
+ */
+static bool post_send_fast (struct sib_qp *qp, const struct ibv_send_wr *wr)
+{
+    struct sib_conn *c = qp->req;
+    struct sib_swqe *w;
+    enum ibv_wc_status st;
+    uint32_t len = wr->sg_list[0].length;
+    uint8_t *p = NULL;
+    struct sib_hdr h;
+
+    if (qp->state != IBV_QPS_RTS || qp->qpx.qp_base.qp_type == IBV_QPT_UD || !c || !c->shm
+        || c->connecting || c->dead || c->out_armed || c->olen != c->ooff
+        || qp->sq_tx != qp->sq_head || qp->tx_off || qp->rnr_until || qp->rnr_rewind
+        || qp->sq_head - qp->sq_done >= qp->sq_cap || !qp->cap.max_send_sge || len > SIB_MAX_MSG)
+        return false;
+    if (len) {
+        p = sib_mr_check (qp, wr->sg_list[0].lkey, wr->sg_list[0].addr, len, 0, IBV_WC_LOC_PROT_ERR,
+                          &st);
+        if (!p)
+            return false;
+    }
+    w = &qp->sq[qp->sq_head & (qp->sq_cap - 1)];
+    w->wr_id = wr->wr_id;
+    w->op = wr->opcode == IBV_WR_SEND ? SIB_OP_SEND : SIB_OP_SEND_IMM;
+    w->signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+    w->solicited = (wr->send_flags & IBV_SEND_SOLICITED) != 0;
+    w->sent = 0;
+    w->imm = wr->opcode == IBV_WR_SEND ? 0 : wr->imm_data;
+    w->nsge = 1;
+    w->sge[0].addr = (uintptr_t)p;
+    w->sge[0].length = len;
+    w->sge[0].lkey = wr->sg_list[0].lkey;
+    w->len = len;
+    w->raddr = 0;
+    w->rkey = 0;
+    w->cmp = w->swp = 0;
+    w->hdr.op = 0; /* no local error */
+    w->seq = qp->next_seq++;
+    qp->sq_head++;
+    /* wire.h: a short header, every field after imm implied 0 */
+    h.op = w->op | SIB_OP_SHORT;
+    h.flags = (w->solicited ? SIB_F_SOLICITED : 0) | (w->op == SIB_OP_SEND_IMM ? SIB_F_IMM : 0);
+    h.lid = htole16 (qp->ctx->addr.lid);
+    h.len = htole32 (len);
+    h.seq = htole32 (w->seq);
+    h.imm = w->imm;
+    if (sib_shm_put (c, &h, SIB_HDR_SHORT, p, len)) {
+        w->sent = 1;
+        qp->sq_tx++;
+    } else {
+        sib_tx_progress (qp); /* full ring: queued, the general path goes on */
+    }
+    return true;
+}
+
 int sib_post_send (struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
     struct sib_qp *qp = (struct sib_qp *)ibqp;
     int rc = 0;
 
     sib_lock_app (&qp->lock);
+    if (!wr->next && (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM)
+        && wr->num_sge == 1 && !(wr->send_flags & IBV_SEND_INLINE) && post_send_fast (qp, wr)) {
+        sib_unlock (&qp->lock);
+        return 0;
+    }
     if (!sib_send_state_ok (qp)) {
         *bad = wr;
         sib_unlock (&qp->lock);

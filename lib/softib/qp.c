@@ -159,9 +159,11 @@ static struct ibv_qp *qp_create (struct ibv_context *c, struct ibv_qp_init_attr_
     while (cap < a->cap.max_send_wr)
         cap <<= 1;
     qp->sq_cap = cap;
-    qp->sq = calloc (cap, sizeof (*qp->sq));
+    /* cache-line aligned, so that a WQE's lines are its own */
+    qp->sq = aligned_alloc (64, cap * sizeof (*qp->sq));
     if (!qp->sq)
         goto nomem;
+    memset (qp->sq, 0, cap * sizeof (*qp->sq));
     if (a->cap.max_inline_data) {
         qp->inl_pool = malloc ((size_t)cap * a->cap.max_inline_data);
         if (!qp->inl_pool)

@@ -193,28 +193,80 @@ void sib_resp_header (struct sib_conn *c)
     }
 }
 
-static void recv_cqe (struct sib_qp *qp, struct sib_conn *c, enum ibv_wc_status st)
+/* The receive completion of request h, which consumed the receive wr_id. */
+static inline __attribute__ ((always_inline)) void
+push_recv_cqe (struct sib_qp *qp, uint64_t wr_id, const struct sib_hdr *h, enum ibv_wc_status st)
 {
     struct ibv_wc *wc = sib_cq_slot (qp->rcq); /* filled in place */
 
-    c->have_rwqe = false; /* completed: a flush must not repeat it */
     if (!wc)
         return;
     *wc = (struct ibv_wc){
-        .wr_id = c->rwqe.wr_id,
+        .wr_id = wr_id,
         .status = st,
-        .opcode = c->rh.op == SIB_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
-        .byte_len = c->rh.len,
+        .opcode = h->op == SIB_OP_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+        .byte_len = h->len,
         .qp_num = qp->qpx.qp_base.qp_num,
         .src_qp = qp->attr.dest_qp_num,
-        .slid = c->rh.lid,
+        .slid = h->lid,
         .sl = qp->attr.ah_attr.sl,
     };
-    if (c->rh.flags & SIB_F_IMM) {
+    if (h->flags & SIB_F_IMM) {
         wc->wc_flags |= IBV_WC_WITH_IMM;
-        wc->imm_data = c->rh.imm;
+        wc->imm_data = h->imm;
     }
-    sib_cq_commit (qp->rcq, (c->rh.flags & SIB_F_SOLICITED) != 0);
+    sib_cq_commit (qp->rcq, (h->flags & SIB_F_SOLICITED) != 0);
+}
+
+static void recv_cqe (struct sib_qp *qp, struct sib_conn *c, enum ibv_wc_status st)
+{
+    c->have_rwqe = false; /* completed: a flush must not repeat it */
+    push_recv_cqe (qp, c->rwqe.wr_id, &c->rh, st);
+}
+
+/*
+ * The common request in one step: a SEND (or SEND with immediate) with a
+ * short header, wholly in the n bytes at p, in sequence, on an active QP
+ * without an SRQ whose next receive is one buffer that holds it, in a
+ * registered MR the QP's cache knows.  It is taken, its payload copied and
+ * its completion pushed without the header and sink state of the general
+ * path (sib_resp_header, sink_copy, sib_resp_done), which take everything
+ * else: errors, RNR, SRQs, several sges, payloads cut by the ring's end.
+ * Returns the bytes consumed, or 0 with nothing changed (the general path
+ * takes the message).  The QP's lock is held.
+ */
+uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n)
+{
+    struct sib_qp *qp = c->qp;
+    struct sib_hdr h;
+    enum ibv_wc_status st;
+    const struct sib_rwqe *w;
+    uint8_t *dst;
+
+    memcpy (&h, p, SIB_HDR_SHORT);
+    h.op &= (uint8_t)~SIB_OP_SHORT;
+    h.lid = le16toh (h.lid);
+    h.len = le32toh (h.len);
+    h.seq = le32toh (h.seq);
+    if (h.len > n - SIB_HDR_SHORT || h.seq != qp->resp_expect || qp->resp_rnr_drop || qp->srq
+        || !active (qp) || qp->rq.head == qp->rq.tail)
+        return 0;
+    w = sib_rq_slot (&qp->rq, qp->rq.tail);
+    if (w->nsge != 1 || w->sge[0].length < h.len || !w->sge[0].length)
+        return 0;
+    dst = sib_mr_check (qp, w->sge[0].lkey, w->sge[0].addr, w->sge[0].length,
+                        IBV_ACCESS_LOCAL_WRITE, IBV_WC_LOC_PROT_ERR, &st);
+    if (!dst)
+        return 0; /* the general path reports it */
+    uint64_t wr_id = w->wr_id;
+    if (h.len <= 16)
+        sib_copy_small (dst, p + SIB_HDR_SHORT, h.len);
+    else
+        memcpy (dst, p + SIB_HDR_SHORT, h.len);
+    qp->rq.tail++;
+    push_recv_cqe (qp, wr_id, &h, IBV_WC_SUCCESS);
+    qp->resp_expect++;
+    return SIB_HDR_SHORT + h.len;
 }
 
 static void serve_read (struct sib_conn *c, struct sib_qp *qp)

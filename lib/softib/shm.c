@@ -479,11 +479,19 @@ bool sib_shm_put (struct sib_conn *c, const void *h, size_t hlen, const void *pa
     struct sib_shm *s = c->shm;
     uint64_t head = s->tx_head;
 
+    uint32_t off = (uint32_t)(head & (s->size - 1));
+
     if (s->hello_left || tx_room (s, hlen + plen) < (int64_t)(hlen + plen))
         return false;
-    ring_put (s, head, h, hlen);
-    if (plen)
-        ring_put (s, head + hlen, pay, plen);
+    if (__builtin_expect (hlen == SIB_HDR_SHORT && plen <= 16 && hlen + plen <= s->size - off, 1)) {
+        /* a short SEND of a few bytes: no library call */
+        memcpy (s->txd + off, h, SIB_HDR_SHORT);
+        sib_copy_small (s->txd + off + SIB_HDR_SHORT, pay, plen);
+    } else {
+        ring_put (s, head, h, hlen);
+        if (plen)
+            ring_put (s, head + hlen, pay, plen);
+    }
     tx_publish (s, head + hlen + plen);
     return true;
 }

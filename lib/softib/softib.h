@@ -157,7 +157,7 @@ SIB_HIDDEN void sib_mr_keys_seed (struct sib_ctx *ctx);
 typedef struct {
     int v;            /* taken by the exchange (slow path) */
     int bias_in;      /* the owner holds it by the fast path */
-    uintptr_t owner;  /* pthread_self () of the owner, 0 none yet */
+    uintptr_t owner;  /* sib_self () of the owner, 0 none yet */
     uint32_t foreign; /* (under v) fenced takes in this window */
     uint64_t window;  /* (under v) start of the window, ns */
     uintptr_t biased; /* the first owner (set once, under v), if any */
@@ -181,13 +181,31 @@ static inline void sib_lock_init (sib_lock_t *l, bool bias)
     __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
 }
 
+/* The calling thread's identity for the locks: its thread pointer, one
+ * register read, where pthread_self () is a call through the PLT (four
+ * calls per message on each side of a same-host stream).  Any value
+ * unique among live threads does: it is only compared with itself. */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer) && (defined(__x86_64__) || defined(__aarch64__))
+#define SIB_SELF_TP 1
+#endif
+#endif
+static inline uintptr_t sib_self (void)
+{
+#ifdef SIB_SELF_TP
+    return (uintptr_t)__builtin_thread_pointer ();
+#else
+    return (uintptr_t)pthread_self ();
+#endif
+}
+
 /* The owner's take: store, compiler barrier (another taker's membarrier
  * supplies the fence), load.  Seeing `v` free and the bias still its own
  * after its store means no other taker is inside, nor will be until
  * bias_in is 0 again. */
 static inline bool sib_lock_fast (sib_lock_t *l)
 {
-    uintptr_t self = (uintptr_t)pthread_self ();
+    uintptr_t self = sib_self ();
 
     if (__atomic_load_n (&l->owner, __ATOMIC_RELAXED) != self)
         return false;
@@ -231,10 +249,29 @@ static inline void sib_unlock (sib_lock_t *l)
 	 * itself; `owner` may have been revoked meanwhile (the revoker then
 	 * waits for this store), `biased` never changes once set */
     if (__atomic_load_n (&l->bias_in, __ATOMIC_RELAXED)
-        && __atomic_load_n (&l->biased, __ATOMIC_RELAXED) == (uintptr_t)pthread_self ())
+        && __atomic_load_n (&l->biased, __ATOMIC_RELAXED) == sib_self ())
         __atomic_store_n (&l->bias_in, 0, __ATOMIC_RELEASE);
     else
         __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
+}
+
+/* Copies n <= 16 bytes inline: two overlapping 8- or 4-byte copies, where
+ * memcpy with a run-time size is a library call. */
+static inline void sib_copy_small (void *dst, const void *src, size_t n)
+{
+    uint8_t *d = dst;
+    const uint8_t *p = src;
+
+    if (n >= 8) {
+        memcpy (d, p, 8);
+        memcpy (d + n - 8, p + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy (d, p, 4);
+        memcpy (d + n - 4, p + n - 4, 4);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            d[i] = p[i];
+    }
 }
 
 /* Copies n sges field by field.  Not memcpy: with a size known only at
@@ -306,10 +343,19 @@ struct sib_rwqe {
 };
 
 struct sib_rq {
-    struct sib_rwqe *ring;
+    /* cap entries of `stride` bytes: a WQE and max_sge sges, not all 16
+     * (one sge: 32 bytes, not 272, so a deep queue stays in the cache) */
+    unsigned char *ring;
     uint32_t cap, head, tail; /* entries = head - tail */
-    uint32_t max_sge;
+    uint32_t max_sge, stride;
 };
+
+/* Entry i (a count, masked here) of a receive ring: its sges past
+ * max_sge are not there. */
+static inline struct sib_rwqe *sib_rq_slot (const struct sib_rq *rq, uint32_t i)
+{
+    return (struct sib_rwqe *)(rq->ring + (size_t)(i & (rq->cap - 1)) * rq->stride);
+}
 
 struct sib_srq {
     struct ibv_srq srq;
@@ -334,6 +380,9 @@ struct sib_ah {
 
 /* ---- QP (qp.c, post.c) ---- */
 struct sib_swqe {
+    /* What every post writes and every completion reads first, then the
+     * header (hdr.op marks a local error), then the first sge: a post of
+     * one sge touches two cache lines of the WQE, not four. */
     uint64_t wr_id;
     uint32_t seq;
     uint8_t op; /* SIB_OP_* */
@@ -341,17 +390,17 @@ struct sib_swqe {
     uint32_t imm; /* raw __be32 */
     uint32_t len;
     uint32_t nsge;
+    uint32_t rkey;
+    uint64_t raddr;
+    uint64_t cmp, swp;
+    struct sib_hdr hdr; /* wire header, built at transmit */
     struct ibv_sge sge[SIB_MAX_SGE];
     uint8_t *inl; /* inline copy (points into qp->inl_pool) */
-    uint64_t raddr;
-    uint32_t rkey;
-    uint64_t cmp, swp;
     /* UD */
     uint32_t ud_ip, rqpn, qkey;
     uint16_t ud_port;
     uint8_t ud_grh;
-    struct sib_hdr hdr; /* wire header, built at transmit */
-};
+} __attribute__ ((aligned (64)));
 
 enum sib_conn_kind {
     SIB_CONN_PENDING, /* accepted, HELLO not read yet */
@@ -645,6 +694,7 @@ SIB_HIDDEN void sib_ud_rx_done (struct sib_conn *c);
 
 /* resp.c: responder side of RC */
 SIB_HIDDEN void sib_resp_header (struct sib_conn *c);
+SIB_HIDDEN uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n);
 SIB_HIDDEN void sib_resp_done (struct sib_conn *c);
 SIB_HIDDEN void sib_resp_batch_end (struct sib_conn *c);
 /* req.c: requester side of RC (responses arriving) */

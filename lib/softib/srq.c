@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,14 +25,17 @@ int sib_rq_init (struct sib_rq *rq, uint32_t max_wr, uint32_t max_sge)
     }
     while (cap < max_wr)
         cap <<= 1;
-    rq->ring = calloc (cap, sizeof (*rq->ring));
+    rq->max_sge = max_sge ? max_sge : 1;
+    rq->stride =
+        (uint32_t)(offsetof (struct sib_rwqe, sge) + rq->max_sge * sizeof (struct ibv_sge));
+    rq->stride = (rq->stride + 15) & ~15u;
+    rq->ring = calloc (cap, rq->stride);
     if (!rq->ring) {
         errno = ENOMEM;
         return -1;
     }
     rq->cap = cap;
     rq->head = rq->tail = 0;
-    rq->max_sge = max_sge ? max_sge : 1;
     return 0;
 }
 
@@ -48,7 +52,7 @@ int sib_rq_post (struct sib_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr *
             *bad = wr;
             return ENOMEM;
         }
-        w = &rq->ring[rq->head & (rq->cap - 1)];
+        w = sib_rq_slot (rq, rq->head);
         w->wr_id = wr->wr_id;
         w->nsge = (uint32_t)wr->num_sge;
         sib_sge_copy (w->sge, wr->sg_list, (size_t)wr->num_sge);
@@ -64,7 +68,7 @@ bool sib_rq_pop (struct sib_rq *rq, struct sib_rwqe *out)
     if (rq->head == rq->tail)
         return false;
     /* the sges in use only: a whole WQE is 272 bytes */
-    w = &rq->ring[rq->tail & (rq->cap - 1)];
+    w = sib_rq_slot (rq, rq->tail);
     out->wr_id = w->wr_id;
     out->nsge = w->nsge;
     sib_sge_copy (out->sge, w->sge, w->nsge);
@@ -177,8 +181,13 @@ SIB_EXPORT int ibv_modify_srq (struct ibv_srq *ibsrq, struct ibv_srq_attr *a, in
             if (sib_rq_init (&nrq, a->max_wr, srq->rq.max_sge) < 0) {
                 rc = errno;
             } else {
-                while (sib_rq_pop (&srq->rq, &w))
-                    nrq.ring[nrq.head++] = w;
+                while (sib_rq_pop (&srq->rq, &w)) {
+                    struct sib_rwqe *n = sib_rq_slot (&nrq, nrq.head++);
+
+                    n->wr_id = w.wr_id;
+                    n->nsge = w.nsge;
+                    sib_sge_copy (n->sge, w.sge, w.nsge);
+                }
                 free (srq->rq.ring);
                 srq->rq = nrq;
             }
