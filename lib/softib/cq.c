@@ -126,16 +126,12 @@ SIB_EXPORT void ibv_ack_cq_events (struct ibv_cq *cq, unsigned int nevents)
 
 /* ---- pushing completions ---- */
 
-/* The CQ's next entry, for the caller to fill in place, with cq->lock
- * held until sib_cq_commit; NULL (lock released, overflow reported) if
- * the CQ is full. */
-struct ibv_wc *sib_cq_slot (struct sib_cq *cq)
+/* sib_cq_slot on a full CQ: releases the lock, reports the overflow once,
+ * NULL. */
+struct ibv_wc *sib_cq_full (struct sib_cq *cq)
 {
     bool overflow;
 
-    sib_lock (&cq->lock);
-    if (__builtin_expect (cq->head - cq->tail < cq->size, 1))
-        return &cq->ring[cq->head & (cq->size - 1)];
     overflow = !cq->overflowed;
     cq->overflowed = true;
     sib_unlock (&cq->lock);
@@ -148,8 +144,8 @@ struct ibv_wc *sib_cq_slot (struct sib_cq *cq)
     return NULL;
 }
 
-/* Publishes the entry sib_cq_slot gave and releases the lock. */
-void sib_cq_commit (struct sib_cq *cq, bool solicited)
+/* sib_cq_commit of a CQ that keeps times or is armed. */
+void sib_cq_commit_slow (struct sib_cq *cq, bool solicited)
 {
     const struct ibv_wc *wc = &cq->ring[cq->head & (cq->size - 1)];
     bool fire = false;

@@ -21,9 +21,11 @@
 #ifndef SOFTIB_SOFTIB_H
 #define SOFTIB_SOFTIB_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
 #include <pthread.h>
 #include <sys/uio.h>
 #include <infiniband/verbs.h>
@@ -329,8 +331,31 @@ struct sib_cq {
 };
 
 SIB_HIDDEN void sib_cq_push (struct sib_cq *cq, const struct ibv_wc *wc, bool solicited);
-SIB_HIDDEN struct ibv_wc *sib_cq_slot (struct sib_cq *cq);
-SIB_HIDDEN void sib_cq_commit (struct sib_cq *cq, bool solicited);
+SIB_HIDDEN struct ibv_wc *sib_cq_full (struct sib_cq *cq);
+SIB_HIDDEN void sib_cq_commit_slow (struct sib_cq *cq, bool solicited);
+
+/* The CQ's next entry, for the caller to fill in place, with cq->lock
+ * held until sib_cq_commit; NULL (lock released, overflow reported) if
+ * the CQ is full.  Inline: once per completion. */
+static inline struct ibv_wc *sib_cq_slot (struct sib_cq *cq)
+{
+    sib_lock (&cq->lock);
+    if (__builtin_expect (cq->head - cq->tail < cq->size, 1))
+        return &cq->ring[cq->head & (cq->size - 1)];
+    return sib_cq_full (cq);
+}
+
+/* Publishes the entry sib_cq_slot gave and releases the lock; a CQ that
+ * keeps times or is armed for an event goes out of line. */
+static inline void sib_cq_commit (struct sib_cq *cq, bool solicited)
+{
+    if (__builtin_expect (cq->ts != NULL || cq->armed, 0)) {
+        sib_cq_commit_slow (cq, solicited);
+        return;
+    }
+    cq->head++;
+    sib_unlock (&cq->lock);
+}
 /* A QP completing into cq joins / leaves its list (0 or -1 ENOMEM). */
 SIB_HIDDEN int sib_cq_attach (struct sib_cq *cq, struct sib_qp *qp);
 SIB_HIDDEN void sib_cq_detach (struct sib_cq *cq, struct sib_qp *qp);
@@ -366,7 +391,29 @@ struct sib_srq {
 };
 
 SIB_HIDDEN int sib_rq_init (struct sib_rq *rq, uint32_t max_wr, uint32_t max_sge);
-SIB_HIDDEN int sib_rq_post (struct sib_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+/* Appends a list of receive WRs (inline: once per message in a receive
+ * loop).  0, or EINVAL / ENOMEM with *bad set. */
+static inline int sib_rq_post (struct sib_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    for (; wr; wr = wr->next) {
+        struct sib_rwqe *w;
+
+        if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+            *bad = wr;
+            return EINVAL;
+        }
+        if (rq->head - rq->tail >= rq->cap) {
+            *bad = wr;
+            return ENOMEM;
+        }
+        w = sib_rq_slot (rq, rq->head);
+        w->wr_id = wr->wr_id;
+        w->nsge = (uint32_t)wr->num_sge;
+        sib_sge_copy (w->sge, wr->sg_list, (size_t)wr->num_sge);
+        rq->head++;
+    }
+    return 0;
+}
 SIB_HIDDEN bool sib_rq_pop (struct sib_rq *rq, struct sib_rwqe *out);
 /* Takes one receive WQE for qp from its SRQ or RQ; false if none. */
 SIB_HIDDEN bool sib_take_recv (struct sib_qp *qp, struct sib_rwqe *out);

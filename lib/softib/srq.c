@@ -39,28 +39,6 @@ int sib_rq_init (struct sib_rq *rq, uint32_t max_wr, uint32_t max_sge)
     return 0;
 }
 
-int sib_rq_post (struct sib_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-    for (; wr; wr = wr->next) {
-        struct sib_rwqe *w;
-
-        if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
-            *bad = wr;
-            return EINVAL;
-        }
-        if (rq->head - rq->tail >= rq->cap) {
-            *bad = wr;
-            return ENOMEM;
-        }
-        w = sib_rq_slot (rq, rq->head);
-        w->wr_id = wr->wr_id;
-        w->nsge = (uint32_t)wr->num_sge;
-        sib_sge_copy (w->sge, wr->sg_list, (size_t)wr->num_sge);
-        rq->head++;
-    }
-    return 0;
-}
-
 bool sib_rq_pop (struct sib_rq *rq, struct sib_rwqe *out)
 {
     const struct sib_rwqe *w;
