@@ -267,7 +267,7 @@ static bool post_send_fast (struct sib_qp *qp, const struct ibv_send_wr *wr)
     h.len = htole32 (len);
     h.seq = htole32 (w->seq);
     h.imm = w->imm;
-    if (sib_shm_put (c, &h, SIB_HDR_SHORT, p, len)) {
+    if (sib_shm_put_short (c, &h, p, len)) {
         w->sent = 1;
         qp->sq_tx++;
     } else {

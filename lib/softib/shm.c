@@ -58,13 +58,6 @@
  * writes head per message and the consumer tail per batch, while the
  * flags are written only around sleeps, so reading a flag per message
  * costs no cache miss. */
-struct sib_ring_ctl {
-    uint64_t head __attribute__ ((aligned (64)));       /* producer */
-    uint64_t tail __attribute__ ((aligned (64)));       /* consumer */
-    uint32_t armed __attribute__ ((aligned (64)));      /* consumer sets */
-    uint32_t want_space __attribute__ ((aligned (64))); /* producer sets */
-};
-
 /* The control page: ring 0 (connector -> acceptor), ring 1 (acceptor ->
  * connector), and per side (0 connector, 1 acceptor) whether that side
  * is registered for membarrier(2) and so pays for its own sleeps (see
@@ -427,8 +420,13 @@ static void data_fence (struct sib_shm *s)
 static void wake_consumer (struct sib_shm *s)
 {
     data_fence (s);
-    if (__atomic_load_n (&s->tx->armed, __ATOMIC_RELAXED)
-        && __atomic_exchange_n (&s->tx->armed, 0, __ATOMIC_ACQ_REL))
+    if (__atomic_load_n (&s->tx->armed, __ATOMIC_RELAXED))
+        sib_shm_wake_armed (s);
+}
+
+void sib_shm_wake_armed (struct sib_shm *s)
+{
+    if (__atomic_exchange_n (&s->tx->armed, 0, __ATOMIC_ACQ_REL))
         poke (s->efd_peer);
 }
 

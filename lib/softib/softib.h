@@ -579,7 +579,14 @@ struct sib_conn {
 };
 
 /* shm.c: the same-host transport (rings in a memfd shared with the peer) */
-struct sib_ring_ctl;
+/* One direction's indices and flags in the shared control page, each on
+ * a cache line of its own (shm.c). */
+struct sib_ring_ctl {
+    uint64_t head __attribute__ ((aligned (64)));       /* producer */
+    uint64_t tail __attribute__ ((aligned (64)));       /* consumer */
+    uint32_t armed __attribute__ ((aligned (64)));      /* consumer sets */
+    uint32_t want_space __attribute__ ((aligned (64))); /* producer sets */
+};
 struct sib_shm {
     void *map;
     struct sib_ring_ctl *tx, *rx;
@@ -623,6 +630,33 @@ SIB_HIDDEN ssize_t sib_shm_writev (struct sib_conn *c, const struct iovec *iov, 
 SIB_HIDDEN bool sib_shm_put (struct sib_conn *c, const void *h, size_t hlen, const void *pay,
                              size_t plen);
 SIB_HIDDEN bool sib_shm_want_space (struct sib_conn *c, bool on);
+/* The consumer asked to be woken (armed): clear it and poke it. */
+SIB_HIDDEN void sib_shm_wake_armed (struct sib_shm *s);
+
+/* sib_shm_put of a short header and at most 16 bytes of payload, inline
+ * (once per small SEND): while the ring has room before its end, the
+ * cached tail says so and no fence is needed (shm.c, shm_fast); anything
+ * else goes to sib_shm_put. */
+static inline bool sib_shm_put_short (struct sib_conn *c, const void *h, const void *pay,
+                                      uint32_t plen)
+{
+    struct sib_shm *s = c->shm;
+    uint64_t head = s->tx_head;
+    uint32_t off = (uint32_t)(head & (s->size - 1)), n = SIB_HDR_SHORT + plen;
+
+    if (__builtin_expect (plen > 16 || s->hello_left || !s->mb_fast || n > s->size - off
+                              || s->size - (head - s->tx_tail) < n,
+                          0))
+        return sib_shm_put (c, h, SIB_HDR_SHORT, pay, plen);
+    memcpy (s->txd + off, h, SIB_HDR_SHORT);
+    sib_copy_small (s->txd + off + SIB_HDR_SHORT, pay, plen);
+    s->tx_head = head + n;
+    __atomic_store_n (&s->tx->head, head + n, __ATOMIC_RELEASE);
+    __atomic_signal_fence (__ATOMIC_SEQ_CST); /* mb_fast: the peer's membarrier */
+    if (__atomic_load_n (&s->tx->armed, __ATOMIC_RELAXED))
+        sib_shm_wake_armed (s);
+    return true;
+}
 SIB_HIDDEN int64_t sib_shm_peek (struct sib_conn *c, uint8_t **p);
 SIB_HIDDEN void sib_shm_consumed (struct sib_conn *c, uint32_t n);
 SIB_HIDDEN bool sib_shm_arm (struct sib_conn *c);

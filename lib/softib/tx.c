@@ -69,14 +69,23 @@ void sib_send_complete (struct sib_qp *qp, struct sib_swqe *w, enum ibv_wc_statu
 /* Completes every transmitted WQE with seq < seq_excl. */
 void sib_sq_ack (struct sib_qp *qp, uint32_t seq_excl)
 {
-    while (qp->sq_done != qp->sq_tx) {
-        struct sib_swqe *w = &qp->sq[qp->sq_done & (qp->sq_cap - 1)];
+    uint32_t done = qp->sq_done, start = done;
+
+    while (done != qp->sq_tx) {
+        struct sib_swqe *w = &qp->sq[done & (qp->sq_cap - 1)];
 
         if ((int32_t)(w->seq - seq_excl) >= 0 || !w->sent)
             break;
-        sib_send_complete (qp, w, IBV_WC_SUCCESS);
-        qp->rnr_left = qp->attr.rnr_retry;
+        if (w->signaled) {
+            qp->sq_done = done;
+            sib_send_complete (qp, w, IBV_WC_SUCCESS);
+        }
+        /* an unsignaled one only moves sq_done (sib_send_complete) */
+        done++;
     }
+    qp->sq_done = done;
+    if (done != start)
+        qp->rnr_left = qp->attr.rnr_retry;
 }
 
 static void wqe_build_hdr (struct sib_qp *qp, struct sib_swqe *w)
