@@ -249,12 +249,16 @@ uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n)
                || p[used] == (SIB_OP_SEND_IMM | SIB_OP_SHORT))) {
         const uint8_t *m = p + used;
         enum ibv_wc_status st;
-        const struct sib_rwqe *w;
+        const struct sib_rwqe_e *w;
         struct sib_hdr h;
         uint64_t wr_id;
         uint8_t *dst;
 
+        /* the opcode tested again on our copy: the peer may rewrite the
+         * ring under us, and only this copy is what we act on */
         memcpy (&h, m, SIB_HDR_SHORT);
+        if (h.op != (SIB_OP_SEND | SIB_OP_SHORT) && h.op != (SIB_OP_SEND_IMM | SIB_OP_SHORT))
+            break;
         h.op &= (uint8_t)~SIB_OP_SHORT;
         h.lid = le16toh (h.lid);
         h.len = le32toh (h.len);

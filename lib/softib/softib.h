@@ -367,6 +367,15 @@ struct sib_rwqe {
     struct ibv_sge sge[SIB_MAX_SGE];
 };
 
+/* A receive ring's entry: its max_sge sges only. */
+struct sib_rwqe_e {
+    uint64_t wr_id;
+    uint32_t nsge;
+    struct ibv_sge sge[];
+};
+_Static_assert(offsetof (struct sib_rwqe_e, sge) == offsetof (struct sib_rwqe, sge),
+               "a ring entry is a WQE cut after its sges");
+
 struct sib_rq {
     /* cap entries of `stride` bytes: a WQE and max_sge sges, not all 16
      * (one sge: 32 bytes, not 272, so a deep queue stays in the cache) */
@@ -377,9 +386,9 @@ struct sib_rq {
 
 /* Entry i (a count, masked here) of a receive ring: its sges past
  * max_sge are not there. */
-static inline struct sib_rwqe *sib_rq_slot (const struct sib_rq *rq, uint32_t i)
+static inline struct sib_rwqe_e *sib_rq_slot (const struct sib_rq *rq, uint32_t i)
 {
-    return (struct sib_rwqe *)(rq->ring + (size_t)(i & (rq->cap - 1)) * rq->stride);
+    return (struct sib_rwqe_e *)(rq->ring + (size_t)(i & (rq->cap - 1)) * rq->stride);
 }
 
 struct sib_srq {
@@ -396,7 +405,7 @@ SIB_HIDDEN int sib_rq_init (struct sib_rq *rq, uint32_t max_wr, uint32_t max_sge
 static inline int sib_rq_post (struct sib_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     for (; wr; wr = wr->next) {
-        struct sib_rwqe *w;
+        struct sib_rwqe_e *w;
 
         if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
             *bad = wr;

@@ -41,7 +41,7 @@ int sib_rq_init (struct sib_rq *rq, uint32_t max_wr, uint32_t max_sge)
 
 bool sib_rq_pop (struct sib_rq *rq, struct sib_rwqe *out)
 {
-    const struct sib_rwqe *w;
+    const struct sib_rwqe_e *w;
 
     if (rq->head == rq->tail)
         return false;
@@ -160,7 +160,7 @@ SIB_EXPORT int ibv_modify_srq (struct ibv_srq *ibsrq, struct ibv_srq_attr *a, in
                 rc = errno;
             } else {
                 while (sib_rq_pop (&srq->rq, &w)) {
-                    struct sib_rwqe *n = sib_rq_slot (&nrq, nrq.head++);
+                    struct sib_rwqe_e *n = sib_rq_slot (&nrq, nrq.head++);
 
                     n->wr_id = w.wr_id;
                     n->nsge = w.nsge;
