@@ -193,14 +193,13 @@ void sib_resp_header (struct sib_conn *c)
     }
 }
 
-/* The receive completion of request h, which consumed the receive wr_id. */
-static inline __attribute__ ((always_inline)) void
-push_recv_cqe (struct sib_qp *qp, uint64_t wr_id, const struct sib_hdr *h, enum ibv_wc_status st)
+/* The receive completion of request h, which consumed the receive wr_id,
+ * written into wc. */
+static inline __attribute__ ((always_inline)) void fill_recv_wc (struct ibv_wc *wc,
+                                                                 struct sib_qp *qp, uint64_t wr_id,
+                                                                 const struct sib_hdr *h,
+                                                                 enum ibv_wc_status st)
 {
-    struct ibv_wc *wc = sib_cq_slot (qp->rcq); /* filled in place */
-
-    if (!wc)
-        return;
     *wc = (struct ibv_wc){
         .wr_id = wr_id,
         .status = st,
@@ -215,6 +214,17 @@ push_recv_cqe (struct sib_qp *qp, uint64_t wr_id, const struct sib_hdr *h, enum 
         wc->wc_flags |= IBV_WC_WITH_IMM;
         wc->imm_data = h->imm;
     }
+}
+
+/* The receive completion of request h, which consumed the receive wr_id. */
+static void push_recv_cqe (struct sib_qp *qp, uint64_t wr_id, const struct sib_hdr *h,
+                           enum ibv_wc_status st)
+{
+    struct ibv_wc *wc = sib_cq_slot (qp->rcq); /* filled in place */
+
+    if (!wc)
+        return;
+    fill_recv_wc (wc, qp, wr_id, h, st);
     sib_cq_commit (qp->rcq, (h->flags & SIB_F_SOLICITED) != 0);
 }
 
@@ -239,11 +249,14 @@ static void recv_cqe (struct sib_qp *qp, struct sib_conn *c, enum ibv_wc_status 
 uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n)
 {
     struct sib_qp *qp = c->qp;
+    struct sib_cq *cq = qp->rcq;
     uint32_t used = 0;
+    bool locked = false;
 
     if (qp->resp_rnr_drop || qp->srq || !active (qp))
         return 0;
-    /* nothing below changes the QP's state: a run of them in one call */
+    /* nothing below changes the QP's state: a run of them in one call,
+     * under one take of the CQ's lock */
     while (n - used >= SIB_HDR_SHORT
            && (p[used] == (SIB_OP_SEND | SIB_OP_SHORT)
                || p[used] == (SIB_OP_SEND_IMM | SIB_OP_SHORT))) {
@@ -273,16 +286,27 @@ uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n)
                             IBV_ACCESS_LOCAL_WRITE, IBV_WC_LOC_PROT_ERR, &st);
         if (!dst)
             break; /* the general path reports it */
+        if (!locked) {
+            sib_lock (&cq->lock);
+            locked = true;
+        }
+        /* a full CQ, timestamps or an armed CQ: sib_cq_commit's cases,
+         * which the general path takes */
+        if (cq->head - cq->tail >= cq->size || cq->ts || cq->armed)
+            break;
         wr_id = w->wr_id;
         if (h.len <= 16)
             sib_copy_small (dst, m + SIB_HDR_SHORT, h.len);
         else
             memcpy (dst, m + SIB_HDR_SHORT, h.len);
         qp->rq.tail++;
-        push_recv_cqe (qp, wr_id, &h, IBV_WC_SUCCESS);
+        fill_recv_wc (&cq->ring[cq->head & (cq->size - 1)], qp, wr_id, &h, IBV_WC_SUCCESS);
+        cq->head++;
         qp->resp_expect++;
         used += SIB_HDR_SHORT + h.len;
     }
+    if (locked)
+        sib_unlock (&cq->lock);
     return used;
 }
 
