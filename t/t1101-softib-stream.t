@@ -41,10 +41,13 @@ test_expect_success 'RC send of 1-byte and odd-sized messages' '
 
 # On one host the stream goes through a 1 MiB ring (shm.c) and a reader
 # sees at most the bytes up to its end, so a header that crosses the end
-# arrives in two pieces.  A SEND's short header is 16 bytes: with 1-byte
-# sends (17 bytes a message) the second wrap falls 15 bytes into a header
-# (2^20 = -1 mod 17), and 3- and 5-byte sends move the cut elsewhere;
-# 400000 messages cross the end 6 times.
+# arrives in two pieces.  On the rings a SEND has a tiny 8-byte header, a
+# SEND with immediate data a short 16-byte one (wire.h).  While every
+# message takes them, 1-byte sends (9 bytes a message) are cut 4 and 3
+# bytes into a header at their first and third wraps (2^20 = 4 mod 9),
+# 5-byte sends (13) 5 and 1 bytes in (2^20 = 9 mod 13), and 3-byte sends
+# with immediate data (19) cut short headers 4, 8, 12, 1, 5 and 9 bytes in
+# (2^20 = 4 mod 19).
 test_expect_success 'RC send of tiny messages, headers cut at the ring end' '
 	vw_stream cut1 -o send -n 400000 -s 1 -u 64 &&
 	vw_stream cut3 -o send_imm -n 400000 -s 3 -u 64 &&

@@ -582,9 +582,9 @@ static bool consume (struct sib_conn *c)
         uint8_t *p = c->rbuf + c->st_off;
 
         if (!c->in_payload) {
-            /* A whole short SEND on a responder: one step (resp.c). */
-            if (c->kind == SIB_CONN_RC_RESP && !c->rh_have && avail >= SIB_HDR_SHORT
-                && (p[0] == (SIB_OP_SEND | SIB_OP_SHORT)
+            /* A whole tiny or short SEND on a responder: one step (resp.c). */
+            if (c->kind == SIB_CONN_RC_RESP && !c->rh_have && avail >= SIB_HDR_TINY
+                && (p[0] == (SIB_OP_SEND | SIB_OP_TINY) || p[0] == (SIB_OP_SEND | SIB_OP_SHORT)
                     || p[0] == (SIB_OP_SEND_IMM | SIB_OP_SHORT))) {
                 uint32_t k = sib_resp_fast_send (c, p, avail);
 
@@ -594,7 +594,9 @@ static bool consume (struct sib_conn *c)
                 }
             }
             uint8_t op = c->rh_have ? c->rh.op : p[0];
-            uint32_t end = op & SIB_OP_SHORT ? SIB_HDR_SHORT : sizeof (c->rh);
+            uint32_t end = op & SIB_OP_TINY ? SIB_HDR_TINY
+                : op & SIB_OP_SHORT         ? SIB_HDR_SHORT
+                                            : sizeof (c->rh);
             uint32_t k = end - c->rh_have;
 
             if (k > avail)
@@ -609,7 +611,19 @@ static bool consume (struct sib_conn *c)
             c->st_off += k;
             if (c->rh_have < end)
                 continue;
-            if (end == SIB_HDR_SHORT) {
+            if (end == SIB_HDR_TINY) {
+                /* in wire order, as the other headers, for on_header */
+                struct sib_hdr_tiny t;
+
+                memcpy (&t, &c->rh, SIB_HDR_TINY);
+                memset (&c->rh, 0, sizeof (c->rh));
+                c->rh.op = t.op & (uint8_t)~SIB_OP_TINY;
+                c->rh.flags = t.flags & (uint8_t)~SIB_F_IMM; /* no immediate */
+                c->rh.lid = htole16 (c->ctx->addr.lid);
+                c->rh.len = htole32 (le16toh (t.len));
+                c->rh.seq = t.seq;
+                c->rh_have = sizeof (c->rh);
+            } else if (end == SIB_HDR_SHORT) {
                 memset ((uint8_t *)&c->rh + SIB_HDR_SHORT, 0, sizeof (c->rh) - SIB_HDR_SHORT);
                 c->rh.op &= (uint8_t)~SIB_OP_SHORT;
                 c->rh_have = sizeof (c->rh);

@@ -216,8 +216,8 @@ bool sib_send_state_ok (struct sib_qp *qp)
  * The common post in one step: one SEND (or SEND with immediate) of one
  * sge, not inline, on an RC or UC QP in RTS whose earlier WQEs are all
  * written, to a peer on this host (the rings).  The WQE is queued as
- * post_one queues it, and written into the ring with a short header at
- * once, without sib_wr_op, sib_wqe_prepare's loops, sib_tx_progress and
+ * post_one queues it, and written into the ring with a tiny or short header
+ * (wire.h) at once, without sib_wr_op, sib_wqe_prepare's loops, sib_tx_progress and
  * the 48-byte header.  false with nothing changed when any of that does
  * not hold, or the sge fails its check (post_one marks the error): the
  * general path takes the WR.  qp->lock is held.
@@ -229,7 +229,7 @@ static bool post_send_fast (struct sib_qp *qp, const struct ibv_send_wr *wr)
     enum ibv_wc_status st;
     uint32_t len = wr->sg_list[0].length;
     uint8_t *p = NULL;
-    struct sib_hdr h;
+    bool put;
 
     if (qp->state != IBV_QPS_RTS || qp->qpx.qp_base.qp_type == IBV_QPT_UD || !c || !c->shm
         || c->connecting || c->dead || c->out_armed || c->olen != c->ooff
@@ -260,14 +260,29 @@ static bool post_send_fast (struct sib_qp *qp, const struct ibv_send_wr *wr)
     w->hdr.op = 0; /* no local error */
     w->seq = qp->next_seq++;
     qp->sq_head++;
-    /* wire.h: a short header, every field after imm implied 0 */
-    h.op = w->op | SIB_OP_SHORT;
-    h.flags = (w->solicited ? SIB_F_SOLICITED : 0) | (w->op == SIB_OP_SEND_IMM ? SIB_F_IMM : 0);
-    h.lid = htole16 (qp->ctx->addr.lid);
-    h.len = htole32 (len);
-    h.seq = htole32 (w->seq);
-    h.imm = w->imm;
-    if (sib_shm_put_short (c, &h, p, len)) {
+    if (w->op == SIB_OP_SEND && len <= UINT16_MAX && qp->attr.ah_attr.dlid == qp->ctx->addr.lid) {
+        /* wire.h: a tiny header, the LID the receiver's own */
+        struct sib_hdr_tiny t = {
+            .op = SIB_OP_SEND | SIB_OP_TINY,
+            .flags = w->solicited ? SIB_F_SOLICITED : 0,
+            .len = htole16 ((uint16_t)len),
+            .seq = htole32 (w->seq),
+        };
+
+        put = sib_shm_put_small (c, &t, SIB_HDR_TINY, p, len);
+    } else {
+        /* wire.h: a short header, every field after imm implied 0 */
+        struct sib_hdr h;
+
+        h.op = w->op | SIB_OP_SHORT;
+        h.flags = (w->solicited ? SIB_F_SOLICITED : 0) | (w->op == SIB_OP_SEND_IMM ? SIB_F_IMM : 0);
+        h.lid = htole16 (qp->ctx->addr.lid);
+        h.len = htole32 (len);
+        h.seq = htole32 (w->seq);
+        h.imm = w->imm;
+        put = sib_shm_put_small (c, &h, SIB_HDR_SHORT, p, len);
+    }
+    if (put) {
         w->sent = 1;
         qp->sq_tx++;
     } else {

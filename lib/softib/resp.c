@@ -236,7 +236,7 @@ static void recv_cqe (struct sib_qp *qp, struct sib_conn *c, enum ibv_wc_status 
 
 /*
  * The common request in one step: a SEND (or SEND with immediate) with a
- * short header, wholly in the n bytes at p, in sequence, on an active QP
+ * tiny or short header (wire.h), wholly in the n bytes at p, in sequence, on an active QP
  * without an SRQ whose next receive is one buffer that holds it, in a
  * registered MR the QP's cache knows.  It is taken, its payload copied and
  * its completion pushed without the header and sink state of the general
@@ -257,27 +257,45 @@ uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n)
         return 0;
     /* nothing below changes the QP's state: a run of them in one call,
      * under one take of the CQ's lock */
-    while (n - used >= SIB_HDR_SHORT
-           && (p[used] == (SIB_OP_SEND | SIB_OP_SHORT)
-               || p[used] == (SIB_OP_SEND_IMM | SIB_OP_SHORT))) {
+    while (n - used >= SIB_HDR_TINY) {
         const uint8_t *m = p + used;
         enum ibv_wc_status st;
         const struct sib_rwqe_e *w;
         struct sib_hdr h;
+        uint32_t hl;
         uint64_t wr_id;
         uint8_t *dst;
 
-        /* the opcode tested again on our copy: the peer may rewrite the
+        /* each opcode tested again on our copy: the peer may rewrite the
          * ring under us, and only this copy is what we act on */
-        memcpy (&h, m, SIB_HDR_SHORT);
-        if (h.op != (SIB_OP_SEND | SIB_OP_SHORT) && h.op != (SIB_OP_SEND_IMM | SIB_OP_SHORT))
+        if (m[0] == (SIB_OP_SEND | SIB_OP_TINY)) {
+            struct sib_hdr_tiny t;
+
+            memcpy (&t, m, SIB_HDR_TINY);
+            if (t.op != (SIB_OP_SEND | SIB_OP_TINY))
+                break;
+            h.op = SIB_OP_SEND;
+            h.flags = t.flags & (uint8_t)~SIB_F_IMM;
+            h.lid = c->ctx->addr.lid; /* wire.h: the receiver's own */
+            h.len = le16toh (t.len);
+            h.seq = le32toh (t.seq);
+            h.imm = 0;
+            hl = SIB_HDR_TINY;
+        } else if (n - used >= SIB_HDR_SHORT
+                   && (m[0] == (SIB_OP_SEND | SIB_OP_SHORT)
+                       || m[0] == (SIB_OP_SEND_IMM | SIB_OP_SHORT))) {
+            memcpy (&h, m, SIB_HDR_SHORT);
+            if (h.op != (SIB_OP_SEND | SIB_OP_SHORT) && h.op != (SIB_OP_SEND_IMM | SIB_OP_SHORT))
+                break;
+            h.op &= (uint8_t)~SIB_OP_SHORT;
+            h.lid = le16toh (h.lid);
+            h.len = le32toh (h.len);
+            h.seq = le32toh (h.seq);
+            hl = SIB_HDR_SHORT;
+        } else {
             break;
-        h.op &= (uint8_t)~SIB_OP_SHORT;
-        h.lid = le16toh (h.lid);
-        h.len = le32toh (h.len);
-        h.seq = le32toh (h.seq);
-        if (h.len > n - used - SIB_HDR_SHORT || h.seq != qp->resp_expect
-            || qp->rq.head == qp->rq.tail)
+        }
+        if (h.len > n - used - hl || h.seq != qp->resp_expect || qp->rq.head == qp->rq.tail)
             break;
         w = sib_rq_slot (&qp->rq, qp->rq.tail);
         if (w->nsge != 1 || w->sge[0].length < h.len || !w->sge[0].length)
@@ -296,14 +314,14 @@ uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n)
             break;
         wr_id = w->wr_id;
         if (h.len <= 16)
-            sib_copy_small (dst, m + SIB_HDR_SHORT, h.len);
+            sib_copy_small (dst, m + hl, h.len);
         else
-            memcpy (dst, m + SIB_HDR_SHORT, h.len);
+            memcpy (dst, m + hl, h.len);
         qp->rq.tail++;
         fill_recv_wc (&cq->ring[cq->head & (cq->size - 1)], qp, wr_id, &h, IBV_WC_SUCCESS);
         cq->head++;
         qp->resp_expect++;
-        used += SIB_HDR_SHORT + h.len;
+        used += hl + h.len;
     }
     if (locked)
         sib_unlock (&cq->lock);

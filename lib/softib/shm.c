@@ -49,10 +49,10 @@
 #define SIB_SHM_CTL 4096        /* control page before the rings */
 #define SIB_SHM_BYTES (SIB_SHM_CTL + 2 * (size_t)SIB_SHM_RING)
 /* The layout of the control page, its wake-up protocol and what the
- * rings carry (3: short headers, wire.h): in the name of the unix
- * endpoint, so that softib builds with another layout never meet there
- * (they use TCP between them). */
-#define SIB_SHM_LAYOUT 3
+ * rings carry (3: short headers, 4: tiny headers, wire.h): in the name of
+ * the unix endpoint, so that softib builds with another layout never meet
+ * there (they use TCP between them). */
+#define SIB_SHM_LAYOUT 4
 
 /* Each index and each flag has a cache line of its own: the producer
  * writes head per message and the consumer tail per batch, while the

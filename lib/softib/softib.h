@@ -642,23 +642,23 @@ SIB_HIDDEN bool sib_shm_want_space (struct sib_conn *c, bool on);
 /* The consumer asked to be woken (armed): clear it and poke it. */
 SIB_HIDDEN void sib_shm_wake_armed (struct sib_shm *s);
 
-/* sib_shm_put of a short header and at most 16 bytes of payload, inline
- * (once per small SEND): while the ring has room before its end, the
- * cached tail says so and no fence is needed (shm.c, shm_fast); anything
- * else goes to sib_shm_put. */
-static inline bool sib_shm_put_short (struct sib_conn *c, const void *h, const void *pay,
-                                      uint32_t plen)
+/* sib_shm_put of a tiny or short header (hlen, a constant at each call)
+ * and at most 16 bytes of payload, inline (once per small SEND): while
+ * the ring has room before its end, the cached tail says so and no fence
+ * is needed (shm.c, shm_fast); anything else goes to sib_shm_put. */
+static inline __attribute__ ((always_inline)) bool
+sib_shm_put_small (struct sib_conn *c, const void *h, uint32_t hlen, const void *pay, uint32_t plen)
 {
     struct sib_shm *s = c->shm;
     uint64_t head = s->tx_head;
-    uint32_t off = (uint32_t)(head & (s->size - 1)), n = SIB_HDR_SHORT + plen;
+    uint32_t off = (uint32_t)(head & (s->size - 1)), n = hlen + plen;
 
     if (__builtin_expect (plen > 16 || s->hello_left || !s->mb_fast || n > s->size - off
                               || s->size - (head - s->tx_tail) < n,
                           0))
-        return sib_shm_put (c, h, SIB_HDR_SHORT, pay, plen);
-    memcpy (s->txd + off, h, SIB_HDR_SHORT);
-    sib_copy_small (s->txd + off + SIB_HDR_SHORT, pay, plen);
+        return sib_shm_put (c, h, hlen, pay, plen);
+    memcpy (s->txd + off, h, hlen);
+    sib_copy_small (s->txd + off + hlen, pay, plen);
     s->tx_head = head + n;
     __atomic_store_n (&s->tx->head, head + n, __ATOMIC_RELEASE);
     __atomic_signal_fence (__ATOMIC_SEQ_CST); /* mb_fast: the peer's membarrier */

@@ -77,6 +77,23 @@ _Static_assert(__builtin_offsetof(struct sib_hdr, addr) == SIB_HDR_SHORT,
                "a short header ends before addr");
 _Static_assert(SIB_OP_MAX < SIB_OP_SHORT, "opcodes leave SIB_OP_SHORT free");
 
+/* A tiny header: 8 bytes, for a SEND without immediate data on the
+ * same-host rings between QPs of one LID (the sender's destination LID is
+ * its own): its op or'ed with SIB_OP_TINY, flags, a 16-bit length and the
+ * sequence number; the LID is the receiver's own, every other field 0.
+ * An 8-byte SEND is then 16 bytes in the ring, as the raw ring's message
+ * of bench/shm_ring.c.  Any receiver takes it. */
+#define SIB_OP_TINY 0x40
+#define SIB_HDR_TINY 8
+struct sib_hdr_tiny {
+    uint8_t op;
+    uint8_t flags;
+    uint16_t len;
+    uint32_t seq;
+};
+_Static_assert(sizeof (struct sib_hdr_tiny) == SIB_HDR_TINY, "a tiny header is 8 bytes");
+_Static_assert(SIB_OP_MAX < SIB_OP_TINY, "opcodes leave SIB_OP_TINY free");
+
 enum sib_hello_kind { SIB_HELLO_RC = 1, SIB_HELLO_UD = 2 };
 
 struct sib_hello {
