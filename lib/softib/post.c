@@ -260,8 +260,11 @@ static bool post_send_fast (struct sib_qp *qp, const struct ibv_send_wr *wr)
     w->hdr.op = 0; /* no local error */
     w->seq = qp->next_seq++;
     qp->sq_head++;
+    /* wire.h: a tiny header, the LID the receiver's own.  Both ends of a
+     * ring have one address (conn.c tries the rings only for a peer at
+     * this context's own), so one LID; the test of dlid keeps it so
+     * should that ever change (GID-addressed QPs keep the short one). */
     if (w->op == SIB_OP_SEND && len <= UINT16_MAX && qp->attr.ah_attr.dlid == qp->ctx->addr.lid) {
-        /* wire.h: a tiny header, the LID the receiver's own */
         struct sib_hdr_tiny t = {
             .op = SIB_OP_SEND | SIB_OP_TINY,
             .flags = w->solicited ? SIB_F_SOLICITED : 0,

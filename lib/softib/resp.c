@@ -253,10 +253,16 @@ uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n)
     uint32_t used = 0;
     bool locked = false;
 
-    if (qp->resp_rnr_drop || qp->srq || !active (qp))
+    /* a CQ that keeps completion times (fixed at its creation) takes the
+     * general path's sib_cq_commit_slow */
+    if (qp->resp_rnr_drop || qp->srq || !active (qp)
+        || (cq->wc_flags_ex
+            & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+               | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)))
         return 0;
     /* nothing below changes the QP's state: a run of them in one call,
-     * under one take of the CQ's lock */
+     * under one take of the CQ's lock, held across small payloads' copies
+     * only (what runs under it is short, softib.h) */
     while (n - used >= SIB_HDR_TINY) {
         const uint8_t *m = p + used;
         enum ibv_wc_status st;
@@ -304,19 +310,27 @@ uint32_t sib_resp_fast_send (struct sib_conn *c, const uint8_t *p, uint32_t n)
                             IBV_ACCESS_LOCAL_WRITE, IBV_WC_LOC_PROT_ERR, &st);
         if (!dst)
             break; /* the general path reports it */
+        /* The payload goes into the receive's buffer before the CQ is
+         * looked at: if the general path takes the message after all, it
+         * writes the same bytes there again. */
+        if (h.len <= 16) {
+            sib_copy_small (dst, m + hl, h.len);
+        } else {
+            if (locked && h.len > 256) {
+                sib_unlock (&cq->lock);
+                locked = false;
+            }
+            memcpy (dst, m + hl, h.len);
+        }
         if (!locked) {
             sib_lock (&cq->lock);
             locked = true;
         }
-        /* a full CQ, timestamps or an armed CQ: sib_cq_commit's cases,
-         * which the general path takes */
+        /* a full or an armed CQ: sib_cq_commit's cases, which the general
+         * path takes */
         if (cq->head - cq->tail >= cq->size || cq->ts || cq->armed)
             break;
         wr_id = w->wr_id;
-        if (h.len <= 16)
-            sib_copy_small (dst, m + hl, h.len);
-        else
-            memcpy (dst, m + hl, h.len);
         qp->rq.tail++;
         fill_recv_wc (&cq->ring[cq->head & (cq->size - 1)], qp, wr_id, &h, IBV_WC_SUCCESS);
         cq->head++;

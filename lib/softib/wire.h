@@ -1,9 +1,9 @@
 /*
  * wire.h - softib's TCP wire format.
  *
- * Every message is a 48-byte header (little-endian; a short one of 16
- * bytes for SENDs on the same-host rings) followed by `len` payload
- * bytes.  A connection starts with a HELLO from the side that
+ * Every message is a 48-byte header (little-endian; on the same-host
+ * rings a short one of 16 bytes for SENDs, and a tiny one of 8 for SENDs
+ * without immediate data, below) followed by `len` payload bytes.  A connection starts with a HELLO from the side that
  * connected.  RC uses one connection per direction of a QP pair: the
  * requester connects to the responder's endpoint, sends requests, and reads
  * the responses (ACK, NAK, READ/ATOMIC results) on the same stream.  UD
