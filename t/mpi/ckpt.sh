@@ -198,6 +198,13 @@ timelimit_margin = 30s" &&
 	spank_start_ibcrds 3
 }
 
+# How long a (restored) job may take to complete: a restored job redoes
+# nearly all of its work (its image is from its first seconds), and under
+# CI, with t5003 and t5004 running side by side on two cores, the
+# uninterrupted job alone took 5.8 minutes (2026-11-28); the time-limit
+# case waits as long.
+MPI_CKPT_RUN_MAX=600
+
 mpi_ckpt_ref() {
 	MPI_VERIFY_ARGS="-n $ITERS -c" MPI_ITERS=$ITERS mpi_srun "$1" ref $(mpi_ckpt_env_ "$1") &&
 	grep "^mpi_verify: OK " ref.out >ref.ok &&
@@ -276,7 +283,7 @@ mpi_ckpt_again() {
 }
 
 mpi_ckpt_finish() {
-	slurm_wait_job $J COMPLETED 300 &&
+	slurm_wait_job $J COMPLETED $MPI_CKPT_RUN_MAX &&
 	mpi_ckpt_same_ "$1" mv
 }
 
@@ -298,7 +305,7 @@ mpi_ckpt_drain() {
 	slurm_start_now $D &&
 	slurm_wait_job $D RUNNING 60 &&
 	test "$(spank_field $D NodeList)" = "n[1-2]" &&
-	slurm_wait_job $D COMPLETED 300 &&
+	slurm_wait_job $D COMPLETED $MPI_CKPT_RUN_MAX &&
 	mpi_ckpt_restored_on_ md.err $newest n1 0 1 &&
 	mpi_ckpt_restored_on_ md.err $newest n2 2 3 &&
 	mpi_ckpt_same_ "$1" md &&
@@ -324,7 +331,7 @@ mpi_ckpt_preempt() {
 	slurm_wait_job $P PENDING 30 &&
 	mv mp.out mp.out.1 && mv mp.err mp.err.1 &&
 	slurm_start_now $P &&
-	slurm_wait_job $P COMPLETED 300 &&
+	slurm_wait_job $P COMPLETED $MPI_CKPT_RUN_MAX &&
 	test "$(grep -c "restored from generation 1 " mp.err)" = 4 &&
 	mpi_ckpt_same_ "$1" mp
 }
@@ -388,6 +395,6 @@ mpi_ckpt_in_init() {
 	grep "inside P*MPI_Init.*could not be restored" mi.ckpt &&
 	test "$(mpi_ckpt_newest_gen $I)" = 0 &&
 	touch go-mi &&
-	slurm_wait_job $I COMPLETED 300 &&
+	slurm_wait_job $I COMPLETED $MPI_CKPT_RUN_MAX &&
 	mpi_ckpt_same_ "$1" mi
 }
