@@ -4,7 +4,7 @@
 # name; sourced after mpi.sh and spank/lib.sh (spank_verbs_setup,
 # mpi_setup done).
 #
-# A job is 4 ranks of mpi_verify (-n $ITERS) on 2 of 3 network-namespace
+# A job is 4 ranks of mpi_verify (-n $ITERS $MPI_CKPT_WORK) on 2 of 3 network-namespace
 # nodes, as $IBCR_JOB_USER, in a batch job with --checkpoint-ib; every
 # one must end with every message verified and the same OK line as the
 # uninterrupted run (ref.ok).  State kept between tests: $J (the job of
@@ -113,7 +113,7 @@ mpi_ckpt_sbatch_() {
 	fi
 	mpi_with "$mpi_cs_m" $(mpi_ckpt_env_ "$mpi_cs_m") mpi_ckpt_sbatch_tls_ --parsable "$@" \
 		-o job"$mpi_cs_n".out -e job"$mpi_cs_n".err \
-		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $MPI_CKPT_LAUNCH $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS -c $MPI_CKPT_VERIFY_OPTS"
+		--wrap "${mpi_cs_mark}srun --mpi=$(mpi_ckpt_plugin_ "$mpi_cs_m") $MPI_CKPT_SRUN_OPTS -o $mpi_cs_n.out -e $mpi_cs_n.err $MPI_CKPT_LAUNCH $(mpi_verify_of_ "$mpi_cs_m") -n $ITERS -c $MPI_CKPT_WORK $MPI_CKPT_VERIFY_OPTS"
 }
 
 # mpi_ckpt_runs_same_ MPI NAME: NAME.out, appended to by every run of
@@ -198,15 +198,32 @@ timelimit_margin = 30s" &&
 	spank_start_ibcrds 3
 }
 
+# What every job of these tests runs, the reference too: six sizes up to
+# 1 MiB (the largest go by UCX's rendezvous, RDMA reads of
+# the sender's buffer), one-sided slots of 256 KiB, and a pause of 150 ms
+# after each iteration.  With the default sizes (up to 4 MiB, slots of
+# 1 MiB) and no pause, a job of 250 iterations kept both cores busy for
+# 2.6 minutes on an idle machine, and for up to 7 under CI, where t5003
+# and t5004 run side by side (a CI run took an hour).  A quarter of the
+# bytes and the pauses (37 s in all) keep a job running long enough for
+# every scenario (two periodic generations, then a requeue; a time limit
+# of one minute) without holding the CPUs.
+MPI_CKPT_WORK="-s 48,1000,8000,65536,262144,1048576 -w 262144 -p 150"
+
 # How long a (restored) job may take to complete: a restored job redoes
 # nearly all of its work (its image is from its first seconds), and under
 # CI, with t5003 and t5004 running side by side on two cores, the
 # uninterrupted job alone took 5.8 minutes (2026-11-28); the time-limit
 # case waits as long.
 MPI_CKPT_RUN_MAX=600
+# How long the 4 ranks may take to be restored once Slurm runs the job
+# again, and to be checkpointed again: under the same load, the ranks of
+# a requeued job said they were restored 1 min 44 s after it went RUNNING
+# (2026-11-28; a wait of 60 s failed there).
+MPI_CKPT_RESTORE_MAX=300
 
 mpi_ckpt_ref() {
-	MPI_VERIFY_ARGS="-n $ITERS -c" MPI_ITERS=$ITERS mpi_srun "$1" ref $(mpi_ckpt_env_ "$1") &&
+	MPI_VERIFY_ARGS="-n $ITERS -c $MPI_CKPT_WORK" MPI_ITERS=$ITERS mpi_srun "$1" ref $(mpi_ckpt_env_ "$1") &&
 	grep "^mpi_verify: OK " ref.out >ref.ok &&
 	# Without libibcr, UCX keeps its own clock (what libibcr changes).
 	mpi_ckpt_clock_ ref.err "after MPI_Init" rdtsc &&
@@ -269,14 +286,15 @@ mpi_ckpt_requeue() {
 	slurm_start_now $J &&
 	slurm_wait_job $J RUNNING 60 &&
 	test "$(spank_field $J NodeList)" = "n[2-3]" &&
-	ibcr_wait_for 60 sh -c "test \$(grep -c \"restored from generation\" mv.err) = 4" &&
+	ibcr_wait_for $MPI_CKPT_RESTORE_MAX sh -c \
+		"test \"\$(grep -c \"restored from generation\" mv.err 2>/dev/null)\" = 4" &&
 	cat mv.err | ibcr_diag &&
 	mpi_ckpt_restored_on_ mv.err $newest n2 0 1 &&
 	mpi_ckpt_restored_on_ mv.err $newest n3 2 3
 }
 
 mpi_ckpt_again() {
-	ibcr_wait_for 90 mpi_ckpt_gen_after $J $newest &&
+	ibcr_wait_for $MPI_CKPT_RESTORE_MAX mpi_ckpt_gen_after $J $newest &&
 	again=$(mpi_ckpt_newest_gen $J) &&
 	test "$(mpi_ckpt_connections_ "$1" $J $again)" = 4 &&
 	grep "\"node\": \"n3\"" "$store/$J/gen-$again/manifest.json"

@@ -38,18 +38,22 @@
  * 1 MiB)  -S (say on stderr when MPI_Init has returned)  -c (say on
  * stderr which clock UCX reads, after MPI_Init and before MPI_Finalize:
  * "UCX clock after MPI_Init: gettimeofday, 1000000 ticks/s", or rdtsc
- * and the counter's rate)  -x (self-test of the checker: rank 1 flips
- * the last byte of its last, largest message to rank 0, which must
- * abort).
+ * and the counter's rate)  -p MS (every rank sleeps MS milliseconds
+ * after each iteration: a job that lasts without keeping the CPUs busy,
+ * for tests that act on it while it runs; the result is the same)
+ * -x (self-test of the checker: rank 1 flips the last byte of its last,
+ * largest message to rank 0, which must abort).
  */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
+#include <errno.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define VERIFY_MAGIC 0x6962637276657269ull /* "ibcrveri" */
@@ -81,6 +85,17 @@ static void die (const char *fmt, ...)
     fflush (stderr);
     MPI_Abort (MPI_COMM_WORLD, 2);
     exit (2);
+}
+
+/* Sleep ms milliseconds.  Relative, resumed with what is left when a
+ * signal (or a checkpoint's freeze) cuts it short: a deadline on the
+ * monotonic clock would mean nothing on the node a rank is restored on. */
+static void pause_ms (int ms)
+{
+    struct timespec left = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+    while (nanosleep (&left, &left) != 0 && errno == EINTR)
+        ;
 }
 
 static void check_mpi (int rc, const char *what)
@@ -298,7 +313,7 @@ int main (int argc, char **argv)
     MPI_Request *req;
     MPI_Status *st;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int opt, len, corrupt = 0, it, rma = 1, slot = 0, started = 0, tell_clock = 0;
+    int opt, len, corrupt = 0, it, rma = 1, slot = 0, started = 0, tell_clock = 0, pace_ms = 0;
     const char *until = NULL;
     unsigned char **put = NULL, **got = NULL, *wbase = NULL;
     uint64_t *acc_in = NULL, rmas = 0;
@@ -311,7 +326,7 @@ int main (int argc, char **argv)
     gethostname (host, sizeof (host) - 1);
 
     nsizes = parse_sizes ("48,1000,8000,65536,1048576,4194304", sizes);
-    while ((opt = getopt (argc, argv, "n:s:qu:xRw:Sc")) != -1) {
+    while ((opt = getopt (argc, argv, "n:s:qu:xRw:Scp:")) != -1) {
         switch (opt) {
         case 'n':
             iters = atoi (optarg);
@@ -340,6 +355,11 @@ int main (int argc, char **argv)
         case 'c':
             tell_clock = 1;
             break;
+        case 'p':
+            pace_ms = atoi (optarg);
+            if (pace_ms < 0 || pace_ms > 60000)
+                die ("-p: a pause is 0 to 60000 milliseconds");
+            break;
         case 'w':
             slot = atoi (optarg);
             if (slot < HDR_BYTES || slot > (1 << 26))
@@ -347,7 +367,7 @@ int main (int argc, char **argv)
             break;
         default:
             die ("usage: mpi_verify [-n ITERS] [-s SIZE,...] [-q] [-u FILE] [-x] [-R] "
-                 "[-w SIZE] [-S] [-c]");
+                 "[-w SIZE] [-S] [-c] [-p MS]");
         }
     }
     if (iters < 1)
@@ -525,6 +545,8 @@ int main (int argc, char **argv)
 
         if (rma)
             rmas += one_sided (win, wbase, slot, it, put, got, acc_in, want);
+        if (pace_ms)
+            pause_ms (pace_ms);
     }
 
     iters = it;
