@@ -24,6 +24,9 @@ TESTS += t0005-harness-leftovers.t
 # Working from a folder far below the trash directory, as a deep clone.
 TESTS += t0007-harness-deep-path.t
 
+# A test stopped by a signal (SIGTERM, ^C) still runs its teardown.
+TESTS += t0008-harness-interrupt.t
+
 # The one C style (.clang-format), over every C file git knows.
 TESTS += t0006-style.t
 TESTS += t9999-leftovers.t

@@ -8,7 +8,8 @@
 #   ibcr_atexit CMD     run CMD (a function name with arguments) once at the
 #                       end: under sharness before the trash directory is
 #                       removed on success, and from the EXIT trap on
-#                       failure or an unexpected exit.  The last registered
+#                       failure, an unexpected exit, or an interrupt
+#                       (SIGINT, SIGTERM, SIGHUP).  The last registered
 #                       runs first.  Each CMD must be idempotent.
 #   ibcr_failed         true when the test script has a failure so far
 #                       (teardown uses it to print daemon logs).
@@ -62,4 +63,14 @@ if command -v test_done >/dev/null 2>&1 && command -v die >/dev/null 2>&1; then
 	# Failure path: the EXIT trap.  Keep sharness's own `die` last, with
 	# the original exit status, so its "unexpected exit" check still works.
 	trap 'ibcr_exit_rc=$?; ibcr_run_atexit; (exit $ibcr_exit_rc); die' EXIT
+	# Interrupted: ^C (SIGINT to the whole process group), SIGTERM or
+	# SIGHUP would end the shell without its EXIT trap and leave clusters,
+	# mounts and namespaces up.  Exit instead, so the teardown runs.  The
+	# TAP reader may be gone already: SIGPIPE is ignored from then on, so
+	# a write to it cannot end the teardown halfway.  A second signal
+	# during the teardown ends it.
+	for ibcr_sig_ in INT:130 TERM:143 HUP:129; do
+		# shellcheck disable=SC2064 # the status is fixed here
+		trap "trap '' PIPE; exit ${ibcr_sig_#*:}" "${ibcr_sig_%:*}"
+	done
 fi
