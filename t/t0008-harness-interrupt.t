@@ -29,15 +29,21 @@ EOF
 
 # it_stop NAME: should a case fail before its inner test ended, SIGTERM
 # it (what the first case shows to work), then the leftovers check over
-# its records and tag ends whatever is left.  By $IT_DIR, the trash
+# its records and tag names and ends whatever is left.  By $IT_DIR, the trash
 # folder: teardown may run from another.
 IT_DIR=$PWD
 it_stop() {
 	if test -s "$IT_DIR/$1.pid" && ibcr_alive "$(cat "$IT_DIR/$1.pid")"; then
-		kill -TERM "$(cat "$IT_DIR/$1.pid")"
-		ibcr_wait_for 120 ibcr_dead "$(cat "$IT_DIR/$1.pid")"
+		it_sp=$(cat "$IT_DIR/$1.pid")
+		kill -TERM $it_sp
+		# Still there: its whole session (it leads it), so that the
+		# check below does not take it for a test still running.
+		if ! ibcr_wait_for 120 ibcr_dead $it_sp; then
+			kill -KILL -- -$it_sp
+			ibcr_wait_for 30 ibcr_dead $it_sp
+		fi
 	fi
-	( IBCR_SUITE_TAG=$IT_DIR/$1/tag; ibcr_leftovers "$IT_DIR/$1/suite" ) >/dev/null
+	( IBCR_SUITE_TAG=$IT_DIR/$1/tag; ibcr_leftovers "$IT_DIR/$1/suite" ) | ibcr_diag
 }
 
 # it_run NAME: start the inner test in a session of its own (SIGINT at

@@ -43,13 +43,14 @@ ibcr_diag() {
 }
 
 ibcr_run_atexit() {
-	ibcr_ra_list=$ibcr_atexit_cmds
-	ibcr_atexit_cmds=
 	ibcr_ra_rc=0
-	while test -n "$ibcr_ra_list"; do
-		ibcr_ra_list=${ibcr_ra_list#|}
-		ibcr_ra_cmd=${ibcr_ra_list%%|*}
-		ibcr_ra_list=${ibcr_ra_list#*|}
+	# One command at a time off the list, as it starts: when a signal
+	# ends the shell during sharness's final cleanup (the success path),
+	# the EXIT trap's call goes on with the commands not yet run.
+	while test -n "$ibcr_atexit_cmds"; do
+		ibcr_atexit_cmds=${ibcr_atexit_cmds#|}
+		ibcr_ra_cmd=${ibcr_atexit_cmds%%|*}
+		ibcr_atexit_cmds=${ibcr_atexit_cmds#*|}
 		test -n "$ibcr_ra_cmd" || continue
 		eval "$ibcr_ra_cmd" || ibcr_ra_rc=1
 	done
@@ -68,7 +69,10 @@ if command -v test_done >/dev/null 2>&1 && command -v die >/dev/null 2>&1; then
 	# mounts and namespaces up.  Exit instead, so the teardown runs.  The
 	# TAP reader may be gone already: SIGPIPE is ignored from then on, so
 	# a write to it cannot end the teardown halfway.  A second signal
-	# during the teardown ends it.
+	# during the teardown ends it.  The shell acts on a signal once the
+	# command in the foreground ends: a wait loop's next sleep, but srun
+	# (20-slurm.sh: under timeout, in a process group of its own, which
+	# ^C does not reach) only at its end or IBCR_SRUN_TIMEOUT.
 	for ibcr_sig_ in INT:130 TERM:143 HUP:129; do
 		# shellcheck disable=SC2064 # the status is fixed here
 		trap "trap '' PIPE; exit ${ibcr_sig_#*:}" "${ibcr_sig_%:*}"
