@@ -4,11 +4,12 @@
 # name; sourced after mpi.sh and spank/lib.sh (spank_verbs_setup,
 # mpi_setup done).
 #
-# A job is 4 ranks of mpi_verify (-n $ITERS $MPI_CKPT_WORK) on 2 of 3 network-namespace
-# nodes, as $IBCR_JOB_USER, in a batch job with --checkpoint-ib; every
-# one must end with every message verified and the same OK line as the
-# uninterrupted run (ref.ok).  State kept between tests: $J (the job of
-# the periodic, requeue, again and finish tests), $filler, $newest.
+# A job is 4 ranks of mpi_verify (-n $ITERS $MPI_CKPT_WORK) on 2 of 3
+# network-namespace nodes, as $IBCR_JOB_USER, in a batch job with
+# --checkpoint-ib; every one must end with every message verified and
+# the same OK line as the uninterrupted run (ref.ok).  State kept
+# between tests: $J (the job of the periodic, requeue, again and finish
+# tests), $filler, $newest.
 #
 #   mpi_ckpt_cluster            3 netns nodes, partition "high" preempts
 #                               the default one (GraceTime 30), an ibcrd
@@ -201,14 +202,15 @@ timelimit_margin = 30s" &&
 # What every job of these tests runs, the reference too: six sizes up to
 # 1 MiB (the largest go by UCX's rendezvous, RDMA reads of
 # the sender's buffer), one-sided slots of 256 KiB, and a pause of 150 ms
-# after each iteration.  With the default sizes (up to 4 MiB, slots of
+# in each iteration, its point-to-point messages posted and not yet
+# waited for (a checkpoint then finds them in flight).  With the default sizes (up to 4 MiB, slots of
 # 1 MiB) and no pause, a job of 250 iterations kept both cores busy for
 # 2.6 minutes on an idle machine, and for up to 7 under CI, where t5003
 # and t5004 run side by side (a CI run took an hour).  A quarter of the
 # bytes and the pauses (37 s in all) keep a job running long enough for
 # every scenario (two periodic generations, then a requeue; a time limit
 # of one minute) without holding the CPUs.
-MPI_CKPT_WORK="-s 48,1000,8000,65536,262144,1048576 -w 262144 -p 150"
+: "${MPI_CKPT_WORK=-s 48,1000,8000,65536,262144,1048576 -w 262144 -p 150}"
 
 # How long a (restored) job may take to complete: a restored job redoes
 # nearly all of its work (its image is from its first seconds), and under

@@ -38,9 +38,11 @@
  * 1 MiB)  -S (say on stderr when MPI_Init has returned)  -c (say on
  * stderr which clock UCX reads, after MPI_Init and before MPI_Finalize:
  * "UCX clock after MPI_Init: gettimeofday, 1000000 ticks/s", or rdtsc
- * and the counter's rate)  -p MS (every rank sleeps MS milliseconds
- * after each iteration: a job that lasts without keeping the CPUs busy,
- * for tests that act on it while it runs; the result is the same)
+ * and the counter's rate)  -p MS (in each iteration every rank sleeps
+ * MS milliseconds with its point-to-point messages posted and not yet
+ * waited for: a job that lasts without keeping the CPUs busy, for tests
+ * that checkpoint it while it runs, and finds messages in flight; the
+ * result is the same)
  * -x (self-test of the checker: rank 1 flips the last byte of its last,
  * largest message to rank 0, which must abort).
  */
@@ -459,6 +461,10 @@ int main (int argc, char **argv)
                            "MPI_Isend");
             }
         }
+        /* -p: with every message of this round posted and none waited
+         * for, so that a checkpoint then finds them in flight */
+        if (pace_ms)
+            pause_ms (pace_ms);
         check_mpi (MPI_Waitall (nreq, req, st), "MPI_Waitall");
         /* same-tag messages of a pair are matched in order: seq too */
         for (int p = 0; p < nranks; p++) {
@@ -545,8 +551,6 @@ int main (int argc, char **argv)
 
         if (rma)
             rmas += one_sided (win, wbase, slot, it, put, got, acc_in, want);
-        if (pace_ms)
-            pause_ms (pace_ms);
     }
 
     iters = it;
