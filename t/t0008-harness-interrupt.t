@@ -6,7 +6,9 @@ cluster (munged, slurmctld, slurmd, cgroup mounts, a /run folder, a
 short folder in /tmp) and waits.  Stopped by SIGTERM, or by SIGINT to
 its whole process group (^C in a terminal), it must end within a bound,
 saying so, with its teardown run: the leftovers check (t/sharness.d/
-03-leftovers.sh, over its own records and tag) finds nothing.  Before
+03-leftovers.sh, over its own records and tag) finds nothing.  Stopped
+in the first step of its teardown after it passed, the other steps
+still run.  Before
 01-atexit.sh trapped these signals the shell died on them without its
 EXIT trap, and the cluster stayed up.'
 
@@ -14,23 +16,29 @@ EXIT trap, and the cluster stayed up.'
 ibcr_require ROOT SLURM
 
 # The inner test: a cluster, its pid and "up" in $IT_MARK, then a wait
-# the signal cuts short.
+# the signal cuts short.  With IT_HOLD set it passes instead, and the
+# first step of its teardown (it_hold, registered after slurm_start's
+# slurm_stop) says "held" and waits there.
 cat >t0000-inner.t <<\EOF
 #!/bin/sh
 test_description='inner: a cluster, then a wait'
 . "$SHARNESS_TEST_SRCDIR"/sharness.sh
+it_hold() {
+	echo held >>"$IT_MARK"
+	ibcr_wait_for 600 false
+}
 test_expect_success 'a cluster, then a wait for a signal' '
 	slurm_start 1 &&
 	echo "up $$" >"$IT_MARK" &&
-	ibcr_wait_for 600 false
+	if test -n "$IT_HOLD"; then ibcr_atexit it_hold; else ibcr_wait_for 600 false; fi
 '
 test_done
 EOF
 
 # it_stop NAME: should a case fail before its inner test ended, SIGTERM
 # it (what the first case shows to work), then the leftovers check over
-# its records and tag names and ends whatever is left.  By $IT_DIR, the trash
-# folder: teardown may run from another.
+# its records and tag names and ends whatever is left.  By $IT_DIR, the
+# trash folder: teardown may run from another.
 IT_DIR=$PWD
 it_stop() {
 	if test -s "$IT_DIR/$1.pid" && ibcr_alive "$(cat "$IT_DIR/$1.pid")"; then
@@ -57,23 +65,24 @@ it_run() {
 	# background, in a subshell).
 	env --default-signal=INT,TERM,HUP \
 		SHARNESS_TEST_DIRECTORY="$PWD/$1" IBCR_SUITE_DIR="$PWD/$1/suite" \
-		IBCR_SUITE_TAG="$PWD/$1/tag" IT_MARK="$PWD/$1.mark" \
+		IBCR_SUITE_TAG="$PWD/$1/tag" IT_MARK="$PWD/$1.mark" IT_HOLD="${IT_HOLD-}" \
 		setsid sh ./t0000-inner.t >"$1.out" 2>&1 </dev/null &
 	it_shell=$! &&
 	echo $it_shell >"$1.pid" &&
 	{ ibcr_wait_for 120 grep -qs "^up " "$1.mark" ||
 		{ cat "$1.out" | ibcr_diag; false; }; } &&
-	test "$(cat "$1.mark")" = "up $it_shell"
+	test "$(head -n 1 "$1.mark")" = "up $it_shell"
 }
 
-# it_gone NAME: the inner test ended within 120 s, said why, and left
-# nothing: no /run folder or cgroup mount of its pid, and nothing for
-# the leftovers check over its records and tag.
+# it_gone NAME [CODE]: the inner test ended within 120 s, said it exited
+# with CODE (a failure, not a passed test stopped in its teardown), and
+# left nothing: no /run folder or cgroup mount of its pid, and nothing
+# for the leftovers check over its records and tag.
 it_gone() {
 	{ ibcr_wait_for 120 ibcr_dead $it_shell ||
 		{ echo "the inner test (pid $it_shell) still runs after 120 s"; false; }; } &&
 	cat "$1.out" | ibcr_diag &&
-	{ grep "FATAL: Unexpected exit with code $2" "$1.out" ||
+	{ test -z "$2" || grep "FATAL: Unexpected exit with code $2" "$1.out" ||
 		{ echo "the inner test ended without saying it exited with $2: no teardown ran"; false; }; } &&
 	! test -e /run/ibcr.$it_shell &&
 	! grep " /run/ibcr\.$it_shell/" /proc/mounts &&
@@ -91,6 +100,14 @@ test_expect_success 'SIGINT to its whole process group (^C): the same' '
 	it_run int &&
 	kill -s INT -- -$it_shell &&
 	it_gone int 130
+'
+
+test_expect_success 'SIGTERM in the first step of a passed test'"'"'s teardown: the other steps still run' '
+	IT_HOLD=1 it_run hold &&
+	{ ibcr_wait_for 120 grep -qx held hold.mark ||
+		{ cat hold.out | ibcr_diag; false; }; } &&
+	kill -TERM $it_shell &&
+	it_gone hold
 '
 
 test_done

@@ -200,13 +200,14 @@ timelimit_margin = 30s" &&
 }
 
 # What every job of these tests runs, the reference too: six sizes up to
-# 1 MiB (the largest go by UCX's rendezvous, RDMA reads of
-# the sender's buffer), one-sided slots of 256 KiB, and a pause of 150 ms
-# in each iteration, its point-to-point messages posted and not yet
-# waited for (a checkpoint then finds them in flight).  With the default sizes (up to 4 MiB, slots of
-# 1 MiB) and no pause, a job of 250 iterations kept both cores busy for
-# 2.6 minutes on an idle machine, and for up to 7 under CI, where t5003
-# and t5004 run side by side (a CI run took an hour).  A quarter of the
+# 1 MiB (the largest go by UCX's rendezvous, RDMA reads of the sender's
+# buffer), one-sided slots of 256 KiB, and a pause of 150 ms in each
+# iteration, its point-to-point messages posted and not yet waited for
+# (a checkpoint then finds them in flight).  With the default sizes (up
+# to 4 MiB, slots of 1 MiB) and no pause, a job of 250 iterations kept
+# both cores busy for 2.6 minutes on an idle machine, and for up to 7
+# under CI, where t5003 and t5004 run side by side (a CI run took an
+# hour).  A quarter of the
 # bytes and the pauses (37 s in all) keep a job running long enough for
 # every scenario (two periodic generations, then a requeue; a time limit
 # of one minute) without holding the CPUs.
