@@ -37,6 +37,7 @@
 # Usage (root, from a built tree):
 #   bench/ckpt-stall-bench.sh [--cases "1x1024 1x4096 1x16384 8x512"]
 #       [--staging DIR] [--dir DIR] [--variants "base pipe64m ..."]
+#       [--rounds N] [--big-rounds N] [--keep]
 # --staging (default /dev/shm) is where CRIU dumps, --dir (default
 # /var/tmp) holds the storage the images are committed to.  A case runs
 # only if this machine has the memory: the probes plus, with staging on
@@ -52,9 +53,14 @@
 #                in ibcrd's environment, which CRIU inherits): extra
 #                CRIU options without changing ibcrd
 #   staging:DIR  another staging folder for this variant
+#   dirtyN       vm.dirty_ratio = N (and vm.dirty_background_ratio =
+#                N / 2) for the run, restored afterwards: how much of the
+#                page cache an image may dirty before the kernel makes
+#                CRIU wait for writeback (staging on a disk)
 # and A+B: both (e.g. pipe16m+staging:/var/tmp).
 # --rounds N repeats every case N times (variants interleaved in each
-# round; cases of 8 GiB and more run once) and adds a table of medians.
+# round; cases of 8 GiB and more run --big-rounds times, default once)
+# and adds a table of medians.
 # Prints one markdown table; the manifests and CRIU logs of the last run
 # stay in DIR/ckpt-stall.*/ with --keep.
 set -eu
@@ -64,6 +70,7 @@ BASE=${TMPDIR:-/var/tmp}
 SBASE=/dev/shm
 VARIANTS=base
 ROUNDS=1
+BIG_ROUNDS=1
 KEEP=0
 while test $# -gt 0; do
 	case $1 in
@@ -72,8 +79,9 @@ while test $# -gt 0; do
 	--staging) SBASE=$2; shift 2 ;;
 	--variants) VARIANTS=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
+	--big-rounds) BIG_ROUNDS=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	*) echo "usage: $0 [--cases \"1x1024 8x512\"] [--staging DIR] [--dir DIR] [--variants \"base pipe8m criu:FILE staging:DIR pipe8m+staging:DIR\"] [--rounds N] [--keep]" >&2
+	*) echo "usage: $0 [--cases \"1x1024 8x512\"] [--staging DIR] [--dir DIR] [--variants \"base pipe8m dirty40 criu:FILE staging:DIR pipe8m+staging:DIR\"] [--rounds N] [--big-rounds N] [--keep]" >&2
 	   exit 2 ;;
 	esac
 done
@@ -98,13 +106,21 @@ SDIRS=
 PIDS=
 DPID=
 PIPE_MAX0=$(cat /proc/sys/fs/pipe-max-size)
+DIRTY0=$(cat /proc/sys/vm/dirty_ratio)
+DIRTYBG0=$(cat /proc/sys/vm/dirty_background_ratio)
+# sysctls back to what they were before this run
+sysctls_restore() {
+	echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
+	echo "$DIRTY0" >/proc/sys/vm/dirty_ratio
+	echo "$DIRTYBG0" >/proc/sys/vm/dirty_background_ratio
+}
 cleanup() {
 	set +e
 	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
 	sleep 0.5
 	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
 	pkill -KILL -f "$W/probe.py" 2>/dev/null
-	echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
+	sysctls_restore
 	sleep 0.3
 	for d in $SDIRS; do rm -rf "$d"; done
 	test "$KEEP" = 1 || rm -rf "$W"
@@ -253,7 +269,9 @@ run_case() {
 			case $(cat /proc/$p/comm 2>/dev/null) in python*) echo $p ;; esac
 		done >"$W/$job.gap$r.hpid"
 		test "$(wc -l <"$W/$job.gap$r.hpid")" = 1 ||
-			{ echo "ckpt-stall-bench: no single probe $job/$r" >&2; exit 1; }
+			{ echo "ckpt-stall-bench: no single probe $job/$r: found" \
+				"'$(pgrep -a -f -- "$W/probe.py $mib $W/$job.gap$r\$" | tr '\n' ';')';" \
+				"its output: '$(tr '\n' ' ' <"$W/$job.$r.out")'" >&2; exit 1; }
 		r=$((r + 1))
 	done
 	sleep 1
@@ -311,27 +329,31 @@ run_case() {
 echo "ckpt-stall-bench: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg)," \
 	"$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo) GiB available," \
 	"memcpy $MEMCPY MB/s, staging $SBASE, storage $W," \
-	"fs.pipe-max-size $(cat /proc/sys/fs/pipe-max-size)" >&2
+	"fs.pipe-max-size $(cat /proc/sys/fs/pipe-max-size), vm.dirty_ratio $DIRTY0, vm.dirty_background_ratio $DIRTYBG0" >&2
 echo "| variant | case | GiB | stall | ibcr before dump | dump | ibcr after dump | task dumps | CRIU freeze | CRIU page copy | CRIU image write | CRIU other | dd same bytes | memcpy | stall/dd | CRIU CPU | dd CPU | CPU/dd |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 # Variants interleaved case by case and round by round, so that the
 # machine's state (other load, memory, page cache) hits them alike.
 for c in $CASES; do
 	rr=$ROUNDS
-	test $((${c%%x*} * ${c#*x})) -lt 8192 || rr=1
+	test $((${c%%x*} * ${c#*x})) -lt 8192 || rr=$BIG_ROUNDS
 	i=0
 	while test $i -lt $rr; do
 		i=$((i + 1))
 		for v in $VARIANTS; do
 			CRIU_CONF=
 			st=$SBASE
-			echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
+			sysctls_restore
 			for o in $(echo "$v" | tr + ' '); do
 				case $o in
 				base) ;;
 				pipe*m)
 					mb=${o#pipe}
 					echo $((${mb%m} * 1048576)) >/proc/sys/fs/pipe-max-size ;;
+				dirty*)
+					pct=${o#dirty}
+					echo $((pct / 2)) >/proc/sys/vm/dirty_background_ratio
+					echo "$pct" >/proc/sys/vm/dirty_ratio ;;
 				criu:*) CRIU_CONF=${o#criu:} ;;
 				staging:*) st=${o#staging:} ;;
 				*) echo "ckpt-stall-bench: unknown variant $o" >&2; exit 2 ;;
@@ -348,10 +370,10 @@ for c in $CASES; do
 		done
 	done
 done
-echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
-test "$ROUNDS" -gt 1 || exit 0
+sysctls_restore
+test "$ROUNDS" -gt 1 || test "$BIG_ROUNDS" -gt 1 || exit 0
 echo
-echo "Medians over $ROUNDS rounds (range), ms:"
+echo "Medians over each case's n rounds (range), ms:"
 echo
 python3 - "$W/rows" <<'PY'
 import statistics, sys
