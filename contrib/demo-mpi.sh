@@ -127,7 +127,7 @@ slurm_wait_job "$job" RUNNING 60 || fail "job $job did not start again"
 echo "    job $job runs again, now on $(squeue -h -j "$job" -o %N) (n1 is taken by job $high)"
 
 say "the next run restores the 4 ranks on their new nodes instead of starting hpcc again"
-ibcr_wait_for 120 sh -c "test \$(grep -c 'restored from generation' job/hpcc.err) = 4" ||
+ibcr_wait_for 120 sh -c "test \"\$(grep -cs 'restored from generation' job/hpcc.err)\" = 4" ||
 	fail "the ranks were not restored: $(cat job/hpcc.err)"
 sed 's/^/    /' job/hpcc.err
 

@@ -614,7 +614,10 @@ slurm_stop() {
 		# Jobs outlive `scontrol shutdown` (their slurmstepds keep
 		# running), so end them first, through Slurm, without waiting
 		# out KillWait: teardown need not be gentle with test jobs.
-		ibcr_jobs=$(squeue -h -t running,suspended -o %A 2>/dev/null)
+		# A job cancelled just before (still COMPLETING) is waited for
+		# too: its slurmstepd would otherwise retry its completion
+		# against a gone slurmctld and hold its slurmd past shutdown.
+		ibcr_jobs=$(squeue -h -t running,suspended,completing -o %A 2>/dev/null)
 		if test -n "$ibcr_jobs"; then
 			scancel --full -s KILL $ibcr_jobs 2>/dev/null
 			# Also wait out COMPLETING: a slurmd whose epilog-complete
