@@ -54,13 +54,14 @@
 #                CRIU options without changing ibcrd
 #   staging:DIR  another staging folder for this variant
 #   dirtyN       vm.dirty_ratio = N (and vm.dirty_background_ratio =
-#                N / 2) for the run, restored afterwards: how much of the
-#                page cache an image may dirty before the kernel makes
-#                CRIU wait for writeback (staging on a disk)
+#                N / 2) for the run, restored afterwards (the _bytes
+#                forms too, if the node sets those): how much of the
+#                memory an image may dirty before the kernel makes CRIU
+#                wait for writeback (staging on a disk)
 # and A+B: both (e.g. pipe16m+staging:/var/tmp).
 # --rounds N repeats every case N times (variants interleaved in each
-# round; cases of 8 GiB and more run --big-rounds times, default once)
-# and adds a table of medians.
+# round; cases of 8 GiB and more run --big-rounds times, default once);
+# with more than one round of either, a table of medians follows.
 # Prints one markdown table; the manifests and CRIU logs of the last run
 # stay in DIR/ckpt-stall.*/ with --keep.
 set -eu
@@ -78,8 +79,13 @@ while test $# -gt 0; do
 	--dir) BASE=$2; shift 2 ;;
 	--staging) SBASE=$2; shift 2 ;;
 	--variants) VARIANTS=$2; shift 2 ;;
-	--rounds) ROUNDS=$2; shift 2 ;;
-	--big-rounds) BIG_ROUNDS=$2; shift 2 ;;
+	--rounds|--big-rounds)
+		case $2 in
+		[1-9]|[1-9][0-9]) ;;
+		*) echo "ckpt-stall-bench: $1 $2: want a number of rounds (1-99)" >&2; exit 2 ;;
+		esac
+		if test "$1" = --rounds; then ROUNDS=$2; else BIG_ROUNDS=$2; fi
+		shift 2 ;;
 	--keep) KEEP=1; shift ;;
 	*) echo "usage: $0 [--cases \"1x1024 8x512\"] [--staging DIR] [--dir DIR] [--variants \"base pipe8m dirty40 criu:FILE staging:DIR pipe8m+staging:DIR\"] [--rounds N] [--big-rounds N] [--keep]" >&2
 	   exit 2 ;;
@@ -108,11 +114,27 @@ DPID=
 PIPE_MAX0=$(cat /proc/sys/fs/pipe-max-size)
 DIRTY0=$(cat /proc/sys/vm/dirty_ratio)
 DIRTYBG0=$(cat /proc/sys/vm/dirty_background_ratio)
-# sysctls back to what they were before this run
+DIRTYB0=$(cat /proc/sys/vm/dirty_bytes)
+DIRTYBGB0=$(cat /proc/sys/vm/dirty_background_bytes)
+DIRTY_SET=0
+# sysctls back to what they were before this run.  Writing a dirty ratio
+# clears its _bytes form (and the other way round), so the writeback
+# limits are written only if a dirtyN variant changed them, each in the
+# form the node had.
 sysctls_restore() {
 	echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
-	echo "$DIRTY0" >/proc/sys/vm/dirty_ratio
-	echo "$DIRTYBG0" >/proc/sys/vm/dirty_background_ratio
+	test "$DIRTY_SET" = 1 || return 0
+	if test "$DIRTYB0" != 0; then
+		echo "$DIRTYB0" >/proc/sys/vm/dirty_bytes
+	else
+		echo "$DIRTY0" >/proc/sys/vm/dirty_ratio
+	fi
+	if test "$DIRTYBGB0" != 0; then
+		echo "$DIRTYBGB0" >/proc/sys/vm/dirty_background_bytes
+	else
+		echo "$DIRTYBG0" >/proc/sys/vm/dirty_background_ratio
+	fi
+	DIRTY_SET=0
 }
 cleanup() {
 	set +e
@@ -125,7 +147,10 @@ cleanup() {
 	for d in $SDIRS; do rm -rf "$d"; done
 	test "$KEEP" = 1 || rm -rf "$W"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 cat >"$W/probe.py" <<'PY'
 import os, signal, sys, time
@@ -352,6 +377,11 @@ for c in $CASES; do
 					echo $((${mb%m} * 1048576)) >/proc/sys/fs/pipe-max-size ;;
 				dirty*)
 					pct=${o#dirty}
+					case $pct in
+					[1-9]|[1-9][0-9]|100) ;;
+					*) echo "ckpt-stall-bench: $o: want dirtyN, N a percentage (1-100)" >&2; exit 2 ;;
+					esac
+					DIRTY_SET=1
 					echo $((pct / 2)) >/proc/sys/vm/dirty_background_ratio
 					echo "$pct" >/proc/sys/vm/dirty_ratio ;;
 				criu:*) CRIU_CONF=${o#criu:} ;;
