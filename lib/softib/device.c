@@ -522,8 +522,13 @@ SIB_EXPORT struct ibv_context *ibv_open_device (struct ibv_device *device)
     if (sib_log_check () < 0 || sib_host_addr (&ctx->addr) < 0)
         goto error;
     ctx->dev = dev;
-    ctx->qp_next = 2;
     sib_mr_keys_seed (ctx);
+    /* QP numbers are the context's slot and an index.  A context opened
+     * again (libibcr's rebuild) may get its old slot back: starting the
+     * indices at a random place, as MR keys do, keeps the new numbers from
+     * repeating the old ones (a real HCA does not hand out a number it
+     * just freed either). */
+    ctx->qp_next = 2 + ctx->mr_gen % (SIB_MAX_QP - 2);
     ctx->lock_bias = sib_lock_bias_ok ();
     ctx->vctx.sz = sizeof (struct verbs_context);
     ctx->vctx.context.device = device;
