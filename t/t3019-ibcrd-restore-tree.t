@@ -53,6 +53,25 @@ t19_bg() {
 	IBCRD_ON=$(ibcrd_on $t19_h) IBCR_SOCKET=$(ibcrd_sock h$t19_h) ibcrd_bg rt $t19_r "$@"
 }
 
+# t19_bg_go HOST RANK ARGS: t19_bg, but ibcr starts only once the file
+# "go" exists (at most 60 s): restarts launched one after another start
+# together, so their restores overlap even on a busy machine.
+t19_bg_go() {
+	t19_h=$1 t19_r=$2
+	shift 2
+	IBCRD_ON="$(ibcrd_on $t19_h) sh ./t19-go.sh" IBCR_SOCKET=$(ibcrd_sock h$t19_h) \
+		ibcrd_bg rt $t19_r "$@"
+}
+cat >t19-go.sh <<\EOF
+i=0
+while ! test -e go; do
+	i=$((i + 1))
+	test $i -le 6000 || { echo "t19-go.sh: no go after 60 s" >&2; exit 1; }
+	sleep 0.01
+done
+exec "$@"
+EOF
+
 # t19_has_restore: the leader's status shows the restart resumed (into
 # status.json).
 t19_has_restore() {
@@ -99,10 +118,11 @@ test_expect_success 'every rank killed, all four restarted at once: the pingpong
 	ibcr_wait_for 300 t19_done rt &&
 	mkdir first && mv rt.* first/ &&
 	L="n1@$(netns_ip 1)" &&
-	t19_bg 2 1 restart rt --rank 1 --leader $L &&
-	t19_bg 4 3 restart rt --rank 3 --leader $L &&
-	t19_bg 3 2 restart rt --rank 2 --leader $L &&
-	t19_bg 1 0 restart rt --rank 0 --leader $L &&
+	t19_bg_go 2 1 restart rt --rank 1 --leader $L &&
+	t19_bg_go 4 3 restart rt --rank 3 --leader $L &&
+	t19_bg_go 3 2 restart rt --rank 2 --leader $L &&
+	t19_bg_go 1 0 restart rt --rank 0 --leader $L &&
+	touch go &&
 	for r in 0 1 2 3; do
 		ibcrd_wait_for grep -q "restored from generation 1" rt.$r.err || return 1
 	done &&
