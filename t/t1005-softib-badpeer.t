@@ -35,7 +35,7 @@ mode, qpn = sys.argv[1], int(sys.argv[2], 16)
 if mode == "junk":
     for data in (b"\x00" * 100,                       # not a HELLO
                  hello(0x1002, qpn, 0, magic=0xdead),  # wrong magic
-                 hello(0x1002, (qpn & ~0xfff) | 0xfff, 0),  # no such QP
+                 hello(0x1002, (qpn & ~0xfff) | 1, 0),  # no such QP: index 1 is never given
                  hdr(1, 24)[:20]):                     # truncated, then EOF
         s = endpoint(qpn); s.sendall(data); time.sleep(0.1); s.close()
     print("junk sent")

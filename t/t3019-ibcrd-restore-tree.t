@@ -54,19 +54,23 @@ t19_bg() {
 }
 
 # t19_bg_go HOST RANK ARGS: t19_bg, but ibcr starts only once the file
-# "go" exists (at most 60 s): restarts launched one after another start
-# together, so their restores overlap even on a busy machine.
+# "go" exists (at most 6000 polls, 60 s or more): restarts launched one
+# after another start together, so their restores overlap even on a busy
+# machine.  A wait whose test script is gone (stopped before its go) ends.
 t19_bg_go() {
 	t19_h=$1 t19_r=$2
 	shift 2
-	IBCRD_ON="$(ibcrd_on $t19_h) sh ./t19-go.sh" IBCR_SOCKET=$(ibcrd_sock h$t19_h) \
+	IBCRD_ON="$(ibcrd_on $t19_h) sh ./t19-go.sh $$" IBCR_SOCKET=$(ibcrd_sock h$t19_h) \
 		ibcrd_bg rt $t19_r "$@"
 }
 cat >t19-go.sh <<\EOF
+t=$1
+shift
 i=0
 while ! test -e go; do
 	i=$((i + 1))
-	test $i -le 6000 || { echo "t19-go.sh: no go after 60 s" >&2; exit 1; }
+	kill -0 "$t" 2>/dev/null || exit 1
+	test $i -le 6000 || { echo "t19-go.sh: no go after 6000 polls" >&2; exit 1; }
 	sleep 0.01
 done
 exec "$@"
