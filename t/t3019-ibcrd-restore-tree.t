@@ -46,11 +46,14 @@ t19_servers_connected() {
 	! ibcrd_listening $1 1 && ! ibcrd_listening $2 3
 }
 
-# t19_bg HOST RANK ARGS: ibcr ARGS on HOST, as rank RANK of job rt.
+# t19_bg HOST RANK ARGS: ibcr ARGS on HOST, as rank RANK of job rt
+# (started through $t19_wrap, if set).
+t19_wrap=
 t19_bg() {
 	t19_h=$1 t19_r=$2
 	shift 2
-	IBCRD_ON=$(ibcrd_on $t19_h) IBCR_SOCKET=$(ibcrd_sock h$t19_h) ibcrd_bg rt $t19_r "$@"
+	IBCRD_ON="$(ibcrd_on $t19_h)$t19_wrap" IBCR_SOCKET=$(ibcrd_sock h$t19_h) \
+		ibcrd_bg rt $t19_r "$@"
 }
 
 # t19_bg_go HOST RANK ARGS: t19_bg, but ibcr starts only once the file
@@ -58,10 +61,11 @@ t19_bg() {
 # after another start together, so their restores overlap even on a busy
 # machine.  A wait whose test script is gone (stopped before its go) ends.
 t19_bg_go() {
-	t19_h=$1 t19_r=$2
-	shift 2
-	IBCRD_ON="$(ibcrd_on $t19_h) sh ./t19-go.sh $$" IBCR_SOCKET=$(ibcrd_sock h$t19_h) \
-		ibcrd_bg rt $t19_r "$@"
+	t19_wrap=" sh ./t19-go.sh $$"
+	t19_bg "$@"
+	t19_bg_rc=$?
+	t19_wrap=
+	return $t19_bg_rc
 }
 cat >t19-go.sh <<\EOF
 t=$1
