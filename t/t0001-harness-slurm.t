@@ -7,6 +7,16 @@ state in the trash directory; jobs run, and teardown leaves nothing behind.'
 . $(dirname $0)/sharness.sh
 ibcr_require ROOT SLURM
 
+# test_pids_gone PID...: none of these processes exists, or say which does.
+test_pids_gone() {
+	for p; do
+		if test -e /proc/$p; then
+			echo "pid $p still exists: $(ps -o args= -p $p)"
+			return 1
+		fi
+	done
+}
+
 # test_file_not_empty_both A B: both files exist and are not empty.
 test_file_not_empty_both() {
 	test -s "$1" && test -s "$2"
@@ -80,12 +90,7 @@ test_expect_success 'slurm_stop leaves no process, cgroup, mount or link behind'
 	test $(echo $pids | wc -w) -eq 7 &&
 	dir=$IBCR_SLURM_DIR &&
 	slurm_stop &&
-	for p in $pids; do
-		if test -e /proc/$p; then
-			echo "pid $p still exists: $(ps -o args= -p $p)"
-			return 1
-		fi
-	done &&
+	test_pids_gone $pids &&
 	! ps -eo args= | grep -F "$dir" | grep -v "^grep " &&
 	test -z "$(ls -d /sys/fs/cgroup/*$IBCR_CGROUP_PREFIX 2>/dev/null)" &&
 	test -z "$(grep -F "${dir%/slurm}" /proc/self/mountinfo)" &&
@@ -95,6 +100,23 @@ test_expect_success 'slurm_stop leaves no process, cgroup, mount or link behind'
 
 test_expect_success 'slurm_stop is idempotent' '
 	slurm_stop
+'
+
+# A job cancelled just before slurm_stop is COMPLETING, neither running nor
+# gone: slurm_stop must end and wait for it too, or its slurmd, telling a
+# stopped slurmctld that the job ended, outlives the shutdown wait and
+# slurm_stop fails.
+test_expect_success 'slurm_stop also ends a job cancelled just before (COMPLETING)' '
+	slurm_start 1 &&
+	jobid=$(sbatch --parsable -o /dev/null \
+		--wrap "trap \"\" TERM; echo \$\$ >task.c; exec sleep 600") &&
+	slurm_wait_job "$jobid" RUNNING 30 &&
+	ibcr_wait_for 10 test -s task.c &&
+	pids="$(slurm_pids) $(cat task.c)" &&
+	scancel "$jobid" &&
+	ibcr_wait_for 10 sh -c "squeue -h -t completing -o %A | grep -qx $jobid" &&
+	slurm_stop &&
+	test_pids_gone $pids
 '
 
 test_done
