@@ -110,19 +110,28 @@ if mode == "clean":
 elif mode == "reopen":
     lib = load(sys.argv[2])
     os.environ["SOFTIB_ADDR"] = "10.9.8.7"
-    ctx, objs, _ = use(lib)
+    ctx, objs, qa = use(lib)
     a = gid_ip(lib, ctx)
     ka = ctypes.c_uint32.from_address(objs[3] + 36).value   # ibv_mr.lkey
     release(lib, ctx, objs)
     os.environ["SOFTIB_ADDR"] = "10.6.5.4"
-    ctx, objs, _ = use(lib)
+    ctx, objs, qb = use(lib)
     b = gid_ip(lib, ctx)
     kb = ctypes.c_uint32.from_address(objs[3] + 36).value
+    release(lib, ctx, objs)
+    ctx, objs, qc = use(lib)
     release(lib, ctx, objs)
     assert (a, b) == ("10.9.8.7", "10.6.5.4"), (a, b)
     # as on an HCA, re-registering after a reopen gives a new key
     assert ka != kb, "same MR key 0x%x after reopen" % ka
-    print("reopen: address %s then %s, MR key 0x%x then 0x%x" % (a, b, ka, kb))
+    # A QP number is the context's slot (high bits) and an index (low 12).
+    # A reopened context can get its old slot back; its first QP must
+    # still not repeat the old number, so the index must not start at a
+    # fixed place (equal in all three opens: about 1 in 4093^2 if random).
+    idx = [q & 0xfff for q in (qa, qb, qc)]
+    assert len(set(idx)) > 1, "first QP index 0x%x in every open" % idx[0]
+    print("reopen: address %s then %s, MR key 0x%x then 0x%x, first QPs 0x%x 0x%x 0x%x"
+          % (a, b, ka, kb, qa, qb, qc))
 elif mode == "twice":
     l1, l2 = load(sys.argv[2]), load(sys.argv[3])
     f1 = ctypes.cast(l1.ibv_open_device, V).value
@@ -143,7 +152,7 @@ test_expect_success 'after the last close: no softib thread, fd or mapping' '
 	rc=$?; cat out; test $rc = 0 && grep "^clean:" out
 '
 
-test_expect_success 'a new open after close starts afresh: new address, new MR keys' '
+test_expect_success 'a new open after close starts afresh: new address, MR keys, QP numbers' '
 	python3 lifecycle.py reopen "$SOFTIB_LIB" >out 2>&1;
 	rc=$?; cat out; test $rc = 0 && grep "^reopen: address 10.9.8.7 then 10.6.5.4" out
 '
