@@ -1,6 +1,6 @@
 #!/bin/sh
-# offcpu-summary.sh - where a process spent a run's time off the CPU,
-# from a "perf sched record -g" of it (doc/ckpt-stall.md).
+# offcpu-summary.sh - where a task spent a run's time off the CPU, from a
+# "perf sched record -g" of it (doc/ckpt-stall.md).
 #
 # Usage: bench/offcpu-summary.sh PERF_DATA COMM [N]
 #   e.g. perf sched record -g -o perf.data -- \
@@ -8,40 +8,63 @@
 #        bench/offcpu-summary.sh perf.data criu
 #        bench/offcpu-summary.sh perf.data dd
 #
-# Takes the task named COMM that ran longest (the dumping CRIU, not its
-# helpers), and prints its time on the CPU, its time waiting to be woken,
-# its time runnable but waiting for a CPU, then its waits summed by the
-# kernel stack it left the CPU from (the N largest, default 8): a wait
-# begins where the task switched out, so each wait is charged to the
-# stack of the switch before it.
+# Takes the thread named COMM (the kernel keeps 15 characters of a name)
+# that ran longest, e.g. the dumping CRIU rather than its helpers, and
+# prints its time on and off the CPU, then its time off the CPU summed by
+# the kernel stack it left the CPU from (the N largest, default 8; about
+# 5 frames each).  A time off the CPU begins where the thread switched out,
+# so each is charged to the stack of the switch before it.  It includes
+# time the thread was runnable but had no CPU: preempted threads show up
+# under the stacks of preemption points (__cond_resched,
+# exit_to_user_mode_loop, irqentry_exit_to_user_mode).
 set -eu
 
-test $# -ge 2 || { echo "usage: $0 PERF_DATA COMM [N]" >&2; exit 2; }
+usage() {
+	echo "usage: $0 PERF_DATA COMM [N]" >&2
+	exit 2
+}
+if test $# -lt 2 || test $# -gt 3; then usage; fi
 data=$1 comm=$2 top=${3:-8}
+case $top in '' | *[!0-9]* | 0) echo "$0: N must be a number above 0, not '$top'" >&2; exit 2 ;; esac
 test -r "$data" || { echo "$0: cannot read '$data'" >&2; exit 1; }
-case $top in '' | *[!0-9]*) echo "$0: N must be a number, not '$top'" >&2; exit 2 ;; esac
+command -v perf >/dev/null || { echo "$0: perf is not installed (Debian: linux-perf)" >&2; exit 1; }
+comm=$(printf '%.15s' "$comm")
 
-# perf sched timehist -s ends with a table of tasks: comm[tid] parent
-# sched-in run-time ...; the longest run-time of COMM wins.
-pid=$(perf sched timehist -i "$data" -s 2>/dev/null |
-	awk -v c="$comm" '$1 ~ "^" c "\\[[0-9]+\\]$" && NF >= 9 {
-		if ($4 + 0 > best) { best = $4 + 0; p = $1 } }
-		END { if (p != "") { sub(/^.*\[/, "", p); sub(/\]$/, "", p); print p } }')
-test -n "$pid" || { echo "$0: no task named '$comm' in $data" >&2; exit 1; }
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-perf sched timehist -i "$data" -p "$pid" 2>/dev/null | awk -v c="$comm" -v pid="$pid" -v top="$top" '
-	# time cpu task wait sch-delay run stack...
-	NR > 3 && NF >= 6 {
+# perf sched timehist -s ends with a table of threads: comm[tid] or
+# comm[tid/pid], parent, sched-in count, run time, ...
+if ! perf sched timehist -i "$data" -s >"$tmp"; then
+	echo "$0: perf sched timehist failed on '$data' (was it made by 'perf sched record'?)" >&2
+	exit 1
+fi
+tid=$(awk -v c="$comm" '
+	index($1, c "[") == 1 && $NF ~ /^[0-9]+$/ && NF >= 9 {
+		t = substr($1, length(c) + 2); sub(/[]\/].*/, "", t)
+		if (t ~ /^[0-9]+$/ && $4 + 0 > best) { best = $4 + 0; tid = t } }
+	END { if (tid != "") print tid }' "$tmp")
+test -n "$tid" || { echo "$0: no thread named '$comm' in '$data'" >&2; exit 1; }
+
+if ! perf sched timehist -i "$data" -t "$tid" --max-stack 5 >"$tmp"; then
+	echo "$0: perf sched timehist -t $tid failed on '$data'" >&2
+	exit 1
+fi
+awk -v c="$comm" -v tid="$tid" -v top="$top" '
+	# time cpu thread wait sch-delay run stack...
+	$4 ~ /^[0-9.]+$/ && $6 ~ /^[0-9.]+$/ {
 		if (prev != "") { W[prev] += $4; N[prev]++ }
-		wait += $4; delay += $5; run += $6
+		off += $4; run += $6
 		k = ""
-		for (i = 7; i <= NF && i <= 15; i++) k = k (k == "" ? "" : " ") $i
+		for (i = 7; i <= NF; i++) k = k (k == "" ? "" : " ") $i
 		prev = (k == "" ? "(no stack)" : k)
 	}
 	END {
-		printf "%s[%s]: on CPU %.0f ms, waiting %.0f ms, runnable %.0f ms\n",
-			c, pid, run, wait, delay
-		printf "| waited, ms | waits | switched out from |\n|---|---|---|\n"
+		printf "%s[%s]: on CPU %.0f ms, off CPU %.0f ms\n", c, tid, run, off
+		printf "| off CPU, ms | times | switched out from |\n|---|---|---|\n"
 		n = 0
 		for (k in W) order[++n] = k
 		for (i = 1; i <= n; i++)
@@ -49,4 +72,4 @@ perf sched timehist -i "$data" -p "$pid" 2>/dev/null | awk -v c="$comm" -v pid="
 				if (W[order[j]] > W[order[i]]) { t = order[i]; order[i] = order[j]; order[j] = t }
 		for (i = 1; i <= n && i <= top; i++)
 			printf "| %.0f | %d | %s |\n", W[order[i]], N[order[i]], order[i]
-	}'
+	}' "$tmp"
