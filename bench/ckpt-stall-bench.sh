@@ -58,6 +58,14 @@
 #                forms too, if the node sets those): how much of the
 #                memory an image may dirty before the kernel makes CRIU
 #                wait for writeback (staging on a disk)
+#   noreport     on a virtual machine whose balloon device takes back
+#                free memory (free page reporting), stop that for the
+#                run (/sys/module/page_reporting/parameters/
+#                page_reporting_order above the largest order; restored
+#                afterwards, then the next round waits for the kernel to
+#                report its free memory again) and touch the node's free
+#                memory once before the round, so that the host backs
+#                it: memory as on a node without a hypervisor
 # and A+B: both (e.g. pipe16m+staging:/var/tmp).
 # --rounds N repeats every case N times (variants interleaved in each
 # round; cases of 8 GiB and more run --big-rounds times, default once);
@@ -87,7 +95,7 @@ while test $# -gt 0; do
 		if test "$1" = --rounds; then ROUNDS=$2; else BIG_ROUNDS=$2; fi
 		shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	*) echo "usage: $0 [--cases \"1x1024 8x512\"] [--staging DIR] [--dir DIR] [--variants \"base pipe8m dirty40 criu:FILE staging:DIR pipe8m+staging:DIR\"] [--rounds N] [--big-rounds N] [--keep]" >&2
+	*) echo "usage: $0 [--cases \"1x1024 8x512\"] [--staging DIR] [--dir DIR] [--variants \"base pipe8m dirty40 noreport criu:FILE staging:DIR pipe8m+staging:DIR\"] [--rounds N] [--big-rounds N] [--keep]" >&2
 	   exit 2 ;;
 	esac
 done
@@ -117,12 +125,44 @@ DIRTYBG0=$(cat /proc/sys/vm/dirty_background_ratio)
 DIRTYB0=$(cat /proc/sys/vm/dirty_bytes)
 DIRTYBGB0=$(cat /proc/sys/vm/dirty_background_bytes)
 DIRTY_SET=0
+PRDIR=/sys/module/page_reporting/parameters
+PR0=$(cat "$PRDIR/page_reporting_order" 2>/dev/null || true)
+PR_SET=0
+PF=
+# The free memory the kernel has reported to the host, in KiB, if this
+# kernel counts it (not every kernel does: then empty).
+reported_kib() {
+	cat "$PRDIR/reported_kib" 2>/dev/null || true
+}
+# After free page reporting is back on: wait until the kernel has
+# reported what is free (its count stays the same for 3 s; at most 60 s,
+# or 10 s where it keeps no count), so the next round starts as a round
+# of a node with reporting does.
+reporting_settle() {
+	r=$(reported_kib)
+	if test -z "$r"; then
+		sleep 10
+		return 0
+	fi
+	same=0 n=0
+	while test $same -lt 3 && test $n -lt 60; do
+		sleep 1
+		r2=$(reported_kib)
+		if test "$r2" = "$r"; then same=$((same + 1)); else same=0; fi
+		r=$r2 n=$((n + 1))
+	done
+}
 # sysctls back to what they were before this run.  Writing a dirty ratio
 # clears its _bytes form (and the other way round), so the writeback
 # limits are written only if a dirtyN variant changed them, each in the
 # form the node had.
 sysctls_restore() {
 	echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
+	if test "$PR_SET" = 1; then
+		echo "$PR0" >"$PRDIR/page_reporting_order"
+		PR_SET=0
+		reporting_settle
+	fi
 	test "$DIRTY_SET" = 1 || return 0
 	if test "$DIRTYB0" != 0; then
 		echo "$DIRTYB0" >/proc/sys/vm/dirty_bytes
@@ -142,6 +182,7 @@ cleanup() {
 	sleep 0.5
 	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
 	pkill -KILL -f "$W/probe.py" 2>/dev/null
+	test -z "$PF" || rm -f "$PF"
 	sysctls_restore
 	sleep 0.3
 	for d in $SDIRS; do rm -rf "$d"; done
@@ -354,7 +395,8 @@ run_case() {
 echo "ckpt-stall-bench: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg)," \
 	"$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo) GiB available," \
 	"memcpy $MEMCPY MB/s, staging $SBASE, storage $W," \
-	"fs.pipe-max-size $(cat /proc/sys/fs/pipe-max-size), vm.dirty_ratio $DIRTY0, vm.dirty_background_ratio $DIRTYBG0" >&2
+	"fs.pipe-max-size $(cat /proc/sys/fs/pipe-max-size), vm.dirty_ratio $DIRTY0, vm.dirty_background_ratio $DIRTYBG0," \
+	"free page reporting ${PR0:+from order }${PR0:-none}" >&2
 echo "| variant | case | GiB | stall | ibcr before dump | dump | ibcr after dump | task dumps | CRIU freeze | CRIU page copy | CRIU image write | CRIU other | dd same bytes | memcpy | stall/dd | CRIU CPU | dd CPU | CPU/dd |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 # Variants interleaved case by case and round by round, so that the
@@ -384,6 +426,28 @@ for c in $CASES; do
 					DIRTY_SET=1
 					echo $((pct / 2)) >/proc/sys/vm/dirty_background_ratio
 					echo "$pct" >/proc/sys/vm/dirty_ratio ;;
+				noreport)
+					if test -z "$PR0"; then
+						echo "ckpt-stall-bench: noreport: this kernel has no free page reporting ($PRDIR): every round is already one" >&2
+						exit 2
+					fi
+					# Above the largest order: no free block is
+					# reported.  Kernels that refuse it cannot turn
+					# reporting off.
+					if ! echo 11 >"$PRDIR/page_reporting_order" 2>/dev/null; then
+						echo "ckpt-stall-bench: noreport: this kernel does not let page_reporting_order go above the largest order" >&2
+						exit 2
+					fi
+					PR_SET=1
+					# Touch the free memory but 1 GiB once (a file
+					# on tmpfs), so the host backs it, then free it.
+					free_mib=$(awk '/^MemFree:/ { print int($2 / 1024) - 1024 }' /proc/meminfo)
+					if test "$free_mib" -gt 0; then
+						PF=$(mktemp /dev/shm/ckpt-stall-prefault.XXXXXX)
+						dd if=/dev/zero of="$PF" bs=1M count="$free_mib" status=none || true
+						rm -f "$PF"
+						PF=
+					fi ;;
 				criu:*) CRIU_CONF=${o#criu:} ;;
 				staging:*) st=${o#staging:} ;;
 				*) echo "ckpt-stall-bench: unknown variant $o" >&2; exit 2 ;;
