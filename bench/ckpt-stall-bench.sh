@@ -60,12 +60,16 @@
 #                wait for writeback (staging on a disk)
 #   noreport     on a virtual machine whose balloon device takes back
 #                free memory (free page reporting), stop that for the
-#                run (/sys/module/page_reporting/parameters/
-#                page_reporting_order above the largest order; restored
-#                afterwards, then the next round waits for the kernel to
-#                report its free memory again) and touch the node's free
-#                memory once before the round, so that the host backs
-#                it: memory as on a node without a hypervisor
+#                round (/sys/module/page_reporting/parameters/
+#                page_reporting_order above the largest order, where
+#                the kernel allows it; restored afterwards, then the
+#                kernel is made to report its free memory again before
+#                the next round) and touch all but 1 GiB of the node's
+#                free memory once before the round, so that the host
+#                backs it
+# Where the kernel counts what it reported to the host (reported_kib in
+# that folder), each round also prints, to stderr, how much it reported
+# during the dump and during dd.
 # and A+B: both (e.g. pipe16m+staging:/var/tmp).
 # --rounds N repeats every case N times (variants interleaved in each
 # round; cases of 8 GiB and more run --big-rounds times, default once);
@@ -127,30 +131,58 @@ DIRTYBGB0=$(cat /proc/sys/vm/dirty_background_bytes)
 DIRTY_SET=0
 PRDIR=/sys/module/page_reporting/parameters
 PR0=$(cat "$PRDIR/page_reporting_order" 2>/dev/null || true)
+# One above the largest order of the buddy allocator: no block is that
+# large, so none is reported.
+PR_OFF=$(awk 'NR == 1 { print NF - 4 }' /proc/buddyinfo)
 PR_SET=0
-PF=
 # The free memory the kernel has reported to the host, in KiB, if this
 # kernel counts it (not every kernel does: then empty).
 reported_kib() {
 	cat "$PRDIR/reported_kib" 2>/dev/null || true
 }
-# After free page reporting is back on: wait until the kernel has
-# reported what is free (its count stays the same for 3 s; at most 60 s,
-# or 10 s where it keeps no count), so the next round starts as a round
-# of a node with reporting does.
+# touch_free MIB: write MIB MiB of anonymous memory once, then free it.
+touch_free() {
+	test "$1" -gt 0 || return 0
+	python3 -c 'import sys; b = bytearray(b"\1") * (int(sys.argv[1]) << 20)' "$1"
+}
+# After free page reporting is back on: make the kernel report what is
+# free, so the next round starts as a round of a node with reporting
+# does.  Reporting starts when a large block is freed, so 1 GiB is
+# touched and freed; then wait until the kernel has reported half of
+# the free memory (at most 120 s), or 30 s where it keeps no count.
+# (The variables are this function's own: run_case's counters are
+# global too.)
 reporting_settle() {
-	r=$(reported_kib)
-	if test -z "$r"; then
-		sleep 10
+	prs_r0=$(reported_kib)
+	prs_goal=$(awk '/^MemFree:/ { print int($2 / 2) }' /proc/meminfo)
+	touch_free 1024
+	if test -z "$prs_r0"; then
+		sleep 30
 		return 0
 	fi
-	same=0 n=0
-	while test $same -lt 3 && test $n -lt 60; do
+	prs_n=0
+	while test $(($(reported_kib) - prs_r0)) -lt "$prs_goal" && test $prs_n -lt 120; do
 		sleep 1
-		r2=$(reported_kib)
-		if test "$r2" = "$r"; then same=$((same + 1)); else same=0; fi
-		r=$r2 n=$((n + 1))
+		prs_n=$((prs_n + 1))
 	done
+	echo "ckpt-stall-bench: reporting back on: $((($(reported_kib) - prs_r0) / 1024)) MiB reported in ${prs_n} s" \
+		"(waiting for $((prs_goal / 1024)))" >&2
+}
+# noreport_check: can this node's free page reporting be turned off?
+noreport_check() {
+	if test -z "$PR0"; then
+		echo "ckpt-stall-bench: noreport: this kernel has no free page reporting ($PRDIR)" >&2
+		exit 2
+	fi
+	case $PR0 in
+	[0-9] | [0-9][0-9]) ;;
+	*) echo "ckpt-stall-bench: noreport: page_reporting_order is '$PR0': no balloon reports free pages here" >&2; exit 2 ;;
+	esac
+	if test "$PR0" -ge "$PR_OFF"; then
+		echo "ckpt-stall-bench: noreport: page_reporting_order is $PR0, reporting is off already" \
+			"(a run stopped by SIGKILL leaves it so; the kernel's default is the huge page order, 9 on x86-64)" >&2
+		exit 2
+	fi
 }
 # sysctls back to what they were before this run.  Writing a dirty ratio
 # clears its _bytes form (and the other way round), so the writeback
@@ -159,9 +191,12 @@ reporting_settle() {
 sysctls_restore() {
 	echo "$PIPE_MAX0" >/proc/sys/fs/pipe-max-size
 	if test "$PR_SET" = 1; then
-		echo "$PR0" >"$PRDIR/page_reporting_order"
 		PR_SET=0
-		reporting_settle
+		if ! { echo "$PR0" >"$PRDIR/page_reporting_order"; } 2>/dev/null; then
+			echo "ckpt-stall-bench: could not set page_reporting_order back: echo $PR0 >$PRDIR/page_reporting_order" >&2
+		elif test "${1:-}" != quick; then
+			reporting_settle
+		fi
 	fi
 	test "$DIRTY_SET" = 1 || return 0
 	if test "$DIRTYB0" != 0; then
@@ -178,12 +213,13 @@ sysctls_restore() {
 }
 cleanup() {
 	set +e
+	# A second signal must not cut the restore short.
+	trap '' HUP INT TERM
+	sysctls_restore quick
 	for p in $PIDS; do kill -TERM "$p" 2>/dev/null; done
 	sleep 0.5
 	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
 	pkill -KILL -f "$W/probe.py" 2>/dev/null
-	test -z "$PF" || rm -f "$PF"
-	sysctls_restore
 	sleep 0.3
 	for d in $SDIRS; do rm -rf "$d"; done
 	test "$KEEP" = 1 || rm -rf "$W"
@@ -362,6 +398,7 @@ run_case() {
 		rm -f "$W/$job.gap$r"
 		r=$((r + 1))
 	done
+	rep0=$(reported_kib)
 	"$IBCR" checkpoint $job --wait >"$W/$job.ckpt" 2>&1 ||
 		{ echo "ckpt-stall-bench: checkpoint of $job failed:" >&2; cat "$W/$job.ckpt" "$W/ibcrd.log" >&2; exit 1; }
 	stall=0
@@ -379,12 +416,17 @@ run_case() {
 	cpu_ms=${cpu_ms%% *}
 	mid="$bytes ${mid#* * }"
 	# dd of as many bytes to the same staging folder, right after.
+	rep1=$(reported_kib)
 	sync
 	t0=$(now_ms)
 	/usr/bin/time -f "%U %S" -o "$W/dd.time" \
 		dd if=/dev/zero of="$st/dd.$job" bs=4M count="$bytes" iflag=count_bytes 2>/dev/null
 	dd_ms=$(($(now_ms) - t0))
 	dd_cpu=$(awk '{ print ($1 + $2) * 1000 }' "$W/dd.time")
+	if test -n "$rep0"; then
+		echo "ckpt-stall-bench: $label ${t}x$mib: reported to the host: $(((rep1 - rep0) / 1024)) MiB during the checkpoint," \
+			"$((($(reported_kib) - rep1) / 1024)) MiB during sync and dd" >&2
+	fi
 	rm -f "$st/dd.$job"
 	# The job ends: its ibcr run's end their tasks.
 	for p in $(pgrep -f -- "$IBCR run --(name|job) $job "); do kill -TERM "$p" 2>/dev/null || true; done
@@ -412,6 +454,7 @@ echo "ckpt-stall-bench: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg)," 
 	"free page reporting ${PR0:+from order }${PR0:-none}" >&2
 echo "| variant | case | GiB | stall | ibcr before dump | dump | ibcr after dump | task dumps | CRIU freeze | CRIU page copy | CRIU image write | CRIU other | dd same bytes | memcpy | stall/dd | CRIU CPU | dd CPU | CPU/dd |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+case " $(echo "$VARIANTS" | tr + ' ') " in *" noreport "*) noreport_check ;; esac
 # Variants interleaved case by case and round by round, so that the
 # machine's state (other load, memory, page cache) hits them alike.
 for c in $CASES; do
@@ -440,27 +483,17 @@ for c in $CASES; do
 					echo $((pct / 2)) >/proc/sys/vm/dirty_background_ratio
 					echo "$pct" >/proc/sys/vm/dirty_ratio ;;
 				noreport)
-					if test -z "$PR0"; then
-						echo "ckpt-stall-bench: noreport: this kernel has no free page reporting ($PRDIR): every round is already one" >&2
-						exit 2
-					fi
-					# Above the largest order: no free block is
-					# reported.  Kernels that refuse it cannot turn
-					# reporting off.
-					if ! echo 11 >"$PRDIR/page_reporting_order" 2>/dev/null; then
-						echo "ckpt-stall-bench: noreport: this kernel does not let page_reporting_order go above the largest order" >&2
-						exit 2
-					fi
+					# Kernels that keep the order at or under
+					# the largest cannot turn reporting off.
 					PR_SET=1
-					# Touch the free memory but 1 GiB once (a file
-					# on tmpfs), so the host backs it, then free it.
-					free_mib=$(awk '/^MemFree:/ { print int($2 / 1024) - 1024 }' /proc/meminfo)
-					if test "$free_mib" -gt 0; then
-						PF=$(mktemp /dev/shm/ckpt-stall-prefault.XXXXXX)
-						dd if=/dev/zero of="$PF" bs=1M count="$free_mib" status=none || true
-						rm -f "$PF"
-						PF=
-					fi ;;
+					if ! { echo "$PR_OFF" >"$PRDIR/page_reporting_order"; } 2>/dev/null; then
+						PR_SET=0
+						echo "ckpt-stall-bench: noreport: this kernel does not let page_reporting_order go above the largest order ($((PR_OFF - 1)))" >&2
+						exit 2
+					fi
+					# All but 1 GiB of the free memory, written once
+					# so that the host backs it, then freed.
+					touch_free "$(awk '/^MemFree:/ { print int($2 / 1024) - 1024 }' /proc/meminfo)" ;;
 				criu:*) CRIU_CONF=${o#criu:} ;;
 				staging:*) st=${o#staging:} ;;
 				*) echo "ckpt-stall-bench: unknown variant $o" >&2; exit 2 ;;
