@@ -228,6 +228,8 @@ trap cleanup EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# Before any work: a round of minutes should not end on this.
+case " $(echo "$VARIANTS" | tr + ' ') " in *" noreport "*) noreport_check ;; esac
 
 cat >"$W/probe.py" <<'PY'
 import os, signal, sys, time
@@ -454,7 +456,6 @@ echo "ckpt-stall-bench: $(nproc) cores, load $(cut -d" " -f1-3 /proc/loadavg)," 
 	"free page reporting ${PR0:+from order }${PR0:-none}" >&2
 echo "| variant | case | GiB | stall | ibcr before dump | dump | ibcr after dump | task dumps | CRIU freeze | CRIU page copy | CRIU image write | CRIU other | dd same bytes | memcpy | stall/dd | CRIU CPU | dd CPU | CPU/dd |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-case " $(echo "$VARIANTS" | tr + ' ') " in *" noreport "*) noreport_check ;; esac
 # Variants interleaved case by case and round by round, so that the
 # machine's state (other load, memory, page cache) hits them alike.
 for c in $CASES; do
