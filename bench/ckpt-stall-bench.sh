@@ -68,6 +68,15 @@
 #                the next round) and touch all but 1 GiB of the node's
 #                free memory once before the round, so that the host
 #                backs it
+#   ddfirst      dd also runs before the checkpoint, and the row's dd
+#                is that one (scaled to the image's bytes; the one
+#                after goes to stderr): before each of the two the
+#                kernel's reports of free memory to the host settle
+#                (as after noreport), so that both start from the same
+#                state (with noreport: no wait).  The dd after a
+#                checkpoint finds the page cache full of the image,
+#                written back, and takes its pages from it, never from
+#                free memory the host took back
 # Where the kernel counts what it reported to the host (reported_kib in
 # that folder), each round also prints, to stderr, how much it reported
 # during the dump and during dd.
@@ -100,7 +109,7 @@ while test $# -gt 0; do
 		if test "$1" = --rounds; then ROUNDS=$2; else BIG_ROUNDS=$2; fi
 		shift 2 ;;
 	--keep) KEEP=1; shift ;;
-	*) echo "usage: $0 [--cases \"1x1024 8x512\"] [--staging DIR] [--dir DIR] [--variants \"base pipe8m dirty40 noreport criu:FILE staging:DIR pipe8m+staging:DIR\"] [--rounds N] [--big-rounds N] [--keep]" >&2
+	*) echo "usage: $0 [--cases \"1x1024 8x512\"] [--staging DIR] [--dir DIR] [--variants \"base pipe8m dirty40 noreport ddfirst criu:FILE staging:DIR pipe8m+staging:DIR\"] [--rounds N] [--big-rounds N] [--keep]" >&2
 	   exit 2 ;;
 	esac
 done
@@ -348,6 +357,18 @@ ibcrd_stop() {
 	wait "$DPID" 2>/dev/null || true
 }
 
+# dd_measure FILE BYTES: time dd writing BYTES from /dev/zero to FILE
+# (after a sync), then remove FILE; sets dd_ms and dd_cpu.
+dd_measure() {
+	sync
+	dd_t0=$(now_ms)
+	/usr/bin/time -f "%U %S" -o "$W/dd.time" \
+		dd if=/dev/zero of="$1" bs=4M count="$2" iflag=count_bytes 2>/dev/null
+	dd_ms=$(($(now_ms) - dd_t0))
+	dd_cpu=$(awk '{ print ($1 + $2) * 1000 }' "$W/dd.time")
+	rm -f "$1"
+}
+
 # run_case LABEL T M STAGING: one job of T tasks of M MiB; one row.
 n=0
 run_case() {
@@ -388,6 +409,16 @@ run_case() {
 		r=$((r + 1))
 	done
 	sleep 1
+	if test "$DDFIRST" = 1; then
+		# dd first, from the state the checkpoint will start from:
+		# the kernel's reports to the host settled before each
+		# (with noreport nothing is reported: no wait).
+		test "$PR_SET" = 1 || reporting_settle
+		ddb=$((t * mib * 1048576))
+		dd_measure "$st/ddb.$job" "$ddb"
+		ddb_ms=$dd_ms ddb_cpu=$dd_cpu
+		test "$PR_SET" = 1 || reporting_settle
+	fi
 	# Reset every probe's worst gap, checkpoint, read them.
 	r=0
 	while test $r -lt "$t"; do
@@ -415,17 +446,18 @@ run_case() {
 	mid="$bytes ${mid#* * }"
 	# dd of as many bytes to the same staging folder, right after.
 	rep1=$(reported_kib)
-	sync
-	t0=$(now_ms)
-	/usr/bin/time -f "%U %S" -o "$W/dd.time" \
-		dd if=/dev/zero of="$st/dd.$job" bs=4M count="$bytes" iflag=count_bytes 2>/dev/null
-	dd_ms=$(($(now_ms) - t0))
-	dd_cpu=$(awk '{ print ($1 + $2) * 1000 }' "$W/dd.time")
+	dd_measure "$st/dd.$job" "$bytes"
 	if test -n "$rep0"; then
 		echo "ckpt-stall-bench: $label ${t}x$mib: reported to the host: $(((rep1 - rep0) / 1024)) MiB during the checkpoint," \
 			"$((($(reported_kib) - rep1) / 1024)) MiB during sync and dd" >&2
 	fi
-	rm -f "$st/dd.$job"
+	if test "$DDFIRST" = 1; then
+		# The row's dd is the one before, scaled to the image's bytes.
+		echo "ckpt-stall-bench: $label ${t}x$mib: dd before the checkpoint $ddb_ms ms ($ddb_cpu ms CPU) for $ddb bytes," \
+			"after it $dd_ms ms ($dd_cpu ms CPU) for $bytes bytes" >&2
+		dd_ms=$(awk -v m="$ddb_ms" -v b="$bytes" -v d="$ddb" 'BEGIN { printf "%.0f", m * b / d }')
+		dd_cpu=$(awk -v m="$ddb_cpu" -v b="$bytes" -v d="$ddb" 'BEGIN { printf "%.0f", m * b / d }')
+	fi
 	# The job ends: its ibcr run's end their tasks.
 	for p in $(pgrep -f -- "$IBCR run --(name|job) $job "); do kill -TERM "$p" 2>/dev/null || true; done
 	r=0
@@ -462,6 +494,7 @@ for c in $CASES; do
 		i=$((i + 1))
 		for v in $VARIANTS; do
 			CRIU_CONF=
+			DDFIRST=0
 			st=$SBASE
 			sysctls_restore
 			for o in $(echo "$v" | tr + ' '); do
@@ -491,6 +524,7 @@ for c in $CASES; do
 					# All but 1 GiB of the free memory, written once
 					# so that the host backs it, then freed.
 					touch_free "$(awk '/^MemFree:/ { print int($2 / 1024) - 1024 }' /proc/meminfo)" ;;
+				ddfirst) DDFIRST=1 ;;
 				criu:*) CRIU_CONF=${o#criu:} ;;
 				staging:*) st=${o#staging:} ;;
 				*) echo "ckpt-stall-bench: unknown variant $o" >&2; exit 2 ;;
