@@ -104,7 +104,7 @@ else
 	echo "|---|---|---|---|---|---|---|"
 fi
 for t in 1 4; do
-	for m in send recv wr ud poll; do
+	for m in send recv wr ud poll psend precv; do
 		p=$(med plain $t $m); i=$(med ibcr $t $m); b=$(med rebuilt $t $m)
 		base=
 		if test -n "$IBCR_LIB_BASE"; then
@@ -117,9 +117,18 @@ for t in 1 4; do
 		wr) c="ibv_wr_start/send/set_sge/complete" ;;
 		ud) c="ibv_post_send UD (1 WR)" ;;
 		poll) c="ibv_poll_cq (1 completion)" ;;
+		psend) c="ibv_poll_cq (1 successful send completion)" ;;
+		precv) c="ibv_poll_cq (1 successful receive completion)" ;;
 		esac
 		awk -v t=$t -v c="$c" -v p=$p -v i=$i -v b=$b -v base="$base" 'BEGIN {
 			printf "| %s | %s | %.1f |%s %.1f | %+.1f | %.1f | %+.1f |\n", t, c, p, base, i, i - p, b, b - p }'
 	done
 done
 echo "($rounds rounds; ns per call, median over rounds of each run's median)"
+# Repetitions of psend/precv left out because a CQ was found empty.
+for s in $setups; do
+	for t in 1 4; do
+		awk -v s="$s" -v t="$t" '$1 ~ /_skipped$/ { n[$1] += $2 } END {
+			printf "%s, %s thread(s): repetitions left out: psend %d, precv %d\n", s, t, n["psend_skipped"], n["precv_skipped"] }' "$work/$s.$t"
+	done
+done
