@@ -130,6 +130,7 @@ static void release_ctx (struct ibcr_ctx *vctx)
         if (v->real && ibcr_be.destroy_qp (v->real))
             ibcr_log ("release: destroying QP %u failed", v->vqpn);
         v->real = NULL;
+        v->rx_src = RX_NO_SRC;
     }
     idtab_clear (&vctx->qp_by_rqpn);
     OBJ_FOREACH_REV (struct ibcr_srq, v, &vctx->srqs)

@@ -164,7 +164,15 @@ struct ibcr_qp {
     struct ibcr_block slock, rlock;
     struct wrlog_sq sq;
     struct wrlog_rq rq;
-    uint64_t recv_done;       /* receive completions (messages from peer) */
+    uint64_t recv_done; /* receive completions (messages from peer) */
+    /* The last receive's real source (xl_key of its slid and src_qp) and
+     * what xlate_qp_rev made of it: an RC or UC QP hears one peer, so the
+     * next receive's translation is one compare (complete.h).  Under the
+     * receive CQ's plock; RX_NO_SRC until a receive sets it, and again
+     * from release on (a rebuild gives peers new real numbers). */
+    uint64_t rx_src;
+    uint16_t rx_vlid;
+    uint32_t rx_vqpn;
     struct ibcr_map ud_sent;  /* UD: (vlid<<32|vqpn) of dest -> sends done
                                * (under the send CQ's plock) */
     struct ibcr_map ud_recv;  /* UD: (vlid<<32|vqpn) of source -> received */

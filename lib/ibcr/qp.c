@@ -116,6 +116,7 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
     }
     vqp->ctx = vpd->ctx;
     vqp->vpd = vpd;
+    vqp->rx_src = RX_NO_SRC;
     vqp->vscq = vcq_of (attr->send_cq);
     vqp->vrcq = vcq_of (attr->recv_cq);
     vqp->vsrq = attr->srq ? vsrq_of (attr->srq) : NULL;
@@ -512,12 +513,18 @@ bool ibcr_qp_complete_recv (struct ibcr_qp *vqp, struct ibv_wc *wc)
     if (wc->status == IBV_WC_SUCCESS) {
         vqp->recv_done++;
         if (ibcr_xlate) {
-            uint16_t vl;
-            uint32_t vq;
-            if (xlate_qp_rev (wc->slid, wc->src_qp, &vl, &vq)) {
-                wc->slid = vl;
-                wc->src_qp = vq;
+            uint16_t vl = wc->slid;
+            uint32_t vq = wc->src_qp;
+            uint64_t src = xl_key (vl, vq);
+            xlate_qp_rev (vl, vq, &vl, &vq);
+            if (vqp->qpx.qp_base.qp_type != IBV_QPT_UD) {
+                /* The next receive's source is likely this one. */
+                vqp->rx_src = src;
+                vqp->rx_vlid = vl;
+                vqp->rx_vqpn = vq;
             }
+            wc->slid = vl;
+            wc->src_qp = vq;
         }
         if (vqp->qpx.qp_base.qp_type == IBV_QPT_UD)
             map_add (&vqp->ud_recv, xl_key (wc->slid, wc->src_qp), 1);
