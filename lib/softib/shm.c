@@ -45,14 +45,19 @@
 
 #include "softib.h"
 
-#define SIB_SHM_RING (1u << 20) /* bytes per direction */
-#define SIB_SHM_CTL 4096        /* control page before the rings */
+/* Bytes per direction.  2 MiB holds 31 SENDs of 64 KiB, twice what
+ * 1 MiB held: with 1 MiB a sender posting a window of 64 found the ring
+ * full, and its progress thread made most of the copies later, a third
+ * busy thread on two cores (doc/softib-shm.md). */
+#define SIB_SHM_RING (1u << 21)
+#define SIB_SHM_CTL 4096 /* control page before the rings */
 #define SIB_SHM_BYTES (SIB_SHM_CTL + 2 * (size_t)SIB_SHM_RING)
 /* The layout of the control page, its wake-up protocol and what the
- * rings carry (3: short headers, 4: tiny headers, wire.h): in the name of
+ * rings carry (3: short headers, 4: tiny headers, wire.h; 5: rings of
+ * 2 MiB): in the name of
  * the unix endpoint, so that softib builds with another layout never meet
  * there (they use TCP between them). */
-#define SIB_SHM_LAYOUT 4
+#define SIB_SHM_LAYOUT 5
 
 /* Each index and each flag has a cache line of its own: the producer
  * writes head per message and the consumer tail per batch, while the
