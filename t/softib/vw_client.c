@@ -337,7 +337,7 @@ void vw_client_wc (struct vw_run *r, struct vw_thread *t, const struct ibv_wc *w
 {
     struct vw_qp *q = vw_qp_of_wc (r, t, wc);
 
-    vw_check_wc (r, wc);
+    vw_check_wc (r, q, wc);
     switch (VW_WRID_KIND (wc->wr_id)) {
     case VW_WR_DATA:
     case VW_WR_CTL:

@@ -157,15 +157,28 @@ struct vw_qp *vw_qp_of_wc (struct vw_run *r, struct vw_thread *t, const struct i
             (unsigned long long)wc->wr_id, ibv_wc_status_str (wc->status), wc->qp_num);
 }
 
-void vw_check_wc (struct vw_run *r, const struct ibv_wc *wc)
+void vw_check_wc (struct vw_run *r, const struct vw_qp *q, const struct ibv_wc *wc)
 {
     static const char *kinds[] = {
         "?", "data", "control send", "data receive", "control receive", "immediate receive"
     };
     int kind = VW_WRID_KIND (wc->wr_id);
 
-    if (wc->status == IBV_WC_SUCCESS)
+    if (wc->status == IBV_WC_SUCCESS) {
+        /* A device may leave an RC receive's source 0; softib gives it,
+         * and libibcr must give it back in the peer's virtual numbers,
+         * also after every rebuild (UD: the server checks it itself). */
+        if ((wc->opcode & IBV_WC_RECV) && !r->o.ud
+            && ((wc->src_qp && wc->src_qp != q->remote.qpn)
+                || (wc->slid && wc->slid != q->remote.lid)))
+            vw_die (r,
+                    "qp %d: %s WR %llu: message from LID %u QPN %u, expected the peer's LID %u "
+                    "QPN %u",
+                    q->idx, kind < 6 ? kinds[kind] : "?",
+                    (unsigned long long)VW_WRID_VAL (wc->wr_id), wc->slid, wc->src_qp,
+                    q->remote.lid, q->remote.qpn);
         return;
+    }
     vw_die (r,
             "qp %d: %s WR %llu (%s) completed with %s (status %d, "
             "vendor_err 0x%x)",

@@ -151,7 +151,9 @@ void vw_post_sq (struct vw_run *r, struct vw_qp *q, struct ibv_send_wr *wr, int 
 /* Find the QP a completion belongs to. */
 struct vw_qp *vw_qp_of_wc (struct vw_run *r, struct vw_thread *t, const struct ibv_wc *wc);
 /* Fail the run when a completion is not a success, naming it. */
-void vw_check_wc (struct vw_run *r, const struct ibv_wc *wc);
+/* Dies on an error completion, or on a receive from another source
+ * than the QP's peer. */
+void vw_check_wc (struct vw_run *r, const struct vw_qp *q, const struct ibv_wc *wc);
 
 /* Requester and responder: one step of thread t (post what may be posted,
  * handle one completion); see vw_client.c and vw_server.c. */
