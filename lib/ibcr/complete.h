@@ -6,7 +6,8 @@
  * A completion the application did not ask for (an unsignaled WR; libibcr
  * signals every real WR) is hidden.  This runs per completion, so the
  * common case (a send completion of the QP the CQ's last completion came
- * from) is inline in cq.c; receives go out of line (qp.c).
+ * from) is inline in cq.c, and so is a successful receive at the head of
+ * an RC or UC QP's log; other receives go out of line (qp.c).
  *
  * Callers hold the CQ's plock, or are the checkpoint thread with the gate
  * closed: the CQ's hint is theirs alone.  Never look a QP up here other

@@ -168,7 +168,8 @@ struct ibcr_qp {
     /* The last receive's real source (xl_key of its slid and src_qp) and
      * what xlate_qp_rev made of it: an RC or UC QP hears one peer, so the
      * next receive's translation is one compare (complete.h).  Under the
-     * receive CQ's plock; RX_NO_SRC until a receive sets it, and again
+     * receive CQ's plock (the checkpoint thread: with the gate closed);
+     * RX_NO_SRC until a receive sets it, and again
      * from release on (a rebuild gives peers new real numbers). */
     uint64_t rx_src;
     uint16_t rx_vlid;
