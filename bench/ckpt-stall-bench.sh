@@ -74,9 +74,10 @@
 #                kernel's reports of free memory to the host settle
 #                (as after noreport), so that both start from the same
 #                state (with noreport: no wait).  The dd after a
-#                checkpoint finds the page cache full of the image,
-#                written back, and takes its pages from it, never from
-#                free memory the host took back
+#                checkpoint finds the page cache holding what it kept
+#                of the image, written back, and can take its pages
+#                from there rather than from free memory the host took
+#                back
 # Where the kernel counts what it reported to the host (reported_kib in
 # that folder), each round also prints, to stderr, how much it reported
 # during the dump and during dd.

@@ -84,7 +84,16 @@ one() {
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-med() { awk -v m="$3" '$1 == m { print $2 }' "$work/$1.$2" | median; }
+# med SETUP THREADS MEASURE: the median over rounds; a measure a run
+# could not make ("psend none": every repetition left out) stops the
+# bench, naming it.
+med() {
+	if grep -q "^$3 none\$" "$work/$1.$2"; then
+		echo "verbs-ns-bench: $1, $2 thread(s): no repetition of $3 measured (its CQ was found empty every time)" >&2
+		exit 1
+	fi
+	awk -v m="$3" '$1 == m { print $2 }' "$work/$1.$2" | median
+}
 
 r=0
 while test $r -lt "$rounds"; do
