@@ -137,8 +137,11 @@ void ibcr_post_send_refused (struct ibcr_qp *vqp, struct ibv_send_wr *bad)
 int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
     struct ibcr_qp *vqp = vqp_of (qp);
-    if (__builtin_expect (!wr->next && vqp->qpx.qp_base.qp_type != IBV_QPT_UD, 1))
-        return post_send_one (vqp, wr, bad, false);
+    if (__builtin_expect (!wr->next, 1)) {
+        if (__builtin_expect (vqp->qpx.qp_base.qp_type != IBV_QPT_UD, 1))
+            return post_send_one (vqp, wr, bad, false);
+        return post_send_ud_one (vqp, wr, bad);
+    }
     return post_send_as (vqp, wr, bad, false);
 }
 

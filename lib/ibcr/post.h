@@ -51,6 +51,45 @@ out:
     return rc;
 }
 
+/* post_send_as for one WR on a UD QP: logged the same way; before the
+ * first rebuild (no translation) the application's WR is posted as it
+ * is, in a copy whose AH is the real one, instead of a WR rebuilt field
+ * by field from the log entry (send_real). */
+static inline __attribute__ ((always_inline)) int
+post_send_ud_one (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    int rc;
+    struct gate_slot *s = gate_enter ();
+    int how = block_lock_as (&vqp->slock, s);
+    struct wrlog_send *e = wrlog_sq_push_as (&vqp->sq, wr, vqp->app_sig_all, false);
+    if (__builtin_expect (!e, 0)) {
+        rc = errno;
+        *bad = wr;
+        goto out;
+    }
+    struct ibcr_ah *vah = vah_of (wr->wr.ud.ah);
+    e->vah = vah;
+    e->remote_qpn = wr->wr.ud.remote_qpn;
+    e->remote_qkey = wr->wr.ud.remote_qkey;
+    wrlog_sq_publish (&vqp->sq);
+    if (__builtin_expect (!ibcr_xlate && vah, 1)) {
+        struct ibv_send_wr w = *wr, *b;
+        w.next = NULL;
+        w.wr.ud.ah = vah->real;
+        rc = vqp->real_post_send (vqp->real, &w, &b);
+    } else {
+        rc = ibcr_post_real_send (vqp, e);
+    }
+    if (__builtin_expect (rc != 0, 0)) {
+        *bad = wr;
+        wrlog_sq_unpush (&vqp->sq, 1);
+    }
+out:
+    block_unlock (&vqp->slock, how);
+    gate_leave_as (s);
+    return rc;
+}
+
 /* Log a list of send WRs and post it to the real QP (translated after a
  * rebuild); ibv_post_send's contract.  'built' (a constant): the list comes
  * from the ibv_wr_* builder (qpx.c) on a QP that is not UD, each WR with at
