@@ -31,6 +31,10 @@ for where in "0 0" "1 2"; do
 		ibcr_pp rc$1 $1 $2 0 0 ibv_rc_pingpong -c -n 300 &&
 		ibcr_pp rce$1 $1 $2 0 0 ibv_rc_pingpong -c -e -n 300
 	"
+	test_expect_success "uc_pingpong -c and -c -e ($place)" "
+		ibcr_pp uc$1 $1 $2 0 0 ibv_uc_pingpong -c -n 300 &&
+		ibcr_pp uce$1 $1 $2 0 0 ibv_uc_pingpong -c -e -n 300
+	"
 	test_expect_success "ud_pingpong -c and -c -e ($place)" "
 		ibcr_pp ud$1 $1 $2 0 0 ibv_ud_pingpong -c -n 300 &&
 		ibcr_pp ude$1 $1 $2 0 0 ibv_ud_pingpong -c -e -n 300
