@@ -2,7 +2,7 @@
 test_description='libibcr: transparent pass-through on softib
 
 With libibcr preloaded on both sides and no checkpoint ever taken, Debian'"'"'s
-unmodified pingpongs, perftest and verbs_stream (every opcode, UD, SRQ,
+unmodified pingpongs (RC, UC, UD, SRQ), perftest and verbs_stream (every opcode, UD, SRQ,
 completion channels, several threads, the ibv_wr_* and ibv_cq_ex APIs) run
 exactly as without it, on one host and
 between two network-namespace hosts; the receivers verify every byte.'
