@@ -139,8 +139,8 @@ int ibcr_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
     struct ibcr_qp *vqp = vqp_of (qp);
     if (__builtin_expect (!wr->next, 1)) {
         if (__builtin_expect (vqp->qpx.qp_base.qp_type != IBV_QPT_UD, 1))
-            return post_send_one (vqp, wr, bad, false);
-        return post_send_ud_one (vqp, wr, bad);
+            return post_send_one (vqp, wr, bad, false, false);
+        return post_send_one (vqp, wr, bad, false, true);
     }
     return post_send_as (vqp, wr, bad, false);
 }

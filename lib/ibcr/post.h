@@ -17,10 +17,23 @@
 /* A backend refused a post: drop what it did not take from the log. */
 void ibcr_post_send_refused (struct ibcr_qp *vqp, struct ibv_send_wr *bad);
 
+/* A UD WR's destination, into its log entry. */
+static inline void wrlog_set_ud (struct wrlog_send *e, const struct ibv_send_wr *w)
+{
+    e->vah = vah_of (w->wr.ud.ah);
+    e->remote_qpn = w->wr.ud.remote_qpn;
+    e->remote_qkey = w->wr.ud.remote_qkey;
+}
+
 /* post_send_as for one WR (wr->next is NULL), most posts: straight-line
- * code without the list's loops, the same steps in the same order. */
-static inline __attribute__ ((always_inline)) int
-post_send_one (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad, bool built)
+ * code without the list's loops, the same steps in the same order.  'ud'
+ * (a constant): the QP is UD; before the first rebuild its WR is posted
+ * as the application built it, in a copy whose AH is the real one,
+ * rather than rebuilt field by field from the log entry (send_real). */
+static inline __attribute__ ((always_inline)) int post_send_one (struct ibcr_qp *vqp,
+                                                                 struct ibv_send_wr *wr,
+                                                                 struct ibv_send_wr **bad,
+                                                                 bool built, bool ud)
 {
     int rc;
     struct gate_slot *s = gate_enter ();
@@ -31,58 +44,29 @@ post_send_one (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr *
         *bad = wr;
         goto out;
     }
+    if (ud)
+        wrlog_set_ud (e, wr);
     /* before the real post: its completion may be polled at once */
     wrlog_sq_publish (&vqp->sq);
-    if (__builtin_expect (!ibcr_xlate, 1)) {
-        /* Hot path: virtual == real. */
-        rc = vqp->real_post_send (vqp->real, wr, bad);
-        if (__builtin_expect (rc != 0, 0))
+    if (__builtin_expect (!ibcr_xlate && (!ud || e->vah), 1)) {
+        /* Hot path: virtual == real (but a UD WR's AH). */
+        struct ibv_send_wr w, *b;
+        if (ud) {
+            w = *wr;
+            w.wr.ud.ah = e->vah->real;
+        }
+        rc = vqp->real_post_send (vqp->real, ud ? &w : wr, ud ? &b : bad);
+        if (__builtin_expect (rc != 0, 0)) {
+            if (ud)
+                *bad = wr;
             ibcr_post_send_refused (vqp, *bad);
+        }
     } else {
         rc = ibcr_post_real_send (vqp, e);
         if (rc) {
             *bad = wr;
             wrlog_sq_unpush (&vqp->sq, 1);
         }
-    }
-out:
-    block_unlock (&vqp->slock, how);
-    gate_leave_as (s);
-    return rc;
-}
-
-/* post_send_as for one WR on a UD QP: logged the same way; before the
- * first rebuild (no translation) the application's WR is posted as it
- * is, in a copy whose AH is the real one, instead of a WR rebuilt field
- * by field from the log entry (send_real). */
-static inline __attribute__ ((always_inline)) int
-post_send_ud_one (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-    int rc;
-    struct gate_slot *s = gate_enter ();
-    int how = block_lock_as (&vqp->slock, s);
-    struct wrlog_send *e = wrlog_sq_push_as (&vqp->sq, wr, vqp->app_sig_all, false);
-    if (__builtin_expect (!e, 0)) {
-        rc = errno;
-        *bad = wr;
-        goto out;
-    }
-    struct ibcr_ah *vah = vah_of (wr->wr.ud.ah);
-    e->vah = vah;
-    e->remote_qpn = wr->wr.ud.remote_qpn;
-    e->remote_qkey = wr->wr.ud.remote_qkey;
-    wrlog_sq_publish (&vqp->sq);
-    if (__builtin_expect (!ibcr_xlate && vah, 1)) {
-        struct ibv_send_wr w = *wr, *b;
-        w.next = NULL;
-        w.wr.ud.ah = vah->real;
-        rc = vqp->real_post_send (vqp->real, &w, &b);
-    } else {
-        rc = ibcr_post_real_send (vqp, e);
-    }
-    if (__builtin_expect (rc != 0, 0)) {
-        *bad = wr;
-        wrlog_sq_unpush (&vqp->sq, 1);
     }
 out:
     block_unlock (&vqp->slock, how);
@@ -111,11 +95,8 @@ post_send_as (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **
             *bad = w;
             break;
         }
-        if (ud) {
-            e->vah = vah_of (w->wr.ud.ah);
-            e->remote_qpn = w->wr.ud.remote_qpn;
-            e->remote_qkey = w->wr.ud.remote_qkey;
-        }
+        if (ud)
+            wrlog_set_ud (e, w);
         n++;
     }
     if (rc) {

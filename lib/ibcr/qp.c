@@ -517,8 +517,9 @@ bool ibcr_qp_complete_recv (struct ibcr_qp *vqp, struct ibv_wc *wc)
             uint32_t vq = wc->src_qp;
             uint64_t src = xl_key (vl, vq);
             xlate_qp_rev (vl, vq, &vl, &vq);
-            if (vqp->qpx.qp_base.qp_type != IBV_QPT_UD) {
-                /* The next receive's source is likely this one. */
+            if (vqp->qpx.qp_base.qp_type != IBV_QPT_UD && !vqp->vsrq) {
+                /* The next receive's source is likely this one (the
+                 * inline path's cache: no UD, no SRQ). */
                 vqp->rx_src = src;
                 vqp->rx_vlid = vl;
                 vqp->rx_vqpn = vq;

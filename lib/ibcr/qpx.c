@@ -324,7 +324,7 @@ static int wr_complete (struct ibv_qp_ex *qx)
     if (__builtin_expect (b->slow || qx->qp_base.qp_type == IBV_QPT_UD, 0))
         return complete_slow (qx, b);
     struct ibv_send_wr *bad;
-    int rc = b->n == 1 ? post_send_one ((struct ibcr_qp *)qx, &b->e[0].wr, &bad, true)
+    int rc = b->n == 1 ? post_send_one ((struct ibcr_qp *)qx, &b->e[0].wr, &bad, true, false)
                        : post_send_as ((struct ibcr_qp *)qx, &b->e[0].wr, &bad, true);
     b->n = 0; /* nsge and ninl are 0: the batch is not slow */
     return rc;
