@@ -93,28 +93,24 @@ qp_send_complete (struct ibcr_cq *vcq, struct ibcr_qp *vqp, const struct ibv_wc 
 /* A successful receive on an RC or UC QP without an SRQ whose WR is the
  * receive log's oldest (receives complete in order) and, after a
  * rebuild, whose source is the one the last receive had: the log's head
- * popped, the source translated, inline.  False has changed nothing:
+ * popped, the source translated, inline.  The pollers of the QP's
+ * receive CQ are the receive log's one consumer (wrlog.h), under that
+ * CQ's plock: no QP lock is taken.  False has changed nothing:
  * ibcr_qp_complete_recv (qp.c) does all of it then, UD, SRQs and the
  * first receive from a source included. */
-static inline __attribute__ ((always_inline)) bool qp_recv_complete_fast (struct ibcr_qp *vqp,
-                                                                          struct ibv_wc *wc)
+static inline __attribute__ ((always_inline)) bool
+qp_recv_complete_fast (struct ibcr_cq *vcq, struct ibcr_qp *vqp, struct ibv_wc *wc)
 {
-    if (wc->status != IBV_WC_SUCCESS || vqp->vsrq || vqp->qpx.qp_base.qp_type == IBV_QPT_UD)
+    if (wc->status != IBV_WC_SUCCESS || vcq != vqp->rx_fast_cq)
         return false;
     bool xl = ibcr_xlate;
     if (xl && xl_key (wc->slid, wc->src_qp) != vqp->rx_src)
         return false;
     struct wrlog_rq *q = &vqp->rq;
-    int how = block_lock (&vqp->rlock);
-    bool head = wrlog_rq_len (q)
-        && ((const struct wrlog_recv *)wrlog_ring_at (&q->r, 0))->wr_id == wc->wr_id;
-    if (__builtin_expect (head, 1)) {
-        q->r.head++;
-        q->done++;
-    }
-    block_unlock (&vqp->rlock, how);
-    if (!head)
+    const struct wrlog_recv *e = wrlog_ring_head (&q->r);
+    if (__builtin_expect (!e || e->wr_id != wc->wr_id, 0))
         return false;
+    wrlog_ring_pop_head (&q->r);
     vqp->recv_done++;
     if (xl) {
         wc->slid = vqp->rx_vlid;
@@ -142,9 +138,9 @@ static inline __attribute__ ((always_inline)) bool cq_complete (struct ibcr_cq *
             return show;
         }
     }
-    if (__builtin_expect (qp_recv_complete_fast (vqp, wc), 1))
+    if (__builtin_expect (qp_recv_complete_fast (vcq, vqp, wc), 1))
         return true;
-    return ibcr_qp_complete_recv (vqp, wc);
+    return ibcr_qp_complete_recv (vcq, vqp, wc);
 }
 
 #endif

@@ -160,10 +160,16 @@ struct ibcr_qp {
     /* Logs and counters for the exact drain.  slock: posters (the send
      * log's producer side, ah_cache); the send log's consumer is the send
      * CQ's poller, under that CQ's plock (wrlog.h), which also guards
-     * ud_sent.  rlock: the receive log. */
+     * ud_sent.  rlock: the receive log's producers; its consumer is the
+     * receive CQ's poller, under that CQ's plock (wrlog.h), which also
+     * guards recv_done, ud_recv and the rx_ fields. */
     struct ibcr_block slock, rlock;
     struct wrlog_sq sq;
     struct wrlog_rq rq;
+    /* The receive CQ if a successful receive may take the inline path
+     * (complete.h: no SRQ, not UD), else NULL: one compare there, on the
+     * receive log's cache line, instead of three fields' tests. */
+    struct ibcr_cq *rx_fast_cq;
     uint64_t recv_done; /* receive completions (messages from peer) */
     /* The last receive's real source (xl_key of its slid and src_qp) and
      * what xlate_qp_rev made of it: an RC or UC QP hears one peer, so the
@@ -307,7 +313,7 @@ void ibcr_ah_cache_clear (struct ibcr_qp *vqp);
  * virtual ids; false when the application must not see it (a WR it posted
  * unsignaled, which libibcr signals to know exactly when it is done). */
 /* A receive completion's accounting (complete.h does the rest). */
-bool ibcr_qp_complete_recv (struct ibcr_qp *vqp, struct ibv_wc *wc);
+bool ibcr_qp_complete_recv (struct ibcr_cq *vcq, struct ibcr_qp *vqp, struct ibv_wc *wc);
 
 /* The ibv_wr_* API of a QP (qpx.c) */
 void ibcr_qpx_fill (struct ibcr_qp *vqp);

@@ -192,7 +192,7 @@ post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *l
     struct gate_slot *s = gate_enter ();
     int how = block_lock_as (lock, s);
     for (struct ibv_recv_wr *w = wr; w; w = w->next) {
-        if (!wrlog_rq_push (log, w)) {
+        if (!wrlog_rq_push_as (log, w)) {
             rc = errno;
             *bad = w;
             wrlog_rq_unpush (log, n);
@@ -201,15 +201,19 @@ post_recv_common (struct ibcr_qp *vqp, struct ibcr_srq *vsrq, struct wrlog_rq *l
         n++;
     }
     if (!ibcr_xlate) {
+        /* before the real post: its completion may be polled at once */
+        wrlog_rq_publish (log);
         rc = vsrq ? ibv_post_srq_recv (vsrq->real, wr, bad)
                   : vqp->real_post_recv (vqp->real, wr, bad);
         if (rc)
             post_recv_refused (log, *bad);
         goto out;
     }
-    size_t first = wrlog_rq_len (log) - n, i = 0;
+    /* Translated: each entry published just before its real post. */
+    size_t first = log->r.ptail - n, i = 0;
     for (struct ibv_recv_wr *w = wr; w; w = w->next, i++) {
-        rc = ibcr_post_real_recv (vqp, vsrq, wrlog_rq_at (log, first + i));
+        wrlog_ring_publish_to (&log->r, first + i + 1);
+        rc = ibcr_post_real_recv (vqp, vsrq, wrlog_rq_slot (log, first + i));
         if (rc) {
             *bad = w;
             wrlog_rq_unpush (log, n - i);
@@ -230,11 +234,14 @@ post_recv_one (struct ibcr_qp *vqp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
     int rc;
     struct gate_slot *s = gate_enter ();
     int how = block_lock_as (&vqp->rlock, s);
-    struct wrlog_recv *e = wrlog_rq_push (&vqp->rq, wr);
+    struct wrlog_recv *e = wrlog_rq_push_as (&vqp->rq, wr);
     if (__builtin_expect (!e, 0)) {
         rc = errno;
         *bad = wr;
-    } else if (__builtin_expect (!ibcr_xlate, 1)) {
+        goto out;
+    }
+    wrlog_rq_publish (&vqp->rq); /* before the real post */
+    if (__builtin_expect (!ibcr_xlate, 1)) {
         rc = vqp->real_post_recv (vqp->real, wr, bad);
         if (__builtin_expect (rc != 0, 0))
             post_recv_refused (&vqp->rq, *bad);
@@ -245,6 +252,7 @@ post_recv_one (struct ibcr_qp *vqp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
             wrlog_rq_unpush (&vqp->rq, 1);
         }
     }
+out:
     block_unlock (&vqp->rlock, how);
     gate_leave_as (s);
     return rc;

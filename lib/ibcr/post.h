@@ -114,9 +114,9 @@ post_send_as (struct ibcr_qp *vqp, struct ibv_send_wr *wr, struct ibv_send_wr **
     }
     /* Translated path: one real WR per logged entry, posted in order,
      * each published just before its real post. */
-    size_t first = vqp->sq.ptail - n, i = 0;
+    size_t first = vqp->sq.r.ptail - n, i = 0;
     for (struct ibv_send_wr *w = wr; w; w = w->next, i++) {
-        wrlog_sq_publish_to (&vqp->sq, first + i + 1);
+        wrlog_ring_publish_to (&vqp->sq.r, first + i + 1);
         rc = ibcr_post_real_send (vqp, wrlog_sq_slot (&vqp->sq, first + i));
         if (rc) {
             *bad = w;

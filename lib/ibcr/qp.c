@@ -17,13 +17,14 @@
 #include "exports.h"
 #include "complete.h"
 
-/* A send log grows under its consumer's lock: the send CQ's plock. */
-static int sq_excl_lock (void *vcq)
+/* A QP's log's consumer lock: the plock of the CQ whose pollers pop it
+ * (wrlog.h). */
+static int log_excl_lock (void *vcq)
 {
     return block_lock (&((struct ibcr_cq *)vcq)->plock);
 }
 
-static void sq_excl_unlock (void *vcq, int how)
+static void log_excl_unlock (void *vcq, int how)
 {
     block_unlock (&((struct ibcr_cq *)vcq)->plock, how);
 }
@@ -120,6 +121,7 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
     vqp->vscq = vcq_of (attr->send_cq);
     vqp->vrcq = vcq_of (attr->recv_cq);
     vqp->vsrq = attr->srq ? vsrq_of (attr->srq) : NULL;
+    vqp->rx_fast_cq = !vqp->vsrq && attr->qp_type != IBV_QPT_UD ? vqp->vrcq : NULL;
     vqp->init = *attr;
     vqp->app_sig_all = attr->sq_sig_all != 0;
     vqp->peer_rank = -1;
@@ -146,11 +148,17 @@ struct ibv_qp *ibcr_create_qp (struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
         < 0)
         goto error;
     /* the send log's consumer: the pollers of the send CQ (wrlog.h) */
-    vqp->sq.excl_lock = sq_excl_lock;
-    vqp->sq.excl_unlock = sq_excl_unlock;
-    vqp->sq.excl_arg = vqp->vscq;
-    if (!vqp->vsrq && wrlog_rq_init (&vqp->rq, attr->cap.max_recv_wr, attr->cap.max_recv_sge) < 0)
-        goto error;
+    vqp->sq.r.excl_lock = log_excl_lock;
+    vqp->sq.r.excl_unlock = log_excl_unlock;
+    vqp->sq.r.excl_arg = vqp->vscq;
+    if (!vqp->vsrq) {
+        if (wrlog_rq_init (&vqp->rq, attr->cap.max_recv_wr, attr->cap.max_recv_sge) < 0)
+            goto error;
+        /* the receive log's consumer: the pollers of the receive CQ */
+        vqp->rq.r.excl_lock = log_excl_lock;
+        vqp->rq.r.excl_unlock = log_excl_unlock;
+        vqp->rq.r.excl_arg = vqp->vrcq;
+    }
     ibcr_cq_grow (vqp->vscq, attr->cap.max_send_wr);
     if (!vqp->vsrq)
         ibcr_cq_grow (vqp->vrcq, attr->cap.max_recv_wr);
@@ -475,8 +483,10 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
  * an AH of the source GID).  Called before the receive leaves its log. */
 static void grh_xlate (struct wrlog_rq *rq, const struct ibv_wc *wc)
 {
-    for (size_t i = 0; i < wrlog_rq_len (rq); i++) {
-        struct wrlog_recv *e = wrlog_rq_at (rq, i);
+    /* the consumer's view: published entries */
+    size_t end = __atomic_load_n (&rq->r.tail, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; rq->r.head + i != end; i++) {
+        struct wrlog_recv *e = wrlog_ring_at (&rq->r, i);
         if (e->wr_id != wc->wr_id)
             continue;
         if (e->num_sge < 1 || e->sge[0].length < sizeof (struct ibv_grh))
@@ -492,8 +502,11 @@ static void grh_xlate (struct wrlog_rq *rq, const struct ibv_wc *wc)
 }
 
 /* A receive completion (or an error completion that is not the send
- * log's head's): called by cq_complete (complete.h), which did the rest. */
-bool ibcr_qp_complete_recv (struct ibcr_qp *vqp, struct ibv_wc *wc)
+ * log's head's) polled from vcq: called by cq_complete (complete.h),
+ * which did the rest.  A QP's receive log is popped by the pollers of its
+ * receive CQ alone (wrlog.h); a completion from another CQ is not a
+ * receive's and leaves it alone. */
+bool ibcr_qp_complete_recv (struct ibcr_cq *vcq, struct ibcr_qp *vqp, struct ibv_wc *wc)
 {
     bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
         && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
@@ -501,14 +514,12 @@ bool ibcr_qp_complete_recv (struct ibcr_qp *vqp, struct ibv_wc *wc)
         int how = block_lock (&vqp->vsrq->lock);
         if (grh)
             grh_xlate (&vqp->vsrq->rq, wc);
-        wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id);
+        wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id, false);
         block_unlock (&vqp->vsrq->lock, how);
-    } else {
-        int how = block_lock (&vqp->rlock);
+    } else if (vcq == vqp->vrcq) {
         if (grh)
             grh_xlate (&vqp->rq, wc);
-        wrlog_rq_complete (&vqp->rq, wc->wr_id);
-        block_unlock (&vqp->rlock, how);
+        wrlog_rq_complete (&vqp->rq, wc->wr_id, true);
     }
     if (wc->status == IBV_WC_SUCCESS) {
         vqp->recv_done++;

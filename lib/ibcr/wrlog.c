@@ -24,7 +24,7 @@ static int ring_init (struct wrlog_ring *r, size_t cap, size_t stride)
     }
     r->stride = stride;
     r->cap = cap;
-    r->head = r->tail = 0;
+    r->head = r->tail = r->ptail = 0;
     return 0;
 }
 
@@ -32,7 +32,7 @@ static void ring_fini (struct wrlog_ring *r)
 {
     free (r->buf);
     r->buf = NULL;
-    r->cap = r->head = r->tail = 0;
+    r->cap = r->head = r->tail = r->ptail = 0;
 }
 
 /* Growing is rare (a backend that accepts more than it said): out of line,
@@ -55,24 +55,47 @@ int wrlog_ring_grow (struct wrlog_ring *r, size_t end)
     return 0;
 }
 
-void *wrlog_sq_grow (struct wrlog_sq *q)
+void *wrlog_ring_grow_excl (struct wrlog_ring *r)
 {
-    int how = q->excl_lock ? q->excl_lock (q->excl_arg) : 0;
+    int how = r->excl_lock ? r->excl_lock (r->excl_arg) : 0;
     int rc = 0;
     /* The consumer may have made room meanwhile; it is excluded now. */
-    if (q->ptail - q->r.head == q->r.cap)
-        rc = wrlog_ring_grow (&q->r, q->ptail);
-    if (q->excl_unlock)
-        q->excl_unlock (q->excl_arg, how);
-    return rc < 0 ? NULL : wrlog_ring_slot (&q->r, q->ptail);
+    if (r->ptail - r->head == r->cap)
+        rc = wrlog_ring_grow (r, r->ptail);
+    if (r->excl_unlock)
+        r->excl_unlock (r->excl_arg, how);
+    return rc < 0 ? NULL : wrlog_ring_slot (r, r->ptail);
 }
 
-/* Remove entry i, keeping order (moves the older ones up by one). */
+/* The producer drops the newest n entries, which it pushed and the
+ * backend did not take.  They were published before the real post, so
+ * the consumer may be reading one (an error completion's wr_id is
+ * compared with the head), or may even have popped one whose wr_id
+ * matched: under the consumer's lock, head is put back to the new end
+ * too.  Refusals are rare; the lock costs the CQ lock's bias at most.
+ * Entries never published (a push that failed on a bad WR) need no
+ * lock.  The caller has taken back the entries' counts. */
+void wrlog_ring_unpush (struct wrlog_ring *r, size_t n)
+{
+    if (n > r->ptail)
+        n = r->ptail;
+    bool shown = n && __atomic_load_n (&r->tail, __ATOMIC_RELAXED) > r->ptail - n;
+    int how = shown && r->excl_lock ? r->excl_lock (r->excl_arg) : 0;
+    r->ptail -= n;
+    if (r->head > r->ptail)
+        __atomic_store_n (&r->head, r->ptail, __ATOMIC_RELEASE);
+    wrlog_ring_publish_to (r, r->ptail);
+    if (shown && r->excl_unlock)
+        r->excl_unlock (r->excl_arg, how);
+}
+
+/* The consumer removes published entry i, keeping order (moves the older
+ * ones up by one: entries the producer no longer touches). */
 static void ring_remove (struct wrlog_ring *r, size_t i)
 {
     for (size_t j = i; j > 0; j--)
         memcpy (wrlog_ring_at (r, j), wrlog_ring_at (r, j - 1), r->stride);
-    wrlog_ring_pop (r);
+    wrlog_ring_pop_head (r);
 }
 
 int wrlog_sq_init (struct wrlog_sq *q, size_t cap, int max_sge, uint32_t max_inline)
@@ -91,33 +114,23 @@ void wrlog_sq_fini (struct wrlog_sq *q)
     ring_fini (&q->r);
 }
 
-/* The producer drops the newest n entries, which it pushed and the
- * backend did not take.  They were published before the real post, so
- * the consumer may be reading one (an error completion's wr_id is
- * compared with the head), or may even have popped one whose wr_id
- * matched: under the consumer's lock, head is put back to the new end
- * too.  Refusals are rare; the lock costs the CQ lock's bias at most.
- * Entries never published (a push that failed on a bad WR) need no lock.
- * A popped entry's other effects stay: a UD send counted in ud_sent, and
- * the receive whose error completion matched the wr_id, left in its log
- * (a receive's error completion matching, at that instant, the wr_id of
- * a send being refused on the same CQ). */
+/* wrlog_ring_unpush, with the entries' counts.  A popped entry's other
+ * effects stay: a UD send counted in ud_sent, and the receive whose error
+ * completion matched the wr_id, left in its log (a receive's error
+ * completion matching, at that instant, the wr_id of a send being refused
+ * on the same CQ). */
 void wrlog_sq_unpush (struct wrlog_sq *q, size_t n)
 {
-    bool shown = n && __atomic_load_n (&q->r.tail, __ATOMIC_RELAXED) > q->ptail - n;
-    int how = shown && q->excl_lock ? q->excl_lock (q->excl_arg) : 0;
-    while (n-- > 0 && q->ptail > 0) {
-        struct wrlog_send *e = wrlog_sq_slot (q, q->ptail - 1);
+    if (n > q->r.ptail)
+        n = q->r.ptail;
+    for (size_t i = 1; i <= n; i++) {
+        /* The producer's own entries: the consumer only reads them. */
+        struct wrlog_send *e = wrlog_sq_slot (q, q->r.ptail - i);
         q->posted--;
         if (e->needs_recv)
             q->rmsg_posted--;
-        q->ptail--;
     }
-    if (q->r.head > q->ptail)
-        __atomic_store_n (&q->r.head, q->ptail, __ATOMIC_RELEASE);
-    wrlog_sq_publish (q);
-    if (shown && q->excl_unlock)
-        q->excl_unlock (q->excl_arg, how);
+    wrlog_ring_unpush (&q->r, n);
 }
 
 uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q)
@@ -145,22 +158,22 @@ void wrlog_rq_fini (struct wrlog_rq *q)
 
 void wrlog_rq_unpush (struct wrlog_rq *q, size_t n)
 {
-    while (n-- > 0 && wrlog_rq_len (q) > 0) {
-        q->r.tail--;
-        q->posted--;
-    }
+    if (n > q->r.ptail)
+        n = q->r.ptail;
+    q->posted -= n;
+    wrlog_ring_unpush (&q->r, n);
 }
 
-int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id)
+int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id, bool in_order)
 {
-    for (size_t i = 0; i < wrlog_rq_len (q); i++) {
+    size_t end = __atomic_load_n (&q->r.tail, __ATOMIC_ACQUIRE);
+    for (size_t i = 0; q->r.head + i != end && (i == 0 || !in_order); i++) {
         struct wrlog_recv *e = wrlog_ring_at (&q->r, i);
         if (e->wr_id == wr_id) {
             if (i == 0)
-                wrlog_ring_pop (&q->r);
+                wrlog_ring_pop_head (&q->r);
             else
                 ring_remove (&q->r, i);
-            q->done++;
             return 0;
         }
     }

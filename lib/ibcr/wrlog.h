@@ -8,20 +8,23 @@
  *
  * Entries live in a ring of fixed-stride slots sized from the QP's
  * capabilities; the ring grows if a backend accepts more than it said.
- * head and tail count entries since the ring began (a slot is a count
- * masked by cap): the oldest entry is at head, the next push goes to tail.
+ * head, tail and ptail count entries since the ring began (a slot is a
+ * count masked by cap): the oldest entry is at head, the next push goes to
+ * ptail, and tail is how far the consumer may look.
  *
- * A send log has one producer and one consumer that take different locks:
- * posters push under the QP's slock, and pollers of the QP's send CQ pop
- * under that CQ's plock (a poll takes no QP lock: it was a quarter of what
- * libibcr added to a poll, doc/libibcr-ns.md).  The producer writes an
- * entry, then publishes it by storing tail (release) before it posts the
- * real WR; the consumer reads tail (acquire) and stores head (release)
- * after it has read the entry.  Growing a send log moves entries under
- * the consumer, and dropping entries the backend refused takes back what
- * the consumer may be reading: the producer holds the consumer's lock
- * for both (wrlog_sq's excl callbacks).  A receive log is pushed and popped under
- * one lock (the QP's rlock or the SRQ's) and needs none of this.
+ * Every log has one producer and one consumer, which may take different
+ * locks.  A QP's send log: posters push under the QP's slock, and pollers
+ * of the QP's send CQ pop under that CQ's plock (a poll takes no QP lock:
+ * it was a quarter of what libibcr added to a poll, doc/libibcr-ns.md).
+ * A QP's receive log likewise: posters under the QP's rlock, pollers of
+ * its receive CQ under that CQ's plock.  The producer writes an entry,
+ * then publishes it by storing tail (release) before it posts the real
+ * WR; the consumer reads tail (acquire) and stores head (release) after
+ * it has read the entry.  Growing a ring moves entries under the
+ * consumer, and dropping entries the backend refused takes back what the
+ * consumer may be reading: the producer holds the consumer's lock for
+ * both (the ring's excl callbacks).  An SRQ's receive log is pushed and
+ * popped under the SRQ's one lock: its ring has no excl callbacks.
  */
 #ifndef IBCR_WRLOG_H
 #define IBCR_WRLOG_H
@@ -63,19 +66,20 @@ struct wrlog_recv {
 struct wrlog_ring {
     unsigned char *buf;
     size_t stride, cap;
-    size_t head, tail; /* counts; tail - head entries */
+    /* Counts: the consumer's head, the published tail (tail - head
+     * entries the consumer may see) and the producer's tail (entries
+     * pushed, published or not). */
+    size_t head, tail, ptail;
+    /* Take and release the consumer's lock, around a grow or the drop of
+     * published entries (NULL: the producer holds the consumer's lock
+     * anyway, or there is no other thread, as in unit tests). */
+    int (*excl_lock) (void *arg);
+    void (*excl_unlock) (void *arg, int how);
+    void *excl_arg;
 };
 
 struct wrlog_sq {
     struct wrlog_ring r;
-    /* The producer's tail: entries pushed, published or not (r.tail is
-     * what the consumer may see). */
-    size_t ptail;
-    /* Take and release the consumer's lock, around a grow (NULL: there is
-     * no other thread, as in unit tests). */
-    int (*excl_lock) (void *arg);
-    void (*excl_unlock) (void *arg, int how);
-    void *excl_arg;
     int max_sge;
     uint32_t max_inline;
     /* Pushed less unpushed: all WRs, and those that consume a peer
@@ -87,7 +91,7 @@ struct wrlog_sq {
 struct wrlog_rq {
     struct wrlog_ring r;
     int max_sge;
-    uint64_t posted, done;
+    uint64_t posted; /* pushed less unpushed */
 };
 
 int wrlog_sq_init (struct wrlog_sq *q, size_t cap, int max_sge, uint32_t max_inline);
@@ -98,7 +102,7 @@ void wrlog_sq_unpush (struct wrlog_sq *q, size_t n);
  * closed) sees it. */
 static inline size_t wrlog_sq_len (const struct wrlog_sq *q)
 {
-    return q->ptail - __atomic_load_n (&q->r.head, __ATOMIC_ACQUIRE);
+    return q->r.ptail - __atomic_load_n (&q->r.head, __ATOMIC_ACQUIRE);
 }
 /* Inline bytes of an entry. */
 static inline unsigned char *wrlog_inl (struct wrlog_send *e)
@@ -108,14 +112,22 @@ static inline unsigned char *wrlog_inl (struct wrlog_send *e)
 
 int wrlog_rq_init (struct wrlog_rq *q, size_t cap, int max_sge);
 void wrlog_rq_fini (struct wrlog_rq *q);
+/* The producer drops the newest n entries (a post that the backend
+ * refused, or that failed on a bad WR). */
 void wrlog_rq_unpush (struct wrlog_rq *q, size_t n);
-/* Remove the oldest entry with this wr_id (receives are consumed in order,
- * but an SRQ's completions can be polled from several CQs out of order).
- * 0, or -1 when none matches. */
-int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id);
+/* The consumer removes the oldest published entry with this wr_id; 0, or
+ * -1 when none matches.  A QP's receives complete in order ('in_order'):
+ * only the oldest entry may match, and the others stay where they are
+ * (the producer may be dropping its newest ones at that moment).  An
+ * SRQ's completions can be polled from several CQs out of order: its log
+ * is searched, and an entry removed from the middle moves the older ones
+ * (its producer and consumer hold one lock). */
+int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id, bool in_order);
+/* Entries in the log, as the producer (or the checkpoint thread, the gate
+ * closed) sees it. */
 static inline size_t wrlog_rq_len (const struct wrlog_rq *q)
 {
-    return q->r.tail - q->r.head;
+    return q->r.ptail - __atomic_load_n (&q->r.head, __ATOMIC_ACQUIRE);
 }
 
 /* The data path's operations, inline in their callers (post.c, qp.c):
@@ -142,23 +154,52 @@ static inline void *wrlog_ring_at (struct wrlog_ring *r, size_t i)
  * -1 + ENOMEM (wrlog.c).  end: the count after the newest entry. */
 int wrlog_ring_grow (struct wrlog_ring *r, size_t end);
 
-/* A receive log's push (one lock for both ends). */
-static inline void *wrlog_ring_push (struct wrlog_ring *r)
+/* The producer's push into a full ring: grows it under the consumer's
+ * lock (wrlog.c); the slot of count r->ptail, or NULL + ENOMEM. */
+void *wrlog_ring_grow_excl (struct wrlog_ring *r);
+
+/* The producer takes the slot of count ptail, not yet published; NULL +
+ * ENOMEM. */
+static inline void *wrlog_ring_reserve (struct wrlog_ring *r)
 {
-    if (__builtin_expect (r->tail - r->head == r->cap, 0) && wrlog_ring_grow (r, r->tail) < 0)
+    void *e;
+    if (__builtin_expect (r->ptail - __atomic_load_n (&r->head, __ATOMIC_ACQUIRE) == r->cap, 0)) {
+        e = wrlog_ring_grow_excl (r);
+        if (!e)
+            return NULL;
+    } else {
+        e = wrlog_ring_slot (r, r->ptail);
+    }
+    r->ptail++;
+    return e;
+}
+
+/* Make the entries before count pos visible to the consumer: each one
+ * before its real post (its completion may be polled at once), and none
+ * earlier than needed (an error completion is matched by wr_id). */
+static inline void wrlog_ring_publish_to (struct wrlog_ring *r, size_t pos)
+{
+    __atomic_store_n (&r->tail, pos, __ATOMIC_RELEASE);
+}
+
+/* The producer drops its newest n entries (wrlog.c). */
+void wrlog_ring_unpush (struct wrlog_ring *r, size_t n);
+
+/* The consumer's view: the oldest published entry, or NULL. */
+static inline void *wrlog_ring_head (struct wrlog_ring *r)
+{
+    size_t h = r->head;
+    if (h == __atomic_load_n (&r->tail, __ATOMIC_ACQUIRE))
         return NULL;
-    return wrlog_ring_slot (r, r->tail++);
+    return wrlog_ring_slot (r, h);
 }
 
-static inline void wrlog_ring_pop (struct wrlog_ring *r)
+/* The consumer removes the oldest entry (its completion came), after
+ * reading it; the ring is not empty. */
+static inline void wrlog_ring_pop_head (struct wrlog_ring *r)
 {
-    if (r->tail != r->head)
-        r->head++;
+    __atomic_store_n (&r->head, r->head + 1, __ATOMIC_RELEASE);
 }
-
-/* A send log's push into a full ring: grows it under the consumer's lock
- * (wrlog.c); the slot of count q->ptail, or NULL + ENOMEM. */
-void *wrlog_sq_grow (struct wrlog_sq *q);
 
 static inline bool wrlog_needs_recv (enum ibv_wr_opcode op)
 {
@@ -207,16 +248,9 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
             return NULL;
         }
     }
-    struct wrlog_send *e;
-    if (__builtin_expect (q->ptail - __atomic_load_n (&q->r.head, __ATOMIC_ACQUIRE) == q->r.cap,
-                          0)) {
-        e = wrlog_sq_grow (q);
-        if (!e)
-            return NULL;
-    } else {
-        e = wrlog_ring_slot (&q->r, q->ptail);
-    }
-    q->ptail++;
+    struct wrlog_send *e = wrlog_ring_reserve (&q->r);
+    if (!e)
+        return NULL;
     e->wr_id = wr->wr_id;
     e->opcode = wr->opcode;
     e->send_flags = wr->send_flags | (unsigned)sig_all << 1;
@@ -259,19 +293,10 @@ wrlog_sq_push_as (struct wrlog_sq *q, const struct ibv_send_wr *wr, bool sig_all
     return e;
 }
 
-/* Make the entries before count pos visible to the consumer: each one
- * before its real post (its completion may be polled at once), and none
- * earlier than needed (an error completion is matched against the head
- * by wr_id). */
-static inline void wrlog_sq_publish_to (struct wrlog_sq *q, size_t pos)
-{
-    __atomic_store_n (&q->r.tail, pos, __ATOMIC_RELEASE);
-}
-
-/* Publish every entry pushed so far. */
+/* Publish every entry pushed so far (wrlog_ring_publish_to). */
 static inline void wrlog_sq_publish (struct wrlog_sq *q)
 {
-    wrlog_sq_publish_to (q, q->ptail);
+    wrlog_ring_publish_to (&q->r, q->r.ptail);
 }
 
 /* Push and publish (unit tests, and callers with nothing to add). */
@@ -299,17 +324,14 @@ static inline struct wrlog_send *wrlog_sq_slot (struct wrlog_sq *q, size_t pos)
 /* The consumer's view: the oldest published entry, or NULL. */
 static inline struct wrlog_send *wrlog_sq_head (struct wrlog_sq *q)
 {
-    size_t h = q->r.head;
-    if (h == __atomic_load_n (&q->r.tail, __ATOMIC_ACQUIRE))
-        return NULL;
-    return wrlog_ring_slot (&q->r, h);
+    return wrlog_ring_head (&q->r);
 }
 
 /* The consumer removes the oldest entry (its completion came), after
  * reading it; the log is not empty. */
 static inline void wrlog_sq_pop_head (struct wrlog_sq *q)
 {
-    __atomic_store_n (&q->r.head, q->r.head + 1, __ATOMIC_RELEASE);
+    wrlog_ring_pop_head (&q->r);
 }
 
 /* Remove the oldest entry, if any (consumer). */
@@ -327,13 +349,15 @@ static inline uint64_t wrlog_sq_done (const struct wrlog_sq *q)
 }
 uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q);
 
-static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct ibv_recv_wr *wr)
+/* Append a copy of wr, not yet published (wrlog_rq_publish); NULL +
+ * errno: EINVAL (more sges than the queue was created for), ENOMEM. */
+static inline struct wrlog_recv *wrlog_rq_push_as (struct wrlog_rq *q, const struct ibv_recv_wr *wr)
 {
     if ((unsigned)wr->num_sge > (unsigned)q->max_sge) { /* max_sge >= 1 */
         errno = EINVAL;
         return NULL;
     }
-    struct wrlog_recv *e = wrlog_ring_push (&q->r);
+    struct wrlog_recv *e = wrlog_ring_reserve (&q->r);
     if (!e)
         return NULL;
     e->wr_id = wr->wr_id;
@@ -347,9 +371,31 @@ static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct
     return e;
 }
 
+/* Publish every entry pushed so far (wrlog_ring_publish_to). */
+static inline void wrlog_rq_publish (struct wrlog_rq *q)
+{
+    wrlog_ring_publish_to (&q->r, q->r.ptail);
+}
+
+/* Push and publish (unit tests). */
+static inline struct wrlog_recv *wrlog_rq_push (struct wrlog_rq *q, const struct ibv_recv_wr *wr)
+{
+    struct wrlog_recv *e = wrlog_rq_push_as (q, wr);
+    wrlog_rq_publish (q);
+    return e;
+}
+
+/* Entry i from the oldest, or NULL: for the producer, or the checkpoint
+ * thread (the gate closed). */
 static inline struct wrlog_recv *wrlog_rq_at (struct wrlog_rq *q, size_t i)
 {
     return i < wrlog_rq_len (q) ? wrlog_ring_at (&q->r, i) : NULL;
+}
+
+/* The entry of count pos (the producer's, pushed and not unpushed). */
+static inline struct wrlog_recv *wrlog_rq_slot (struct wrlog_rq *q, size_t pos)
+{
+    return wrlog_ring_slot (&q->r, pos);
 }
 
 #endif

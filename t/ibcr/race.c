@@ -14,9 +14,10 @@
  *               shared QP's send log, which snd changes meanwhile)
  *   churn       creates 40 QPs on a CQ of its own, destroys them, again
  *               (libibcr's real-QPN table changes under the pollers)
- *   pst, pol    one posts sends on a QP, the other polls its send CQ: the
- *               send log's producer and consumer on two threads, with no
- *               lock in common (lib/ibcr/wrlog.h).  Before they start, pol
+ *   pst, pol    one posts sends and receives on a QP, the other polls its
+ *               CQ: the send and receive logs' producer and consumer on
+ *               two threads, with no lock in common (lib/ibcr/wrlog.h).
+ *               Before they start, pol
  *               polls that CQ for nothing (its lock is then biased to
  *               pol), then pst does (libibcr revokes the bias).  Not in
  *               the loop: a poller that spins on an empty CQ keeps its
@@ -215,7 +216,7 @@ static atomic_int pol_owns;
 
 static void *pst (void *p)
 {
-    uint64_t ps = 0, total = (uint64_t)rounds * BATCH / 2;
+    uint64_t ps = 0, pr = 0, total = (uint64_t)rounds * BATCH / 2;
     struct ibv_wc none;
     while (!atomic_load (&pol_owns))
         sched_yield ();
@@ -223,30 +224,32 @@ static void *pst (void *p)
         fail ("pst", "a poll for no completion did not return 0");
     pthread_barrier_wait (&bar);
     while (ps < total) {
-        /* At most BATCH - 1 outstanding: the QP holds BATCH. */
-        for (long idle = 0; ps - atomic_load (&x_done) >= BATCH - 1; idle++)
+        /* At most BATCH - 2 outstanding in all (a send and a receive a
+         * step, completed in that order): each queue holds BATCH. */
+        for (long idle = 0; ps + pr - atomic_load (&x_done) >= BATCH - 2; idle++)
             if (idle > 5000000 || atomic_load (&errors)) {
                 fail ("pst", "the poller stopped at %llu of %llu",
-                      (unsigned long long)atomic_load (&x_done), (unsigned long long)ps);
+                      (unsigned long long)atomic_load (&x_done), (unsigned long long)(ps + pr));
                 return NULL;
             } else
                 sched_yield ();
         post_sends (x_qp, &ps, 1);
+        post_recvs (x_qp, &pr, 1);
     }
     return NULL;
 }
 
 static void *pol (void *p)
 {
-    uint64_t ns = 0, none = 0, total = (uint64_t)rounds * BATCH / 2;
+    uint64_t ns = 0, nr = 0, total = (uint64_t)rounds * BATCH;
     struct ibv_wc w;
     if (ibv_poll_cq (x_cq, 0, &w) != 0)
         fail ("pol", "a poll for no completion did not return 0");
     atomic_store (&pol_owns, 1);
     pthread_barrier_wait (&bar);
-    while (ns < total && !atomic_load (&errors)) {
-        poll_n ("pol", x_cq, x_qp, 1, &ns, &none);
-        atomic_store (&x_done, ns);
+    while (ns + nr < total && !atomic_load (&errors)) {
+        poll_n ("pol", x_cq, x_qp, 1, &ns, &nr);
+        atomic_store (&x_done, ns + nr);
     }
     return NULL;
 }

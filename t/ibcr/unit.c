@@ -132,9 +132,9 @@ static void test_wrlog (void)
      * under the consumer's lock; unpublished entries stay hidden. */
     struct excl x = { 0 };
     ok (wrlog_sq_init (&sq, 3, 1, 0) == 0 && sq.r.cap == 4, "send log of 4 slots made");
-    sq.excl_lock = excl_lock;
-    sq.excl_unlock = excl_unlock;
-    sq.excl_arg = &x;
+    sq.r.excl_lock = excl_lock;
+    sq.r.excl_unlock = excl_unlock;
+    sq.r.excl_arg = &x;
     wr.num_sge = 1;
     wr.send_flags = 0;
     uint64_t next = 0, popped = 0;
@@ -181,8 +181,8 @@ static void test_wrlog (void)
     wrlog_sq_pop_head (&sq);
     uint64_t posted = sq.posted;
     wrlog_sq_unpush (&sq, 1);
-    ok (x.takes == 2 && !x.bad_how && !x.held && sq.posted == posted - 1 && sq.r.head == sq.ptail
-            && sq.r.tail == sq.ptail && wrlog_sq_len (&sq) == 0 && !wrlog_sq_head (&sq),
+    ok (x.takes == 2 && !x.bad_how && !x.held && sq.posted == posted - 1 && sq.r.head == sq.r.ptail
+            && sq.r.tail == sq.r.ptail && wrlog_sq_len (&sq) == 0 && !wrlog_sq_head (&sq),
         "a refused entry the consumer popped is taken back, head with it");
     wr.wr_id = next++;
     wrlog_sq_push_as (&sq, &wr, false, false);
@@ -197,11 +197,71 @@ static void test_wrlog (void)
         rw.wr_id = 100 + i;
         wrlog_rq_push (&rq, &rw);
     }
-    ok (wrlog_rq_complete (&rq, 103) == 0 && wrlog_rq_len (&rq) == 5,
+    ok (wrlog_rq_complete (&rq, 103, false) == 0 && wrlog_rq_len (&rq) == 5,
         "an SRQ completion out of order removes its own entry");
     ok (wrlog_rq_at (&rq, 0)->wr_id == 100 && wrlog_rq_at (&rq, 3)->wr_id == 104,
         "others keep their order");
-    ok (wrlog_rq_complete (&rq, 999) < 0, "unknown wr_id reported");
+    ok (wrlog_rq_complete (&rq, 999, false) < 0, "unknown wr_id reported");
+    wrlog_rq_fini (&rq);
+
+    /* A QP's receive log: its producer (posters) and consumer (pollers of
+     * the receive CQ) take different locks, as a send log's do. */
+    struct excl rx = { 0 };
+    ok (wrlog_rq_init (&rq, 3, 1) == 0 && rq.r.cap == 4, "receive log of 4 slots made");
+    rq.r.excl_lock = excl_lock;
+    rq.r.excl_unlock = excl_unlock;
+    rq.r.excl_arg = &rx;
+    next = 200;
+    popped = 200;
+    order = 1;
+    rw.wr_id = next++;
+    wrlog_rq_push (&rq, &rw);
+    order &= wrlog_rq_complete (&rq, popped++, true) == 0;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 3; i++) {
+            rw.wr_id = next++;
+            if (!wrlog_rq_push (&rq, &rw))
+                order = 0;
+        }
+        for (int i = 0; i < 2; i++) {
+            const struct wrlog_recv *h = wrlog_ring_head (&rq.r);
+            if (!h || h->wr_id != popped++)
+                order = 0;
+            wrlog_ring_pop_head (&rq.r);
+        }
+    }
+    ok (order && rx.takes == 1 && !rx.bad_how && !rx.held && rq.r.cap == 8
+            && wrlog_rq_len (&rq) == 3 && rq.posted == next - 200,
+        "receive log grown once with the ring wrapped, under the consumer's lock, in order");
+    rw.wr_id = next++;
+    wrlog_rq_push_as (&rq, &rw);
+    ok (wrlog_rq_len (&rq) == 4 && rq.r.tail - rq.r.head == 3
+            && wrlog_rq_complete (&rq, next - 1, true) < 0,
+        "a pushed receive is the consumer's only once published");
+    wrlog_rq_unpush (&rq, 1);
+    ok (rx.takes == 1 && wrlog_rq_len (&rq) == 3 && rq.posted == next - 201,
+        "a receive never published is dropped without the consumer's lock");
+    /* A refused receive post: its entry was published.  In order, the
+     * consumer takes no entry but the oldest; the producer takes its own
+     * back under the consumer's lock, and the older ones stay. */
+    rw.wr_id = 999;
+    wrlog_rq_push (&rq, &rw);
+    ok (wrlog_rq_complete (&rq, 999, true) < 0 && wrlog_rq_len (&rq) == 4,
+        "in order, a receive that is not the oldest is not taken");
+    wrlog_rq_unpush (&rq, 1);
+    ok (rx.takes == 2 && !rx.bad_how && !rx.held && rq.r.tail == rq.r.ptail
+            && wrlog_rq_len (&rq) == 3 && wrlog_rq_at (&rq, 2)->wr_id == next - 2,
+        "a refused published receive is taken back under the consumer's lock");
+    /* ... and one the consumer took (the oldest, by its wr_id) puts head
+     * back with it. */
+    while (wrlog_rq_len (&rq))
+        wrlog_rq_complete (&rq, wrlog_rq_at (&rq, 0)->wr_id, true);
+    wrlog_rq_push (&rq, &rw);
+    ok (wrlog_rq_complete (&rq, 999, true) == 0, "the oldest receive is the consumer's");
+    wrlog_rq_unpush (&rq, 1);
+    ok (rx.takes == 3 && !rx.bad_how && !rx.held && rq.r.head == rq.r.ptail
+            && rq.r.tail == rq.r.ptail && wrlog_rq_len (&rq) == 0,
+        "a refused receive the consumer took is taken back, head with it");
     wrlog_rq_fini (&rq);
 }
 
