@@ -57,7 +57,7 @@ one() {
 	base) env LD_LIBRARY_PATH="$lib" LD_PRELOAD="$work/base/libibcr.so" "$work/verbs_ns" -t "$2" ;;
 	rebuilt|rebase)
 		lso=$work/libibcr.so
-		test $1 = rebase && lso=$work/base/libibcr.so
+		test "$1" = rebase && lso=$work/base/libibcr.so
 		rm -f "$work/sock" "$work/ready" "$work/go" "$work/goon"
 		"$coord" -s "$work/sock" -n 1 -c 1 -w 0:0 -g "$work/go" >"$work/coord.out" 2>"$work/coord.err" &
 		cpid=$!
@@ -99,7 +99,7 @@ r=0
 while test $r -lt "$rounds"; do
 	for t in 1 4; do
 		for s in $setups; do
-			one $s $t
+			one "$s" "$t"
 		done
 	done
 	r=$((r + 1))
@@ -113,23 +113,24 @@ else
 	echo "|---|---|---|---|---|---|---|"
 fi
 for t in 1 4; do
-	for m in send recv wr ud poll psend precv; do
+	for m in send recv wr wrb ud poll psend precv; do
 		p=$(med plain $t $m); i=$(med ibcr $t $m); b=$(med rebuilt $t $m)
 		base=
 		if test -n "$IBCR_LIB_BASE"; then
-			base=$(awk -v i=$(med base $t $m) -v b=$(med rebase $t $m) -v p=$p 'BEGIN {
+			base=$(awk -v i="$(med base "$t" "$m")" -v b="$(med rebase "$t" "$m")" -v p="$p" 'BEGIN {
 				printf " %.1f | %+.1f | %.1f | %+.1f |", i, i - p, b, b - p }')
 		fi
 		case $m in
 		send) c="ibv_post_send (1 WR)" ;;
 		recv) c="ibv_post_recv (1 WR)" ;;
 		wr) c="ibv_wr_start/send/set_sge/complete" ;;
+		wrb) c="ibv_wr_start/send/set_sge/abort (builder only)" ;;
 		ud) c="ibv_post_send UD (1 WR)" ;;
 		poll) c="ibv_poll_cq (1 completion)" ;;
 		psend) c="ibv_poll_cq (1 successful send completion)" ;;
 		precv) c="ibv_poll_cq (1 successful receive completion)" ;;
 		esac
-		awk -v t=$t -v c="$c" -v p=$p -v i=$i -v b=$b -v base="$base" 'BEGIN {
+		awk -v t="$t" -v c="$c" -v p="$p" -v i="$i" -v b="$b" -v base="$base" 'BEGIN {
 			printf "| %s | %s | %.1f |%s %.1f | %+.1f | %.1f | %+.1f |\n", t, c, p, base, i, i - p, b, b - p }'
 	done
 done

@@ -13,6 +13,9 @@
  *          completions are polled untimed
  *   wr     BATCH ibv_wr_start/ibv_wr_send/ibv_wr_set_sge/ibv_wr_complete
  *          (one WR each), polled untimed
+ *   wrb    the same builder calls with ibv_wr_abort instead of
+ *          ibv_wr_complete: the builder alone, nothing posted (what wr
+ *          costs beyond it is the post)
  *   ud     BATCH ibv_post_send of one signaled 8-byte SEND each on the
  *          thread's UD QP (also in error), through an AH to that QP
  *          itself, polled untimed; after a rebuild each one looks up the
@@ -50,8 +53,8 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 
-enum { M_SEND, M_POLL, M_RECV, M_WR, M_UD, M_PSEND, M_PRECV, NM };
-static const char *mname[NM] = { "send", "poll", "recv", "wr", "ud", "psend", "precv" };
+enum { M_SEND, M_POLL, M_RECV, M_WR, M_WRB, M_UD, M_PSEND, M_PRECV, NM };
+static const char *mname[NM] = { "send", "poll", "recv", "wr", "wrb", "ud", "psend", "precv" };
 
 static int nthreads = 1, batch = 64, reps = 2000;
 static struct ibv_context *ctx;
@@ -342,6 +345,15 @@ static void *run (void *p)
         }
         double t5 = now_ns ();
         drain (th, batch);
+        for (int i = 0; i < batch; i++) {
+            ibv_wr_start (th->qx);
+            th->qx->wr_id = i;
+            th->qx->wr_flags = IBV_SEND_SIGNALED;
+            ibv_wr_send (th->qx);
+            ibv_wr_set_sge (th->qx, mr->lkey, (uintptr_t)buf, 8);
+            ibv_wr_abort (th->qx);
+        }
+        double t5b = now_ns ();
         struct ibv_send_wr uw = sw;
         uw.wr.ud.ah = th->ah;
         uw.wr.ud.remote_qpn = th->ud->qp_num;
@@ -360,6 +372,7 @@ static void *run (void *p)
             th->ns[M_POLL][r] = (t2 - t1) / batch;
             th->ns[M_RECV][r] = (t3 - t2) / batch;
             th->ns[M_WR][r] = (t5 - t4) / batch;
+            th->ns[M_WRB][r] = (t5b - t5) / batch;
         }
     }
     /* The connected pair last: its connection and softib's progress
