@@ -96,6 +96,10 @@ int ckpt_drain (json_object *report)
             jadd (q, "rmsg_posted", vqp->sq.rmsg_posted);
             jadd (q, "rmsg_done", wrlog_sq_rmsg_done (&vqp->sq));
             jadd (q, "recv_done", vqp->recv_done);
+            /* gone entries are not receives the peer may still use
+             * (the gate is closed: a drain follows a quiesce) */
+            if (!vqp->vsrq && atomic_load (&gate_closed))
+                wrlog_rq_compact (&vqp->rq);
             jadd (q, "rq_avail",
                   vqp->vsrq ? wrlog_rq_len (&vqp->vsrq->rq) : wrlog_rq_len (&vqp->rq));
             jadd (q, "head_needs_recv", head && head->needs_recv);
@@ -347,10 +351,12 @@ int ckpt_connect (json_object *procs)
                 ibcr_log ("rebuild: re-arming an SRQ limit failed");
         }
         OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps)
-        if (!v->vsrq)
+        if (!v->vsrq) {
+            wrlog_rq_compact (&v->rq);
             for (size_t i = 0; i < wrlog_rq_len (&v->rq); i++)
                 if (ibcr_post_real_recv (v, NULL, wrlog_rq_at (&v->rq, i)))
                     rc = -1;
+        }
     }
     CTX_FOREACH (vctx)
     {

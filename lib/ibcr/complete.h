@@ -108,7 +108,7 @@ qp_recv_complete_fast (struct ibcr_cq *vcq, struct ibcr_qp *vqp, struct ibv_wc *
         return false;
     struct wrlog_rq *q = &vqp->rq;
     const struct wrlog_recv *e = wrlog_ring_head (&q->r);
-    if (__builtin_expect (!e || e->wr_id != wc->wr_id, 0))
+    if (__builtin_expect (!e || e->wr_id != wc->wr_id || e->gone, 0))
         return false;
     wrlog_ring_pop_head (&q->r);
     vqp->recv_done++;

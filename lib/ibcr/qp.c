@@ -487,7 +487,7 @@ static void grh_xlate (struct wrlog_rq *rq, const struct ibv_wc *wc)
     size_t end = __atomic_load_n (&rq->r.tail, __ATOMIC_ACQUIRE);
     for (size_t i = 0; rq->r.head + i != end; i++) {
         struct wrlog_recv *e = wrlog_ring_at (&rq->r, i);
-        if (e->wr_id != wc->wr_id)
+        if (e->gone || e->wr_id != wc->wr_id)
             continue;
         if (e->num_sge < 1 || e->sge[0].length < sizeof (struct ibv_grh))
             return;
@@ -505,12 +505,13 @@ static void grh_xlate (struct wrlog_rq *rq, const struct ibv_wc *wc)
  * log's head's) polled from vcq: called by cq_complete (complete.h),
  * which did the rest.  A QP's receive log is popped by the pollers of its
  * receive CQ alone (wrlog.h); a completion from another CQ is not a
- * receive's and leaves it alone. */
+ * receive's (a send's error completion that did not match the send
+ * log's head) and leaves the receive logs alone. */
 bool ibcr_qp_complete_recv (struct ibcr_cq *vcq, struct ibcr_qp *vqp, struct ibv_wc *wc)
 {
     bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
         && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
-    if (vqp->vsrq) {
+    if (vcq == vqp->vrcq && vqp->vsrq) {
         int how = block_lock (&vqp->vsrq->lock);
         if (grh)
             grh_xlate (&vqp->vsrq->rq, wc);

@@ -164,18 +164,42 @@ void wrlog_rq_unpush (struct wrlog_rq *q, size_t n)
     wrlog_ring_unpush (&q->r, n);
 }
 
-int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id, bool in_order)
+int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id, bool keep_places)
 {
     size_t end = __atomic_load_n (&q->r.tail, __ATOMIC_ACQUIRE);
-    for (size_t i = 0; q->r.head + i != end && (i == 0 || !in_order); i++) {
+    bool older_live = false; /* an older entry is not gone */
+    for (size_t i = 0; q->r.head + i != end; i++) {
         struct wrlog_recv *e = wrlog_ring_at (&q->r, i);
-        if (e->wr_id == wr_id) {
-            if (i == 0)
-                wrlog_ring_pop_head (&q->r);
-            else
-                ring_remove (&q->r, i);
-            return 0;
+        if (e->gone || e->wr_id != wr_id) {
+            older_live |= !e->gone;
+            continue;
         }
+        if (!older_live) {
+            /* the oldest live entry: it leaves, with the gone ones
+             * before it */
+            for (size_t k = 0; k <= i; k++)
+                wrlog_ring_pop_head (&q->r);
+        } else if (keep_places) {
+            e->gone = 1;
+        } else {
+            ring_remove (&q->r, i);
+        }
+        return 0;
     }
     return -1;
+}
+
+void wrlog_rq_compact (struct wrlog_rq *q)
+{
+    size_t to = q->r.head;
+    for (size_t from = q->r.head; from != q->r.ptail; from++) {
+        struct wrlog_recv *e = wrlog_ring_slot (&q->r, from);
+        if (e->gone)
+            continue;
+        if (to != from)
+            memcpy (wrlog_ring_slot (&q->r, to), e, q->r.stride);
+        to++;
+    }
+    q->r.ptail = to;
+    wrlog_ring_publish_to (&q->r, to);
 }

@@ -60,6 +60,9 @@ struct wrlog_send {
 struct wrlog_recv {
     uint64_t wr_id;
     int num_sge;
+    /* Completed while an older entry was not (wrlog_rq_complete): left
+     * in its place in a QP's log, popped once it reaches the head. */
+    int gone;
     struct ibv_sge sge[];
 };
 
@@ -116,13 +119,20 @@ void wrlog_rq_fini (struct wrlog_rq *q);
  * refused, or that failed on a bad WR). */
 void wrlog_rq_unpush (struct wrlog_rq *q, size_t n);
 /* The consumer removes the oldest published entry with this wr_id; 0, or
- * -1 when none matches.  A QP's receives complete in order ('in_order'):
- * only the oldest entry may match, and the others stay where they are
- * (the producer may be dropping its newest ones at that moment).  An
- * SRQ's completions can be polled from several CQs out of order: its log
- * is searched, and an entry removed from the middle moves the older ones
- * (its producer and consumer hold one lock). */
-int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id, bool in_order);
+ * -1 when none matches.  Receives complete in order on a QP, but a log
+ * can meet a completion out of order: an SRQ's completions are polled
+ * from several CQs, and on a CQ shared by both queues an error
+ * completion is matched with the send log first, by wr_id, which two WRs
+ * can share.  An entry that is not the oldest live one is removed in
+ * place ('keep_places', a QP's log: the producer may be reading the
+ * entries it published, or dropping its newest ones, at that moment):
+ * marked gone, and popped when it reaches the head.  Otherwise (an SRQ's
+ * log, whose producer and consumer hold one lock) the older entries move
+ * up by one. */
+int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id, bool keep_places);
+/* Drop the entries marked gone: the checkpoint thread, the gate closed,
+ * before it reads the log (a count, a repost). */
+void wrlog_rq_compact (struct wrlog_rq *q);
 /* Entries in the log, as the producer (or the checkpoint thread, the gate
  * closed) sees it. */
 static inline size_t wrlog_rq_len (const struct wrlog_rq *q)
@@ -362,6 +372,7 @@ static inline struct wrlog_recv *wrlog_rq_push_as (struct wrlog_rq *q, const str
         return NULL;
     e->wr_id = wr->wr_id;
     e->num_sge = wr->num_sge;
+    e->gone = 0;
     /* The common one-sge receive without a call to memcpy. */
     if (wr->num_sge == 1)
         e->sge[0] = wr->sg_list[0];

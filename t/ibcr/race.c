@@ -4,9 +4,9 @@
  *
  *   race [-n ROUNDS]
  *
- * All QPs are RC QPs in the error state on the first device: every post
- * completes at once with a flush completion, so no network is involved and
- * the threads spend their time in the verbs calls.  Threads:
+ * All QPs are RC QPs on the first device, in the error state but rfp's:
+ * every post completes at once with a flush completion, so no network is
+ * involved and the threads spend their time in the verbs calls.  Threads:
  *   own0, own1  each its own CQ and QP: post sends and receives, poll
  *   snd         posts sends on the shared QP and polls its send CQ
  *   rcv         posts receives on the shared QP and polls its receive CQ
@@ -17,12 +17,17 @@
  *   pst, pol    one posts sends and receives on a QP, the other polls its
  *               CQ: the send and receive logs' producer and consumer on
  *               two threads, with no lock in common (lib/ibcr/wrlog.h).
- *               Before they start, pol
- *               polls that CQ for nothing (its lock is then biased to
- *               pol), then pst does (libibcr revokes the bias).  Not in
- *               the loop: a poller that spins on an empty CQ keeps its
- *               lock most of the time (softib yields inside the poll), and
- *               a second poller could wait longer than the test does.
+ *               Before they start, pol polls that CQ for nothing (its
+ *               lock is then biased to pol), then pst does (libibcr
+ *               revokes the bias).
+ *   rfp, spin   one posts receives on a QP in INIT until its receive
+ *               queue is full and then REFUSED_POSTS more, each refused
+ *               (libibcr takes the refused entry back from the receive
+ *               log under the receive CQ's lock); the other polls that
+ *               CQ, empty, in a loop meanwhile.  With a lock that served
+ *               its takers in no order, the poller (softib yields inside
+ *               an empty poll, holding it) kept it for seconds, or for
+ *               good: the run ends by SIGALRM after 120 s, failing.
  * Every completion is checked: flush status, the QP it names, and its
  * wr_id, which carries the queue (send or receive) and a sequence number
  * that must come in posting order.  TAP on stdout.
@@ -36,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include "selfqp.h"
@@ -254,6 +260,52 @@ static void *pol (void *p)
     return NULL;
 }
 
+#define REFUSED_POSTS 1000
+static struct ibv_qp *rf_qp;
+static struct ibv_cq *rf_cq;
+static atomic_int rf_done, spin_owns;
+
+static void *rfp (void *p)
+{
+    struct ibv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
+    struct ibv_recv_wr w = { .sg_list = &sge, .num_sge = 1 }, *bad;
+    int refused = 0, posted = 0;
+    while (!atomic_load (&spin_owns))
+        sched_yield ();
+    pthread_barrier_wait (&bar);
+    struct timespec t0, t1;
+    clock_gettime (CLOCK_MONOTONIC, &t0);
+    while (refused < REFUSED_POSTS && !atomic_load (&errors)) {
+        w.wr_id = RECV_TAG | posted;
+        if (ibv_post_recv (rf_qp, &w, &bad) == 0)
+            posted++;
+        else
+            refused++;
+        clock_gettime (CLOCK_MONOTONIC, &t1);
+        if (t1.tv_sec - t0.tv_sec > 30) {
+            fail ("rfp", "%d refused receive posts took more than 30 s", refused);
+            break;
+        }
+    }
+    if (posted < BATCH)
+        fail ("rfp", "only %d receives taken before the first refusal", posted);
+    atomic_store (&rf_done, 1);
+    return NULL;
+}
+
+static void *spin (void *p)
+{
+    struct ibv_wc w;
+    if (ibv_poll_cq (rf_cq, 1, &w) != 0)
+        fail ("spin", "a completion from a QP in INIT");
+    atomic_store (&spin_owns, 1);
+    pthread_barrier_wait (&bar);
+    while (!atomic_load (&rf_done))
+        if (ibv_poll_cq (rf_cq, 1, &w) != 0)
+            fail ("spin", "a completion from a QP in INIT");
+    return NULL;
+}
+
 static void *churn (void *p)
 {
     struct ibv_cq *cq = mkcq ();
@@ -286,6 +338,9 @@ int main (int argc, char **argv)
         }
         rounds = atoi (optarg);
     }
+    /* A thread waiting for a lock for good cannot report it: end the
+     * run instead (killed by SIGALRM: the test fails). */
+    alarm (120);
     plan (2);
     /* Say which libibcr serves the verbs (the test checks it is the one
      * it preloaded, not that the run went without). */
@@ -315,28 +370,36 @@ int main (int argc, char **argv)
     x_qp = mkqp (x_cq, x_cq, 1);
     if (!x_qp)
         BAIL_OUT ("ibv_create_qp: %s", strerror (errno));
+    rf_cq = mkcq ();
+    rf_qp = mkqp (rf_cq, rf_cq, 0);
+    if (!rf_qp)
+        BAIL_OUT ("ibv_create_qp: %s", strerror (errno));
 
-    pthread_t t[7];
+    pthread_t t[9];
     long made = 0;
-    pthread_barrier_init (&bar, NULL, 7);
+    pthread_barrier_init (&bar, NULL, 9);
     pthread_create (&t[0], NULL, own, "own0");
     pthread_create (&t[1], NULL, own, "own1");
     pthread_create (&t[2], NULL, snd, NULL);
     pthread_create (&t[3], NULL, rcv, NULL);
     pthread_create (&t[5], NULL, pst, NULL);
     pthread_create (&t[6], NULL, pol, NULL);
+    pthread_create (&t[7], NULL, rfp, NULL);
+    pthread_create (&t[8], NULL, spin, NULL);
     pthread_create (&t[4], NULL, churn, &made);
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 9; i++)
         if (i != 4)
             pthread_join (t[i], NULL);
     atomic_store (&stop, 1);
     pthread_join (t[4], NULL);
-    ok (atomic_load (&errors) == 0, "%d threads: every completion right (%d errors)", 6,
+    ok (atomic_load (&errors) == 0, "%d threads: every completion right (%d errors)", 8,
         atomic_load (&errors));
     ok (made >= 40, "meanwhile %ld QPs were created and destroyed", made);
     ibv_destroy_qp (sh_qp);
     ibv_destroy_qp (x_qp);
     ibv_destroy_cq (x_cq);
+    ibv_destroy_qp (rf_qp);
+    ibv_destroy_cq (rf_cq);
     ibv_destroy_cq (sh_scq);
     ibv_destroy_cq (sh_rcq);
     ibv_dereg_mr (mr);

@@ -241,21 +241,47 @@ static void test_wrlog (void)
     wrlog_rq_unpush (&rq, 1);
     ok (rx.takes == 1 && wrlog_rq_len (&rq) == 3 && rq.posted == next - 201,
         "a receive never published is dropped without the consumer's lock");
-    /* A refused receive post: its entry was published.  In order, the
-     * consumer takes no entry but the oldest; the producer takes its own
-     * back under the consumer's lock, and the older ones stay. */
+    /* A refused receive post whose published entry an out-of-order
+     * completion took (a wr_id shared with another WR): in a QP's log it
+     * is only marked gone, the older entries stay in their places, and
+     * the producer takes it back under the consumer's lock. */
     rw.wr_id = 999;
     wrlog_rq_push (&rq, &rw);
-    ok (wrlog_rq_complete (&rq, 999, true) < 0 && wrlog_rq_len (&rq) == 4,
-        "in order, a receive that is not the oldest is not taken");
+    ok (wrlog_rq_complete (&rq, 999, true) == 0 && wrlog_rq_len (&rq) == 4
+            && wrlog_rq_at (&rq, 3)->gone && !wrlog_rq_at (&rq, 2)->gone
+            && wrlog_rq_at (&rq, 2)->wr_id == next - 2,
+        "a receive that is not the oldest is marked gone in place");
     wrlog_rq_unpush (&rq, 1);
     ok (rx.takes == 2 && !rx.bad_how && !rx.held && rq.r.tail == rq.r.ptail
-            && wrlog_rq_len (&rq) == 3 && wrlog_rq_at (&rq, 2)->wr_id == next - 2,
-        "a refused published receive is taken back under the consumer's lock");
-    /* ... and one the consumer took (the oldest, by its wr_id) puts head
-     * back with it. */
+            && wrlog_rq_len (&rq) == 3 && wrlog_rq_at (&rq, 2)->wr_id == next - 2
+            && !wrlog_rq_at (&rq, 2)->gone,
+        "a refused published receive is taken back under the consumer's lock, the older kept");
+    /* Gone entries leave with the next live one past them, and a
+     * compaction (the checkpoint thread) drops them. */
+    uint64_t a = wrlog_rq_at (&rq, 0)->wr_id, b = wrlog_rq_at (&rq, 1)->wr_id,
+             c = wrlog_rq_at (&rq, 2)->wr_id;
+    ok (wrlog_rq_complete (&rq, b, true) == 0 && wrlog_rq_len (&rq) == 3
+            && wrlog_rq_complete (&rq, b, true) < 0,
+        "a gone receive is not taken twice");
+    ok (wrlog_rq_complete (&rq, a, true) == 0 && wrlog_rq_len (&rq) == 2
+            && wrlog_rq_at (&rq, 0)->gone,
+        "the oldest receive leaves; the gone one is at the head now");
+    ok (wrlog_rq_complete (&rq, c, true) == 0 && wrlog_rq_len (&rq) == 0,
+        "the next live receive leaves with the gone one before it");
+    for (int i = 0; i < 3; i++) {
+        rw.wr_id = 300 + i;
+        wrlog_rq_push (&rq, &rw);
+    }
+    wrlog_rq_complete (&rq, 301, true);
+    wrlog_rq_compact (&rq);
+    ok (wrlog_rq_len (&rq) == 2 && wrlog_rq_at (&rq, 0)->wr_id == 300
+            && wrlog_rq_at (&rq, 1)->wr_id == 302 && rq.r.tail == rq.r.ptail,
+        "a compaction drops the gone receives and keeps the order");
+    /* A refused receive the consumer took as the oldest puts head back
+     * with it. */
     while (wrlog_rq_len (&rq))
         wrlog_rq_complete (&rq, wrlog_rq_at (&rq, 0)->wr_id, true);
+    rw.wr_id = 999;
     wrlog_rq_push (&rq, &rw);
     ok (wrlog_rq_complete (&rq, 999, true) == 0, "the oldest receive is the consumer's");
     wrlog_rq_unpush (&rq, 1);
