@@ -10,7 +10,10 @@ reported two: pollers read the real-QPN table (qp_by_rqpn) while a QP
 creation rehashed and freed it, and an error completion made a poller
 read the send log'"'"'s head without the QP'"'"'s send lock while a poster
 on another thread wrote it (now only the send CQ'"'"'s pollers read that
-log, its one consumer).
+log, its one consumer).  Two of its threads also pass one CQ'"'"'s lock
+back and forth while one of them polls that CQ in a loop, and another
+has its receive posts refused while a third polls their empty CQ: with
+a lock that served its takers in no order, both cases waited for good.
 
 t/ibcr/udrace then runs four UD senders, each on a QP of its own, after
 one coordinator cycle (release and rebuild), when every UD send looks up

@@ -19,7 +19,7 @@
  *               two threads, with no lock in common (lib/ibcr/wrlog.h).
  *               Before they start, pol polls that CQ for nothing (its
  *               lock is then biased to pol), then pst does (libibcr
- *               revokes the bias).
+ *               revokes the bias), and again after each post.
  *   rfp, spin   one posts receives on a QP in INIT until its receive
  *               queue is full and then REFUSED_POSTS more, each refused
  *               (libibcr takes the refused entry back from the receive
@@ -241,6 +241,10 @@ static void *pst (void *p)
                 sched_yield ();
         post_sends (x_qp, &ps, 1);
         post_recvs (x_qp, &pr, 1);
+        /* a second poller of pol's CQ, for nothing: the CQ's lock goes
+         * back and forth between the two, served in order */
+        if (ibv_poll_cq (x_cq, 0, &none) != 0)
+            fail ("pst", "a poll for no completion did not return 0");
     }
     return NULL;
 }
