@@ -351,6 +351,7 @@ static void *run (void *p)
         }
         double t5 = now_ns ();
         drain (th, batch);
+        double t5a = now_ns ();
         for (int i = 0; i < batch; i++) {
             wr_build (th, i);
             ibv_wr_abort (th->qx);
@@ -374,7 +375,7 @@ static void *run (void *p)
             th->ns[M_POLL][r] = (t2 - t1) / batch;
             th->ns[M_RECV][r] = (t3 - t2) / batch;
             th->ns[M_WR][r] = (t5 - t4) / batch;
-            th->ns[M_WRB][r] = (t5b - t5) / batch;
+            th->ns[M_WRB][r] = (t5b - t5a) / batch;
         }
     }
     /* The connected pair last: its connection and softib's progress
