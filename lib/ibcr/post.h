@@ -53,8 +53,8 @@ static inline __attribute__ ((always_inline)) int post_send_one (struct ibcr_qp 
         struct ibv_send_wr w, *b;
         if (ud) {
             /* Field by field, what a UD WR has: an application that has
-             * just stored some of them (wr_id, at least) would make a
-             * struct copy's 16-byte loads wait until those stores reach
+             * just stored some of them (wr_id, at least) probably makes
+             * a struct copy's 16-byte loads wait until those stores reach
              * the cache, and the last union (48 bytes) is TSO's alone
              * for UD (a real QP made by libibcr has no TSO: the backend
              * refuses it).  About 1 ns a post less than a struct copy on
