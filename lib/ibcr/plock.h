@@ -8,7 +8,8 @@
  * doc/libibcr-ns.md).  Tickets are served in order: a thread that polls
  * an empty CQ in a loop holds the lock nearly all the time (softib
  * yields inside its poll), and with a test-and-set lock another thread
- * could wait for it without end; here it waits for one poll at most.  A
+ * could wait for it without end; here it waits for the takers ahead of
+ * it (one poll, when one thread polls).  A
  * waiter spins briefly, then yields, so a holder that yields inside the
  * backend's poll is not starved by its waiters.
  */

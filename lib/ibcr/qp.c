@@ -511,16 +511,18 @@ bool ibcr_qp_complete_recv (struct ibcr_cq *vcq, struct ibcr_qp *vqp, struct ibv
 {
     bool grh = ibcr_xlate && wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_GRH)
         && vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
-    if (vcq == vqp->vrcq && vqp->vsrq) {
-        int how = block_lock (&vqp->vsrq->lock);
-        if (grh)
-            grh_xlate (&vqp->vsrq->rq, wc);
-        wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id, false);
-        block_unlock (&vqp->vsrq->lock, how);
-    } else if (vcq == vqp->vrcq) {
-        if (grh)
-            grh_xlate (&vqp->rq, wc);
-        wrlog_rq_complete (&vqp->rq, wc->wr_id, true);
+    if (vcq == vqp->vrcq) {
+        if (vqp->vsrq) {
+            int how = block_lock (&vqp->vsrq->lock);
+            if (grh)
+                grh_xlate (&vqp->vsrq->rq, wc);
+            wrlog_rq_complete (&vqp->vsrq->rq, wc->wr_id, false);
+            block_unlock (&vqp->vsrq->lock, how);
+        } else {
+            if (grh)
+                grh_xlate (&vqp->rq, wc);
+            wrlog_rq_complete (&vqp->rq, wc->wr_id, true);
+        }
     }
     if (wc->status == IBV_WC_SUCCESS) {
         vqp->recv_done++;
@@ -529,7 +531,7 @@ bool ibcr_qp_complete_recv (struct ibcr_cq *vcq, struct ibcr_qp *vqp, struct ibv
             uint32_t vq = wc->src_qp;
             uint64_t src = xl_key (vl, vq);
             xlate_qp_rev (vl, vq, &vl, &vq);
-            if (vqp->qpx.qp_base.qp_type != IBV_QPT_UD && !vqp->vsrq) {
+            if (vqp->rx_fast_cq) {
                 /* The next receive's source is likely this one (the
                  * inline path's cache: no UD, no SRQ). */
                 vqp->rx_src = src;

@@ -158,9 +158,6 @@ void wrlog_rq_fini (struct wrlog_rq *q)
 
 void wrlog_rq_unpush (struct wrlog_rq *q, size_t n)
 {
-    if (n > q->r.ptail)
-        n = q->r.ptail;
-    q->posted -= n;
     wrlog_ring_unpush (&q->r, n);
 }
 

