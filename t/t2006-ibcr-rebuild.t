@@ -2,7 +2,8 @@
 test_description='libibcr: rebuilds in special places
 
 A SEND stuck in RNR (no receive posted) at checkpoint time is delivered
-exactly once after the rebuild; an SRQ limit armed before a checkpoint
+exactly once after the rebuild; WRs dropped by a move to RESET are not
+posted again by a later rebuild; an SRQ limit armed before a checkpoint
 raises its async event after it; RDMA and atomics reach an MR registered
 before a rebuild over QPs created after it, also when the QPs'"'"' LID is
 shared by several processes; Debian'"'"'s unmodified pingpongs complete
@@ -124,6 +125,33 @@ test_expect_success 'a message reaching a rebuilt CQ before its process resumes 
 	! grep "^not ok" ew.send.out ew.recv.out &&
 	test $(grep -c "^ok" ew.recv.out) = 4 &&
 	grep -x "cycles done: 1" ew.coord.out
+'
+
+# reset (t/ibcr/reset.c): a first cycle; then two QPs, with a receive,
+# an unpolled RDMA WRITE completion and a SEND stuck in RNR, move to RESET
+# and are connected again; new work is posted and stuck; a second cycle.
+# Its drain must finish and its rebuild repost only what was posted after
+# the RESET.  The coordinator's -g file starts each cycle; "cycle 1:"
+# is its line for the first (counted from 0).
+test_expect_success 'WRs dropped by a move to RESET are not reposted by a rebuild' '
+	coord_start rs 1 -c 2 -w 0:0 -g go-rs-cycle || return 1
+	rm -f rs-ready1 rs-go1 rs-ready2 rs-go2
+	{ ibcr_wait_for 30 test -e rs-ready1 && touch go-rs-cycle &&
+	  ibcr_wait_for 30 grep -q "^cycle 0:" rs.coord.out && touch rs-go1 &&
+	  ibcr_wait_for 30 test -e rs-ready2 && touch go-rs-cycle &&
+	  ibcr_wait_for 30 coord_over rs && touch rs-go2 & }
+	rs_helper=$!
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) timeout 90 \
+		"$IBCR_BUILDDIR"/t/ibcr/reset rs-ready1 rs-go1 rs-ready2 rs-go2 >rs.out 2>rs.err
+	rs_rc=$?
+	touch rs-ready1 rs-go1 rs-ready2 rs-go2 go-rs-cycle
+	wait $rs_helper
+	coord_wait &&
+	sed "s/^/rs: /" rs.out rs.err rs.coord.out &&
+	test $rs_rc = 0 &&
+	grep -x "cycles done: 2" rs.coord.out &&
+	! grep "^not ok" rs.out &&
+	test $(grep -c "^ok" rs.out) = 10
 '
 
 test_expect_success 'two network-namespace hosts' '

@@ -431,12 +431,11 @@ int ibcr_req_notify_cq (struct ibv_cq *cq, int solicited_only)
     return rc;
 }
 
-/* Checkpoint: move everything in the real CQ into 'pend'.  Returns the
- * number of completions accounted, or -1. */
-int ibcr_cq_drain (struct ibcr_cq *vcq)
+int ibcr_cq_take_real (struct ibcr_cq *vcq, int *shown)
 {
     struct ibv_wc wc[32];
-    int total = 0, shown = 0;
+    int total = 0;
+    *shown = 0;
     for (;;) {
         int r = ibv_poll_cq (vcq->real, 32, wc);
         if (r < 0)
@@ -444,12 +443,23 @@ int ibcr_cq_drain (struct ibcr_cq *vcq)
         for (int i = 0; i < r; i++)
             if (cq_complete (vcq, &wc[i])) {
                 ibcr_cq_pend_push (vcq, &wc[i]);
-                shown++;
+                (*shown)++;
             }
         total += r;
         if (r < 32)
             break;
     }
+    return total;
+}
+
+/* Checkpoint: move everything in the real CQ into 'pend'.  Returns the
+ * number of completions accounted, or -1. */
+int ibcr_cq_drain (struct ibcr_cq *vcq)
+{
+    int shown;
+    int total = ibcr_cq_take_real (vcq, &shown);
+    if (total < 0)
+        return -1;
     /* An armed CQ that got completions owes its waiter an event; the real
      * one may die with the real channel before the pump forwards it. */
     if (shown && vcq->vchan) {

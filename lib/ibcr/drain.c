@@ -148,6 +148,11 @@ static int check (const struct qp_index *x, json_object **reports, int n, char *
                 continue;
             }
             json_object *b = find_qp (x, geti (a, "peer_vlid"), geti (a, "peer_vqpn"));
+            /* A peer connected to another QP since (it was reset and
+             * connected again) is not this QP's any more. */
+            if (b && geti (b, "has_peer") == 1
+                && (geti (b, "peer_vlid") != lid || geti (b, "peer_vqpn") != qpn))
+                b = NULL;
             if (!b) {
                 if (done != posted) {
                     snprintf (why, whylen, "QP %ld:%ld: peer not in the job, %ld WRs pending",

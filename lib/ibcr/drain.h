@@ -11,8 +11,13 @@
  * For every UD QP A: all sends completed, and for each destination B the
  * sends completed equal B's receives from A, unless B has no receive
  * posted (a UD message with no receive is dropped, as on a real fabric).
- * A peer missing from the reports (not in the job) only needs A's sends
- * completed.
+ * A peer missing from the reports (not in the job), or connected to
+ * another QP than A, only needs A's sends completed.
+ * A move to RESET drops an RC or UC QP's peer and starts its counts from
+ * 0 (lib/ibcr/qp.c): a connection made after it is compared on its own,
+ * when both ends were reset; one end reset and connected again to a peer
+ * that was not, compares counts that cannot meet, and its checkpoint
+ * fails at the drain's timeout, naming the QP.
  */
 #ifndef IBCR_DRAIN_H
 #define IBCR_DRAIN_H

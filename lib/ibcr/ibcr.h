@@ -300,6 +300,10 @@ int ibcr_chan_pump (struct ibcr_chan *vchan);
 int ibcr_cq_open_real (struct ibcr_cq *vcq);
 int ibcr_cq_grow (struct ibcr_cq *vcq, int more);
 void ibcr_cq_pend_push (struct ibcr_cq *vcq, const struct ibv_wc *wc);
+/* Account every completion in the real CQ and move those the application
+ * sees into 'pend' (*shown of them); the number accounted, or -1.  The
+ * caller holds the CQ's plock, or is the checkpoint thread. */
+int ibcr_cq_take_real (struct ibcr_cq *vcq, int *shown);
 int ibcr_cq_drain (struct ibcr_cq *vcq);
 int ibcr_srq_open_real (struct ibcr_srq *vsrq);
 int ibcr_qp_open_real (struct ibcr_qp *vqp);

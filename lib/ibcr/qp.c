@@ -357,6 +357,45 @@ static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, 
     vqp->peer_rank = x->rank;
 }
 
+/* A move to RESET succeeded: the backend dropped what was left in the
+ * QP's queues, without completions (an SRQ keeps its receives).  A
+ * rebuild must not repost those WRs, so they leave the logs.  The
+ * completions the backend made before the move are in the real CQs:
+ * they are accounted first, into the CQs' pend, where the application
+ * polls them as it would have from the backend (and no completion of
+ * this QP comes after them to meet a log entry not its own).
+ * An RC or UC QP's next connection is a new one: the drain compares its
+ * counts with the peer's since their RESETs (drain.h), and it has no
+ * peer until it is connected again.  A UD QP has no connection: its
+ * counts lose only the dropped WRs, as for a refused post. */
+static void qp_reset_logs (struct ibcr_qp *vqp)
+{
+    int hs = block_lock (&vqp->slock);
+    int hr = block_lock (&vqp->rlock);
+    bool ud = vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
+    struct ibcr_cq *cq[2] = { vqp->vscq, vqp->vrcq };
+    for (int i = 0; i < 2 && (i == 0 || cq[1] != cq[0]); i++) {
+        int shown, how = block_lock (&cq[i]->plock);
+        if (ibcr_cq_take_real (cq[i], &shown) < 0)
+            ibcr_log ("QP %u moved to RESET: polling its CQ failed", vqp->vqpn);
+        if (cq[i] == vqp->vrcq && !ud)
+            vqp->recv_done = 0;
+        block_unlock (&cq[i]->plock, how);
+    }
+    /* No completion of the dropped WRs can come now: the unpushes take
+     * the CQs' plocks themselves. */
+    wrlog_sq_unpush (&vqp->sq, wrlog_sq_len (&vqp->sq));
+    if (!vqp->vsrq)
+        wrlog_rq_unpush (&vqp->rq, wrlog_rq_len (&vqp->rq));
+    if (!ud) {
+        vqp->sq.posted = 0;
+        vqp->sq.rmsg_posted = 0;
+        vqp->has_peer = false;
+    }
+    block_unlock (&vqp->rlock, hr);
+    block_unlock (&vqp->slock, hs);
+}
+
 int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
     struct ibcr_qp *vqp = vqp_of (qp);
@@ -384,6 +423,8 @@ int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
         hist_add (vqp, attr, mask);
         if (mask & IBV_QP_STATE)
             qp->state = attr->qp_state;
+        if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
+            qp_reset_logs (vqp);
     }
     gate_leave ();
     return rc;

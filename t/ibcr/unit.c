@@ -333,6 +333,12 @@ static void test_drain (void)
         "undelivered send and no receive at the peer: RNR, kept for repost");
     ok (eval (qp (1, 10, 2, 20, 6, 5, 5, 3, 4, 0), qp (2, 20, 1, 10, 3, 3, 3, 5, 0, 0)) == 0,
         "pending RDMA op is never left behind");
+    /* B (2:20) still names A, which was reset and connected to 3:30
+     * (not in the job): B's counts no longer meet A's. */
+    ok (eval (qp (1, 10, 3, 30, 2, 2, 2, 0, 4, 0), qp (2, 20, 1, 10, 3, 3, 3, 5, 4, 0)) == 1,
+        "a peer connected elsewhere since: its counts are not compared");
+    ok (eval (qp (1, 10, 3, 30, 2, 2, 2, 0, 4, 0), qp (2, 20, 1, 10, 4, 3, 3, 5, 0, 1)) == 0,
+        "a peer connected elsewhere since: the sends to it must complete");
     json_object *bad[1] = { json_object_new_object () };
     char why[64];
     ok (drain_done (bad, 1, why, sizeof (why)) < 0, "a report without qps is malformed");
