@@ -151,7 +151,7 @@ test_expect_success 'WRs dropped by a move to RESET are not reposted by a rebuil
 	test $rs_rc = 0 &&
 	grep -x "cycles done: 2" rs.coord.out &&
 	! grep "^not ok" rs.out &&
-	test $(grep -c "^ok" rs.out) = 10
+	test $(grep -c "^ok" rs.out) = 12
 '
 
 test_expect_success 'two network-namespace hosts' '

@@ -89,6 +89,7 @@ int ckpt_drain (json_object *report)
                                                                 : t == IBV_QPT_UC ? "uc"
                                                                                   : "rc"));
             jadd (q, "has_peer", vqp->has_peer);
+            jadd (q, "reset", vqp->was_reset);
             jadd (q, "peer_vlid", vqp->peer_vlid);
             jadd (q, "peer_vqpn", vqp->peer_vqpn);
             jadd (q, "sq_posted", vqp->sq.posted);

@@ -20,6 +20,7 @@
  *    "ckpt-drain"  {"round":K}     poll every CQ into private buffers
  *       <- "ckpt-drain-report" {"round":K, "rank":R, "qps":[QP...]}
  *          QP = {"vlid","vqpn","rqpn","type":"rc"|"uc"|"ud","has_peer":0|1,
+ *                "reset":0|1 (moved to RESET, not connected since),
  *                "peer_vlid","peer_vqpn","sq_posted","sq_done","rmsg_posted",
  *                "rmsg_done","recv_done","rq_avail","head_needs_recv":0|1,
  *                "ud_sent":[{"lid","qpn","n"}], "ud_recv":[{"lid","qpn","n"}]}

@@ -14,10 +14,12 @@
  * A peer missing from the reports (not in the job), or connected to
  * another QP than A, only needs A's sends completed.
  * A move to RESET drops an RC or UC QP's peer and starts its counts from
- * 0 (lib/ibcr/qp.c): a connection made after it is compared on its own,
- * when both ends were reset; one end reset and connected again to a peer
- * that was not, compares counts that cannot meet, and its checkpoint
- * fails at the drain's timeout, naming the QP.
+ * 0 (lib/ibcr/qp.c); the QP reports "reset" until it is connected again.
+ * A's counts are not compared with such a peer's (it can receive
+ * nothing).  A connection made after a RESET of both ends is compared on
+ * its own.  One end reset and connected again to a peer that was not
+ * compares counts that cannot meet, and its checkpoint fails at the
+ * drain's timeout, naming the QP.
  */
 #ifndef IBCR_DRAIN_H
 #define IBCR_DRAIN_H

@@ -150,6 +150,7 @@ struct ibcr_qp {
     int nhist;
     /* Peer (RC/UC) in virtual ids, from the RTR modify. */
     bool has_peer;
+    bool was_reset; /* RC/UC: moved to RESET, not connected since */
     uint16_t peer_vlid;
     uint32_t peer_vqpn;
     union ibv_gid peer_vgid;

@@ -357,43 +357,50 @@ static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, 
     vqp->peer_rank = x->rank;
 }
 
-/* A move to RESET succeeded: the backend dropped what was left in the
- * QP's queues, without completions (an SRQ keeps its receives).  A
- * rebuild must not repost those WRs, so they leave the logs.  The
- * completions the backend made before the move are in the real CQs:
- * they are accounted first, into the CQs' pend, where the application
- * polls them as it would have from the backend (and no completion of
- * this QP comes after them to meet a log entry not its own).
- * An RC or UC QP's next connection is a new one: the drain compares its
- * counts with the peer's since their RESETs (drain.h), and it has no
- * peer until it is connected again.  A UD QP has no connection: its
- * counts lose only the dropped WRs, as for a refused post. */
-static void qp_reset_logs (struct ibcr_qp *vqp)
+/* Account every completion the QP's CQs hold, into their pend, where the
+ * application polls them as it would have from the backend (the
+ * producers' locks held: no post adds to them meanwhile). */
+static void qp_take_completions (struct ibcr_qp *vqp)
 {
-    int hs = block_lock (&vqp->slock);
-    int hr = block_lock (&vqp->rlock);
-    bool ud = vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
     struct ibcr_cq *cq[2] = { vqp->vscq, vqp->vrcq };
     for (int i = 0; i < 2 && (i == 0 || cq[1] != cq[0]); i++) {
         int shown, how = block_lock (&cq[i]->plock);
         if (ibcr_cq_take_real (cq[i], &shown) < 0)
             ibcr_log ("QP %u moved to RESET: polling its CQ failed", vqp->vqpn);
-        if (cq[i] == vqp->vrcq && !ud)
-            vqp->recv_done = 0;
         block_unlock (&cq[i]->plock, how);
     }
+}
+
+/* A move to RESET succeeded: the backend dropped what was left in the
+ * QP's queues, without completions (an SRQ keeps its receives).  A
+ * rebuild must not repost those WRs, so they leave the logs.  The
+ * completions the backend made before are accounted first, so that no
+ * completion of this QP meets a log entry not its own later: some
+ * backends (softib, rxe) leave them in the CQs, others (mlx4, mlx5)
+ * delete them in the move; the caller took them before it too, so only
+ * one that landed between the two is lost, as it is without libibcr.
+ * An RC or UC QP's next connection is a new one: its drain counts start
+ * from 0, and until it is connected again it has no peer and its peer's
+ * counts are not compared with it (drain.h).  A UD QP has no connection:
+ * its counts lose the dropped WRs, as for a refused post. */
+static void qp_reset_logs (struct ibcr_qp *vqp)
+{
+    bool ud = vqp->qpx.qp_base.qp_type == IBV_QPT_UD;
+    qp_take_completions (vqp);
     /* No completion of the dropped WRs can come now: the unpushes take
      * the CQs' plocks themselves. */
     wrlog_sq_unpush (&vqp->sq, wrlog_sq_len (&vqp->sq));
     if (!vqp->vsrq)
         wrlog_rq_unpush (&vqp->rq, wrlog_rq_len (&vqp->rq));
     if (!ud) {
+        int how = block_lock (&vqp->vrcq->plock);
+        vqp->recv_done = 0;
+        block_unlock (&vqp->vrcq->plock, how);
         vqp->sq.posted = 0;
         vqp->sq.rmsg_posted = 0;
         vqp->has_peer = false;
+        vqp->was_reset = true;
     }
-    block_unlock (&vqp->rlock, hr);
-    block_unlock (&vqp->slock, hs);
 }
 
 int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
@@ -403,6 +410,7 @@ int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
     gate_enter ();
     if (mask & IBV_QP_AV) {
         vqp->has_peer = qp->qp_type != IBV_QPT_UD;
+        vqp->was_reset = false;
         vqp->peer_vlid = attr->ah_attr.dlid;
         vqp->peer_global = attr->ah_attr.is_global;
         vqp->peer_vgid = attr->ah_attr.grh.dgid;
@@ -418,13 +426,26 @@ int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
         if ((mask & IBV_QP_SQ_PSN) && vqp->psn_published)
             a.sq_psn = vqp->psn;
     }
+    /* A move to RESET: no post while it happens, and the completions
+     * made until now accounted before a backend may delete them. */
+    bool reset = (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET;
+    int hs = 0, hr = 0;
+    if (reset) {
+        hs = block_lock (&vqp->slock);
+        hr = block_lock (&vqp->rlock);
+        qp_take_completions (vqp);
+    }
     int rc = ibcr_be.modify_qp (vqp->real, &a, mask);
     if (rc == 0) {
         hist_add (vqp, attr, mask);
         if (mask & IBV_QP_STATE)
             qp->state = attr->qp_state;
-        if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
+        if (reset)
             qp_reset_logs (vqp);
+    }
+    if (reset) {
+        block_unlock (&vqp->rlock, hr);
+        block_unlock (&vqp->slock, hs);
     }
     gate_leave ();
     return rc;

@@ -303,6 +303,15 @@ static json_object *qp (int lid, int qpn, int plid, int pqpn, int posted, int do
     return json_tokener_parse (s);
 }
 
+/* An RC QP moved to RESET and not connected since: no peer, counts 0. */
+static json_object *reset_qp (int lid, int qpn, int rq_avail)
+{
+    json_object *o = qp (lid, qpn, 0, 0, 0, 0, 0, 0, rq_avail, 0);
+    json_object_object_add (o, "has_peer", json_object_new_int (0));
+    json_object_object_add (o, "reset", json_object_new_int (1));
+    return o;
+}
+
 static int eval (json_object *a, json_object *b)
 {
     json_object *r[2];
@@ -339,6 +348,13 @@ static void test_drain (void)
         "a peer connected elsewhere since: its counts are not compared");
     ok (eval (qp (1, 10, 3, 30, 2, 2, 2, 0, 4, 0), qp (2, 20, 1, 10, 4, 3, 3, 5, 0, 1)) == 0,
         "a peer connected elsewhere since: the sends to it must complete");
+    /* A (1:10) names B, which was reset and is not connected since. */
+    ok (eval (qp (1, 10, 2, 20, 3, 3, 3, 0, 4, 0), reset_qp (2, 20, 0)) == 1,
+        "a peer reset since: the messages it had received are not waited for");
+    ok (eval (qp (1, 10, 2, 20, 4, 3, 3, 0, 4, 1), reset_qp (2, 20, 1)) == 0,
+        "a peer reset since, with a receive posted again: a send to it is in flight");
+    ok (eval (qp (1, 10, 2, 20, 4, 3, 3, 0, 4, 1), reset_qp (2, 20, 0)) == 1,
+        "a peer reset since, with no receive: a send to it waits in RNR");
     json_object *bad[1] = { json_object_new_object () };
     char why[64];
     ok (drain_done (bad, 1, why, sizeof (why)) < 0, "a report without qps is malformed");
