@@ -183,6 +183,8 @@ json_object *gen_reply (const struct gen *g, int rc)
         json_object_object_add (o, "dump_ms", json_object_new_double (g->t_dump));
         json_object_object_add (o, "copy_ms", json_object_new_double (g->t_commit));
         proto_set_int (o, "drain_rounds", g->drain_rounds);
+        if (g->drain_ud_lost[0])
+            proto_set_str (o, "drain_ud_lost", g->drain_ud_lost);
     }
     json_object_object_add (o, "rebuild_ms", json_object_new_double (g->t_rebuild));
     return o;

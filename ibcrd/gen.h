@@ -125,6 +125,7 @@ struct gen {
     char staging[4096]; /* <staging>/<job>/gen-N */
     double t_quiesce, t_drain, t_release, t_dump, t_rebuild, t_resume, t_commit;
     int drain_rounds;
+    char drain_ud_lost[256]; /* UD datagrams the drain took as lost, or "" */
     uint64_t bytes;
     uint64_t copy_done, copy_total; /* this node's copy to storage */
     double progress_last;           /* when the last progress message went */

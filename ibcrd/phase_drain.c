@@ -6,7 +6,10 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <syslog.h>
 #include <unistd.h>
+
+#include "common/log.h"
 
 #include "gen_int.h"
 #include "ibcr/ckpt_proto.h"
@@ -22,7 +25,9 @@ int gen_drain (struct gen *g)
     double t0 = mono_ms_f (), deadline = t0 + g->conf->timeout_drain;
     json_object *rep[g->nmembers + 1];
     char why[512] = "", err[700];
+    struct drain_state ds;
 
+    drain_state_init (&ds);
     gen_enter (g, PHASE_DRAIN);
     gen_progress (g, PHASE_DRAIN, 0, 0, 1);
     for (int round = 0;; round++) {
@@ -55,11 +60,18 @@ int gen_drain (struct gen *g)
         json_object *arr[n];
         for (int i = 0; i < n; i++)
             arr[i] = json_object_array_get_idx (all, i);
-        done = drain_done (arr, n, why, sizeof (why));
+        done = drain_round (&ds, arr, n, mono_ms_f (), why, sizeof (why));
         json_object_put (all);
         if (done < 0)
             return gen_fail (g, PHASE_DRAIN, "malformed drain report from libibcr");
         g->drain_rounds = round + 1;
+        if (done && ds.ud_lost) {
+            snprintf (g->drain_ud_lost, sizeof (g->drain_ud_lost), "%s", why);
+            log_msg (LOG_WARNING,
+                     "job %s gen %d: drain: UD datagrams not received for %d ms are taken as "
+                     "lost, as a fabric may drop them (%s)",
+                     g->job, g->gen, DRAIN_UD_SETTLE_MS, why);
+        }
         if (done)
             break;
         if (mono_ms_f () > deadline || round >= DRAIN_MAX_ROUNDS) {

@@ -4,9 +4,11 @@ test_description='libibcr: refused features, and 1000 cycles without growth
 What libibcr cannot checkpoint (XRC, memory windows, ODP, device memory,
 flow steering, WQs, thread/parent domains, raw and driver QPs, tag-matching
 SRQs, multicast, re-registration, dma-buf, imports) fails at creation with
-EOPNOTSUPP and one log line naming it.  Then 1000 checkpoint cycles under a
-running verified stream leave the fd count flat, no backend mapping behind,
-and resident memory flat.'
+EOPNOTSUPP and one log line naming it.  Cycles that rebuild and connect
+twice (as an aborted generation'"'"'s undo does) keep a stream exact and the
+fd count flat.  Then 1000 checkpoint cycles under a running verified
+stream leave the fd count flat, no backend mapping behind, and resident
+memory flat.'
 
 . $(dirname $0)/sharness.sh
 . "$SHARNESS_TEST_SRCDIR"/ibcr/ibcr.sh
@@ -37,6 +39,25 @@ test_expect_success 'the fd count stayed flat and no backend mapping was left' '
 		sed "s/^/rank $r: cycles, fds, backend mappings: /" fds.$r | tee /dev/stderr | ibcr_diag &&
 		test $(wc -l <fds.$r) = 1 &&
 		grep -q " 0$" fds.$r || return 1
+	done
+'
+
+# An aborted generation's undo (ibcrd) rebuilds and connects processes
+# that had connected already.  Coordinator -r does so in every cycle: the
+# stream must stay exact, and the real objects of the first rebuild must
+# not stay behind (fd count flat), connected, with receives on them.
+test_expect_success '30 cycles that rebuild and connect twice, under a running stream' '
+	IBCR_COORD_OPTS=-r
+	ibcr_stream twice 30 0:0 -o send -q 2 -w event -n 2000 -r 400
+	tw_rc=$?
+	IBCR_COORD_OPTS=
+	test $tw_rc = 0 &&
+	for r in 0 1; do
+		sed -n "s/^released $r fds \([0-9]*\) verbs_maps [0-9]* backend_maps \([0-9]*\) .*/\1 \2/p" \
+			twice.coord.out | sed -n "5,\$p" | sort | uniq -c >tw.$r &&
+		sed "s/^/rank $r: cycles, fds, backend mappings: /" tw.$r | tee /dev/stderr | ibcr_diag &&
+		test $(wc -l <tw.$r) = 1 &&
+		grep -q " 0$" tw.$r || return 1
 	done
 '
 

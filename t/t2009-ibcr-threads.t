@@ -14,6 +14,10 @@ log, its one consumer).  Two of its threads also pass one CQ'"'"'s lock
 back and forth while one of them polls that CQ in a loop, and another
 has its receive posts refused while a third polls their empty CQ: with
 a lock that served its takers in no order, both cases waited for good.
+Two more poll one extended CQ, each from ibv_start_poll to ibv_end_poll,
+and check that each completion'"'"'s QP is the one its wr_id names: such
+polls on two threads shared the completion being read until libibcr
+held a lock from start to end, as a provider holds its CQ'"'"'s.
 
 t/ibcr/udrace then runs four UD senders, each on a QP of its own, after
 one coordinator cycle (release and rebuild), when every UD send looks up

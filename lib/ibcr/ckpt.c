@@ -5,8 +5,9 @@
  *   - delivered == acknowledged before release (the coordinator runs drain
  *     rounds until drain_done() holds), so what is still in a send log was
  *     never delivered and reposting it cannot duplicate it;
- *   - receives are reposted before sends, so a reposted send finds its
- *     peer's receive;
+ *   - receives are reposted at connect, sends at resume, which the
+ *     coordinator sends once every process of the job is connected: a
+ *     reposted send finds its peer's QP ready and its receives posted;
  *   - after release no real object, device fd or backend mapping is left.
  */
 #include "config.h"
@@ -28,6 +29,8 @@
 static unsigned int cycles;
 /* Rebuilt since the last resume: the next resume ends a cycle. */
 static bool rebuilt;
+/* Connected: the next resume reposts the logged sends. */
+static bool sends_owed;
 static unsigned int psn_seed;
 /* Between a release and a successful connect the application's objects
  * have no real counterpart: it must not run. */
@@ -90,6 +93,7 @@ int ckpt_drain (json_object *report)
                                                                                   : "rc"));
             jadd (q, "has_peer", vqp->has_peer);
             jadd (q, "reset", vqp->was_reset);
+            jadd (q, "err", vqp->qpx.qp_base.state == IBV_QPS_ERR || vqp->sq_err || vqp->rq_err);
             jadd (q, "peer_vlid", vqp->peer_vlid);
             jadd (q, "peer_vqpn", vqp->peer_vqpn);
             jadd (q, "sq_posted", vqp->sq.posted);
@@ -136,6 +140,12 @@ static void release_ctx (struct ibcr_ctx *vctx)
             ibcr_log ("release: destroying QP %u failed", v->vqpn);
         v->real = NULL;
         v->rx_src = RX_NO_SRC;
+        /* Every datagram counted was received, dropped for want of a
+         * receive, or taken as lost by the drain (drain.h), and none is
+         * on its way now: the next drain compares only what comes after
+         * this one. */
+        map_clear (&v->ud_sent);
+        map_clear (&v->ud_recv);
     }
     idtab_clear (&vctx->qp_by_rqpn);
     OBJ_FOREACH_REV (struct ibcr_srq, v, &vctx->srqs)
@@ -297,6 +307,21 @@ int ckpt_rebuild (const char *backend, json_object *ids)
     json_object *qps = json_object_new_array (), *mrs = json_object_new_array ();
     json_object *lids = json_object_new_array (), *gids = json_object_new_array ();
     pthread_mutex_lock (&ibcr_lock);
+    /* A rebuild again, after this process connected (a generation
+     * aborted on another node after that) or after a rebuild that failed
+     * part way: the real objects made then go first, not leaked and not
+     * left connected.  Nothing was sent on them: sends are reposted at
+     * resume, and no process of the job has resumed. */
+    bool stale = false;
+    CTX_FOREACH (vctx)
+    stale |= vctx->real != NULL;
+    if (stale) {
+        CTX_FOREACH (vctx)
+        release_ctx (vctx);
+        backend_unload ();
+        released = true;
+        sends_owed = false;
+    }
     if (backend_load (backend) < 0) {
         rc = -1;
         goto out;
@@ -339,8 +364,11 @@ int ckpt_connect (json_object *procs)
     }
     if (rc)
         goto out;
-    /* Receives first, everywhere, then the sends that were never
-     * delivered: a reposted send must find its receive. */
+    /* Receives now; the sends that were never delivered at resume, once
+     * every peer has its QPs connected and its receives posted (the
+     * coordinator sends resume once every process answered connect): a
+     * send reposted to a peer QP not ready yet would be dropped and
+     * retried until it failed. */
     CTX_FOREACH (vctx)
     {
         OBJ_FOREACH (struct ibcr_srq, v, &vctx->srqs)
@@ -359,6 +387,22 @@ int ckpt_connect (json_object *procs)
                     rc = -1;
         }
     }
+    if (rc)
+        ibcr_log ("rebuild: reposting logged receives failed");
+    else {
+        released = false;
+        rebuilt = true;
+        sends_owed = true;
+    }
+out:
+    pthread_mutex_unlock (&ibcr_lock);
+    return rc;
+}
+
+/* Repost the sends still in the logs (ibcr_lock held). */
+static int repost_sends (void)
+{
+    int rc = 0;
     CTX_FOREACH (vctx)
     {
         OBJ_FOREACH (struct ibcr_qp, v, &vctx->qps)
@@ -372,14 +416,6 @@ int ckpt_connect (json_object *procs)
                         wrlog_sq_len (&v->sq));
         }
     }
-    if (rc)
-        ibcr_log ("rebuild: reposting logged work requests failed");
-    else {
-        released = false;
-        rebuilt = true;
-    }
-out:
-    pthread_mutex_unlock (&ibcr_lock);
     return rc;
 }
 
@@ -392,9 +428,16 @@ int ckpt_resume (void)
     if (rebuilt && backend_loaded ())
         cycles++;
     rebuilt = false;
+    int rc = 0;
+    if (sends_owed) {
+        sends_owed = false;
+        rc = repost_sends ();
+        if (rc)
+            ibcr_log ("resume: reposting logged sends failed: their messages are lost");
+    }
     pthread_mutex_unlock (&ibcr_lock);
     gate_open ();
-    return 0;
+    return rc;
 }
 
 int ckpt_stat (json_object *out)

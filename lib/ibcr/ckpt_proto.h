@@ -21,6 +21,7 @@
  *       <- "ckpt-drain-report" {"round":K, "rank":R, "qps":[QP...]}
  *          QP = {"vlid","vqpn","rqpn","type":"rc"|"uc"|"ud","has_peer":0|1,
  *                "reset":0|1 (moved to RESET, not connected since),
+ *                "err":0|1 (in the error state, or a WR of it failed),
  *                "peer_vlid","peer_vqpn","sq_posted","sq_done","rmsg_posted",
  *                "rmsg_done","recv_done","rq_avail","head_needs_recv":0|1,
  *                "ud_sent":[{"lid","qpn","n"}], "ud_recv":[{"lid","qpn","n"}]}

@@ -224,6 +224,7 @@ struct ibv_cq *ibcr_create_cq (struct ibv_context *ctx, int cqe, void *cq_contex
     vcq->cqe = cqe;
     vcq->comp_vector = comp_vector;
     block_init (&vcq->plock);
+    block_init (&vcq->xlock);
     cq_hint_clear (vcq);
     gate_enter ();
     pthread_mutex_lock (&ibcr_lock);

@@ -36,11 +36,28 @@ static int take (struct ibv_cq_ex *c)
     return 0;
 }
 
+/* A poll from start to end excludes other threads' (xlock), as a
+ * provider's CQ lock does; it is taken outside the gate, and each take
+ * passes the gate on its own, so a checkpoint never waits for a thread
+ * between two completions, nor one thread for another inside the gate.
+ * A post meanwhile (a receive posted again from the poll loop) takes no
+ * xlock. */
 static int start_poll (struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 {
+    struct ibcr_cq *vcq = vcq_x (c);
     if (attr && attr->comp_mask)
         return EINVAL;
-    return take (c);
+    /* A thread without a gate slot would be taken for libibcr's own. */
+    struct gate_slot *s = gate_self;
+    if (__builtin_expect (!s, 0))
+        s = gate_slot_new ();
+    int how = block_lock_as (&vcq->xlock, s);
+    int rc = take (c);
+    if (rc) /* no end_poll follows a start_poll that failed */
+        block_unlock (&vcq->xlock, how);
+    else
+        vcq->xhow = how;
+    return rc;
 }
 
 static int next_poll (struct ibv_cq_ex *c)
@@ -50,7 +67,8 @@ static int next_poll (struct ibv_cq_ex *c)
 
 static void end_poll (struct ibv_cq_ex *c)
 {
-    (void)c;
+    struct ibcr_cq *vcq = vcq_x (c);
+    block_unlock (&vcq->xlock, vcq->xhow);
 }
 
 static enum ibv_wc_opcode read_opcode (struct ibv_cq_ex *c)

@@ -6,6 +6,7 @@
 #include "config.h"
 #include <errno.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +96,10 @@ static int64_t ud_count (json_object *q, const char *list, int64_t lid, int64_t 
     return 0;
 }
 
-static int check (const struct qp_index *x, json_object **reports, int n, char *why, size_t whylen)
+/* ud_lossy: a UD destination's receives may fall short of the sends to it
+ * (datagrams lost). */
+static int check (const struct qp_index *x, json_object **reports, int n, bool ud_lossy, char *why,
+                  size_t whylen)
 {
     for (int p = 0; p < n; p++) {
         json_object *qps;
@@ -128,7 +132,7 @@ static int check (const struct qp_index *x, json_object **reports, int n, char *
                     json_object *s = json_object_array_get_idx (sent, k);
                     int64_t dl = geti (s, "lid"), dq = geti (s, "qpn"), cnt = geti (s, "n");
                     json_object *b = find_qp (x, dl, dq);
-                    if (!b || geti (b, "rq_avail") == 0)
+                    if (ud_lossy || !b || geti (b, "rq_avail") == 0)
                         continue;
                     int64_t got = ud_count (b, "ud_recv", lid, qpn);
                     if (got < cnt) {
@@ -170,9 +174,12 @@ static int check (const struct qp_index *x, json_object **reports, int n, char *
                 continue;
             }
             /* A peer reset and not connected since counts from 0 and
-             * can get nothing: only what is in flight is waited for. */
+             * can get nothing, and a connection with an end in error
+             * delivers nothing more (its failed and flushed sends are
+             * no messages): only what is in flight is waited for. */
             int64_t b_recv = geti (b, "recv_done");
-            if (geti (b, "reset") != 1 && rmsg_done != b_recv) {
+            bool compare = geti (b, "reset") != 1 && geti (a, "err") != 1 && geti (b, "err") != 1;
+            if (compare && rmsg_done != b_recv) {
                 snprintf (why, whylen, "QP %ld:%ld: %ld messages acknowledged, peer received %ld",
                           (long)lid, (long)qpn, (long)rmsg_done, (long)b_recv);
                 return 0;
@@ -187,15 +194,66 @@ static int check (const struct qp_index *x, json_object **reports, int n, char *
     return 1;
 }
 
-int drain_done (json_object **reports, int n, char *why, size_t whylen)
+static int evaluate (json_object **reports, int n, bool ud_lossy, char *why, size_t whylen)
 {
     struct qp_index x;
     if (index_build (&x, reports, n) < 0)
         return -1;
-    int rc = check (&x, reports, n, why, whylen);
+    int rc = check (&x, reports, n, ud_lossy, why, whylen);
     int saved = errno;
     free (x.key);
     free (x.qp);
     errno = saved;
     return rc;
+}
+
+int drain_done (json_object **reports, int n, char *why, size_t whylen)
+{
+    return evaluate (reports, n, false, why, whylen);
+}
+
+/* Datagrams received by every UD QP of the job: what moves while UD
+ * datagrams are still on their way. */
+static int64_t ud_received (json_object **reports, int n)
+{
+    int64_t sum = 0;
+    for (int p = 0; p < n; p++) {
+        json_object *qps, *l;
+        if (!json_object_object_get_ex (reports[p], "qps", &qps))
+            continue;
+        for (size_t i = 0; i < json_object_array_length (qps); i++)
+            if (json_object_object_get_ex (json_object_array_get_idx (qps, i), "ud_recv", &l))
+                for (size_t k = 0; k < json_object_array_length (l); k++)
+                    sum += geti (json_object_array_get_idx (l, k), "n");
+    }
+    return sum;
+}
+
+void drain_state_init (struct drain_state *s)
+{
+    s->ud_recv = -1;
+    s->since_ms = 0;
+    s->ud_lost = false;
+}
+
+int drain_round (struct drain_state *s, json_object **reports, int n, double now_ms, char *why,
+                 size_t whylen)
+{
+    int rc = evaluate (reports, n, false, why, whylen);
+    if (rc != 0)
+        return rc;
+    /* Would the job be drained if the missing datagrams were lost? */
+    char other[64];
+    if (evaluate (reports, n, true, other, sizeof (other)) != 1)
+        return 0;
+    int64_t got = ud_received (reports, n);
+    if (got != s->ud_recv) {
+        s->ud_recv = got;
+        s->since_ms = now_ms;
+        return 0;
+    }
+    if (now_ms - s->since_ms < DRAIN_UD_SETTLE_MS)
+        return 0;
+    s->ud_lost = true;
+    return 1;
 }

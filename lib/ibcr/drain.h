@@ -10,7 +10,8 @@
  *     were never delivered, and are reposted after rebuild.
  * For every UD QP A: all sends completed, and for each destination B the
  * sends completed equal B's receives from A, unless B has no receive
- * posted (a UD message with no receive is dropped, as on a real fabric).
+ * posted (a UD message with no receive is dropped, as on a real fabric)
+ * or the datagrams missing are taken as lost (drain_round, below).
  * A peer missing from the reports (not in the job), or connected to
  * another QP than A, only needs A's sends completed.
  * A move to RESET drops an RC or UC QP's peer and starts its counts from
@@ -24,10 +25,37 @@
 #ifndef IBCR_DRAIN_H
 #define IBCR_DRAIN_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <json-c/json.h>
 
 /* 1 when drained, 0 when another round is needed (why[] says which QP
  * waits for what), -1 with errno EPROTO for a malformed report. */
 int drain_done (json_object **reports, int n, char *why, size_t whylen);
+
+/* A fabric may drop a UD datagram (congestion, a wrong Q_Key; softib
+ * drops the latter too), and its sender counts it all the same: a drain
+ * that waited for every datagram sent would then never end.  Across the
+ * rounds of one drain, the datagrams still missing are taken as lost
+ * once nothing else keeps the job from being drained and no UD QP of the
+ * job has received one for DRAIN_UD_SETTLE_MS (on a fabric a datagram
+ * takes microseconds; softib's progress, a few milliseconds at worst).
+ * libibcr's UD counts start again at every release (lib/ibcr/ckpt.c), so
+ * a loss costs one drain this wait, not every drain after it. */
+#define DRAIN_UD_SETTLE_MS 200
+
+struct drain_state {
+    int64_t ud_recv; /* datagrams received job-wide at since_ms */
+    double since_ms;
+    bool ud_lost; /* the drain ended with datagrams taken as lost */
+};
+
+void drain_state_init (struct drain_state *s);
+/* drain_done for one round of a drain (s carried from round to round,
+ * now_ms a monotonic clock): also 1 once the only thing missing is UD
+ * datagrams and the rule above takes them as lost (s->ud_lost; why[]
+ * then names the first of them). */
+int drain_round (struct drain_state *s, json_object **reports, int n, double now_ms, char *why,
+                 size_t whylen);
 
 #endif

@@ -105,7 +105,12 @@ struct ibcr_cq {
      * (or the gate closed); hint_rqpn is CQ_NO_HINT when there is none. */
     uint32_t hint_rqpn;
     struct ibcr_qp *hint_qp;
-    struct ibv_wc cur;   /* ibv_cq_ex: the completion being read */
+    struct ibv_wc cur; /* ibv_cq_ex: the completion being read */
+    /* ibv_cq_ex: held from a start_poll that found a completion to its
+     * end_poll, as a provider holds its CQ lock, so that two threads'
+     * polls do not share cur and cqx.wr_id (cqx.c); xhow: how. */
+    struct ibcr_block xlock;
+    int xhow;
     struct ibv_wc *pend; /* completions drained at checkpoint */
     size_t pend_head, pend_len, pend_cap;
     unsigned long events; /* events handed to the app */
@@ -172,6 +177,10 @@ struct ibcr_qp {
      * receive log's cache line, instead of three fields' tests. */
     struct ibcr_cq *rx_fast_cq;
     uint64_t recv_done; /* receive completions (messages from peer) */
+    /* A WR of the queue completed in error (an RC or UC QP is in the
+     * error state then): sq_err under the send CQ's plock, rq_err under
+     * the receive CQ's; both cleared by a move to RESET. */
+    bool sq_err, rq_err;
     /* The last receive's real source (xl_key of its slid and src_qp) and
      * what xlate_qp_rev made of it: an RC or UC QP hears one peer, so the
      * next receive's translation is one compare (complete.h).  Under the

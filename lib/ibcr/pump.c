@@ -164,6 +164,10 @@ void pump_del_ctx (struct ibcr_ctx *vctx)
         return;
     pthread_mutex_lock (&pump_lock);
     if (map_get (&live, key)) {
+        /* Events the device raised before (an SRQ limit reached during
+         * the drain) are the application's: forwarded, not lost with
+         * the device. */
+        forward_async (vctx);
         if (vctx->real)
             epoll_ctl (epfd, EPOLL_CTL_DEL, vctx->real->async_fd, NULL);
         map_del (&live, key);

@@ -359,14 +359,15 @@ static void modify_xlate (struct ibcr_qp *vqp, struct ibv_qp_attr *a, int mask, 
 
 /* Account every completion the QP's CQs hold, into their pend, where the
  * application polls them as it would have from the backend (the
- * producers' locks held: no post adds to them meanwhile). */
+ * producers' locks held: no post adds to them meanwhile); before a
+ * RESET or a destroy. */
 static void qp_take_completions (struct ibcr_qp *vqp)
 {
     struct ibcr_cq *cq[2] = { vqp->vscq, vqp->vrcq };
     for (int i = 0; i < 2 && (i == 0 || cq[1] != cq[0]); i++) {
         int shown, how = block_lock (&cq[i]->plock);
-        if (ibcr_cq_take_real (cq[i], &shown) < 0)
-            ibcr_log ("QP %u moved to RESET: polling its CQ failed", vqp->vqpn);
+        if (cq[i]->real && ibcr_cq_take_real (cq[i], &shown) < 0)
+            ibcr_log ("QP %u: polling its CQ before a RESET or destroy failed", vqp->vqpn);
         block_unlock (&cq[i]->plock, how);
     }
 }
@@ -392,9 +393,13 @@ static void qp_reset_logs (struct ibcr_qp *vqp)
     wrlog_sq_unpush (&vqp->sq, wrlog_sq_len (&vqp->sq));
     if (!vqp->vsrq)
         wrlog_rq_unpush (&vqp->rq, wrlog_rq_len (&vqp->rq));
+    int how = block_lock (&vqp->vscq->plock);
+    vqp->sq_err = false;
+    block_unlock (&vqp->vscq->plock, how);
     if (!ud) {
-        int how = block_lock (&vqp->vrcq->plock);
+        how = block_lock (&vqp->vrcq->plock);
         vqp->recv_done = 0;
+        vqp->rq_err = false;
         block_unlock (&vqp->vrcq->plock, how);
         vqp->sq.posted = 0;
         vqp->sq.rmsg_posted = 0;
@@ -411,6 +416,7 @@ int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
     if (mask & IBV_QP_AV) {
         vqp->has_peer = qp->qp_type != IBV_QPT_UD;
         vqp->was_reset = false;
+        vqp->peer_rank = -1; /* a new peer: modify_xlate finds its owner */
         vqp->peer_vlid = attr->ah_attr.dlid;
         vqp->peer_global = attr->ah_attr.is_global;
         vqp->peer_vgid = attr->ah_attr.grh.dgid;
@@ -505,6 +511,14 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
 {
     struct ibcr_qp *vqp = vqp_of (qp);
     gate_enter ();
+    /* Its completions still in the CQs are accounted while it can be
+     * found (as before a RESET): some backends leave them there, and
+     * once it is gone a later poll would show them untranslated, and
+     * could take one for a WR of a QP that gets its number next. */
+    int hs = block_lock (&vqp->slock), hr = block_lock (&vqp->rlock);
+    qp_take_completions (vqp);
+    block_unlock (&vqp->rlock, hr);
+    block_unlock (&vqp->slock, hs);
     pthread_mutex_lock (&ibcr_lock);
     int rc = ibcr_be.destroy_qp (vqp->real);
     if (rc == 0) {
@@ -586,6 +600,8 @@ bool ibcr_qp_complete_recv (struct ibcr_cq *vcq, struct ibcr_qp *vqp, struct ibv
             wrlog_rq_complete (&vqp->rq, wc->wr_id, true);
         }
     }
+    if (wc->status != IBV_WC_SUCCESS && vcq == vqp->vrcq)
+        vqp->rq_err = true;
     if (wc->status == IBV_WC_SUCCESS) {
         vqp->recv_done++;
         if (ibcr_xlate) {

@@ -321,6 +321,18 @@ static int wr_complete (struct ibv_qp_ex *qx)
         return b->err;
     if (b->n == 0)
         return 0;
+    /* A batch is posted whole or not at all, as a provider's: one the
+     * send queue has no room for is refused before any of it is posted
+     * (the backend would take its head and refuse the rest, and an
+     * application that posts the batch again would run that head twice).
+     * Every real WR is signaled, so the queue holds what the log holds. */
+    if (__builtin_expect (b->n > 1, 0)) {
+        struct ibcr_qp *vqp = (struct ibcr_qp *)qx;
+        if (wrlog_sq_len (&vqp->sq) + b->n > vqp->init.cap.max_send_wr) {
+            b->n = b->nsge = b->ninl = 0;
+            return ENOMEM;
+        }
+    }
     if (__builtin_expect (b->slow || qx->qp_base.qp_type == IBV_QPT_UD, 0))
         return complete_slow (qx, b);
     struct ibv_send_wr *bad;

@@ -90,10 +90,18 @@ int ibcr_modify_srq (struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
 {
     struct ibcr_srq *vsrq = vsrq_of (srq);
     gate_enter ();
-    int rc = ibcr_be.modify_srq (vsrq->real, attr, mask);
-    if (rc == 0 && (mask & IBV_SRQ_LIMIT)) {
-        vsrq->limit_set = true;
+    /* Armed before the real modify: its event may come (and the pump
+     * disarm it) before the modify returns. */
+    bool was_set = vsrq->limit_set;
+    struct ibv_srq_attr was = vsrq->limit;
+    if (mask & IBV_SRQ_LIMIT) {
         vsrq->limit = *attr;
+        vsrq->limit_set = true;
+    }
+    int rc = ibcr_be.modify_srq (vsrq->real, attr, mask);
+    if (rc != 0 && (mask & IBV_SRQ_LIMIT)) {
+        vsrq->limit_set = was_set;
+        vsrq->limit = was;
     }
     if (rc == 0 && (mask & IBV_SRQ_MAX_WR))
         vsrq->init.attr.max_wr = attr->max_wr;

@@ -2,7 +2,7 @@
  * for libibcr's tests, speaking lib/ibcr/ckpt_proto.h over IBCR_SOCKET.
  *
  *   coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN_MS:MAX_MS] [-b LIB1,LIB2,...]
- *         [-g FILE] [-p FILE] [-k MS]
+ *         [-g FILE] [-p FILE] [-k MS] [-r]
  *
  * Waits for NPROCS libibcr processes to connect, then runs CYCLES
  * quiesce/drain/release/rebuild/connect/resume generations at random
@@ -12,6 +12,9 @@
  * when its workload is where it wants the checkpoint), and removes it.
  * With -p, each cycle waits after the release until FILE exists (the test
  * dumps the released processes with CRIU meanwhile), and removes it.
+ * With -r, each cycle rebuilds and connects every process twice, as an
+ * aborted generation's undo does to processes that had connected, then
+ * resumes them.
  * With -k, rank 0 is told to resume MS milliseconds before the others, as
  * nodes of a real job resume at different moments: its traffic reaches
  * peers that are rebuilt and connected but not resumed yet.
@@ -38,6 +41,7 @@
 static int fds[MAXP], ranks[MAXP], np;
 static const char *pause_file;
 static int resume_skew_ms;
+static int rebuild_twice;
 static int gone;
 
 static double now_ms (void)
@@ -137,13 +141,37 @@ static void put_all (json_object **r)
     }
 }
 
+/* Rebuild every process, then connect them with the ids they gave. */
+static int rebuild_connect (const char *backend)
+{
+    json_object *rep[MAXP] = { 0 };
+    json_object *x = json_object_new_object ();
+    if (backend)
+        json_object_object_add (x, "backend", json_object_new_string (backend));
+    int rc = round_trip (CKPT_REBUILD, x, CKPT_IDS, rep);
+    json_object_put (x);
+    if (rc)
+        return rc;
+    json_object *procs = json_object_new_array ();
+    for (int i = 0; i < np; i++)
+        json_object_array_add (procs, json_object_get (rep[i]));
+    put_all (rep);
+    x = json_object_new_object ();
+    json_object_object_add (x, "procs", procs);
+    rc = round_trip (CKPT_CONNECT, x, CKPT_CONNECTED, NULL);
+    json_object_put (x);
+    return rc;
+}
+
 static int cycle (int k, const char *backend)
 {
     json_object *rep[MAXP] = { 0 };
     char why[512] = "";
     double t0 = now_ms ();
     int rc, rounds = 0, done = 0;
+    struct drain_state ds;
 
+    drain_state_init (&ds);
     if ((rc = quiesce_all ()))
         return rc;
     while (!done) {
@@ -153,7 +181,7 @@ static int cycle (int k, const char *backend)
         json_object_put (x);
         if (rc)
             return rc;
-        done = drain_done (rep, np, why, sizeof (why));
+        done = drain_round (&ds, rep, np, now_ms (), why, sizeof (why));
         put_all (rep);
         if (done < 0) {
             fprintf (stderr, "coord: malformed drain report\n");
@@ -166,6 +194,8 @@ static int cycle (int k, const char *backend)
         if (!done)
             usleep (rounds < 10 ? 100 : 1000);
     }
+    if (ds.ud_lost)
+        printf ("cycle %d: UD datagrams taken as lost: %s\n", k, why);
     double t1 = now_ms ();
     if ((rc = round_trip (CKPT_RELEASE, NULL, CKPT_RELEASED, rep)))
         return rc;
@@ -184,23 +214,11 @@ static int cycle (int k, const char *backend)
     if (pause_file)
         unlink (pause_file);
     double t2 = now_ms ();
-    json_object *x = json_object_new_object ();
-    if (backend)
-        json_object_object_add (x, "backend", json_object_new_string (backend));
-    rc = round_trip (CKPT_REBUILD, x, CKPT_IDS, rep);
-    json_object_put (x);
-    if (rc)
-        return rc;
-    json_object *procs = json_object_new_array ();
-    for (int i = 0; i < np; i++)
-        json_object_array_add (procs, json_object_get (rep[i]));
-    put_all (rep);
-    x = json_object_new_object ();
-    json_object_object_add (x, "procs", procs);
-    rc = round_trip (CKPT_CONNECT, x, CKPT_CONNECTED, NULL);
-    json_object_put (x);
-    if (rc)
-        return rc;
+    /* -r: twice, as an aborted generation's undo rebuilds processes that
+     * had connected already. */
+    for (int again = 0; again <= rebuild_twice; again++)
+        if ((rc = rebuild_connect (backend)))
+            return rc;
     if ((rc = round_trip (CKPT_RESUME, NULL, CKPT_RESUMED, NULL)))
         return rc;
     double t3 = now_ms ();
@@ -217,7 +235,7 @@ int main (int argc, char **argv)
     const char *sock = NULL, *trigger = NULL;
     char *backends[16];
     int nb = 0, n = 0, cycles = 1, wmin = 10, wmax = 100, opt;
-    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:p:k:")) != -1) {
+    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:p:k:r")) != -1) {
         switch (opt) {
         case 's':
             sock = optarg;
@@ -240,6 +258,9 @@ int main (int argc, char **argv)
         case 'p':
             pause_file = optarg;
             break;
+        case 'r':
+            rebuild_twice = 1;
+            break;
         case 'k':
             resume_skew_ms = atoi (optarg);
             break;
@@ -250,7 +271,7 @@ int main (int argc, char **argv)
         default:
             fprintf (stderr,
                      "usage: coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN:MAX] "
-                     "[-b LIB,...] [-g FILE] [-p FILE] [-k MS]\n");
+                     "[-b LIB,...] [-g FILE] [-p FILE] [-k MS] [-r]\n");
             return 2;
         }
     }

@@ -28,6 +28,12 @@
  *               its takers in no order, the poller (softib yields inside
  *               an empty poll, holding it) kept it for seconds, or for
  *               good: the run ends by SIGALRM after 120 s, failing.
+ *   cx0, cx1    each posts sends on a QP of its own, both QPs on one
+ *               extended CQ, and polls that CQ with ibv_start_poll ..
+ *               ibv_end_poll: each completion's QP (ibv_wc_read_qp_num)
+ *               must be the one its wr_id names.  Two polls at once
+ *               shared the completion being read (the provider's CQ lock
+ *               held from start to end is what keeps them apart).
  * Every completion is checked: flush status, the QP it names, and its
  * wr_id, which carries the queue (send or receive) and a sequence number
  * that must come in posting order.  TAP on stdout.
@@ -310,6 +316,61 @@ static void *spin (void *p)
     return NULL;
 }
 
+static struct ibv_cq_ex *cx_cq;
+static struct ibv_qp *cx_qp[2];
+static atomic_ullong cx_posted[2], cx_seen[2];
+
+/* One poll of cx_cq from start to end; the completions seen. */
+static int cx_poll (const char *who)
+{
+    struct ibv_poll_cq_attr at = { 0 };
+    int n = 0, rc = ibv_start_poll (cx_cq, &at);
+    if (rc == ENOENT)
+        return 0;
+    if (rc)
+        BAIL_OUT ("%s: ibv_start_poll: %d", who, rc);
+    do {
+        uint64_t id = cx_cq->wr_id;
+        int q = (int)(id >> 40 & 1);
+        uint32_t qpn = ibv_wc_read_qp_num (cx_cq);
+        if (cx_cq->status != IBV_WC_WR_FLUSH_ERR || qpn != cx_qp[q]->qp_num)
+            fail (who, "wr_id %llx of QP %u read with status %d and QP %u", (unsigned long long)id,
+                  cx_qp[q]->qp_num, (int)cx_cq->status, qpn);
+        atomic_fetch_add (&cx_seen[q], 1);
+        n++;
+    } while ((rc = ibv_next_poll (cx_cq)) == 0);
+    ibv_end_poll (cx_cq);
+    if (rc != ENOENT)
+        BAIL_OUT ("%s: ibv_next_poll: %d", who, rc);
+    return n;
+}
+
+static void *cx (void *p)
+{
+    int me = (int)(intptr_t)p;
+    const char *who = me ? "cx1" : "cx0";
+    struct ibv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
+    struct ibv_send_wr w = { .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED },
+                       *bad;
+    uint64_t seq = 0;
+    pthread_barrier_wait (&bar);
+    for (int r = 0; r < rounds; r++) {
+        /* At most BATCH of this QP's sends outstanding: the other
+         * thread may be the one polling them. */
+        while (seq - atomic_load (&cx_seen[me]) > BATCH / 2)
+            cx_poll (who);
+        w.wr_id = (uint64_t)me << 40 | seq++;
+        if (ibv_post_send (cx_qp[me], &w, &bad))
+            BAIL_OUT ("%s: ibv_post_send: %s", who, strerror (errno));
+        atomic_fetch_add (&cx_posted[me], 1);
+        cx_poll (who);
+    }
+    return NULL;
+}
+
 static void *churn (void *p)
 {
     struct ibv_cq *cq = mkcq ();
@@ -379,9 +440,19 @@ int main (int argc, char **argv)
     if (!rf_qp)
         BAIL_OUT ("ibv_create_qp: %s", strerror (errno));
 
-    pthread_t t[9];
+    struct ibv_cq_init_attr_ex cxa = { .cqe = 8 * BATCH,
+                                       .wc_flags = IBV_WC_EX_WITH_QP_NUM,
+                                       .comp_mask = 0 };
+    cx_cq = ibv_create_cq_ex (ctx, &cxa);
+    if (!cx_cq)
+        BAIL_OUT ("ibv_create_cq_ex: %s", strerror (errno));
+    for (int i = 0; i < 2; i++)
+        if (!(cx_qp[i] = mkqp (ibv_cq_ex_to_cq (cx_cq), ibv_cq_ex_to_cq (cx_cq), 1)))
+            BAIL_OUT ("ibv_create_qp: %s", strerror (errno));
+
+    pthread_t t[11];
     long made = 0;
-    pthread_barrier_init (&bar, NULL, 9);
+    pthread_barrier_init (&bar, NULL, 11);
     pthread_create (&t[0], NULL, own, "own0");
     pthread_create (&t[1], NULL, own, "own1");
     pthread_create (&t[2], NULL, snd, NULL);
@@ -390,13 +461,24 @@ int main (int argc, char **argv)
     pthread_create (&t[6], NULL, pol, NULL);
     pthread_create (&t[7], NULL, rfp, NULL);
     pthread_create (&t[8], NULL, spin, NULL);
+    pthread_create (&t[9], NULL, cx, (void *)(intptr_t)0);
+    pthread_create (&t[10], NULL, cx, (void *)(intptr_t)1);
     pthread_create (&t[4], NULL, churn, &made);
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 11; i++)
         if (i != 4)
             pthread_join (t[i], NULL);
     atomic_store (&stop, 1);
     pthread_join (t[4], NULL);
-    ok (atomic_load (&errors) == 0, "%d threads: every completion right (%d errors)", 8,
+    for (int idle = 0; idle < 100000
+         && (atomic_load (&cx_seen[0]) < atomic_load (&cx_posted[0])
+             || atomic_load (&cx_seen[1]) < atomic_load (&cx_posted[1]));)
+        idle = cx_poll ("main") ? 0 : idle + 1;
+    for (int i = 0; i < 2; i++)
+        if (atomic_load (&cx_seen[i]) != atomic_load (&cx_posted[i]))
+            fail ("cx", "QP %d: %llu of %llu sends completed", i,
+                  (unsigned long long)atomic_load (&cx_seen[i]),
+                  (unsigned long long)atomic_load (&cx_posted[i]));
+    ok (atomic_load (&errors) == 0, "%d threads: every completion right (%d errors)", 10,
         atomic_load (&errors));
     ok (made >= 40, "meanwhile %ld QPs were created and destroyed", made);
     ibv_destroy_qp (sh_qp);
@@ -404,6 +486,9 @@ int main (int argc, char **argv)
     ibv_destroy_cq (x_cq);
     ibv_destroy_qp (rf_qp);
     ibv_destroy_cq (rf_cq);
+    ibv_destroy_qp (cx_qp[0]);
+    ibv_destroy_qp (cx_qp[1]);
+    ibv_destroy_cq (ibv_cq_ex_to_cq (cx_cq));
     ibv_destroy_cq (sh_scq);
     ibv_destroy_cq (sh_rcq);
     ibv_dereg_mr (mr);

@@ -14,7 +14,9 @@
  *      channel says it is there), and a SEND (wr 2, "old") stuck in RNR:
  *      B has no receive.  A and B move to RESET, which drops wr 30 and
  *      wr 2, and are connected again.  D moves to RESET and stays there;
- *      C, its peer, is left as it was.
+ *      C, its peer, is left as it was.  A third pair: E's SEND to F
+ *      (no receive) is stuck, then E moves to the error state, which
+ *      flushes it; F is left as it was.
  *   3. A posts a receive (wr 31) and a SEND (wr 3, "new"), stuck in RNR,
  *      then the second cycle: its drain must finish, and its rebuild
  *      must repost wr 31 and wr 3 alone.
@@ -129,7 +131,7 @@ int main (int argc, char **argv)
         fprintf (stderr, "usage: reset READY1 GO1 READY2 GO2\n");
         return 2;
     }
-    plan (12);
+    plan (13);
     struct ibv_context *ctx = selfqp_open (&l, &pa);
     struct ibv_pd *pd = ibv_alloc_pd (ctx);
     unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -140,7 +142,8 @@ int main (int argc, char **argv)
     struct ibv_cq *bscq = ibv_create_cq (ctx, 16, NULL, NULL, 0);
     struct ibv_cq *brcq = ibv_create_cq (ctx, 16, NULL, NULL, 0);
     struct ibv_cq *ccq = ibv_create_cq (ctx, 16, NULL, NULL, 0);
-    if (!amr || !bmr || !acq || !bscq || !brcq || !ccq)
+    struct ibv_cq *fcq = ibv_create_cq (ctx, 16, NULL, NULL, 0);
+    if (!amr || !bmr || !acq || !bscq || !brcq || !ccq || !fcq)
         BAIL_OUT ("pd/mr/cq: %s", strerror (errno));
     struct ibv_qp_init_attr ia = {
         .send_cq = acq,
@@ -156,9 +159,14 @@ int main (int argc, char **argv)
     ia.recv_cq = ccq;
     struct ibv_qp *c = ibv_create_qp (pd, &ia);
     struct ibv_qp *d = ibv_create_qp (pd, &ia);
-    if (!a || !b || !c || !d || selfqp_connect (a, pa.lid, b->qp_num, acc)
+    ia.send_cq = fcq;
+    ia.recv_cq = fcq;
+    struct ibv_qp *e = ibv_create_qp (pd, &ia);
+    struct ibv_qp *f = ibv_create_qp (pd, &ia);
+    if (!a || !b || !c || !d || !e || !f || selfqp_connect (a, pa.lid, b->qp_num, acc)
         || selfqp_connect (b, pa.lid, a->qp_num, acc) || selfqp_connect (c, pa.lid, d->qp_num, acc)
-        || selfqp_connect (d, pa.lid, c->qp_num, acc))
+        || selfqp_connect (d, pa.lid, c->qp_num, acc) || selfqp_connect (e, pa.lid, f->qp_num, acc)
+        || selfqp_connect (f, pa.lid, e->qp_num, acc))
         BAIL_OUT ("QPs: %s", strerror (errno));
     uint32_t qa = a->qp_num, qb = b->qp_num;
 
@@ -197,6 +205,17 @@ int main (int argc, char **argv)
     if (selfqp_connect (a, pa.lid, qb, acc) || selfqp_connect (b, pa.lid, qa, acc))
         BAIL_OUT ("connect again after the RESET: %s", strerror (errno));
     reset (d);
+    post_send (e, 8, IBV_WR_SEND, abuf[0], amr->lkey, 0, 0);
+    usleep (100 * 1000);
+    struct ibv_qp_attr qerr = { .qp_state = IBV_QPS_ERR };
+    struct ibv_wc ewc = { 0 };
+    if (ibv_modify_qp (e, &qerr, IBV_QP_STATE))
+        BAIL_OUT ("move E to the error state: %s", strerror (errno));
+    for (double end = now () + 10; ibv_poll_cq (fcq, 1, &ewc) == 0 && now () < end;)
+        usleep (200);
+    ok (ewc.wr_id == 8 && ewc.status == IBV_WC_WR_FLUSH_ERR,
+        "E's SEND stuck in RNR is flushed when E moves to the error state (%s)",
+        ibv_wc_status_str (ewc.status));
 
     /* 3. new work, stuck, then a cycle */
     post_recv (a, 31, abuf[3], amr->lkey);
@@ -237,10 +256,13 @@ int main (int argc, char **argv)
     ibv_destroy_qp (b);
     ibv_destroy_qp (c);
     ibv_destroy_qp (d);
+    ibv_destroy_qp (e);
+    ibv_destroy_qp (f);
     ibv_destroy_cq (acq);
     ibv_destroy_cq (bscq);
     ibv_destroy_cq (brcq);
     ibv_destroy_cq (ccq);
+    ibv_destroy_cq (fcq);
     ibv_destroy_comp_channel (ch);
     ibv_dereg_mr (amr);
     ibv_dereg_mr (bmr);

@@ -312,6 +312,77 @@ static json_object *reset_qp (int lid, int qpn, int rq_avail)
     return o;
 }
 
+/* A UD QP that sent 'sent' datagrams to 2:20 (if it is 1:10) and received
+ * 'got' from 1:10 (if it is 2:20). */
+static json_object *ud_qp (int lid, int qpn, int sent, int got, int rq_avail)
+{
+    char s[512];
+    snprintf (s, sizeof (s),
+              "{\"vlid\":%d,\"vqpn\":%d,\"type\":\"ud\",\"sq_posted\":%d,\"sq_done\":%d,"
+              "\"rq_avail\":%d,\"ud_sent\":[{\"lid\":2,\"qpn\":20,\"n\":%d}],"
+              "\"ud_recv\":[{\"lid\":1,\"qpn\":10,\"n\":%d}]}",
+              lid, qpn, sent, sent, rq_avail, sent, got);
+    return json_tokener_parse (s);
+}
+
+/* drain_round over reports of a and a2 (rank 0) and b and b2 (rank 1;
+ * a2 and b2 may be NULL) at time t. */
+static int round_at4 (struct drain_state *ds, json_object *a, json_object *a2, json_object *b,
+                      json_object *b2, double t)
+{
+    json_object *r[2];
+    char why[256] = "";
+    for (int i = 0; i < 2; i++) {
+        r[i] = json_object_new_object ();
+        json_object *arr = json_object_new_array ();
+        json_object_array_add (arr, i ? b : a);
+        if (i ? b2 : a2)
+            json_object_array_add (arr, i ? b2 : a2);
+        json_object_object_add (r[i], "qps", arr);
+    }
+    int rc = drain_round (ds, r, 2, t, why, sizeof (why));
+    if (rc == 1 && ds->ud_lost)
+        diag ("taken as lost: %s", why);
+    json_object_put (r[0]);
+    json_object_put (r[1]);
+    return rc;
+}
+
+static int round_at (struct drain_state *ds, json_object *a, json_object *b, double t)
+{
+    return round_at4 (ds, a, NULL, b, NULL, t);
+}
+
+static void test_drain_ud_lost (void)
+{
+    struct drain_state ds;
+    drain_state_init (&ds);
+    /* 1:10 sent 3 datagrams to 2:20, which received 2 and has receives. */
+    int r0 = round_at (&ds, ud_qp (1, 10, 3, 0, 0), ud_qp (2, 20, 0, 2, 4), 1000);
+    int r1 = round_at (&ds, ud_qp (1, 10, 3, 0, 0), ud_qp (2, 20, 0, 2, 4),
+                       1000 + DRAIN_UD_SETTLE_MS - 1);
+    ok (r0 == 0 && r1 == 0 && !ds.ud_lost, "a datagram missing: the drain waits for it a while");
+    ok (round_at (&ds, ud_qp (1, 10, 3, 0, 0), ud_qp (2, 20, 0, 2, 4), 1000 + DRAIN_UD_SETTLE_MS)
+                == 1
+            && ds.ud_lost,
+        "then, nothing received for %d ms, takes it as lost", DRAIN_UD_SETTLE_MS);
+    drain_state_init (&ds);
+    r0 = round_at (&ds, ud_qp (1, 10, 4, 0, 0), ud_qp (2, 20, 0, 2, 4), 1000);
+    r1 = round_at (&ds, ud_qp (1, 10, 4, 0, 0), ud_qp (2, 20, 0, 3, 4), 1150);
+    int r2 = round_at (&ds, ud_qp (1, 10, 4, 0, 0), ud_qp (2, 20, 0, 3, 4), 1300);
+    int r3 = round_at (&ds, ud_qp (1, 10, 4, 0, 0), ud_qp (2, 20, 0, 4, 4), 1310);
+    ok (r0 == 0 && r1 == 0 && r2 == 0 && r3 == 1 && !ds.ud_lost,
+        "a datagram arriving starts the wait again; all of them arrived: drained exactly");
+    /* The same datagram missing, and an RC send in flight from 1:11 to
+     * 2:21, which has receives. */
+    drain_state_init (&ds);
+    for (int i = 0; i < 2; i++)
+        r0 = round_at4 (&ds, ud_qp (1, 10, 3, 0, 0), qp (1, 11, 2, 21, 6, 5, 5, 3, 4, 1),
+                        ud_qp (2, 20, 0, 2, 4), qp (2, 21, 1, 11, 3, 3, 3, 5, 4, 0),
+                        1000 + i * 10 * DRAIN_UD_SETTLE_MS);
+    ok (r0 == 0 && !ds.ud_lost, "nothing is taken as lost while an RC send is in flight");
+}
+
 static int eval (json_object *a, json_object *b)
 {
     json_object *r[2];
@@ -427,6 +498,7 @@ int main (void)
     test_idtab ();
     test_wrlog ();
     test_drain ();
+    test_drain_ud_lost ();
     test_nsheap ();
     done_testing ();
     return exit_status ();
