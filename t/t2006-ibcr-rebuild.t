@@ -2,7 +2,8 @@
 test_description='libibcr: rebuilds in special places
 
 A SEND stuck in RNR (no receive posted) at checkpoint time is delivered
-exactly once after the rebuild; WRs dropped by a move to RESET are not
+exactly once after the rebuild, also to a peer process connected late;
+WRs dropped by a move to RESET are not
 posted again by a later rebuild; a UD datagram the fabric dropped is
 taken as lost by one drain, not by the next; an SRQ limit armed before a checkpoint
 raises its async event after it; RDMA and atomics reach an MR registered
@@ -126,6 +127,38 @@ test_expect_success 'a message reaching a rebuilt CQ before its process resumes 
 	! grep "^not ok" ew.send.out ew.recv.out &&
 	test $(grep -c "^ok" ew.recv.out) = 4 &&
 	grep -x "cycles done: 1" ew.coord.out
+'
+
+# rnr2 (t/ibcr/rnr2.c): the same across two processes, the receiver's
+# connected 300 ms after the sender'"'"'s (-K).  libibcr reposts the stuck
+# SEND at resume, once every process is connected: an HCA drops a request
+# to a QP not in RTR yet and retries it until retry_cnt runs out.  softib
+# holds such requests until the QP reaches RTR instead, so on softib this
+# passes with a repost at connect too; it checks the late connect end to
+# end.
+test_expect_success 'a SEND stuck in RNR reaches a peer process connected late, once' '
+	coord_start rr 2 -c 1 -w 0:0 -g go-rr-cycle -K 300 || return 1
+	mkdir rr &&
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 0) timeout 90 \
+		"$IBCR_BUILDDIR"/t/ibcr/rnr2 send rr >rr.send.out 2>&1 &
+	rr_send=$!
+	env LD_LIBRARY_PATH="$SOFTIB_LIBDIR" $(ibcr_env 1) timeout 90 \
+		"$IBCR_BUILDDIR"/t/ibcr/rnr2 recv rr >rr.recv.out 2>&1 &
+	rr_recv=$!
+	ibcr_wait_for 30 test -e rr/send-ready -a -e rr/recv-ready &&
+	touch go-rr-cycle &&
+	ibcr_wait_for 30 coord_over rr
+	touch rr/go go-rr-cycle
+	wait $rr_send
+	rc_send=$?
+	wait $rr_recv
+	rc_recv=$?
+	coord_wait &&
+	sed "s/^/rr: /" rr.send.out rr.recv.out rr.coord.out &&
+	test $rc_send = 0 && test $rc_recv = 0 &&
+	! grep "^not ok" rr.send.out rr.recv.out &&
+	test $(grep -c "^ok" rr.send.out rr.recv.out | awk -F: "{ s += \$2 } END { print s }") = 5 &&
+	grep -x "cycles done: 1" rr.coord.out
 '
 
 # two_cycles NAME PROGRAM: run t/ibcr/PROGRAM NAME-ready1 NAME-go1

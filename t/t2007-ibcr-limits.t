@@ -30,16 +30,21 @@ test_expect_success '1000 cycles under a running stream' '
 	ibcr_stream long 1000 0:0 -o send -q 2 -w event -n 5000 -r 400
 '
 
-test_expect_success 'the fd count stayed flat and no backend mapping was left' '
+# fds_flat NAME FROM: from cycle FROM on (the first ones may come before
+# the application opened all of its own fds), both ranks of coordinator
+# NAME released with one fd count and no backend mapping left.
+fds_flat() {
 	for r in 0 1; do
-		# from cycle 20 on: the first ones may come before the
-		# application opened all of its own fds
 		sed -n "s/^released $r fds \([0-9]*\) verbs_maps [0-9]* backend_maps \([0-9]*\) .*/\1 \2/p" \
-			long.coord.out | sed -n "20,\$p" | sort | uniq -c >fds.$r &&
-		sed "s/^/rank $r: cycles, fds, backend mappings: /" fds.$r | tee /dev/stderr | ibcr_diag &&
-		test $(wc -l <fds.$r) = 1 &&
-		grep -q " 0$" fds.$r || return 1
+			$1.coord.out | sed -n "$2,\$p" | sort | uniq -c >$1.fds.$r &&
+		sed "s/^/rank $r: cycles, fds, backend mappings: /" $1.fds.$r | tee /dev/stderr | ibcr_diag &&
+		test $(wc -l <$1.fds.$r) = 1 &&
+		grep -q " 0$" $1.fds.$r || return 1
 	done
+}
+
+test_expect_success 'the fd count stayed flat and no backend mapping was left' '
+	fds_flat long 20
 '
 
 # An aborted generation's undo (ibcrd) rebuilds and connects processes
@@ -52,13 +57,7 @@ test_expect_success '30 cycles that rebuild and connect twice, under a running s
 	tw_rc=$?
 	IBCR_COORD_OPTS=
 	test $tw_rc = 0 &&
-	for r in 0 1; do
-		sed -n "s/^released $r fds \([0-9]*\) verbs_maps [0-9]* backend_maps \([0-9]*\) .*/\1 \2/p" \
-			twice.coord.out | sed -n "5,\$p" | sort | uniq -c >tw.$r &&
-		sed "s/^/rank $r: cycles, fds, backend mappings: /" tw.$r | tee /dev/stderr | ibcr_diag &&
-		test $(wc -l <tw.$r) = 1 &&
-		grep -q " 0$" tw.$r || return 1
-	done
+	fds_flat twice 5
 '
 
 # Without libibcr_ns.so the backend namespace leaked ~150 KiB per cycle;

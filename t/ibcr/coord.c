@@ -2,7 +2,7 @@
  * for libibcr's tests, speaking lib/ibcr/ckpt_proto.h over IBCR_SOCKET.
  *
  *   coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN_MS:MAX_MS] [-b LIB1,LIB2,...]
- *         [-g FILE] [-p FILE] [-k MS] [-r]
+ *         [-g FILE] [-p FILE] [-k MS] [-K MS] [-r]
  *
  * Waits for NPROCS libibcr processes to connect, then runs CYCLES
  * quiesce/drain/release/rebuild/connect/resume generations at random
@@ -12,6 +12,8 @@
  * when its workload is where it wants the checkpoint), and removes it.
  * With -p, each cycle waits after the release until FILE exists (the test
  * dumps the released processes with CRIU meanwhile), and removes it.
+ * With -K, rank 0 is told to connect MS milliseconds before the others:
+ * its QPs are connected while theirs are not yet.
  * With -r, each cycle rebuilds and connects every process twice, as an
  * aborted generation's undo does to processes that had connected, then
  * resumes them.
@@ -42,6 +44,7 @@ static int fds[MAXP], ranks[MAXP], np;
 static const char *pause_file;
 static int resume_skew_ms;
 static int rebuild_twice;
+static int connect_skew_ms;
 static int gone;
 
 static double now_ms (void)
@@ -58,11 +61,15 @@ static double now_ms (void)
 static int round_trip_r (const char *type, json_object *extra, const char *want, json_object **out,
                          int *refused)
 {
-    /* -k: a resume goes to rank 0 first, then, MS later, to the others. */
-    bool skew = resume_skew_ms > 0 && strcmp (type, CKPT_RESUME) == 0;
+    /* -k (-K): a resume (a connect) goes to rank 0 first, then, MS
+     * later, to the others. */
+    int skew_ms = strcmp (type, CKPT_RESUME) == 0 ? resume_skew_ms
+        : strcmp (type, CKPT_CONNECT) == 0        ? connect_skew_ms
+                                                  : 0;
+    bool skew = skew_ms > 0;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1 && skew)
-            usleep (resume_skew_ms * 1000);
+            usleep (skew_ms * 1000);
         for (int i = 0; i < np; i++) {
             if (skew ? (ranks[i] == 0) != (pass == 0) : pass == 1)
                 continue;
@@ -235,7 +242,7 @@ int main (int argc, char **argv)
     const char *sock = NULL, *trigger = NULL;
     char *backends[16];
     int nb = 0, n = 0, cycles = 1, wmin = 10, wmax = 100, opt;
-    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:p:k:r")) != -1) {
+    while ((opt = getopt (argc, argv, "s:n:c:w:b:g:p:k:K:r")) != -1) {
         switch (opt) {
         case 's':
             sock = optarg;
@@ -258,6 +265,9 @@ int main (int argc, char **argv)
         case 'p':
             pause_file = optarg;
             break;
+        case 'K':
+            connect_skew_ms = atoi (optarg);
+            break;
         case 'r':
             rebuild_twice = 1;
             break;
@@ -271,7 +281,7 @@ int main (int argc, char **argv)
         default:
             fprintf (stderr,
                      "usage: coord -s SOCK -n NPROCS [-c CYCLES] [-w MIN:MAX] "
-                     "[-b LIB,...] [-g FILE] [-p FILE] [-k MS] [-r]\n");
+                     "[-b LIB,...] [-g FILE] [-p FILE] [-k MS] [-K MS] [-r]\n");
             return 2;
         }
     }

@@ -40,44 +40,6 @@ static void fill (unsigned char *b, uint32_t seed)
     }
 }
 
-static void write_addr (const char *dir, const char *role, uint16_t lid, uint32_t qpn)
-{
-    char path[4096], tmp[4200];
-    snprintf (path, sizeof (path), "%s/%s.addr", dir, role);
-    snprintf (tmp, sizeof (tmp), "%s.tmp", path);
-    FILE *f = fopen (tmp, "w");
-    if (!f || fprintf (f, "%u %u\n", lid, qpn) < 0 || fclose (f) != 0 || rename (tmp, path) != 0)
-        BAIL_OUT ("cannot write %s: %s", path, strerror (errno));
-}
-
-static void read_addr (const char *dir, const char *role, unsigned *lid, unsigned *qpn)
-{
-    char path[4096];
-    snprintf (path, sizeof (path), "%s/%s.addr", dir, role);
-    for (int i = 0;; i++) {
-        FILE *f = fopen (path, "r");
-        if (f) {
-            int n = fscanf (f, "%u %u", lid, qpn);
-            fclose (f);
-            if (n == 2)
-                return;
-            BAIL_OUT ("%s: want \"LID QPN\"", path);
-        }
-        if (i > 15000)
-            BAIL_OUT ("no %s after 30 s", path);
-        usleep (2000);
-    }
-}
-
-static void touch (const char *dir, const char *name)
-{
-    char path[4096];
-    snprintf (path, sizeof (path), "%s/%s", dir, name);
-    FILE *f = fopen (path, "w");
-    if (!f || fclose (f) != 0)
-        BAIL_OUT ("cannot create %s: %s", path, strerror (errno));
-}
-
 int main (int argc, char **argv)
 {
     static unsigned char buf[MSG], want[MSG];
@@ -107,8 +69,8 @@ int main (int argc, char **argv)
     if (!qp)
         BAIL_OUT ("verbs setup: %s", strerror (errno));
 
-    write_addr (dir, argv[1], pa.lid, qp->qp_num);
-    read_addr (dir, sender ? "recv" : "send", &plid, &pqpn);
+    selfqp_write_addr (dir, argv[1], pa.lid, qp->qp_num);
+    selfqp_read_addr (dir, sender ? "recv" : "send", &plid, &pqpn);
     if (selfqp_connect (qp, (uint16_t)plid, pqpn, 0))
         BAIL_OUT ("connect: %s", strerror (errno));
     fill (want, 0xe7a4e);
@@ -130,7 +92,7 @@ int main (int argc, char **argv)
         selfqp_handshake (ready, go);
         /* DIR/posting tells the test this thread goes into the post now:
          * from then on, a futex it sleeps in is libibcr's gate. */
-        touch (dir, "posting");
+        selfqp_touch (dir, "posting");
         /* Waits inside libibcr while the checkpoint runs. */
         ok (ibv_post_send (qp, &wr, &bad) == 0, "SEND posted");
         for (int i = 0; i < 15000 && (n = ibv_poll_cq (cq, 1, &wc)) == 0; i++)
@@ -146,7 +108,7 @@ int main (int argc, char **argv)
         memset (buf, 0, MSG);
         if (ibv_post_recv (qp, &rwr, &rbad) || ibv_req_notify_cq (cq, 0))
             BAIL_OUT ("post the receive, arm the CQ: %s", strerror (errno));
-        touch (dir, "armed");
+        selfqp_touch (dir, "armed");
         /* ibv_get_cq_event blocks for good when the event is lost: wait
          * on the channel's fd with a deadline first. */
         struct pollfd p = { .fd = ch->fd, .events = POLLIN };

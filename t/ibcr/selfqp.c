@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,4 +68,42 @@ void selfqp_handshake (const char *ready, const char *go)
             BAIL_OUT ("no %s after 60 s", go);
         usleep (2000);
     }
+}
+
+void selfqp_write_addr (const char *dir, const char *role, uint16_t lid, uint32_t qpn)
+{
+    char path[4096], tmp[4200];
+    snprintf (path, sizeof (path), "%s/%s.addr", dir, role);
+    snprintf (tmp, sizeof (tmp), "%s.tmp", path);
+    FILE *f = fopen (tmp, "w");
+    if (!f || fprintf (f, "%u %u\n", lid, qpn) < 0 || fclose (f) != 0 || rename (tmp, path) != 0)
+        BAIL_OUT ("cannot write %s: %s", path, strerror (errno));
+}
+
+void selfqp_read_addr (const char *dir, const char *role, unsigned *lid, unsigned *qpn)
+{
+    char path[4096];
+    snprintf (path, sizeof (path), "%s/%s.addr", dir, role);
+    for (int i = 0;; i++) {
+        FILE *f = fopen (path, "r");
+        if (f) {
+            int n = fscanf (f, "%u %u", lid, qpn);
+            fclose (f);
+            if (n == 2)
+                return;
+            BAIL_OUT ("%s: want \"LID QPN\"", path);
+        }
+        if (i > 15000)
+            BAIL_OUT ("no %s after 30 s", path);
+        usleep (2000);
+    }
+}
+
+void selfqp_touch (const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf (path, sizeof (path), "%s/%s", dir, name);
+    FILE *f = fopen (path, "w");
+    if (!f || fclose (f) != 0)
+        BAIL_OUT ("cannot create %s: %s", path, strerror (errno));
 }

@@ -25,4 +25,11 @@ int selfqp_connect (struct ibv_qp *qp, uint16_t lid, uint32_t dqpn, unsigned acc
  * once its checkpoint cycle is over); BAIL_OUT after 60 s. */
 void selfqp_handshake (const char *ready, const char *go);
 
+/* Two processes' QPs meet through files in a folder: DIR/ROLE.addr holds
+ * "LID QPN" (written whole, by a rename); reading waits up to 30 s for
+ * it.  selfqp_touch creates DIR/NAME.  Failures BAIL_OUT. */
+void selfqp_write_addr (const char *dir, const char *role, uint16_t lid, uint32_t qpn);
+void selfqp_read_addr (const char *dir, const char *role, unsigned *lid, unsigned *qpn);
+void selfqp_touch (const char *dir, const char *name);
+
 #endif

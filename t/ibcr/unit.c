@@ -325,13 +325,11 @@ static json_object *ud_qp (int lid, int qpn, int sent, int got, int rq_avail)
     return json_tokener_parse (s);
 }
 
-/* drain_round over reports of a and a2 (rank 0) and b and b2 (rank 1;
- * a2 and b2 may be NULL) at time t. */
-static int round_at4 (struct drain_state *ds, json_object *a, json_object *a2, json_object *b,
-                      json_object *b2, double t)
+/* Reports of a and a2 (rank 0) and b and b2 (rank 1; a2 and b2 may be
+ * NULL), into r[2], which takes them over. */
+static void reports (json_object *r[2], json_object *a, json_object *a2, json_object *b,
+                     json_object *b2)
 {
-    json_object *r[2];
-    char why[256] = "";
     for (int i = 0; i < 2; i++) {
         r[i] = json_object_new_object ();
         json_object *arr = json_object_new_array ();
@@ -340,6 +338,15 @@ static int round_at4 (struct drain_state *ds, json_object *a, json_object *a2, j
             json_object_array_add (arr, i ? b2 : a2);
         json_object_object_add (r[i], "qps", arr);
     }
+}
+
+/* drain_round over reports (above) at time t. */
+static int round_at4 (struct drain_state *ds, json_object *a, json_object *a2, json_object *b,
+                      json_object *b2, double t)
+{
+    json_object *r[2];
+    char why[256] = "";
+    reports (r, a, a2, b, b2);
     int rc = drain_round (ds, r, 2, t, why, sizeof (why));
     if (rc == 1 && ds->ud_lost)
         diag ("taken as lost: %s", why);
@@ -387,12 +394,7 @@ static int eval (json_object *a, json_object *b)
 {
     json_object *r[2];
     char why[256] = "";
-    for (int i = 0; i < 2; i++) {
-        r[i] = json_object_new_object ();
-        json_object *arr = json_object_new_array ();
-        json_object_array_add (arr, i ? b : a);
-        json_object_object_add (r[i], "qps", arr);
-    }
+    reports (r, a, NULL, b, NULL);
     int rc = drain_done (r, 2, why, sizeof (why));
     if (rc == 0)
         diag ("waits: %s", why);
