@@ -314,6 +314,29 @@ static int complete_slow (struct ibv_qp_ex *qx, struct ibcr_wrb *b)
     return rc;
 }
 
+/* wr_complete of a batch of several WRs, or of one not linked as it was
+ * built, or on a UD QP: out of line, the common one-WR batch goes
+ * without these tests. */
+static __attribute__ ((noinline)) int complete_batch (struct ibv_qp_ex *qx, struct ibcr_wrb *b)
+{
+    struct ibcr_qp *vqp = (struct ibcr_qp *)qx;
+    /* A batch is posted whole or not at all, as a provider's: one the
+     * send queue has no room for is refused before any of it is posted
+     * (the backend would take its head and refuse the rest, and an
+     * application that posts the batch again would run that head twice).
+     * Every real WR is signaled, so the queue holds what the log holds. */
+    if (b->n > 1 && wrlog_sq_len (&vqp->sq) + b->n > vqp->init.cap.max_send_wr) {
+        b->n = b->nsge = b->ninl = 0;
+        return ENOMEM;
+    }
+    if (b->slow || qx->qp_base.qp_type == IBV_QPT_UD)
+        return complete_slow (qx, b);
+    struct ibv_send_wr *bad;
+    int rc = post_send_as (vqp, &b->e[0].wr, &bad, true);
+    b->n = 0; /* nsge and ninl are 0: the batch is not slow */
+    return rc;
+}
+
 static int wr_complete (struct ibv_qp_ex *qx)
 {
     struct ibcr_wrb *b = wrb_of (qx);
@@ -321,23 +344,10 @@ static int wr_complete (struct ibv_qp_ex *qx)
         return b->err;
     if (b->n == 0)
         return 0;
-    /* A batch is posted whole or not at all, as a provider's: one the
-     * send queue has no room for is refused before any of it is posted
-     * (the backend would take its head and refuse the rest, and an
-     * application that posts the batch again would run that head twice).
-     * Every real WR is signaled, so the queue holds what the log holds. */
-    if (__builtin_expect (b->n > 1, 0)) {
-        struct ibcr_qp *vqp = (struct ibcr_qp *)qx;
-        if (wrlog_sq_len (&vqp->sq) + b->n > vqp->init.cap.max_send_wr) {
-            b->n = b->nsge = b->ninl = 0;
-            return ENOMEM;
-        }
-    }
-    if (__builtin_expect (b->slow || qx->qp_base.qp_type == IBV_QPT_UD, 0))
-        return complete_slow (qx, b);
+    if (__builtin_expect (b->n > 1 || b->slow || qx->qp_base.qp_type == IBV_QPT_UD, 0))
+        return complete_batch (qx, b);
     struct ibv_send_wr *bad;
-    int rc = b->n == 1 ? post_send_one ((struct ibcr_qp *)qx, &b->e[0].wr, &bad, true, false)
-                       : post_send_as ((struct ibcr_qp *)qx, &b->e[0].wr, &bad, true);
+    int rc = post_send_one ((struct ibcr_qp *)qx, &b->e[0].wr, &bad, true, false);
     b->n = 0; /* nsge and ninl are 0: the batch is not slow */
     return rc;
 }
