@@ -164,8 +164,8 @@ test_expect_success 'a SEND stuck in RNR reaches a peer process connected late, 
 # two_cycles NAME PROGRAM: run t/ibcr/PROGRAM NAME-ready1 NAME-go1
 # NAME-ready2 NAME-go2 under libibcr with coordinator NAME, which runs
 # two cycles: the first once the program created NAME-ready1 (then the
-# test creates NAME-go1 once the coordinator printed its "cycle 0:"
-# line), the second once it created NAME-ready2 (then NAME-go2, once the
+# test creates NAME-go1 once the coordinator printed its "cycle 0: drain"
+# line, at the cycle's end), the second once it created NAME-ready2 (then NAME-go2, once the
 # coordinator is over).  True when the program exited 0 without a
 # "not ok" and both cycles completed; output in NAME.out and
 # NAME.coord.out.
@@ -174,7 +174,7 @@ two_cycles() {
 	coord_start $tc_n 1 -c 2 -w 0:0 -g go-$tc_n-cycle || return 1
 	rm -f $tc_n-ready1 $tc_n-go1 $tc_n-ready2 $tc_n-go2
 	{ ibcr_wait_for 30 test -e $tc_n-ready1 && touch go-$tc_n-cycle &&
-	  ibcr_wait_for 30 grep -q "^cycle 0:" $tc_n.coord.out && touch $tc_n-go1 &&
+	  ibcr_wait_for 30 grep -q "^cycle 0: drain" $tc_n.coord.out && touch $tc_n-go1 &&
 	  ibcr_wait_for 30 test -e $tc_n-ready2 && touch go-$tc_n-cycle &&
 	  ibcr_wait_for 30 coord_over $tc_n && touch $tc_n-go2 & }
 	tc_helper=$!

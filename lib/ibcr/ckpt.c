@@ -99,7 +99,8 @@ int ckpt_drain (json_object *report)
             jadd (q, "sq_posted", vqp->sq.posted);
             jadd (q, "sq_done", wrlog_sq_done (&vqp->sq));
             jadd (q, "rmsg_posted", vqp->sq.rmsg_posted);
-            jadd (q, "rmsg_done", wrlog_sq_rmsg_done (&vqp->sq));
+            /* messages acknowledged: those that failed were not */
+            jadd (q, "rmsg_done", wrlog_sq_rmsg_done (&vqp->sq) - vqp->rmsg_failed);
             jadd (q, "recv_done", vqp->recv_done);
             /* gone entries are not receives the peer may still use
              * (the gate is closed: a drain follows a quiesce) */
@@ -146,6 +147,18 @@ static void release_ctx (struct ibcr_ctx *vctx)
          * this one. */
         map_clear (&v->ud_sent);
         map_clear (&v->ud_recv);
+        /* Likewise for RC and UC: the drain held (what was acknowledged
+         * was received), so both ends count again from 0; what is left
+         * in the send log was never delivered and counts as posted. */
+        size_t len = wrlog_sq_len (&v->sq);
+        uint64_t pending = 0;
+        for (size_t i = 0; i < len; i++)
+            pending += wrlog_sq_at (&v->sq, i)->needs_recv;
+        v->sq.posted = len;
+        v->sq.rmsg_posted = pending;
+        v->recv_done = 0;
+        v->rmsg_failed = 0;
+        v->sq_err = v->rq_err = false;
     }
     idtab_clear (&vctx->qp_by_rqpn);
     OBJ_FOREACH_REV (struct ibcr_srq, v, &vctx->srqs)
@@ -263,8 +276,8 @@ static int rebuild_ctx (struct ibcr_ctx *vctx, json_object *qps, json_object *mr
     {
         if (ibcr_cq_open_real (v) < 0)
             return -1;
-        /* Armed now, before any QP exists: connect reposts sends and a
-         * peer that resumes first sends at once, and a completion that
+        /* Armed now, before any QP exists: a peer that resumes first
+         * sends at once, and a completion that
          * lands in a CQ armed only later raises no event, leaving a
          * thread in ibv_get_cq_event waiting for good. */
         if (!v->vchan)
@@ -310,8 +323,8 @@ int ckpt_rebuild (const char *backend, json_object *ids)
     /* A rebuild again, after this process connected (a generation
      * aborted on another node after that) or after a rebuild that failed
      * part way: the real objects made then go first, not leaked and not
-     * left connected.  Nothing was sent on them: sends are reposted at
-     * resume, and no process of the job has resumed. */
+     * left connected.  This process sent nothing on them: its sends are
+     * reposted at resume. */
     bool stale = false;
     CTX_FOREACH (vctx)
     stale |= vctx->real != NULL;

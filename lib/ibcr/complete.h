@@ -84,11 +84,12 @@ qp_send_complete (struct ibcr_cq *vcq, struct ibcr_qp *vqp, const struct ibv_wc 
     else {
         show = wrlog_app_signaled (e) || wc->status != IBV_WC_SUCCESS;
         /* A failed or flushed WR: an RC or UC QP is in error now (the
-         * drain stops comparing its counts), and a UD datagram was not
-         * sent. */
-        if (__builtin_expect (wc->status != IBV_WC_SUCCESS, 0))
+         * drain compares its counts one way only), a message it was is
+         * not one the peer got, and a UD datagram was not sent. */
+        if (__builtin_expect (wc->status != IBV_WC_SUCCESS, 0)) {
             vqp->sq_err = true;
-        else if (__builtin_expect (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah, 0))
+            vqp->rmsg_failed += e->needs_recv;
+        } else if (__builtin_expect (vqp->qpx.qp_base.qp_type == IBV_QPT_UD && e->vah, 0))
             map_add (&vqp->ud_sent, xl_key (e->vah->attr.dlid, e->remote_qpn), 1);
         wrlog_sq_pop_head (&vqp->sq);
     }

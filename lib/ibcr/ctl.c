@@ -150,8 +150,7 @@ static int serve (json_object *req)
                                        "first",
                                        ibcr_rank, (int)getpid ()));
         }
-        ckpt_resume ();
-        int rc = reply (req, proto_new (CKPT_RESUMED));
+        int rc = ckpt_resume () < 0 ? reply (req, fail (t)) : reply (req, proto_new (CKPT_RESUMED));
         cycle_end ();
         return rc;
     }
@@ -195,7 +194,8 @@ static void *ctl_main (void *arg)
             abort ();
         }
         ibcr_log ("coordinator left during a checkpoint: resuming the application");
-        gate_open ();
+        /* as a resume does: sends owed since a connect are posted first */
+        ckpt_resume ();
     }
     cycle_end ();
     /* ctl_atexit reads ctl_fd under cycle_lock: without it, an exiting

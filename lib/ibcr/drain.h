@@ -19,8 +19,13 @@
  * A's counts are not compared with such a peer's (it can receive
  * nothing).  A connection made after a RESET of both ends is compared on
  * its own.  One end reset and connected again to a peer that was not
- * compares counts that cannot meet, and its checkpoint fails at the
- * drain's timeout, naming the QP.
+ * compares counts that meet only if that peer sent nothing between the
+ * last release and the RESET; otherwise the checkpoint fails at the
+ * drain's timeout, naming the QP, and so do later ones until both ends
+ * are reset.  Where a QP or its peer is in error ("err"), the peer must
+ * have received at least the messages acknowledged: a failed send may
+ * have been delivered.  Both ends of every QP count from 0 again at each
+ * release (lib/ibcr/ckpt.c).
  */
 #ifndef IBCR_DRAIN_H
 #define IBCR_DRAIN_H
@@ -39,10 +44,11 @@ int drain_done (json_object **reports, int n, char *why, size_t whylen);
  * rounds of one drain, the datagrams still missing are taken as lost
  * once nothing else keeps the job from being drained and no UD QP of the
  * job has received one for DRAIN_UD_SETTLE_MS (on a fabric a datagram
- * takes microseconds; softib's progress, a few milliseconds at worst).
+ * takes microseconds; softib's progress, a few milliseconds, more on a
+ * loaded machine).
  * libibcr's UD counts start again at every release (lib/ibcr/ckpt.c), so
  * a loss costs one drain this wait, not every drain after it. */
-#define DRAIN_UD_SETTLE_MS 200
+#define DRAIN_UD_SETTLE_MS 500
 
 struct drain_state {
     int64_t ud_recv; /* datagrams received job-wide at since_ms */

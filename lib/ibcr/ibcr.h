@@ -178,9 +178,11 @@ struct ibcr_qp {
     struct ibcr_cq *rx_fast_cq;
     uint64_t recv_done; /* receive completions (messages from peer) */
     /* A WR of the queue completed in error (an RC or UC QP is in the
-     * error state then): sq_err under the send CQ's plock, rq_err under
-     * the receive CQ's; both cleared by a move to RESET. */
+     * error state then): sq_err and rmsg_failed (the sends among them
+     * that needed a receive) under the send CQ's plock, rq_err under the
+     * receive CQ's; cleared by a move to RESET or RTS, and at release. */
     bool sq_err, rq_err;
+    uint64_t rmsg_failed;
     /* The last receive's real source (xl_key of its slid and src_qp) and
      * what xlate_qp_rev made of it: an RC or UC QP hears one peer, so the
      * next receive's translation is one compare (complete.h).  Under the

@@ -372,6 +372,19 @@ static void qp_take_completions (struct ibcr_qp *vqp)
     }
 }
 
+/* Back in RTS (a UC QP from SQE): its queues work again, and the drain
+ * compares its counts exactly again (failed sends stay left out of them:
+ * rmsg_failed). */
+static void qp_clear_err (struct ibcr_qp *vqp)
+{
+    int how = block_lock (&vqp->vscq->plock);
+    vqp->sq_err = false;
+    block_unlock (&vqp->vscq->plock, how);
+    how = block_lock (&vqp->vrcq->plock);
+    vqp->rq_err = false;
+    block_unlock (&vqp->vrcq->plock, how);
+}
+
 /* A move to RESET succeeded: the backend dropped what was left in the
  * QP's queues, without completions (an SRQ keeps its receives).  A
  * rebuild must not repost those WRs, so they leave the logs.  The
@@ -395,6 +408,7 @@ static void qp_reset_logs (struct ibcr_qp *vqp)
         wrlog_rq_unpush (&vqp->rq, wrlog_rq_len (&vqp->rq));
     int how = block_lock (&vqp->vscq->plock);
     vqp->sq_err = false;
+    vqp->rmsg_failed = 0;
     block_unlock (&vqp->vscq->plock, how);
     if (!ud) {
         how = block_lock (&vqp->vrcq->plock);
@@ -448,6 +462,8 @@ int ibcr_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
             qp->state = attr->qp_state;
         if (reset)
             qp_reset_logs (vqp);
+        else if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTS)
+            qp_clear_err (vqp);
     }
     if (reset) {
         block_unlock (&vqp->rlock, hr);
@@ -522,6 +538,8 @@ int ibcr_destroy_qp (struct ibv_qp *qp)
     pthread_mutex_lock (&ibcr_lock);
     int rc = ibcr_be.destroy_qp (vqp->real);
     if (rc == 0) {
+        /* and those that came before the backend's destroy returned */
+        qp_take_completions (vqp);
         idtab_del (&vqp->ctx->qp_by_rqpn, vqp->rqpn);
         ibcr_list_del (&vqp->link);
         ibcr_cq_grow (vqp->vscq, -(int)vqp->init.cap.max_send_wr);

@@ -312,6 +312,13 @@ static json_object *reset_qp (int lid, int qpn, int rq_avail)
     return o;
 }
 
+/* o, reported in the error state. */
+static json_object *in_err (json_object *o)
+{
+    json_object_object_add (o, "err", json_object_new_int (1));
+    return o;
+}
+
 /* A UD QP that sent 'sent' datagrams to 2:20 (if it is 1:10) and received
  * 'got' from 1:10 (if it is 2:20). */
 static json_object *ud_qp (int lid, int qpn, int sent, int got, int rq_avail)
@@ -428,6 +435,16 @@ static void test_drain (void)
         "a peer reset since, with a receive posted again: a send to it is in flight");
     ok (eval (qp (1, 10, 2, 20, 4, 3, 3, 0, 4, 1), reset_qp (2, 20, 0)) == 1,
         "a peer reset since, with no receive: a send to it waits in RNR");
+    /* 1:10 in error: 3 messages acknowledged (those that failed are not
+     * counted), all WRs done. */
+    ok (eval (in_err (qp (1, 10, 2, 20, 5, 5, 3, 0, 4, 0)), qp (2, 20, 1, 10, 0, 0, 0, 2, 4, 0))
+            == 0,
+        "an end in error: a message acknowledged and not yet received is waited for");
+    ok (eval (in_err (qp (1, 10, 2, 20, 5, 5, 3, 0, 4, 0)), qp (2, 20, 1, 10, 0, 0, 0, 4, 4, 0))
+            == 1,
+        "an end in error: one received more than acknowledged (a failed send delivered) drains");
+    ok (eval (qp (1, 10, 2, 20, 5, 5, 3, 0, 4, 0), qp (2, 20, 1, 10, 0, 0, 0, 4, 4, 0)) == 0,
+        "no end in error: the counts must meet exactly");
     json_object *bad[1] = { json_object_new_object () };
     char why[64];
     ok (drain_done (bad, 1, why, sizeof (why)) < 0, "a report without qps is malformed");
