@@ -150,12 +150,7 @@ static void release_ctx (struct ibcr_ctx *vctx)
         /* Likewise for RC and UC: the drain held (what was acknowledged
          * was received), so both ends count again from 0; what is left
          * in the send log was never delivered and counts as posted. */
-        size_t len = wrlog_sq_len (&v->sq);
-        uint64_t pending = 0;
-        for (size_t i = 0; i < len; i++)
-            pending += wrlog_sq_at (&v->sq, i)->needs_recv;
-        v->sq.posted = len;
-        v->sq.rmsg_posted = pending;
+        wrlog_sq_recount (&v->sq);
         v->recv_done = 0;
         v->rmsg_failed = 0;
         v->sq_err = v->rq_err = false;

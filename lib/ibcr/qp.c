@@ -415,8 +415,7 @@ static void qp_reset_logs (struct ibcr_qp *vqp)
         vqp->recv_done = 0;
         vqp->rq_err = false;
         block_unlock (&vqp->vrcq->plock, how);
-        vqp->sq.posted = 0;
-        vqp->sq.rmsg_posted = 0;
+        wrlog_sq_recount (&vqp->sq); /* the log is empty: 0 */
         vqp->has_peer = false;
         vqp->was_reset = true;
     }

@@ -141,6 +141,12 @@ uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q)
     return q->rmsg_posted - pending;
 }
 
+void wrlog_sq_recount (struct wrlog_sq *q)
+{
+    q->rmsg_posted -= wrlog_sq_rmsg_done (q);
+    q->posted = wrlog_sq_len (q);
+}
+
 int wrlog_rq_init (struct wrlog_rq *q, size_t cap, int max_sge)
 {
     memset (q, 0, sizeof (*q));

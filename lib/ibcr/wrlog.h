@@ -359,6 +359,9 @@ static inline uint64_t wrlog_sq_done (const struct wrlog_sq *q)
     return q->posted - wrlog_sq_len (q);
 }
 uint64_t wrlog_sq_rmsg_done (struct wrlog_sq *q);
+/* The counts start again: only the entries in the log count as posted
+ * (none as done); for the producer, or the gate closed. */
+void wrlog_sq_recount (struct wrlog_sq *q);
 
 /* Append a copy of wr, not yet published (wrlog_rq_publish); NULL +
  * errno: EINVAL (more sges than the queue was created for), ENOMEM. */
