@@ -58,3 +58,12 @@ softib_srq_cq_SOURCES = softib/srq_cq.c
 softib_srq_cq_LDADD = $(VW_ERR_LDADD)
 softib_atomic_shared_SOURCES = softib/atomic_shared.c
 softib_atomic_shared_LDADD = $(VW_ERR_LDADD)
+
+# softib's biased lock and its send queue's ACK, linked with their own
+# files (misc.c, tx.c) and stand-ins for the rest.
+TESTS += softib/test_internals.t
+check_PROGRAMS += softib/test_internals.t
+softib_test_internals_t_SOURCES = softib/test_internals.c \
+	$(top_srcdir)/lib/softib/misc.c $(top_srcdir)/lib/softib/tx.c
+softib_test_internals_t_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/lib/softib
+softib_test_internals_t_LDADD = libtap.la $(AX_PTHREAD_LIBS)

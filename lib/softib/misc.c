@@ -295,10 +295,17 @@ void sib_lock_slow (sib_lock_t *l, bool claim)
         }
         return;
     }
-    if (o == SIB_LOCK_PLAIN || o == self)
+    if (o == self)
         return;
-    if (o == SIB_LOCK_REVOKED) {
-        revoked_take (l, self, claim);
+    if (o == SIB_LOCK_PLAIN || o == SIB_LOCK_REVOKED) {
+        /* The bias ended (owner_inside): its last owner may still be
+         * inside by the fast path, where the taker that ended it saw it
+         * and left.  Its store is visible (that taker's membarrier), and
+         * it cannot enter by the fast path again. */
+        for (int k = 0; __atomic_load_n (&l->bias_in, __ATOMIC_ACQUIRE); k++)
+            relax (k);
+        if (o == SIB_LOCK_REVOKED)
+            revoked_take (l, self, claim);
         return;
     }
     /* another thread's lock: wait until it is not inside (new fast
@@ -323,9 +330,17 @@ bool sib_trylock_slow (sib_lock_t *l, bool claim)
         }
         return true;
     }
-    if (o == SIB_LOCK_REVOKED)
-        revoked_take (l, self, claim);
-    if (o == SIB_LOCK_PLAIN || o == SIB_LOCK_REVOKED || o == self || !owner_inside (l))
+    if (o == SIB_LOCK_PLAIN || o == SIB_LOCK_REVOKED) {
+        /* as in sib_lock_slow: the last owner may still be inside */
+        if (__atomic_load_n (&l->bias_in, __ATOMIC_ACQUIRE)) {
+            __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
+            return false;
+        }
+        if (o == SIB_LOCK_REVOKED)
+            revoked_take (l, self, claim);
+        return true;
+    }
+    if (o == self || !owner_inside (l))
         return true;
     __atomic_store_n (&l->v, 0, __ATOMIC_RELEASE);
     return false;

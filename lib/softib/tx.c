@@ -62,7 +62,10 @@ void sib_send_complete (struct sib_qp *qp, struct sib_swqe *w, enum ibv_wc_statu
         }
     }
     qp->sq_done++;
-    if (qp->sq_tx < qp->sq_done)
+    /* Free-running counters: compared by their difference, as everywhere
+     * (a plain < took sq_tx back once it had wrapped and sq_done had not,
+     * and the WQEs between were sent again). */
+    if ((int32_t)(qp->sq_tx - qp->sq_done) < 0)
         qp->sq_tx = qp->sq_done;
 }
 
