@@ -43,6 +43,7 @@
 
 #include "common/log.h"
 #include "common/proto.h"
+#include "common/manifest.h"
 #include "common/store.h"
 #include "gen_int.h"
 #include "fanout.h"
@@ -123,6 +124,18 @@ int gen_run (struct gen *g)
              g->members[i].tasks && k < json_object_array_length (g->members[i].tasks); k++)
             json_object_array_add (
                 tasks, json_object_get (json_object_array_get_idx (g->members[i].tasks, k)));
+    /* Every rank's images, or no generation: a rank that left a member
+     * node (its task ended) would leave a manifest no restore can use. */
+    int miss = manifest_tasks_missing_rank (tasks, g->size);
+    if (miss >= 0) {
+        snprintf (err, sizeof (err),
+                  "rank %d of the job's %d has no task on any of its nodes (it ended or "
+                  "left): a generation without its images could not be restored; the "
+                  "last good one stays",
+                  miss, g->size);
+        gen_fail (g, PHASE_BEGIN, err);
+        goto abort;
+    }
     if (gen_quiesce (g) < 0 || gen_drain (g) < 0 || gen_release (g) < 0 || gen_dump (g) < 0)
         goto abort;
     if (g->leave_running && (gen_rebuild (g) < 0 || gen_resume (g) < 0))

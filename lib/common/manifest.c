@@ -214,6 +214,53 @@ json_object *manifest_scan_at (int dfd, const char *gendir, uint64_t *bytes, cha
     return scan_at (dfd, gendir, bytes, 1, err, len);
 }
 
+size_t manifest_max_bytes = MANIFEST_MAX_BYTES;
+
+int manifest_tasks_missing_rank (json_object *tasks, int64_t size)
+{
+    unsigned char *seen;
+    int missing = -1;
+
+    if (size <= 0)
+        return -1;
+    if (size > INT32_MAX || !(seen = calloc ((size_t)size, 1)))
+        return 0;
+    /* Ranks are 0..size-1 when the job declared its size; a job that did
+     * not (ibcr run --rank R alone) has its size from its task count, and
+     * any ranks. */
+    int64_t have = 0;
+    if (json_object_is_type (tasks, json_type_array))
+        for (size_t i = 0; i < json_object_array_length (tasks); i++) {
+            json_object *r, *t = json_object_array_get_idx (tasks, i);
+            if (!json_object_object_get_ex (t, "rank", &r)
+                || !json_object_is_type (r, json_type_int))
+                continue;
+            int64_t k = json_object_get_int64 (r);
+            if (k < 0 || k >= size)
+                have++;
+            else if (!seen[k]) {
+                seen[k] = 1;
+                have++;
+            }
+        }
+    for (int64_t r = 0; r < size && missing < 0 && have < size; r++)
+        if (!seen[r])
+            missing = (int)r;
+    free (seen);
+    return missing;
+}
+
+int manifest_missing_rank (json_object *m)
+{
+    json_object *tasks = NULL, *v;
+    int64_t size = -1;
+
+    if (json_object_object_get_ex (m, "size", &v) && json_object_is_type (v, json_type_int))
+        size = json_object_get_int64 (v);
+    json_object_object_get_ex (m, "tasks", &tasks);
+    return manifest_tasks_missing_rank (tasks, size);
+}
+
 int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int gid, mode_t mode,
                        char *err, size_t len)
 {
@@ -222,7 +269,20 @@ int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int
     size_t n;
 
     s = json_object_to_json_string_ext (m, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
+    if (!s) {
+        errno = ENOMEM;
+        goto error;
+    }
     n = strlen (s);
+    if (n + 1 > manifest_max_bytes) {
+        json_object *f = NULL;
+        json_object_object_get_ex (m, "files", &f);
+        return errnprintf (err, len, EFBIG,
+                           "cannot write %s/%s: it would be %zu bytes (%zu files), over the "
+                           "limit of %zu that every reader keeps to: not committed",
+                           gendir, MANIFEST_NAME, n + 1,
+                           f ? json_object_array_length (f) : (size_t)0, manifest_max_bytes);
+    }
     /* O_EXCL|O_NOFOLLOW: a name left there is removed, never written
      * through. */
     if ((fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0
@@ -246,7 +306,8 @@ int manifest_write_at (int dfd, const char *gendir, json_object *m, int uid, int
         goto error;
     }
     /* The rename is what commits: make it durable before reporting it. */
-    fsync (dfd);
+    if (fsync (dfd) < 0)
+        goto error;
     return 0;
 error:
     return errprintf (err, len, "cannot write %s/%s: %s", gendir, MANIFEST_NAME, strerror (errno));
@@ -281,10 +342,15 @@ json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, ch
         errprintf (err, len, "%s: %s", path, strerror (errno));
         return NULL;
     }
-    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || sb.st_size > 64 * 1024 * 1024
-        || !(buf = malloc (sb.st_size + 1))) {
+    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode)) {
         close (fd);
         errnprintf (err, len, EBADMSG, "%s: not a readable manifest", path);
+        return NULL;
+    }
+    if ((uint64_t)sb.st_size > manifest_max_bytes || !(buf = malloc (sb.st_size + 1))) {
+        close (fd);
+        errnprintf (err, len, EBADMSG, "%s: not a readable manifest (%lld bytes; the limit is %zu)",
+                    path, (long long)sb.st_size, manifest_max_bytes);
         return NULL;
     }
     if (stp)

@@ -17,6 +17,13 @@
 #define MANIFEST_NAME "manifest.json"
 #define MANIFEST_FORMAT 1
 
+/* The largest manifest written or read, in bytes: 256 MiB, about 90 000
+ * tasks of 25 image files each.  A commit whose manifest would be larger
+ * fails, naming the limit, rather than write a generation no restore could
+ * read.  A variable so that a test can lower it. */
+#define MANIFEST_MAX_BYTES ((size_t)256 << 20)
+extern size_t manifest_max_bytes;
+
 /* XXH3-64 of a file relative to dirfd (O_NOFOLLOW), and its size.
  * 0 or -1 with errno. */
 int manifest_hash_file (int dirfd, const char *path, uint64_t *hash, uint64_t *size);
@@ -48,6 +55,17 @@ json_object *manifest_read (const char *gendir, char *err, size_t len);
 /* The same from the folder dfd; *st (may be NULL) gets the manifest
  * file's stat, so that a caller can check who wrote it. */
 json_object *manifest_read_at (int dfd, const char *gendir, struct stat *st, char *err, size_t len);
+
+/* The lowest rank of 0..size-1 that the manifest's "tasks" array has no
+ * entry for, or -1 when it holds "size" ranks (or the manifest names no
+ * "size": one written by a tool, not by ibcrd); 0 when it cannot tell
+ * (out of memory, a size past any rank count).  A generation without
+ * some rank's images cannot be restored as a whole: every rank must then
+ * pass it by, not only the missing one. */
+int manifest_missing_rank (json_object *m);
+
+/* The same of a "tasks" array and the job's size. */
+int manifest_tasks_missing_rank (json_object *tasks, int64_t size);
 
 /* Recompute every checksum listed in m and look for files not listed.
  * Returns the number of problems (0 = intact), each appended to 'problems'

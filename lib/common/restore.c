@@ -157,6 +157,16 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
             || store_gen_path (st, job, g, dir, sizeof (dir)) < 0)
             continue;
         seen++;
+        /* The same answer for every rank: a generation some rank has no
+         * images in is passed by by all, never restored in part. */
+        int miss = manifest_missing_rank (m);
+        if (miss >= 0) {
+            restore_note (note, notelen, "generation %d holds no images of rank %d of its %lld%s",
+                          g, miss, (long long)proto_get_int (m, "size", 0),
+                          want ? "" : ", falling back to the previous one");
+            damaged++;
+            continue;
+        }
         problems = json_object_new_array ();
         n = manifest_verify (dir, m, problems, NULL);
         if (n != 0) {

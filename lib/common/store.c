@@ -451,8 +451,9 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
         goto error;
     }
     json_object_put (m);
-    /* Root's last write is done: only now may the job's group read it. */
-    if (give (gfd, gid, 0750) < 0) {
+    /* Root's last write is done: only now may the job's group read it;
+     * durably, as the rename was: a restore runs as the user. */
+    if (give (gfd, gid, 0750) < 0 || fsync (gfd) < 0) {
         saved = errno;
         errprintf (err, len, "cannot open %s to group %u: %s", dir, (unsigned)gid,
                    strerror (saved));

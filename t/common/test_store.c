@@ -12,6 +12,8 @@
 
 #include "common/ident.h"
 #include "common/manifest.h"
+#include "common/proto.h"
+#include "common/restore.h"
 #include "common/store.h"
 #include "tap.h"
 
@@ -24,6 +26,47 @@ static void put (const char *dir, const char *name, const char *text)
     snprintf (p, sizeof (p), "%s/%s", dir, name);
     if (!(f = fopen (p, "w")) || fputs (text, f) < 0 || fclose (f) != 0)
         BAIL_OUT ("cannot write %s", p);
+}
+
+/* A generation of job with one folder of one image per rank in 'ranks'
+ * (-1 ends), its manifest naming them and the job's size; 0 or -1. */
+static int gen_of (struct store *st, const char *job, int size, const int *ranks, int *gen,
+                   char *err, size_t len)
+{
+    char dir[4096], td[4200];
+    json_object *meta = json_object_new_object (), *ta = json_object_new_array ();
+    int rc;
+
+    if (store_gen_begin (st, job, getuid (), getgid (), gen, dir, sizeof (dir), err, len) < 0)
+        return -1;
+    for (int i = 0; ranks[i] >= 0; i++) {
+        json_object *t = json_object_new_object ();
+        snprintf (td, sizeof (td), "%s/task-%d", dir, ranks[i]);
+        if (mkdir (td, 0755) < 0)
+            BAIL_OUT ("mkdir %s", td);
+        put (td, "core-1.img", "image");
+        json_object_object_add (t, "rank", json_object_new_int (ranks[i]));
+        json_object_array_add (ta, t);
+    }
+    json_object_object_add (meta, "tasks", ta);
+    json_object_object_add (meta, "size", json_object_new_int (size));
+    rc = store_gen_commit (st, job, *gen, getuid (), getgid (), meta, err, len);
+    json_object_put (meta);
+    return rc;
+}
+
+/* manifest_tasks_missing_rank of the ranks (-1 ends) and size. */
+static int missing (int size, const int *ranks)
+{
+    json_object *ta = json_object_new_array ();
+    for (int i = 0; ranks[i] >= 0; i++) {
+        json_object *t = json_object_new_object ();
+        json_object_object_add (t, "rank", json_object_new_int (ranks[i]));
+        json_object_array_add (ta, t);
+    }
+    int r = manifest_tasks_missing_rank (ta, size);
+    json_object_put (ta);
+    return r;
 }
 
 int main (void)
@@ -168,6 +211,100 @@ int main (void)
         ok (strcmp (buf, "99\n") == 0 && lstat (tmpn, &sb) < 0 && lstat (lg, &sb) == 0
                 && S_ISREG (sb.st_mode),
             "nor written through: the file it named is unchanged");
+    }
+
+    /* A generation holds every rank's images or is not restored by any
+     * rank: a rank that left a member node must not leave the others to
+     * restore a generation their peer cannot. */
+    ok (missing (2, (int[]){ 0, 1, -1 }) == -1 && missing (2, (int[]){ 0, -1 }) == 1
+            && missing (2, (int[]){ 1, -1 }) == 0 && missing (3, (int[]){ 2, 0, -1 }) == 1
+            && missing (0, (int[]){ -1 }) == -1,
+        "manifest_tasks_missing_rank names the first rank with no images");
+    ok (missing (1, (int[]){ 3, -1 }) == -1 && missing (2, (int[]){ 4, 7, -1 }) == -1,
+        "a job that declared no size has its size from its task count, and any ranks");
+    {
+        struct restore_plan plan;
+        json_object *m = NULL;
+        char note[1024];
+        int g1, g2;
+        int made = gen_of (&st, "j2", 2, (int[]){ 0, 1, -1 }, &g1, err, sizeof (err)) == 0
+            && gen_of (&st, "j2", 2, (int[]){ 0, -1 }, &g2, err, sizeof (err)) == 0;
+        ok (made, "generations %d (ranks 0 and 1) and %d (rank 0 alone) of a job of 2%s%s", g1, g2,
+            made ? "" : ": ", made ? "" : err);
+        int r0 = restore_pick (&st, "j2", 0, 0, &plan, &m, note, sizeof (note), err, sizeof (err));
+        ok (r0 == 1 && plan.gen == g1 && strstr (note, "holds no images of rank 1 of its 2"),
+            "rank 0 restores generation %d too, not the newer one that lacks rank 1 (%d: %s%s)", g1,
+            plan.gen, note, r0 < 0 ? err : "");
+        json_object_put (m);
+        m = NULL;
+        int r1 = restore_pick (&st, "j2", 0, 1, &plan, &m, note, sizeof (note), err, sizeof (err));
+        ok (r1 == 1 && plan.gen == g1, "and so does rank 1 (%d)", plan.gen);
+        json_object_put (m);
+        m = NULL;
+        ok (restore_pick (&st, "j2", g2, 0, &plan, &m, note, sizeof (note), err, sizeof (err)) < 0
+                && strstr (err, "holds no images of rank 1"),
+            "asked for by number, it is refused, saying why: %s", err);
+    }
+
+    /* The manifest's size: a reader and the writer keep to one limit, so
+     * a commit never writes what no restore can read. */
+    {
+        json_object *meta = json_object_new_object ();
+        int g;
+        manifest_max_bytes = 4096;
+        char big[5000];
+        memset (big, 'x', sizeof (big) - 1);
+        big[sizeof (big) - 1] = '\0';
+        json_object_object_add (meta, "pad", json_object_new_string (big));
+        int refused = store_gen_begin (&st, "j3", getuid (), getgid (), &g, dir, sizeof (dir), err,
+                                       sizeof (err))
+            == 0;
+        if (refused) {
+            put (dir, "a.img", "x");
+            refused =
+                store_gen_commit (&st, "j3", g, getuid (), getgid (), meta, err, sizeof (err)) < 0
+                && errno == EFBIG && strstr (err, "over the limit of 4096");
+        }
+        ok (refused, "a manifest over the limit is not committed, and the error says so: %s", err);
+        ok (store_list (&st, "j3", 1, &gens, err, sizeof (err)) == 0
+                && json_object_array_length (gens) == 1
+                && !json_object_get_boolean (
+                    json_object_object_get (json_object_array_get_idx (gens, 0), "committed")),
+            "that generation is partial");
+        json_object_put (gens);
+        json_object_put (meta);
+        manifest_max_bytes = MANIFEST_MAX_BYTES;
+        /* 72 MiB: more than the 64 MiB readers once kept to, which a job of
+         * some 20 000 ranks reaches, while commits wrote any size. */
+        size_t n = (size_t)72 << 20;
+        char *huge = malloc (n + 1);
+        if (!huge)
+            BAIL_OUT ("malloc");
+        memset (huge, 'y', n);
+        huge[n] = '\0';
+        meta = json_object_new_object ();
+        json_object_object_add (meta, "pad", json_object_new_string (huge));
+        free (huge);
+        err[0] = '\0';
+        int rc = store_gen_begin (&st, "j3", getuid (), getgid (), &g, dir, sizeof (dir), err,
+                                  sizeof (err));
+        if (rc == 0) {
+            put (dir, "a.img", "x");
+            rc = store_gen_commit (&st, "j3", g, getuid (), getgid (), meta, err, sizeof (err));
+        }
+        ok (rc == 0, "a 72 MiB manifest is committed%s%s", rc ? ": " : "", rc ? err : "");
+        json_object_put (meta);
+        json_object *last = NULL;
+        rc = store_list (&st, "j3", 1, &gens, err, sizeof (err));
+        if (rc == 0 && json_object_array_length (gens) == 2)
+            last = json_object_array_get_idx (gens, 1);
+        ok (last && json_object_get_boolean (json_object_object_get (last, "committed")),
+            "and read back as committed (%s)",
+            last     ? proto_get_str (last, "why", "no reason given")
+                : rc ? err
+                     : "not listed");
+        if (rc == 0)
+            json_object_put (gens);
     }
 
     ok (store_list (&st, "nojob", 0, &gens, err, sizeof (err)) < 0 && errno == ENOENT
