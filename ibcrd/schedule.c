@@ -210,6 +210,30 @@ static void report_close (struct job *job)
     job->report_fd = -1;
 }
 
+/* The primary group of the job's owner: its generations' folders are
+ * opened to that group alone.  Without it no generation is taken: a
+ * guessed group (the uid's number, say) would open the user's memory
+ * images to whoever has that gid, and a restore run as the user could not
+ * read them.  0, or -1 with errno ENOENT and why filled. */
+static int owner_gid (const struct job *job, const char *node, gid_t *gid, char *why, size_t len)
+{
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    int rc = getpwuid_r (job->uid, &pw, buf, sizeof (buf), &res);
+
+    if (res) {
+        *gid = pw.pw_gid;
+        return 0;
+    }
+    snprintf (why, len,
+              "job %s: its owner, uid %u, is not in node %s's user database (%s): no "
+              "generation is taken without the owner's group; check the node's name "
+              "service (passwd, sssd, LDAP)",
+              job->id, (unsigned)job->uid, node, rc ? strerror (rc) : "no such user");
+    errno = ENOENT;
+    return -1;
+}
+
 /* Fork the worker of a generation of job; asker (may be NULL) gets the
  * reply from the worker and leaves this loop.  0 or -1 with errno; why in
  * job->last_error when a task is no longer the process that registered
@@ -223,12 +247,16 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind, con
     int *keep = calloc ((size_t)job->ntasks * GEN_MAX_CTL + 2, sizeof (*keep)), nkeep = 0;
     int n = 0, wfd = -1;
     struct gen_member *members = calloc ((size_t)job->nmembers + 1, sizeof (*members));
-    struct passwd *pw = getpwuid (job->uid);
     pid_t pid = -1;
     int saved;
 
     if (!tasks || !keep || !members) {
         errno = ENOMEM;
+        goto done;
+    }
+    if (owner_gid (job, s->conf->node, &g.gid, job->last_error, sizeof (job->last_error)) < 0) {
+        log_msg (LOG_WARNING, "%s", job->last_error);
+        errno = ENOENT;
         goto done;
     }
     /* A rebuild resumes the tasks restored now; one registering while it
@@ -258,7 +286,6 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind, con
     g.kind = kind;
     snprintf (g.job, sizeof (g.job), "%s", job->id);
     g.uid = job->uid;
-    g.gid = pw ? pw->pw_gid : job->uid;
     g.size = job->size;
     g.trigger = trigger;
     g.leave_running = leave_running;
@@ -342,7 +369,7 @@ json_object *h_checkpoint (struct server *s, struct client *c, json_object *req)
     if (start_gen (s, job, GEN_CHECKPOINT, "manual", !proto_get_bool (req, "end", 0),
                    wait ? c : NULL, wait && proto_get_bool (req, "progress", 0))
         < 0) {
-        if (errno == EPERM || errno == ESRCH)
+        if (errno == EPERM || errno == ESRCH || errno == ENOENT)
             return proto_error ("checkpoint", errno, "%s", job->last_error);
         return proto_error ("checkpoint", errno, "job %s: cannot start the generation: %s", job->id,
                             strerror (errno));
@@ -813,6 +840,11 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
         snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
         gen_task_ctls (s, t, &tasks[n], keep, &nkeep);
         n++;
+    }
+    char why[512];
+    if (owner_gid (job, s->conf->node, &g.gid, why, sizeof (why)) < 0) {
+        log_msg (LOG_WARNING, "%s", why);
+        return proto_error ("gen-begin", ENOENT, "%s", why);
     }
     snprintf (trigger, sizeof (trigger), "%s", proto_get_str (m, "trigger", "manual"));
     g.conf = s->conf;

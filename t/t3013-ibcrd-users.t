@@ -401,6 +401,22 @@ test_expect_success 'a task inside a user namespace: criu is not run there (the 
 	kill $(cat esc.pid) $PU
 '
 
+test_expect_success 'a job whose owner is not in the user database is not checkpointed: its folders would get no group' '
+	NU=3999999 &&
+	! getent passwd $NU &&
+	ASN="setpriv --reuid=$NU --regid=$NU --clear-groups" &&
+	hold nouser $ASN sleep 600 &&
+	PN=$(cat nouser.pid) &&
+	ibcr_wait_for 10 grep -q "^Uid:.$NU" /proc/$PN/status &&
+	hold nureg $ASN "$RAWMSG" "$S" "$(msg register "\"job\":\"nu\",\"rank\":0,\"pid\":$PN")" \
+		@sleep:600000 &&
+	ibcrd_wait_for job_uid_is root nu $NU &&
+	$ASN "$RAWMSG" "$S" "$(msg checkpoint "\"job\":\"nu\"")" >out &&
+	cat out &&
+	grep "ENOENT.*job nu: its owner, uid $NU, is not in node nA.s user database" out &&
+	kill $(cat nureg.pid) $PN
+'
+
 test_expect_success 'the daemon served through it all' '
 	ibcr_alive $(ibcrd_pid a) &&
 	as1 "$IBCR" --socket "$S" status sim --json | grep "\"uid\":$U1"
