@@ -149,6 +149,10 @@ static int restart_by_daemon (struct cli *c, const char *job, int want, int rank
     json_object_object_add (f, "rank", json_object_new_int (rank));
     json_object_object_add (f, "size", json_object_new_int ((int)proto_get_int (rep, "size", 1)));
     json_object_object_add (f, "restored", json_object_new_boolean (nctl > 0));
+    /* The leader resumes ranks of one generation only. */
+    if (proto_get_int (rep, "gen", 0) > 0)
+        json_object_object_add (f, "restored_gen",
+                                json_object_new_int ((int)proto_get_int (rep, "gen", 0)));
     /* For the leader's restore timeline (ibcrd(8)). */
     json_object_object_add (f, "restore_ms",
                             json_object_new_int64 ((int64_t)(mono_ms_f () - t_restore)));

@@ -60,8 +60,44 @@ static void gen_start_clock (struct gen *g)
     g->t0_wall = (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* A rebuild resumes ranks restored from one generation only: ranks that
+ * each picked their own (a generation committed while they were being
+ * restored, one that a rank could not read for a moment) would run on
+ * from different points of the job.  0, or -1 with the two named in err. */
+static int restored_from_one (struct gen *g, char *err, size_t len)
+{
+    int r0 = -1, g0 = 0;
+    json_object *own = genl_tasks_json (g);
+
+    for (int i = -1; i < g->nmembers; i++) {
+        json_object *tasks = i < 0 ? own : g->members[i].tasks;
+        for (size_t k = 0; tasks && k < json_object_array_length (tasks); k++) {
+            json_object *t = json_object_array_get_idx (tasks, k);
+            int r = (int)proto_get_int (t, "rank", -1),
+                gen = (int)proto_get_int (t, "restored_gen", 0);
+            if (gen <= 0)
+                continue;
+            if (!g0) {
+                r0 = r;
+                g0 = gen;
+            } else if (gen != g0) {
+                snprintf (err, len,
+                          "ranks were restored from different generations: rank %d from "
+                          "generation %d, rank %d from generation %d; not resumed (restart "
+                          "every rank from one generation, e.g. with --gen)",
+                          r0, g0, r, gen);
+                json_object_put (own);
+                return -1;
+            }
+        }
+    }
+    json_object_put (own);
+    return 0;
+}
+
 static int gen_restored (struct gen *g)
 {
+    char err[512];
     /* The restored libibcr waits where the dump left it: released, its
      * application threads at the gate. */
     g->released = 1;
@@ -77,7 +113,9 @@ static int gen_restored (struct gen *g)
                                 .node_ms = g->restore_t1 - g->restore_t0,
                                 .n = 1 };
     }
-    if (gen_begin (g) < 0 || gen_rebuild (g) < 0 || gen_resume (g) < 0) {
+    if (gen_begin (g) < 0
+        || (restored_from_one (g, err, sizeof (err)) < 0 && gen_fail (g, PHASE_BEGIN, err) < 0)
+        || gen_rebuild (g) < 0 || gen_resume (g) < 0) {
         log_msg (LOG_ERR, "job %s: restored tasks not resumed: %s", g->job, g->err);
         fan_fini (g);
         timeline_save (g, 0);

@@ -40,6 +40,7 @@ struct gen_task {
     int ctl_fd[GEN_MAX_CTL];    /* libibcr's control connection of each */
     pid_t ctl_pid[GEN_MAX_CTL]; /* and its process (0 unknown), for errors */
     int restored;               /* restart: waits for rebuild, not dumped */
+    int restored_gen;           /* the generation it was restored from, 0 unknown */
     char node[IDENT_MAX + 1];
     json_object *entry;      /* its manifest entry (genl_tasks_json), or NULL */
     double dump_t0, dump_t1; /* its CRIU dump's start and end (mono_ms_f) */

@@ -528,6 +528,8 @@ struct job *jobs_register (struct jobs *j, uid_t uid, pid_t pid, int conn, json_
     t->app_pid = app_pid;
     t->app_ident = app_pid >= 0 && app_pid != pid ? app_ident : ident;
     t->restored = proto_get_bool (req, "restored", 0);
+    int64_t rg = proto_get_int (req, "restored_gen", 0);
+    t->restored_gen = rg > 0 && rg <= INT32_MAX ? (int)rg : 0;
     if (t->restored) {
         /* How long its restore took, as its restarter (the user's) says:
          * for the timeline only, so only kept within a day. */

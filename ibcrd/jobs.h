@@ -62,6 +62,8 @@ struct task {
     struct task_proc procs[TASK_MAX_PROCS];
     int restored;                  /* came back from an image: libibcr waits
                                    for a rebuild before the job runs on */
+    int restored_gen;              /* the generation it came back from, as its
+                                      restarter says (0 unknown) */
     int rebuilding;                /* restored, and in the running rebuild's list */
     int resumed;                   /* was restored, and a rebuild has resumed it
                                       since (maybe before its own restarter asked) */

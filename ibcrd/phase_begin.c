@@ -83,6 +83,8 @@ json_object *genl_tasks_json (struct gen *g)
         proto_set_int (t, "rank", g->tasks[i].rank);
         proto_set_str (t, "node", g->tasks[i].node);
         proto_set_int (t, "pid", g->tasks[i].pid);
+        if (g->tasks[i].restored_gen > 0)
+            proto_set_int (t, "restored_gen", g->tasks[i].restored_gen);
         /* One per verbs process: a restart hands each a fresh connection
          * (restore.h).  "ctl_ino", the first, for readers of one. */
         json_object *inos = json_object_new_array ();

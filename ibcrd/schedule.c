@@ -271,7 +271,9 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind, con
             log_msg (LOG_WARNING, "%s: no %s", job->last_error, trigger); /* keeps errno */
             goto done;
         }
-        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid, .restored = t->restored };
+        tasks[n] = (struct gen_task){
+            .rank = t->rank, .pid = t->pid, .restored = t->restored, .restored_gen = t->restored_gen
+        };
         if (kind == GEN_RESTORED && t->restore_t1 > 0) {
             if (!g.restore_t1 || t->restore_t0 < g.restore_t0)
                 g.restore_t0 = t->restore_t0;
@@ -627,8 +629,9 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
                     ? ok_reply ("resume-restored")
                     : proto_error ("resume-restored", EIO,
                                    "job %s: the restored tasks could "
-                                   "not be rebuilt and resumed; see ibcrd's log",
-                                   job->id);
+                                   "not be rebuilt and resumed: %s",
+                                   job->id,
+                                   job->last_error[0] ? job->last_error : "see ibcrd's log");
                 if (o && proto_send (c->fd, o) < 0)
                     log_msg (LOG_WARNING, "job %s: restarter left before the reply", job->id);
                 json_object_put (o);
@@ -836,7 +839,9 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
             if (t->restore_t1 > r1)
                 r1 = t->restore_t1;
         }
-        tasks[n] = (struct gen_task){ .rank = t->rank, .pid = t->pid };
+        tasks[n] = (struct gen_task){ .rank = t->rank,
+                                      .pid = t->pid,
+                                      .restored_gen = t->restored ? t->restored_gen : 0 };
         snprintf (tasks[n].node, sizeof (tasks[n].node), "%s", t->node);
         gen_task_ctls (s, t, &tasks[n], keep, &nkeep);
         n++;

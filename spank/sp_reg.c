@@ -192,6 +192,8 @@ int sp_reg_register (int fd, const struct sp_task_id *id, pid_t init_pid, pid_t 
             || proto_set_str (req, "source", "spank") < 0
             || (id->leader[0] && proto_set_str (req, "leader", id->leader) < 0)
             || (id->restored && proto_set_bool (req, "restored", 1) < 0)
+            /* The leader resumes ranks of one generation only. */
+            || (id->restored_gen > 0 && proto_set_int (req, "restored_gen", id->restored_gen) < 0)
             /* For the leader's restore timeline, as ibcr restart says it
                  * (ibcrd(8), TIMELINE). */
             || (id->restored && id->restore_ms >= 0

@@ -25,6 +25,7 @@ struct sp_task_id {
     char leader[320];       /* "NODE@ADDR" of rank 0's ibcrd when it is on
                                another node, else "" */
     int restored;           /* registering a task restored from an image */
+    int restored_gen;       /* the generation it was restored from (0: none) */
     int64_t restore_ms;     /* how long its CRIU restore took, for the
                                leader's restore timeline; -1 unknown */
     char fresh_after[4096]; /* a requeued job starting afresh: the storage

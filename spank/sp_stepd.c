@@ -315,6 +315,7 @@ static int sp_stepd_restore_prepare (void)
         sp_st.ctl_fd[sp_st.nctl++] = cfd;
     }
     sp_st.id.restored = sp_st.plan.nctl > 0;
+    sp_st.id.restored_gen = sp_st.plan.gen;
     sp_st.state = SP_RESTORE;
     return 0;
 }

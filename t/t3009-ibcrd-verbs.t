@@ -157,6 +157,29 @@ test_expect_success 'one host: checkpoint twice, kill both ranks, restart both f
 	t9_pp_ok rs $ONE_ITERS
 '
 
+# Each rank picks its generation (the newest intact one, or --gen): ranks
+# that picked different ones (a commit landing between two ranks'
+# restores, a generation one rank could not read for a moment) must not
+# run on together.
+test_expect_success 'one host: ranks restored from different generations are not resumed, and said so' '
+	P=$(ibcrd_free_port 3) &&
+	ibcrd_pingpong mx mx $P $ONE_ITERS &&
+	t9_let_run &&
+	"$IBCR" checkpoint mx --wait &&
+	t9_let_run &&
+	"$IBCR" checkpoint mx --wait &&
+	t9_kill_ranks mx mx-first &&
+	ibcrd_bg mx 0 restart mx --rank 0 --gen 2 &&
+	ibcrd_bg mx 1 restart mx --rank 1 --gen 1 &&
+	t9_wait_done mx &&
+	cat mx.0.err mx.1.err &&
+	test "$(cat mx.0.rc)" != 0 && test "$(cat mx.1.rc)" != 0 &&
+	grep "ranks were restored from different generations: rank [01] from generation [12], rank [01] from generation [12]" mx.0.err mx.1.err &&
+	pids=$(sed -n "s/.*restored from generation [12] (init pid \([0-9]*\), application pid \([0-9]*\))$/\1 \2/p" mx.0.err mx.1.err) &&
+	test $(echo $pids | wc -w) = 4 && ibcr_track $pids &&
+	for p in $pids; do ibcrd_wait_gone $p || return 1; done
+'
+
 # t9_settled NAME: both ranks ended, or rank 1's restart failed
 t9_settled() {
 	t9_done $1 || { test -s $1.1.rc && test "$(cat $1.1.rc)" != 0; }
