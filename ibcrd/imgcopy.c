@@ -37,6 +37,14 @@ static int copy_file (int sdir, int ddir, const char *name, char *buf, int compr
         errno = EINVAL;
         return -1;
     }
+    /* A file with another name too: a hard link made in the user's
+     * folder, maybe to a file of someone else's (where the kernel lets
+     * it: fs.protected_hardlinks=0).  CRIU makes each image once. */
+    if (isb.st_nlink != 1) {
+        close (in);
+        errno = EMLINK;
+        return -1;
+    }
     if ((out = openat (ddir, zname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600))
         < 0) {
         saved = errno;
@@ -151,11 +159,13 @@ int imgcopy_dirat (int sdir, int ddir, const char *src, const char *dst, int com
             continue;
         if (copy_file (sdir, ddir, e->d_name, buf, compress, bytes, cb, arg) < 0) {
             saved = errno;
-            snprintf (err, len, "cannot copy %s/%s to %s: %s%s", src, e->d_name, dst,
-                      strerror (saved),
-                      saved == ENOSPC || saved == EDQUOT
-                          ? " (the checkpoint storage is full: free space or lower retention)"
-                          : "");
+            snprintf (
+                err, len, "cannot copy %s/%s to %s: %s%s", src, e->d_name, dst, strerror (saved),
+                saved == ENOSPC || saved == EDQUOT
+                    ? " (the checkpoint storage is full: free space or lower retention)"
+                    : saved == EMLINK ? " (the file has other names, hard links made in the dump "
+                                        "folder after CRIU wrote it: not an image of this dump)"
+                                      : "");
             goto out;
         }
     }

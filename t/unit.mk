@@ -36,3 +36,10 @@ check_PROGRAMS += common/test_peersession.t
 common_test_peersession_t_SOURCES = common/test_peersession.c
 common_test_peersession_t_CPPFLAGS = $(AM_CPPFLAGS) $(JSON_CFLAGS)
 common_test_peersession_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la $(JSON_LIBS)
+
+# ibcrd's copy of a dump folder into storage (ibcrd/imgcopy.c).
+TESTS += ibcrd/test_imgcopy.t
+check_PROGRAMS += ibcrd/test_imgcopy.t
+ibcrd_test_imgcopy_t_SOURCES = ibcrd/test_imgcopy.c $(top_srcdir)/ibcrd/imgcopy.c
+ibcrd_test_imgcopy_t_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/ibcrd $(JSON_CFLAGS)
+ibcrd_test_imgcopy_t_LDADD = $(top_builddir)/lib/common/libcommon_daemon.la libtap.la $(JSON_LIBS)
