@@ -321,21 +321,29 @@ static int cqx_start_poll (struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
             return ENOENT;
         }
     }
+    sib_lock_app (&cq->xlock);
     sib_lock_app (&cq->lock);
     rc = cqx_take (cq);
+    sib_unlock (&cq->lock);
     if (rc)
-        sib_unlock (&cq->lock); /* no end_poll follows */
+        sib_unlock (&cq->xlock); /* no end_poll follows */
     return rc;
 }
 
 static int cqx_next_poll (struct ibv_cq_ex *c)
 {
-    return cqx_take (cqx_of (c));
+    struct sib_cq *cq = cqx_of (c);
+    int rc;
+
+    sib_lock_app (&cq->lock);
+    rc = cqx_take (cq);
+    sib_unlock (&cq->lock);
+    return rc;
 }
 
 static void cqx_end_poll (struct ibv_cq_ex *c)
 {
-    sib_unlock (&cqx_of (c)->lock);
+    sib_unlock (&cqx_of (c)->xlock);
 }
 
 static enum ibv_wc_opcode cqx_opcode (struct ibv_cq_ex *c)
@@ -422,6 +430,7 @@ static struct sib_cq *cq_new (struct ibv_context *c, int cqe, void *cq_context,
     cq->size = size;
     sib_lock_init (&cq->lock, sib_ctx_of (c)->lock_bias);
     sib_lock_init (&cq->qlock, sib_ctx_of (c)->lock_bias);
+    sib_lock_init (&cq->xlock, sib_ctx_of (c)->lock_bias);
     pthread_mutex_init (&cq->cqx.mutex, NULL);
     pthread_cond_init (&cq->cqx.cond, NULL);
     cq->cqx.context = c;

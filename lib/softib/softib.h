@@ -321,6 +321,13 @@ struct sib_cq {
     bool armed, solicited_only, overflowed;
     uint64_t *ts;      /* completion times (ns), if asked for */
     struct ibv_wc cur; /* ibv_cq_ex polling: current entry */
+    /* ibv_cq_ex polling: held from start_poll to end_poll, as a
+     * provider's CQ lock (one poller at a time reads 'cur'); not 'lock',
+     * which completions are pushed under (under a QP's lock, by the
+     * progress thread): an application that posts in its poll window, as
+     * rc_pingpong -t does, takes a QP's lock there, and a post to a QP in
+     * ERR or on UD pushes a completion to this CQ itself. */
+    sib_lock_t xlock;
     uint64_t cur_ts;
     uint64_t wc_flags_ex;
     int users; /* QPs using it: destroy gives EBUSY */

@@ -5,7 +5,10 @@
  * IBV_WC_WR_FLUSH_ERR, each once, in posting order, naming the right QP.
  * Receives of a shared receive queue are not flushed with one of its QPs:
  * another QP still uses them.  A peer that sends to a QP in ERR gets an
- * error, never a success.  Prints TAP.
+ * error, never a success.  A post in the poll window of an extended CQ
+ * (ibv_start_poll .. ibv_end_poll, as rc_pingpong -t does) whose flush
+ * completes into that CQ is taken by the same window's next poll.
+ * Prints TAP.
  */
 #include "config.h"
 
@@ -13,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tap.h"
 #include "vw_pair.h"
@@ -164,6 +169,83 @@ static void srq_survives (void)
     ok (ibv_destroy_srq (srq) == 0, "destroy the SRQ");
 }
 
+/* In a child with the locks' bias off (SOFTIB_LOCK_BIAS=0: a second take
+ * of a lock by its holder then waits for good, where a biased one went
+ * in unnoticed): an extended CQ holds a flush completion; in its poll
+ * window a send is posted to the QP in ERR, which completes into the CQ
+ * at once; the window's next poll takes it.  The child's exit status:
+ * 0, or the number of the failed step; SIGALRM if it hung. */
+static int poll_window_child (void)
+{
+    struct ibv_cq_init_attr_ex ca = { .cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS };
+    struct ibv_poll_cq_attr pa = { 0 };
+    struct ibv_cq_ex *cx;
+    struct ibv_qp *qp;
+    struct vw_dev d;
+    char err[256];
+    struct ibv_sge sge;
+    struct ibv_send_wr wr = { .sg_list = &sge,
+                              .num_sge = 1,
+                              .opcode = IBV_WR_SEND,
+                              .send_flags = IBV_SEND_SIGNALED },
+                       *bad;
+    uint64_t got[2];
+
+    alarm (20);
+    setenv ("SOFTIB_LOCK_BIAS", "0", 1);
+    if (vw_dev_open (&d, getenv ("VW_DEVICE"), 1, -1, err, sizeof (err)) < 0)
+        return 1;
+    struct ibv_mr *m = ibv_reg_mr (d.pd, buf, 64, IBV_ACCESS_LOCAL_WRITE);
+    if (!m || !(cx = ibv_create_cq_ex (d.ctx, &ca)))
+        return 2;
+    struct ibv_qp_init_attr qa = {
+        .send_cq = ibv_cq_ex_to_cq (cx),
+        .recv_cq = ibv_cq_ex_to_cq (cx),
+        .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 },
+        .qp_type = IBV_QPT_RC
+    };
+    if (!(qp = ibv_create_qp (d.pd, &qa)))
+        return 3;
+    to_err (qp);
+    sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 8, .lkey = m->lkey };
+    wr.wr_id = 1;
+    if (ibv_post_send (qp, &wr, &bad))
+        return 4;
+    if (ibv_start_poll (cx, &pa))
+        return 5;
+    got[0] = cx->wr_id;
+    wr.wr_id = 2;
+    if (ibv_post_send (qp, &wr, &bad)) /* completes into cx at once */
+        return 6;
+    if (ibv_next_poll (cx))
+        return 7;
+    got[1] = cx->wr_id;
+    ibv_end_poll (cx);
+    if (got[0] != 1 || got[1] != 2 || cx->status != IBV_WC_WR_FLUSH_ERR)
+        return 8;
+    if (ibv_destroy_qp (qp) || ibv_destroy_cq (ibv_cq_ex_to_cq (cx)) || ibv_dereg_mr (m))
+        return 9;
+    vw_dev_close (&d);
+    return 0;
+}
+
+static void post_in_poll_window (void)
+{
+    int st;
+    pid_t pid = fork ();
+
+    if (pid < 0)
+        BAIL_OUT ("fork: %s", strerror (errno));
+    if (pid == 0)
+        _exit (poll_window_child ());
+    if (waitpid (pid, &st, 0) != pid)
+        BAIL_OUT ("waitpid: %s", strerror (errno));
+    ok (WIFEXITED (st) && WEXITSTATUS (st) == 0,
+        "a send posted in an extended CQ's poll window completes into it, taken by the next "
+        "poll (%s %d)",
+        WIFEXITED (st) ? "step" : "signal", WIFEXITED (st) ? WEXITSTATUS (st) : WTERMSIG (st));
+}
+
 int main (void)
 {
     char err[256];
@@ -178,6 +260,7 @@ int main (void)
     stuck_sends ();
     send_to_err_peer ();
     srq_survives ();
+    post_in_poll_window ();
     ibv_dereg_mr (mr);
     vw_dev_close (&dev);
     done_testing ();
