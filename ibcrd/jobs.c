@@ -617,12 +617,26 @@ void jobs_drop_conn (struct jobs *j, int conn)
             } else
                 tp = &t->next;
         }
-        if (!job->tasks) {
+        if (!job->tasks && !job->worker) {
             log_msg (LOG_INFO, "job %s: no task left on this node", job->id);
             *jp = job->next;
             job_free (job);
         } else
-            jp = &job->next;
+            jp = &job->next; /* a generation still copying keeps it */
+    }
+}
+
+void jobs_drop_if_done (struct jobs *j, struct job *job)
+{
+    for (struct job **jp = &j->head; *jp; jp = &(*jp)->next) {
+        if (*jp != job)
+            continue;
+        if (!job->tasks && !job->worker) {
+            log_msg (LOG_INFO, "job %s: no task left on this node, its generation ended", job->id);
+            *jp = job->next;
+            job_free (job);
+        }
+        return;
     }
 }
 

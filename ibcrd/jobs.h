@@ -154,8 +154,14 @@ int jobs_task_check (const struct job *job, const struct task *t, char *err, siz
 
 /* Forget every task registered over connection conn (it closed), and
  * detach control connections equal to conn; logs each and drops jobs left
- * without tasks. */
+ * without tasks and without a running worker. */
 void jobs_drop_conn (struct jobs *j, int conn);
+/* A job whose tasks all ended while its worker ran (a commit still
+ * copying) stays, so that its worker reports to it and a task of the same
+ * job registering meanwhile finds the generation running (EBUSY), not a
+ * fresh job that starts a second one; dropped here once the worker
+ * ended. */
+void jobs_drop_if_done (struct jobs *j, struct job *job);
 
 /* Add control connection conn (of the process the kernel names pid, 0
  * unknown) to task t: 0, or -1 with errno EUSERS and why in err when the

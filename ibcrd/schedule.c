@@ -642,6 +642,7 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
              status == 0 ? "done" : "failed (see its lines above)");
     if (observe_done)
         observe_done (s, job, status);
+    jobs_drop_if_done (s->jobs, job);
 }
 
 int sched_start_trigger (struct server *s, struct job *job, const char *trigger)
