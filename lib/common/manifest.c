@@ -342,24 +342,43 @@ json_object *manifest_read_at (int dfd, const char *gendir, struct stat *stp, ch
         errprintf (err, len, "%s: %s", path, strerror (errno));
         return NULL;
     }
-    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode)) {
+    /* errno tells a reader (store_list, prune) a manifest that is bad
+     * (EBADMSG) from one that could not be read just now (the system
+     * call's errno, ENOMEM). */
+    if (fstat (fd, &sb) < 0) {
+        int saved = errno;
+        close (fd);
+        errnprintf (err, len, saved, "%s: %s", path, strerror (saved));
+        return NULL;
+    }
+    if (!S_ISREG (sb.st_mode)) {
         close (fd);
         errnprintf (err, len, EBADMSG, "%s: not a readable manifest", path);
         return NULL;
     }
-    if ((uint64_t)sb.st_size > manifest_max_bytes || !(buf = malloc (sb.st_size + 1))) {
+    if ((uint64_t)sb.st_size > manifest_max_bytes) {
         close (fd);
         errnprintf (err, len, EBADMSG, "%s: not a readable manifest (%lld bytes; the limit is %zu)",
                     path, (long long)sb.st_size, manifest_max_bytes);
         return NULL;
     }
+    if (!(buf = malloc (sb.st_size + 1))) {
+        close (fd);
+        errnprintf (err, len, ENOMEM, "%s: out of memory for its %lld bytes", path,
+                    (long long)sb.st_size);
+        return NULL;
+    }
     if (stp)
         *stp = sb;
     n = read (fd, buf, sb.st_size);
+    int rerr = n < 0 ? errno : 0;
     close (fd);
     if (n != sb.st_size) {
         free (buf);
-        errnprintf (err, len, EBADMSG, "%s: short read", path);
+        if (rerr)
+            errnprintf (err, len, rerr, "%s: %s", path, strerror (rerr));
+        else
+            errnprintf (err, len, EBADMSG, "%s: short read", path);
         return NULL;
     }
     buf[n] = '\0';

@@ -586,8 +586,15 @@ int store_list (const struct store *st, const char *job, int with_partial, json_
     }
     for (int i = 0; i < n; i++) {
         json_object *m, *e;
+        int transient;
 
         m = gen_manifest (jfd, jp, gens[i], why, sizeof (why));
+        /* A manifest that could not be read for a moment (memory, a
+         * network filesystem's ESTALE, an I/O error) may be a committed
+         * generation's: said so, and never pruned for it. */
+        transient = !m
+            && (errno == ENOMEM || errno == ESTALE || errno == EIO || errno == EAGAIN
+                || errno == EINTR || errno == ETIMEDOUT || errno == ENFILE || errno == EMFILE);
         if (m) {
             json_object *g;
             /* A manifest for another job or generation was moved here by
@@ -609,6 +616,8 @@ int store_list (const struct store *st, const char *job, int with_partial, json_
             json_object_object_add (e, "manifest", m);
         else
             json_object_object_add (e, "why", json_object_new_string (why));
+        if (transient)
+            json_object_object_add (e, "unreadable", json_object_new_boolean (1));
         json_object_array_add (arr, e);
     }
     free (gens);
@@ -647,8 +656,8 @@ int store_prune (const struct store *st, const char *job, int keep, json_object 
         committed = json_object_get_boolean (v);
         if (committed)
             drop = seen++ < ncommitted - keep;
-        else
-            drop = g < newest;
+        else /* partial, unless its manifest could not be read just now */
+            drop = g < newest && !json_object_object_get_ex (e, "unreadable", NULL);
         if (!drop)
             continue;
         if (store_gen_abort (st, job, g) < 0) {

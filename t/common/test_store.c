@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -303,6 +304,43 @@ int main (void)
             last     ? proto_get_str (last, "why", "no reason given")
                 : rc ? err
                      : "not listed");
+        if (rc == 0)
+            json_object_put (gens);
+
+        /* That manifest read while memory is short (ENOMEM): the
+         * generation looks partial for a moment, and retention must not
+         * remove it as one. */
+        rc = gen_of (&st, "j3", 1, (int[]){ 0, -1 }, &g, err, sizeof (err));
+        ok (rc == 0, "a newer generation %d%s%s", g, rc ? ": " : "", rc ? err : "");
+        struct rlimit old, low;
+        long pages = 0, psz = sysconf (_SC_PAGESIZE);
+        FILE *sf = fopen ("/proc/self/statm", "r");
+        if (!sf || fscanf (sf, "%ld", &pages) != 1 || getrlimit (RLIMIT_AS, &old) < 0)
+            BAIL_OUT ("statm/getrlimit");
+        fclose (sf);
+        low = old;
+        low.rlim_cur = (rlim_t)pages * (rlim_t)psz + ((rlim_t)32 << 20);
+        if (setrlimit (RLIMIT_AS, &low) < 0)
+            BAIL_OUT ("setrlimit");
+        json_object *pr = json_object_new_array ();
+        int np = store_prune (&st, "j3", 1, pr, err, sizeof (err));
+        if (setrlimit (RLIMIT_AS, &old) < 0)
+            BAIL_OUT ("setrlimit back");
+        int gone = 0;
+        for (size_t k = 0; k < json_object_array_length (pr); k++)
+            gone |= json_object_get_int (json_object_array_get_idx (pr, k)) == g - 1;
+        ok (np >= 0 && !gone,
+            "retention with memory short keeps the generation whose manifest it could not read "
+            "(%d removed%s%s)",
+            np, np < 0 ? ": " : "", np < 0 ? err : "");
+        json_object_put (pr);
+        last = NULL;
+        rc = store_list (&st, "j3", 1, &gens, err, sizeof (err));
+        for (size_t k = 0; rc == 0 && k < json_object_array_length (gens); k++)
+            if (proto_get_int (json_object_array_get_idx (gens, k), "generation", 0) == g - 1)
+                last = json_object_array_get_idx (gens, k);
+        ok (last && json_object_get_boolean (json_object_object_get (last, "committed")),
+            "and it reads back, committed, once memory is there");
         if (rc == 0)
             json_object_put (gens);
     }
