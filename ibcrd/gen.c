@@ -67,14 +67,15 @@ static void gen_start_clock (struct gen *g)
 static int restored_from_one (struct gen *g, char *err, size_t len)
 {
     int r0 = -1, g0 = 0;
-    json_object *own = genl_tasks_json (g);
 
+    /* This node's tasks (i < 0), then each member's begin answer. */
     for (int i = -1; i < g->nmembers; i++) {
-        json_object *tasks = i < 0 ? own : g->members[i].tasks;
-        for (size_t k = 0; tasks && k < json_object_array_length (tasks); k++) {
-            json_object *t = json_object_array_get_idx (tasks, k);
-            int r = (int)proto_get_int (t, "rank", -1),
-                gen = (int)proto_get_int (t, "restored_gen", 0);
+        json_object *tasks = i < 0 ? NULL : g->members[i].tasks;
+        size_t nt = i < 0 ? (size_t)g->ntasks : tasks ? json_object_array_length (tasks) : 0;
+        for (size_t k = 0; k < nt; k++) {
+            json_object *t = i < 0 ? NULL : json_object_array_get_idx (tasks, k);
+            int r = t ? (int)proto_get_int (t, "rank", -1) : g->tasks[k].rank;
+            int gen = t ? (int)proto_get_int (t, "restored_gen", 0) : g->tasks[k].restored_gen;
             if (gen <= 0)
                 continue;
             if (!g0) {
@@ -86,12 +87,10 @@ static int restored_from_one (struct gen *g, char *err, size_t len)
                           "generation %d, rank %d from generation %d; not resumed (restart "
                           "every rank from one generation, e.g. with --gen)",
                           r0, g0, r, gen);
-                json_object_put (own);
                 return -1;
             }
         }
     }
-    json_object_put (own);
     return 0;
 }
 

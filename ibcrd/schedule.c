@@ -254,7 +254,9 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind, con
         errno = ENOMEM;
         goto done;
     }
-    if (owner_gid (job, s->conf->node, &g.gid, job->last_error, sizeof (job->last_error)) < 0) {
+    /* A rebuild after a restart writes no folder: no group needed. */
+    if (kind == GEN_CHECKPOINT
+        && owner_gid (job, s->conf->node, &g.gid, job->last_error, sizeof (job->last_error)) < 0) {
         log_msg (LOG_WARNING, "%s", job->last_error);
         errno = ENOENT;
         goto done;
@@ -848,7 +850,8 @@ static json_object *gen_begin_member (struct server *s, json_object *m, struct j
         n++;
     }
     char why[512];
-    if (owner_gid (job, s->conf->node, &g.gid, why, sizeof (why)) < 0) {
+    if (!proto_get_bool (m, "restored", 0)
+        && owner_gid (job, s->conf->node, &g.gid, why, sizeof (why)) < 0) {
         log_msg (LOG_WARNING, "%s", why);
         return proto_error ("gen-begin", ENOENT, "%s", why);
     }
