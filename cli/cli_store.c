@@ -76,6 +76,9 @@ int cli_list (struct cli *c, int argc, char **argv)
             json_object *copy = NULL;
             json_object_deep_copy (m, &copy, NULL);
             json_object_object_del (copy, "files");
+            if (json_object_object_get_ex (e, "damaged", NULL))
+                json_object_object_add (copy, "damaged",
+                                        json_object_new_string (proto_get_str (e, "damaged", "")));
             json_object_array_add (arr, copy);
         }
         json_object_object_add (o, "generations", arr);
@@ -93,10 +96,14 @@ int cli_list (struct cli *c, int argc, char **argv)
             if (json_object_object_get_ex (m, "tasks", &t)
                 && json_object_is_type (t, json_type_array))
                 ntasks = json_object_array_length (t);
-            printf ("%-5lld %-19s %-6d %-11s %s\n", (long long)proto_get_int (m, "generation", 0),
+            printf ("%-5lld %-19s %-6d %-11s %s%s%s%s\n",
+                    (long long)proto_get_int (m, "generation", 0),
                     when (proto_get_int (m, "committed", 0), tb, sizeof (tb)), ntasks,
                     cli_bytes (proto_get_int (m, "bytes", 0), bb, sizeof (bb)),
-                    proto_get_str (m, "trigger", "-"));
+                    proto_get_str (m, "trigger", "-"),
+                    json_object_object_get_ex (e, "damaged", NULL) ? "  DAMAGED (" : "",
+                    proto_get_str (e, "damaged", ""),
+                    json_object_object_get_ex (e, "damaged", NULL) ? "): never restored" : "");
         }
     }
     json_object_put (gens);
@@ -155,6 +162,13 @@ int cli_verify (struct cli *c, int argc, char **argv)
         if (n < 0) {
             cli_error ("gen-%d: cannot verify %s: %s", g, dir, strerror (errno));
             damaged++;
+        } else if (n == 0 && json_object_object_get_ex (e, "damaged", NULL)) {
+            /* The bytes are right now (put back from a copy, say), but a
+             * restore found them wrong: root removes the mark to use it. */
+            damaged++;
+            printf ("gen-%d: DAMAGED\n  a restore found: %s; its files check out now: root "
+                    "removes %s/" MANIFEST_DAMAGE_NAME " to restore from it again\n",
+                    g, proto_get_str (e, "damaged", "?"), dir);
         } else if (n == 0) {
             json_object *files;
             json_object_object_get_ex (m, "files", &files);
@@ -168,6 +182,8 @@ int cli_verify (struct cli *c, int argc, char **argv)
                 printf ("  %s: %s\n", proto_get_str (p, "path", "?"),
                         proto_get_str (p, "problem", "?"));
             }
+            if (json_object_object_get_ex (e, "damaged", NULL))
+                printf ("  (marked by a restore: %s)\n", proto_get_str (e, "damaged", "?"));
         }
         json_object_put (problems);
     }

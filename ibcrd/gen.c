@@ -66,13 +66,13 @@ static void gen_start_clock (struct gen *g)
  * from different points of the job.  0, or -1 with the two named in err. */
 static int restored_from_one (struct gen *g, char *err, size_t len)
 {
-    int r0 = -1, g0 = 0;
+    int r0 = -1, g0 = 0, r1 = -1, g1 = 0;
 
     /* This node's tasks (i < 0), then each member's begin answer. */
-    for (int i = -1; i < g->nmembers; i++) {
+    for (int i = -1; i < g->nmembers && !g1; i++) {
         json_object *tasks = i < 0 ? NULL : g->members[i].tasks;
         size_t nt = i < 0 ? (size_t)g->ntasks : tasks ? json_object_array_length (tasks) : 0;
-        for (size_t k = 0; k < nt; k++) {
+        for (size_t k = 0; k < nt && !g1; k++) {
             json_object *t = i < 0 ? NULL : json_object_array_get_idx (tasks, k);
             int r = t ? (int)proto_get_int (t, "rank", -1) : g->tasks[k].rank;
             int gen = t ? (int)proto_get_int (t, "restored_gen", 0) : g->tasks[k].restored_gen;
@@ -82,21 +82,42 @@ static int restored_from_one (struct gen *g, char *err, size_t len)
                 r0 = r;
                 g0 = gen;
             } else if (gen != g0) {
-                snprintf (err, len,
-                          "ranks were restored from different generations: rank %d from "
-                          "generation %d, rank %d from generation %d; not resumed (restart "
-                          "every rank from one generation, e.g. with --gen)",
-                          r0, g0, r, gen);
-                return -1;
+                r1 = r;
+                g1 = gen;
             }
         }
     }
-    return 0;
+    if (!g1)
+        return 0;
+    /* Each rank checks its own images only: one that found its images of
+     * the newer generation damaged fell back, and marked it so, after the
+     * other had picked it.  A restore of every rank now passes it by. */
+    struct store st = { .root = g->conf->storage, .cluster = g->conf->cluster };
+    char what[512];
+    int newer = g0 > g1 ? g0 : g1;
+    if (store_gen_damaged (&st, g->job, newer, what, sizeof (what))) {
+        g->requeue = g->slurm;
+        snprintf (err, len,
+                  "ranks were restored from different generations: rank %d from "
+                  "generation %d, rank %d from generation %d, as generation %d was found "
+                  "damaged (%.300s) after some ranks had picked it; not resumed, %s",
+                  r0, g0, r1, g1, newer, what,
+                  g->slurm ? "and the job is requeued: its next run restores every rank from "
+                             "an older generation"
+                           : "restart it: every rank passes that generation by now");
+        return -1;
+    }
+    snprintf (err, len,
+              "ranks were restored from different generations: rank %d from "
+              "generation %d, rank %d from generation %d; not resumed (restart "
+              "every rank from one generation, e.g. with --gen)",
+              r0, g0, r1, g1);
+    return -1;
 }
 
 static int gen_restored (struct gen *g)
 {
-    char err[512];
+    char err[1024];
     /* The restored libibcr waits where the dump left it: released, its
      * application threads at the gate. */
     g->released = 1;
@@ -253,6 +274,8 @@ void gen_report_end (struct gen *g, int rc)
                        : g->kind == GEN_RESTORED ? "resumed"
                                                  : "committed");
     if (rc < 0) {
+        if (g->requeue)
+            proto_set_bool (o, "requeue", 1);
         proto_set_str (o, "phase", phase_name (g->err_phase));
         /* g->err is under 2 KiB: the frame stays under GEN_REPORT_CAP. */
         proto_set_str (o, "error", g->err[0] ? g->err : "(no reason recorded)");

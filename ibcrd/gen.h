@@ -88,6 +88,7 @@ struct gen {
     char job[IDENT_MAX + 1];
     uid_t uid;
     gid_t gid;
+    int slurm;           /* a Slurm job (jobs.h): a failed restart may requeue it */
     int size;            /* ranks in the job */
     const char *trigger; /* "manual", "periodic", ... */
     int leave_running;   /* CRIU --leave-running (periodic) or not (ending) */
@@ -131,6 +132,8 @@ struct gen {
     uint64_t copy_done, copy_total; /* this node's copy to storage */
     double progress_last;           /* when the last progress message went */
     char err[2048];
+    int requeue; /* restart, a Slurm job: its next run restores every rank
+                    from one generation (restored_from_one): requeue it */
 };
 
 /* Leader (or a job on one node): run the generation.  0 when committed

@@ -104,6 +104,8 @@ struct job {
     int leader_port;          /* its peer port */
     pid_t worker;             /* generation running (its worker), or 0 */
     int worker_kind;          /* its enum gen_kind */
+    int requeue_restart;      /* its restart failed, and a requeue would not
+                                 fail the same way (gen.c): Slurm job only */
     int report_fd;            /* its reports (gen.h's "worker-phase", "worker-end"), or -1 */
     struct proto_reader report_rd;
     int phase;        /* the phase it reported last (phase.h), -1 none */

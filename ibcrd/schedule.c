@@ -290,6 +290,7 @@ static int start_gen (struct server *s, struct job *job, enum gen_kind kind, con
     g.kind = kind;
     snprintf (g.job, sizeof (g.job), "%s", job->id);
     g.uid = job->uid;
+    g.slurm = job->slurm;
     g.size = job->size;
     g.trigger = trigger;
     g.leave_running = leave_running;
@@ -552,6 +553,10 @@ static void worker_report (struct server *s, struct job *job, json_object *m)
     /* The asker gets its reply right after this report: a "status" it
      * sends next must show this generation's timeline already. */
     load_timeline (s, job);
+    /* A restart that failed only because the ranks' next restore will
+     * agree (gen.c, restored_from_one): a Slurm job comes back by itself. */
+    job->requeue_restart = job->slurm && job->worker_kind == GEN_RESTORED
+        && strcmp (result, "resumed") && proto_get_bool (m, "requeue", 0);
     if (!strcmp (result, "committed") || !strcmp (result, "resumed")) {
         if (!strcmp (result, "committed") && gen > 0)
             job->last_gen = (int)gen;
@@ -581,6 +586,24 @@ void sched_worker_report (struct server *s, struct job *job)
         /* Its end closed (it exited, or a send timed out): nothing more
          * will come. */
         report_close (job);
+    }
+}
+
+void sched_resume_reply (struct server *s, const char *id, int ok, const char *why)
+{
+    for (struct client *c = s->clients; c; c = c->next) {
+        if (strcmp (c->resume_job, id))
+            continue;
+        json_object *o = ok ? ok_reply ("resume-restored")
+                            : proto_error ("resume-restored", EIO,
+                                           "job %s: the restored tasks could "
+                                           "not be rebuilt and resumed: %s",
+                                           id, why);
+        if (o && proto_send (c->fd, o) < 0)
+            log_msg (LOG_WARNING, "job %s: restarter left before the reply", id);
+        json_object_put (o);
+        c->resume_job[0] = '\0';
+        c->resume_deadline = 0;
     }
 }
 
@@ -625,20 +648,16 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
             }
             t->rebuilding = 0;
         }
-        for (struct client *c = s->clients; c; c = c->next)
-            if (!strcmp (c->resume_job, job->id)) {
-                json_object *o = status == 0
-                    ? ok_reply ("resume-restored")
-                    : proto_error ("resume-restored", EIO,
-                                   "job %s: the restored tasks could "
-                                   "not be rebuilt and resumed: %s",
-                                   job->id,
-                                   job->last_error[0] ? job->last_error : "see ibcrd's log");
-                if (o && proto_send (c->fd, o) < 0)
-                    log_msg (LOG_WARNING, "job %s: restarter left before the reply", job->id);
-                json_object_put (o);
-                c->resume_job[0] = '\0';
-            }
+        if (job->requeue_restart) {
+            /* Answered once Slurm has the job back (slurm_hook.c): the
+             * restarters end their tasks on the answer, which ended
+             * before the requeue would end the job, failed. */
+            for (struct client *c = s->clients; c; c = c->next)
+                if (!strcmp (c->resume_job, job->id))
+                    c->resume_deadline = 0;
+        } else
+            sched_resume_reply (s, job->id, status == 0,
+                                job->last_error[0] ? job->last_error : "see ibcrd's log");
     }
     log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id, (long)pid,
              status == 0 ? "done" : "failed (see its lines above)");

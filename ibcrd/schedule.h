@@ -62,6 +62,10 @@ int sched_pollfds (struct server *s, struct pollfd *pfd, int max);
 void sched_dispatch (struct server *s, const struct pollfd *pfd, int n);
 void sched_worker_report (struct server *s, struct job *job);
 
+/* Answer every restarter waiting for the rebuild of job id: resumed, or
+ * not, for 'why'. */
+void sched_resume_reply (struct server *s, const char *id, int ok, const char *why);
+
 /* A worker ended (status 0: committed or resumed). */
 void sched_worker_done (struct server *s, pid_t pid, int status);
 

@@ -70,6 +70,7 @@ struct hk_job {
     int pending_action;
     int running;          /* a generation of this job runs here */
     int requeuing;        /* a requeue order is out */
+    int resume_held;      /* its restarters wait for that order's end */
     int cancel_taken;     /* the scancel's checkpoint was started */
     int kind;             /* its gen kind */
     double t0;            /* its start, ms */
@@ -262,15 +263,16 @@ static void *hk_thread (void *arg)
 
 /* ------------------------------------------------------------ loop side */
 
-static void hk_order (enum hk_order order, uint32_t job, double seconds)
+/* 0, or -1 when the order could not be given (no watcher, no memory). */
+static int hk_order (enum hk_order order, uint32_t job, double seconds)
 {
     struct hk_cmd *c;
 
     if (hk.state != 1)
-        return;
+        return -1;
     if (!(c = calloc (1, sizeof (*c)))) {
         log_msg (LOG_ERR, "job %u: out of memory: a Slurm order is lost", job);
-        return;
+        return -1;
     }
     c->order = order;
     c->job = job;
@@ -280,6 +282,7 @@ static void hk_order (enum hk_order order, uint32_t job, double seconds)
     hk.tail = &c->next;
     pthread_cond_signal (&hk.cv);
     pthread_mutex_unlock (&hk.mu);
+    return 0;
 }
 
 void slurm_hook_set_conf (const struct conf *conf)
@@ -588,6 +591,18 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
         hk.dead_at = hk_now ();
         while (hk.held)
             hk_release (s, &hk.held, "ibcrd cannot watch Slurm");
+        /* Requeue orders that will not be carried out now. */
+        for (struct hk_job *j = hk.jobs; j; j = j->next)
+            if (j->resume_held) {
+                char id[16];
+                struct job *job = hk_find (s, j->id);
+                j->resume_held = 0;
+                j->requeuing = 0;
+                snprintf (id, sizeof (id), "%u", j->id);
+                sched_resume_reply (s, id, 0,
+                                    job && job->last_error[0] ? job->last_error
+                                                              : "ibcrd cannot watch Slurm");
+            }
         return;
     case HK_REQUEUED: {
         struct hk_job *j = hk_job (ev->job, 0);
@@ -603,6 +618,17 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
                      ev->job);
         if (j)
             j->requeuing = 0;
+        if (j && j->resume_held) {
+            struct job *job = hk_find (s, ev->job);
+            char id[16], why[1536];
+            j->resume_held = 0;
+            snprintf (id, sizeof (id), "%u", ev->job);
+            snprintf (why, sizeof (why), "%.1000s%s%.250s",
+                      job && job->last_error[0] ? job->last_error : "see ibcrd's log",
+                      m->level == LOG_ERR ? "; but the requeue failed: " : "",
+                      m->level == LOG_ERR ? ev->text : "");
+            sched_resume_reply (s, id, 0, why);
+        }
         if (m->level == LOG_ERR) {
             /* The job runs on here (a drained node keeps its jobs):
              * periodic generations go on protecting it. */
@@ -702,8 +728,12 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
     double secs;
     int action;
 
-    if (!hk_slurm_id (job->id, &id) || !(j = hk_job (id, 0)))
+    if (!hk_slurm_id (job->id, &id) || !(j = hk_job (id, 0))) {
+        if (job->requeue_restart) /* no requeue to wait for */
+            sched_resume_reply (s, job->id, 0, job->last_error);
+        job->requeue_restart = 0;
         return;
+    }
     secs = (hk_now () - j->t0) / 1000.0;
     j->running = 0;
     j->expect_until = 0;
@@ -711,6 +741,23 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
         hk_order (HK_CKPT, id, secs);
     action = j->final_action;
     j->final_action = CONF_ACT_NOTHING;
+    if (job->requeue_restart) {
+        /* Its ranks came back from different generations, the newer one
+         * found damaged by a rank after others had picked it (gen.c): the
+         * next run restores every rank from an older one.  The
+         * restarters hear of it once the order is carried out. */
+        log_msg (LOG_NOTICE,
+                 "job %u: its ranks were restored from different generations, the "
+                 "newer one damaged: requeued, so that all restore from one",
+                 id);
+        if (j->requeuing || hk_order (HK_REQUEUE, id, 0) == 0) {
+            j->resume_held = 1;
+            j->requeuing = 1;
+            job->ending = 1;
+        } else
+            sched_resume_reply (s, job->id, 0, job->last_error);
+    }
+    job->requeue_restart = 0;
     if (action == CONF_ACT_REQUEUE) {
         if (status != 0)
             log_msg (LOG_WARNING,

@@ -191,6 +191,50 @@ t9_settled() {
 # that late request is answered (its task is resumed), not refused.  Here
 # rank 1's restarter (--stopped) is held between the two while rank 0's
 # request rebuilds both ranks.
+# Each rank checks its own images only (a restore of R ranks reads the
+# generation once, not R times): one that finds its images of the newest
+# generation damaged after the other rank picked it falls back alone.  The
+# two are not resumed, told why, and the generation is marked: the next
+# restart of both passes it by, and the pingpong ends validated.
+test_expect_success 'one host: rank 1 finds its newest images damaged after rank 0 picked them: not resumed, marked, and a second restart resumes both from the older generation' '
+	P=$(ibcrd_free_port 4) &&
+	ibcrd_pingpong md md $P $ONE_ITERS &&
+	t9_let_run &&
+	"$IBCR" checkpoint md --wait &&
+	t9_let_run &&
+	"$IBCR" checkpoint md --wait &&
+	t9_kill_ranks md md-first &&
+	f=$(ls -S d/storage/local/md/gen-2/task-1/pages-*.img | head -n 1) &&
+	b=$(od -An -tu1 -j 4096 -N1 "$f" | tr -d " ") &&
+	printf "\\$(printf %o $(( (b + 1) % 256 )))" |
+		dd of="$f" bs=1 seek=4096 conv=notrunc 2>/dev/null &&
+	ibcrd_bg md 0 restart md --rank 0 &&
+	ibcrd_wait_for grep -q "restored from generation 2" md.0.err &&
+	ibcrd_bg md 1 restart md --rank 1 &&
+	t9_wait_done md &&
+	cat md.0.err md.1.err &&
+	test "$(cat md.0.rc)" != 0 && test "$(cat md.1.rc)" != 0 &&
+	grep "generation 2 is damaged (task-1/pages-.*: checksum mismatch), falling back" md.1.err &&
+	grep "restored from generation 1" md.1.err &&
+	grep "rank [01] from generation [12], rank [01] from generation [12], as generation 2 was found damaged (task-1/pages-.*: checksum mismatch) after some ranks had picked it; not resumed, restart it" md.0.err md.1.err &&
+	"$IBCR" list md >list.out && cat list.out &&
+	grep "^2 .*DAMAGED (task-1/pages-.*: checksum mismatch): never restored" list.out &&
+	test_expect_code 5 "$IBCR" verify md --gen 2 >v.out && cat v.out &&
+	grep "^  (marked by a restore: task-1/pages-.*: checksum mismatch)" v.out &&
+	pids=$(sed -n "s/.*restored from generation [12] (init pid \([0-9]*\), application pid \([0-9]*\))$/\1 \2/p" md.0.err md.1.err) &&
+	test $(echo $pids | wc -w) = 4 && ibcr_track $pids &&
+	for p in $pids; do ibcrd_wait_gone $p || return 1; done &&
+	mkdir md-second && mv md.* md-second/ &&
+	ibcrd_bg md 0 restart md --rank 0 &&
+	ibcrd_bg md 1 restart md --rank 1 &&
+	ibcrd_wait_for grep -q "restored from generation 1" md.0.err &&
+	ibcrd_wait_for grep -q "restored from generation 1" md.1.err &&
+	grep "generation 2 is damaged (task-1/pages-.*: checksum mismatch), falling back" md.0.err &&
+	ibcrd_wait_for t9_resumed md 2 &&
+	t9_wait_done md &&
+	t9_pp_ok md $ONE_ITERS
+'
+
 test_expect_success 'one host: a restored rank that asks for its rebuild after it ended runs on' '
 	P=$(ibcrd_free_port 2) &&
 	ibcrd_pingpong lr lr $P 3000000 &&

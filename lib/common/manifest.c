@@ -83,6 +83,31 @@ static int is_restore_stats (const char *name)
     return !strcmp (name, "stats-restore");
 }
 
+/* Root's record that a restore found the generation damaged (and the
+ * temporary name it is written under): not part of the image. */
+static int is_damage_mark (const char *name)
+{
+    return !strncmp (name, MANIFEST_DAMAGE_NAME, strlen (MANIFEST_DAMAGE_NAME));
+}
+
+/* Is a path of the generation (or a top-level folder name) part of what
+ * the restore of one rank reads?  Its own task folder, and whatever is
+ * outside every task folder; 'only' is that task folder's name (NULL: every
+ * path is). */
+static int in_scope (const char *path, const char *only)
+{
+    const char *slash;
+    size_t n;
+
+    if (!only)
+        return 1;
+    slash = strchr (path, '/');
+    n = slash ? (size_t)(slash - path) : strlen (path);
+    if (n == strlen (only) && !strncmp (path, only, n))
+        return 1;
+    return strncmp (path, "task-", 5) != 0;
+}
+
 static int cmp_path (const void *a, const void *b)
 {
     json_object *const *x = a, *const *y = b;
@@ -93,9 +118,10 @@ static int cmp_path (const void *a, const void *b)
 }
 
 /* Depth-first walk of dir (relative path rel, "" at the top), hashing every
- * regular file into arr. */
+ * regular file into arr; 'only' (NULL: all): the top-level folders walked
+ * are those in_scope of it. */
 static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes, int hash,
-                     char *err, size_t len)
+                     const char *only, char *err, size_t len)
 {
     DIR *d;
     struct dirent *e;
@@ -112,12 +138,15 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
 
         if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
             continue;
-        if ((!*rel && is_manifest (e->d_name)) || is_restore_stats (e->d_name))
+        if ((!*rel && (is_manifest (e->d_name) || is_damage_mark (e->d_name)))
+            || is_restore_stats (e->d_name))
             continue;
         snprintf (path, sizeof (path), "%s%s%s", rel, *rel ? "/" : "", e->d_name);
         if (fstatat (dirfd (d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
             snprintf (err, len, "%s: %s", path, strerror (errno));
             rc = -1;
+        } else if (S_ISDIR (sb.st_mode) && !*rel && !in_scope (e->d_name, only)) {
+            continue; /* another rank's folder */
         } else if (S_ISDIR (sb.st_mode)) {
             int sub =
                 openat (dirfd (d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -125,7 +154,7 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
                 errprintf (err, len, "%s: %s", path, strerror (errno));
                 rc = -1;
             } else
-                rc = scan_dir (sub, path, arr, bytes, hash, err, len);
+                rc = scan_dir (sub, path, arr, bytes, hash, NULL, err, len);
         } else if (S_ISREG (sb.st_mode)) {
             uint64_t h = 0, sz = sb.st_size;
             char hex[17];
@@ -158,8 +187,8 @@ static int scan_dir (int dfd, const char *rel, json_object *arr, uint64_t *bytes
 }
 
 /* Walk the folder dfd (not closed; gendir names it in messages). */
-static json_object *scan_at (int dfd, const char *gendir, uint64_t *bytes, int hash, char *err,
-                             size_t len)
+static json_object *scan_at (int dfd, const char *gendir, uint64_t *bytes, int hash,
+                             const char *only, char *err, size_t len)
 {
     json_object *arr = json_object_new_array ();
     int fd, saved;
@@ -176,7 +205,7 @@ static json_object *scan_at (int dfd, const char *gendir, uint64_t *bytes, int h
         errnprintf (err, len, saved, "%s: %s", gendir, strerror (saved));
         return NULL;
     }
-    if (scan_dir (fd, "", arr, &total, hash, err, len) < 0) {
+    if (scan_dir (fd, "", arr, &total, hash, only, err, len) < 0) {
         saved = errno;
         json_object_put (arr);
         errno = saved;
@@ -188,7 +217,8 @@ static json_object *scan_at (int dfd, const char *gendir, uint64_t *bytes, int h
     return arr;
 }
 
-static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *err, size_t len)
+static json_object *scan (const char *gendir, uint64_t *bytes, int hash, const char *only,
+                          char *err, size_t len)
 {
     json_object *arr;
     int dfd, saved;
@@ -197,7 +227,7 @@ static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *e
         errprintf (err, len, "%s: %s", gendir, strerror (errno));
         return NULL;
     }
-    arr = scan_at (dfd, gendir, bytes, hash, err, len);
+    arr = scan_at (dfd, gendir, bytes, hash, only, err, len);
     saved = errno;
     close (dfd);
     errno = saved;
@@ -206,12 +236,12 @@ static json_object *scan (const char *gendir, uint64_t *bytes, int hash, char *e
 
 json_object *manifest_scan (const char *gendir, uint64_t *bytes, char *err, size_t len)
 {
-    return scan (gendir, bytes, 1, err, len);
+    return scan (gendir, bytes, 1, NULL, err, len);
 }
 
 json_object *manifest_scan_at (int dfd, const char *gendir, uint64_t *bytes, char *err, size_t len)
 {
-    return scan_at (dfd, gendir, bytes, 1, err, len);
+    return scan_at (dfd, gendir, bytes, 1, NULL, err, len);
 }
 
 size_t manifest_max_bytes = MANIFEST_MAX_BYTES;
@@ -426,20 +456,34 @@ static int add_problem (json_object *problems, const char *path, const char *wha
     return 1;
 }
 
-int manifest_verify (const char *gendir, json_object *m, json_object *problems,
-                     uint64_t *bytes_checked)
+/* manifest_verify of the paths in_scope of 'only'. */
+static int verify (const char *gendir, json_object *m, const char *only, json_object *problems,
+                   uint64_t *bytes_checked, int *transient)
 {
-    json_object *files, *now;
+    json_object *files, *now, *listed;
     char err[512];
     int nprob = 0, dfd;
     uint64_t total = 0;
 
-    if (!json_object_object_get_ex (m, "files", &files)) {
+    if (transient)
+        *transient = 0;
+    if (!json_object_object_get_ex (m, "files", &files)
+        || !json_object_is_type (files, json_type_array)) {
         errno = EBADMSG;
         return -1;
     }
-    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    /* The listed paths by name: a generation of many ranks lists many
+     * files, and each file found is looked up. */
+    if (!(listed = json_object_new_object ())) {
+        errno = ENOMEM;
         return -1;
+    }
+    if ((dfd = open (gendir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        int saved = errno;
+        json_object_put (listed);
+        errno = saved;
+        return -1;
+    }
     for (size_t i = 0; i < json_object_array_length (files); i++) {
         json_object *f = json_object_array_get_idx (files, i), *v;
         const char *path, *want;
@@ -451,10 +495,15 @@ int manifest_verify (const char *gendir, json_object *m, json_object *problems,
             nprob += add_problem (problems, "?", "manifest entry without a safe path");
             continue;
         }
+        json_object_object_add (listed, path, NULL);
+        if (!in_scope (path, only))
+            continue;
         json_object_object_get_ex (f, "xxh3", &v);
         want = v ? json_object_get_string (v) : "";
         if (manifest_hash_file (dfd, path, &h, &sz) < 0) {
             snprintf (what, sizeof (what), "%s", errno == ENOENT ? "missing" : strerror (errno));
+            if (errno != ENOENT && transient)
+                *transient = 1; /* a read that failed says nothing of the bytes */
             nprob += add_problem (problems, path, what);
             continue;
         }
@@ -470,24 +519,35 @@ int manifest_verify (const char *gendir, json_object *m, json_object *problems,
     }
     close (dfd);
     /* Files nobody listed: something wrote into a committed generation. */
-    if ((now = scan (gendir, NULL, 0, err, sizeof (err)))) {
+    if ((now = scan (gendir, NULL, 0, only, err, sizeof (err)))) {
         for (size_t i = 0; i < json_object_array_length (now); i++) {
             json_object *f = json_object_array_get_idx (now, i), *v;
             const char *p;
-            int listed = 0;
             json_object_object_get_ex (f, "path", &v);
             p = json_object_get_string (v);
-            for (size_t j = 0; !listed && j < json_object_array_length (files); j++) {
-                json_object *g = json_object_array_get_idx (files, j), *w;
-                listed = json_object_object_get_ex (g, "path", &w)
-                    && !strcmp (json_object_get_string (w), p);
-            }
-            if (!listed)
+            if (!json_object_object_get_ex (listed, p, NULL))
                 nprob += add_problem (problems, p, "not in manifest");
         }
         json_object_put (now);
-    }
+    } else if (transient)
+        *transient = 1;
+    json_object_put (listed);
     if (bytes_checked)
         *bytes_checked = total;
     return nprob;
+}
+
+int manifest_verify (const char *gendir, json_object *m, json_object *problems,
+                     uint64_t *bytes_checked)
+{
+    return verify (gendir, m, NULL, problems, bytes_checked, NULL);
+}
+
+int manifest_verify_rank (const char *gendir, json_object *m, uint32_t rank, json_object *problems,
+                          uint64_t *bytes_checked, int *transient)
+{
+    char only[32];
+
+    snprintf (only, sizeof (only), "task-%u", rank);
+    return verify (gendir, m, only, problems, bytes_checked, transient);
 }

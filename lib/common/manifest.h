@@ -15,6 +15,10 @@
 #include <json-c/json.h>
 
 #define MANIFEST_NAME "manifest.json"
+/* Root's record at the top of a committed generation that a restore found
+ * it damaged (store_gen_mark_damaged): not part of the image, never listed
+ * or counted as one of its files. */
+#define MANIFEST_DAMAGE_NAME "damaged"
 #define MANIFEST_FORMAT 1
 
 /* The largest manifest written or read, in bytes: 256 MiB, about 90 000
@@ -73,5 +77,15 @@ int manifest_tasks_missing_rank (json_object *tasks, int64_t size);
  * "size ..."|"not in manifest"}; -1 with errno on a failure to check. */
 int manifest_verify (const char *gendir, json_object *m, json_object *problems,
                      uint64_t *bytes_checked);
+
+/* The same for what the restore of one rank reads: the files of its
+ * task-<rank>/ folder and those outside every task folder.  Each rank of a
+ * restore checks its own images only, so that a restore of R ranks reads
+ * the generation once, not R times; a rank that finds its images damaged
+ * marks the generation (store_gen_mark_damaged) for all.  *transient (may
+ * be NULL) is set when a problem may pass: a read that failed, rather than
+ * a file missing, of another size or checksum, or not listed. */
+int manifest_verify_rank (const char *gendir, json_object *m, uint32_t rank, json_object *problems,
+                          uint64_t *bytes_checked, int *transient);
 
 #endif

@@ -23,6 +23,7 @@
 #include "proto.h"
 #include "restore.h"
 #include "safedir.h"
+#include "store.h"
 #include "taskns.h"
 #include "tasktree.h"
 #include "zimg.h"
@@ -167,14 +168,31 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
             damaged++;
             continue;
         }
+        /* A rank of this restore or of an earlier one found it damaged. */
+        const char *mark = proto_get_str (e, "damaged", NULL);
+        if (mark) {
+            restore_note (note, notelen, "generation %d is damaged (%s)%s", g, mark,
+                          want ? "" : ", falling back to the previous one");
+            damaged++;
+            continue;
+        }
+        /* This rank's images only: every rank checks its own, and one
+         * that finds them damaged marks the generation for the others. */
         problems = json_object_new_array ();
-        n = manifest_verify (dir, m, problems, NULL);
+        int transient = 0;
+        n = manifest_verify_rank (dir, m, rank, problems, NULL, &transient);
         if (n != 0) {
             json_object *p = json_object_array_get_idx (problems, 0);
-            restore_note (note, notelen, "generation %d is damaged (%s: %s)%s", g,
-                          p ? proto_get_str (p, "path", "?") : "?",
-                          p ? proto_get_str (p, "problem", "?") : strerror (errno),
+            char what[1024], merr[512];
+            snprintf (what, sizeof (what), "%s: %s", p ? proto_get_str (p, "path", "?") : "?",
+                      p ? proto_get_str (p, "problem", "?") : strerror (errno));
+            restore_note (note, notelen, "generation %d is damaged (%s)%s", g, what,
                           want ? "" : ", falling back to the previous one");
+            /* A read that failed may pass: only what the bytes showed is
+             * recorded for good. */
+            if (n > 0 && !transient
+                && store_gen_mark_damaged (st, job, g, what, merr, sizeof (merr)) < 0)
+                restore_note (note, notelen, "%s", merr);
             json_object_put (problems);
             damaged++;
             continue;

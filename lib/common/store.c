@@ -509,9 +509,99 @@ static int job_error (const struct store *st, const char *job, const char *jp, c
     return errprintf (err, len, "cannot read %s: %s", jp, strerror (errno));
 }
 
+/* The damage record of the generation folder gfd (store_gen_mark_damaged)
+ * into buf: 1 if there is one of ours, else 0 (buf ""). */
+static int damage_read (int gfd, char *buf, size_t len)
+{
+    struct stat sb;
+    ssize_t n;
+    int fd;
+
+    buf[0] = '\0';
+    if ((fd = openat (gfd, MANIFEST_DAMAGE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC))
+        < 0)
+        return 0;
+    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || !ours (&sb)) {
+        close (fd);
+        return 0;
+    }
+    n = read (fd, buf, len - 1);
+    close (fd);
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn (buf, "\n")] = '\0';
+    if (!buf[0])
+        snprintf (buf, len, "found by a restore");
+    return 1;
+}
+
+int store_gen_damaged (const struct store *st, const char *job, int gen, char *what, size_t len)
+{
+    char name[32], err[256];
+    struct stat sb;
+    int jfd, gfd, rc = 0;
+
+    what[0] = '\0';
+    if ((jfd = job_open (st, job, err, sizeof (err))) < 0)
+        return 0;
+    snprintf (name, sizeof (name), "gen-%d", gen);
+    gfd = safedir_openat (jfd, name);
+    close (jfd);
+    if (gfd < 0)
+        return 0;
+    if (fstat (gfd, &sb) == 0 && ours (&sb))
+        rc = damage_read (gfd, what, len);
+    close (gfd);
+    return rc;
+}
+
+int store_gen_mark_damaged (const struct store *st, const char *job, int gen, const char *what,
+                            char *err, size_t len)
+{
+    char name[32], tmp[64];
+    struct stat sb;
+    int jfd, gfd, fd, saved;
+    size_t n = strlen (what);
+
+    if ((jfd = job_open (st, job, err, len)) < 0)
+        return -1;
+    snprintf (name, sizeof (name), "gen-%d", gen);
+    gfd = safedir_openat (jfd, name);
+    saved = errno;
+    close (jfd);
+    if (gfd < 0)
+        return errnprintf (err, len, saved, "cannot open generation %d of job %s: %s", gen, job,
+                           strerror (saved));
+    if (fstat (gfd, &sb) < 0 || !ours (&sb)) {
+        close (gfd);
+        return errnprintf (err, len, EPERM, "generation %d of job %s is not ibcrd's", gen, job);
+    }
+    /* Whole or not at all: written under another name, then renamed. */
+    static _Atomic unsigned seq;
+    snprintf (tmp, sizeof (tmp), "%s.%ld.%u", MANIFEST_DAMAGE_NAME, (long)getpid (), seq++);
+    (void)unlinkat (gfd, tmp, 0);
+    fd = openat (gfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || write (fd, what, n) != (ssize_t)n || write (fd, "\n", 1) != 1
+        || give (fd, sb.st_gid, 0640) < 0 || fsync (fd) < 0
+        || renameat (gfd, tmp, gfd, MANIFEST_DAMAGE_NAME) < 0 || fsync (gfd) < 0) {
+        saved = errno;
+        if (fd >= 0) {
+            close (fd);
+            (void)unlinkat (gfd, tmp, 0);
+        }
+        close (gfd);
+        return errnprintf (err, len, saved, "cannot mark generation %d of job %s damaged: %s", gen,
+                           job, strerror (saved));
+    }
+    close (fd);
+    close (gfd);
+    return 0;
+}
+
 /* Generation name in jfd, read and believed only if ours (see ours()):
- * the manifest, or NULL with the reason in why. */
-static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, size_t len)
+ * the manifest, or NULL with the reason in why; its damage record (if
+ * any) into damage. */
+static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, size_t len,
+                                  char *damage, size_t dlen)
 {
     char name[32], dir[4200];
     struct stat sb;
@@ -538,6 +628,8 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
     }
     m = manifest_read_at (gfd, dir, &sb, why, len);
     saved = errno;
+    if (m)
+        (void)damage_read (gfd, damage, dlen);
     close (gfd);
     if (m && !ours (&sb)) {
         json_object_put (m);
@@ -556,7 +648,7 @@ static json_object *gen_manifest (int jfd, const char *jp, int g, char *why, siz
 int store_list (const struct store *st, const char *job, int with_partial, json_object **out,
                 char *err, size_t len)
 {
-    char jp[4096], why[1024];
+    char jp[4096], why[1024], damage[512];
     int *gens = NULL, n = 0, jfd;
     json_object *arr;
 
@@ -588,7 +680,8 @@ int store_list (const struct store *st, const char *job, int with_partial, json_
         json_object *m, *e;
         int transient;
 
-        m = gen_manifest (jfd, jp, gens[i], why, sizeof (why));
+        damage[0] = '\0';
+        m = gen_manifest (jfd, jp, gens[i], why, sizeof (why), damage, sizeof (damage));
         /* A manifest that could not be read for a moment (memory, a
          * network filesystem's ESTALE, an I/O error) may be a committed
          * generation's: said so, and never pruned for it. */
@@ -618,6 +711,8 @@ int store_list (const struct store *st, const char *job, int with_partial, json_
             json_object_object_add (e, "why", json_object_new_string (why));
         if (transient)
             json_object_object_add (e, "unreadable", json_object_new_boolean (1));
+        if (m && damage[0])
+            json_object_object_add (e, "damaged", json_object_new_string (damage));
         json_object_array_add (arr, e);
     }
     free (gens);

@@ -78,9 +78,23 @@ int store_gen_commit (const struct store *st, const char *job, int gen, uid_t ui
 /* Remove generation gen's folder, whatever state it is in. 0 or -1+errno. */
 int store_gen_abort (const struct store *st, const char *job, int gen);
 
+/* Record, in the committed generation 'gen', that a restore found it
+ * damaged ('what': the file and its problem): root's file
+ * gen-<N>/damaged (MANIFEST_DAMAGE_NAME), written whole.  store_list then
+ * gives the generation a "damaged" member with that text, and every rank
+ * of a later restore passes it by, as the rank that found it did.  0, or
+ * -1 with errno and err. */
+int store_gen_mark_damaged (const struct store *st, const char *job, int gen, const char *what,
+                            char *err, size_t len);
+
+/* 1 and its text in 'what' if generation 'gen' has root's damage record,
+ * else 0 (none, or no such generation). */
+int store_gen_damaged (const struct store *st, const char *job, int gen, char *what, size_t len);
+
 /* Generations of job, oldest first: an array of {"generation":N,
  * "committed":true,"manifest":{...}} and, when with_partial, of
- * {"generation":N,"committed":false,"why":"..."}.  -1 with errno
+ * {"generation":N,"committed":false,"why":"..."}; a committed one a
+ * restore found damaged has "damaged":"what" (store_gen_mark_damaged).  -1 with errno
  * (ENOENT: no such job; EACCES: not the caller's) and a message in err. */
 int store_list (const struct store *st, const char *job, int with_partial, json_object **gens,
                 char *err, size_t len);

@@ -247,6 +247,68 @@ int main (void)
             "asked for by number, it is refused, saying why: %s", err);
     }
 
+    /* Each rank of a restore reads its own images only; one that finds
+     * them damaged marks the generation, and every rank after it passes
+     * the generation by. */
+    {
+        struct restore_plan plan;
+        json_object *m = NULL, *m2 = NULL, *p = json_object_new_array ();
+        char note[1024], gd[4096], img[4300], what[512];
+        int g1, g2;
+        uint64_t bytes = 0;
+        int made = gen_of (&st, "j4", 3, (int[]){ 0, 1, 2, -1 }, &g1, err, sizeof (err)) == 0
+            && gen_of (&st, "j4", 3, (int[]){ 0, 1, 2, -1 }, &g2, err, sizeof (err)) == 0;
+        ok (made, "generations %d and %d of a job of 3%s%s", g1, g2, made ? "" : ": ",
+            made ? "" : err);
+        store_gen_path (&st, "j4", g2, gd, sizeof (gd));
+        snprintf (img, sizeof (img), "%s/task-1/core-1.img", gd);
+        put (gd, "task-1/core-1.img", "IMAGE"); /* same size, other bytes */
+        ok (store_list (&st, "j4", 0, &gens, err, sizeof (err)) == 0
+                && (m2 = json_object_object_get (json_object_array_get_idx (gens, 1), "manifest")),
+            "generation %d is listed", g2);
+        int nr = manifest_verify_rank (gd, m2, 0, p, &bytes, NULL);
+        ok (nr == 0 && bytes == 5,
+            "rank 0's check reads its own 5 bytes only (%d problems, %llu bytes)", nr,
+            (unsigned long long)bytes);
+        int nall = manifest_verify (gd, m2, NULL, &bytes);
+        ok (nall == 1 && bytes == 15,
+            "a whole check finds rank 1's damage (%d problems, %llu bytes)", nall,
+            (unsigned long long)bytes);
+        json_object_put (gens);
+        json_object_put (p);
+        int r0 = restore_pick (&st, "j4", 0, 0, &plan, &m, note, sizeof (note), err, sizeof (err));
+        ok (r0 == 1 && plan.gen == g2, "rank 0, first, restores generation %d (%d)", g2, plan.gen);
+        json_object_put (m);
+        m = NULL;
+        int r1 = restore_pick (&st, "j4", 0, 1, &plan, &m, note, sizeof (note), err, sizeof (err));
+        ok (r1 == 1 && plan.gen == g1
+                && strstr (note, "is damaged (task-1/core-1.img: checksum mismatch), falling back"),
+            "rank 1 falls back to generation %d, saying why (%d: %s)", g1, plan.gen, note);
+        json_object_put (m);
+        m = NULL;
+        int marked = store_gen_damaged (&st, "j4", g2, what, sizeof (what)) == 1
+            && !strcmp (what, "task-1/core-1.img: checksum mismatch");
+        ok (marked, "and has marked generation %d damaged (%s)", g2, what);
+        ok (store_gen_damaged (&st, "j4", g1, what, sizeof (what)) == 0 && !what[0],
+            "not generation %d", g1);
+        int r2 = restore_pick (&st, "j4", 0, 2, &plan, &m, note, sizeof (note), err, sizeof (err));
+        ok (r2 == 1 && plan.gen == g1
+                && strstr (note, "is damaged (task-1/core-1.img: checksum mismatch), falling back"),
+            "rank 2, after it, passes generation %d by for rank 1's damage (%d: %s)", g2, plan.gen,
+            note);
+        json_object_put (m);
+        m = NULL;
+        ok (store_list (&st, "j4", 0, &gens, err, sizeof (err)) == 0
+                && (m2 = json_object_object_get (json_object_array_get_idx (gens, 1), "manifest"))
+                && json_object_object_get (json_object_array_get_idx (gens, 1), "damaged")
+                && manifest_verify (gd, m2, NULL, NULL) == 1,
+            "the mark is listed, and is not taken for a file written into the generation");
+        json_object_put (gens);
+        ok (restore_pick (&st, "j4", g2, 0, &plan, &m, note, sizeof (note), err, sizeof (err)) < 0
+                && strstr (err, "checksum mismatch"),
+            "asked for by number, it is refused: %s", err);
+    }
+
     /* The manifest's size: a reader and the writer keep to one limit, so
      * a commit never writes what no restore can read. */
     {
