@@ -28,6 +28,7 @@
 #include "server.h"
 #include "sockdiag.h"
 #include "request.h"
+#include "tasks.h"
 
 char server_no_reply_marker;
 
@@ -459,8 +460,10 @@ static json_object *h_status (struct server *s, struct client *c, json_object *r
 /* "prune": {job, keep} - remove a job's older generations for its owner
  * (storage is root's: a user removes their images through ibcrd).  The
  * owner is the "uid" that root wrote into each committed manifest.
- * Replies {"removed":[N...]}. */
-static json_object *h_prune (struct server *s, struct client *c, json_object *req)
+ * Replies {"removed":[N...]}.  It reads every manifest and removes whole
+ * generations: in a child (tasks_in_child), not in the daemon's loop,
+ * which would serve nobody else meanwhile. */
+static json_object *prune_now (struct server *s, struct client *c, json_object *req)
 {
     const char *id = proto_get_str (req, "job", "");
     int64_t keep = proto_get_int (req, "keep", -1);
@@ -469,10 +472,6 @@ static json_object *h_prune (struct server *s, struct client *c, json_object *re
     char err[1024];
     int n;
 
-    if (!ident_ok (id) || keep < 0 || keep > INT32_MAX)
-        return proto_error ("prune", EINVAL,
-                            "give \"job\" (a job id) and \"keep\" (0 or "
-                            "more generations)");
     if (store_list (&st, id, 0, &gens, err, sizeof (err)) < 0)
         return proto_error ("prune", errno, "%s", err);
     n = (int)json_object_array_length (gens);
@@ -504,6 +503,18 @@ static json_object *h_prune (struct server *s, struct client *c, json_object *re
     }
     json_object_object_add (o, "removed", removed);
     return o;
+}
+
+static json_object *h_prune (struct server *s, struct client *c, json_object *req)
+{
+    const char *id = proto_get_str (req, "job", "");
+    int64_t keep = proto_get_int (req, "keep", -1);
+
+    if (!ident_ok (id) || keep < 0 || keep > INT32_MAX)
+        return proto_error ("prune", EINVAL,
+                            "give \"job\" (a job id) and \"keep\" (0 or "
+                            "more generations)");
+    return tasks_in_child (s, c, req, prune_now);
 }
 
 int server_add_handler (struct server *s, const char *type, handler_f fn)

@@ -500,6 +500,34 @@ static json_object *relay_refused (struct server *s, struct client *c, json_obje
     return NULL;
 }
 
+json_object *tasks_in_child (struct server *s, struct client *c, json_object *req,
+                             json_object *(*fn) (struct server *, struct client *, json_object *))
+{
+    const char *type = proto_type (req);
+    pid_t pid;
+
+    if (nrelays >= TASKS_MAX_RELAYS
+        || (c->uid != 0 && s->conf->max_registrations_per_uid > 0
+            && relays_of (c->uid) >= s->conf->max_registrations_per_uid))
+        return proto_error (type, EUSERS,
+                            "limit reached: uid %u has %d requests or tasks running through "
+                            "this ibcrd (max_registrations_per_uid in ibcrd.conf); try again "
+                            "when one ends",
+                            (unsigned)c->uid, relays_of (c->uid));
+    if ((pid = worker_fork (c->fd)) < 0)
+        return proto_error (type, errno, "cannot fork: %s", strerror (errno));
+    if (pid == 0) {
+        json_object *o = fn (s, c, req);
+        int rc = o && proto_send (c->fd, o) == 0 ? 0 : 1;
+        json_object_put (o);
+        _exit (rc);
+    }
+    relays[nrelays].pid = pid;
+    relays[nrelays++].uid = c->uid;
+    c->handed = 1; /* the child answers it: serve_client closes ours */
+    return NO_REPLY;
+}
+
 /* Fork the relay for c's request; the daemon forgets the connection. */
 static json_object *relay_start (struct server *s, struct client *c, json_object *req, int restore);
 

@@ -33,6 +33,14 @@ struct client;
 json_object *h_spawn (struct server *s, struct client *c, json_object *req);
 json_object *h_restore (struct server *s, struct client *c, json_object *req);
 
+/* Answer c's request with fn (s, c, req) in a child of the daemon, so
+ * that the daemon's loop never waits on what fn does (storage I/O that a
+ * user asks for).  The child is counted as a relay: a user holds at most
+ * max_registrations_per_uid of them.  NO_REPLY (the child answers), or an
+ * error to send. */
+json_object *tasks_in_child (struct server *s, struct client *c, json_object *req,
+                             json_object *(*fn) (struct server *, struct client *, json_object *));
+
 /* A child of the daemon ended: 1 when it was a relay (forgotten now). */
 int tasks_relay_done (pid_t pid);
 

@@ -213,4 +213,31 @@ test_expect_success 'removal through ibcrd: another user is refused, the job'"'"
 	ibcrd_stop pr
 '
 
+# A prune reads every manifest and removes whole generations, and waits
+# for any other prune of the job (ibcrd'"'"'s retention after a commit): in
+# a child of ibcrd, never in its loop, which would serve no other user
+# meanwhile.  The test holds the job'"'"'s prune lock (root'"'"'s, 0600: no user
+# can) so that the user'"'"'s prune waits for it.
+prune_waits() {
+	grep -q -- "-> FLOCK .*:$(stat -c %i "$1") " /proc/locks
+}
+
+test_expect_success 'a user'"'"'s prune waits for the job'"'"'s prune lock in a child: ibcrd answers another user meanwhile, and the prune ends when the lock is free' '
+	ibcrd_start pr &&
+	lock=$ST/local/race/.prune-lock &&
+	test "$(stat -c %u:%a "$lock")" = 0:600 &&
+	test_must_fail as $U1 flock -n "$lock" true &&
+	exec 8<"$lock" && flock 8 &&
+	{ as $U1 "$IBCR" --socket "$(ibcrd_sock pr)" prune race --keep 1 >out 2>err & } &&
+	pr=$! && ibcr_track $pr &&
+	ibcrd_wait_for prune_waits "$lock" &&
+	as $U2 timeout 30 "$IBCR" --socket "$(ibcrd_sock pr)" status >st.out &&
+	test "$(gens_of race)" = "13 14 " &&
+	flock -u 8 && exec 8<&- &&
+	wait $pr && cat out err &&
+	grep "^removed gen-13$" out &&
+	test "$(gens_of race)" = "14 " &&
+	ibcrd_stop pr
+'
+
 test_done

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,6 +163,8 @@ static int job_open (const struct store *st, const char *job, char *err, size_t 
  * writing into an aborted generation must not land in a new one of the
  * same name, and logs never show one number for two generations. */
 #define STORE_LAST_GEN ".last-gen"
+/* The job folder's lock of prunes (store_prune). */
+#define STORE_PRUNE_LOCK ".prune-lock"
 
 /* The number recorded in the job folder jfd, or 0 (none, not a number,
  * or not a file of ours: the folder names then decide alone). */
@@ -721,15 +724,64 @@ int store_list (const struct store *st, const char *job, int with_partial, json_
     return 0;
 }
 
+static int prune_locked (const struct store *st, const char *job, int keep, json_object *removed,
+                         char *err, size_t len);
+
+/* The job folder's prune lock, root's file .prune-lock (no user can open
+ * it, so none can hold it), taken: its fd, or -1 when there is none to
+ * take (no job folder, or not ours to write: the prune then fails on its
+ * own). */
+static int prune_lock (const struct store *st, const char *job)
+{
+    char why[512];
+    struct stat sb;
+    int jfd, fd;
+
+    if ((jfd = job_open (st, job, why, sizeof (why))) < 0)
+        return -1;
+    fd = openat (jfd, STORE_PRUNE_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    close (jfd);
+    if (fd < 0)
+        return -1;
+    if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || !ours (&sb) || (sb.st_mode & 077)) {
+        close (fd);
+        return -1;
+    }
+    while (flock (fd, LOCK_EX) < 0)
+        if (errno != EINTR) {
+            close (fd);
+            return -1;
+        }
+    return fd;
+}
+
 int store_prune (const struct store *st, const char *job, int keep, json_object *removed, char *err,
                  size_t len)
 {
-    json_object *gens;
-    int ncommitted = 0, newest = 0, seen = 0, count = 0;
+    int lfd = -1, rc;
 
     if (keep < 0) {
         return errnprintf (err, len, EINVAL, "cannot keep a negative number of generations");
     }
+    /* One prune of a job at a time (ibcrd's retention after each commit,
+     * a user's 'ibcr prune'): two would remove the same generation under
+     * each other, and one would fail. */
+    lfd = ident_ok (job) ? prune_lock (st, job) : -1;
+    rc = prune_locked (st, job, keep, removed, err, len);
+    if (lfd >= 0) {
+        int saved = errno;
+        close (lfd);
+        errno = saved;
+    }
+    return rc;
+}
+
+static int prune_locked (const struct store *st, const char *job, int keep, json_object *removed,
+                         char *err, size_t len)
+{
+    json_object *gens;
+    int ncommitted = 0, newest = 0, seen = 0, count = 0;
+
     if (store_list (st, job, 1, &gens, err, len) < 0)
         return -1;
     for (size_t i = 0; i < json_object_array_length (gens); i++) {
