@@ -50,6 +50,8 @@ struct client {
     char attach_job[IDENT_MAX + 1];
     char resume_job[IDENT_MAX + 1]; /* waits for resume-restored of this job */
     long resume_deadline;           /* CLOCK_MONOTONIC ms: timeout_restore ends the wait */
+    int resume_held;                /* the rebuild failed; answered once Slurm has the
+                                       job back (slurm_hook.c), or at the deadline */
     struct proto_reader rd;
     struct client *next;
 };

@@ -480,7 +480,12 @@ void sched_try_resume (struct server *s, struct job *job)
     int asked = 0;
 
     for (struct client *c = s->clients; c; c = c->next)
-        asked |= !strcmp (c->resume_job, job->id);
+        if (!strcmp (c->resume_job, job->id)) {
+            /* A rebuild failed, and Slurm is taking the job back. */
+            if (c->resume_held)
+                return;
+            asked = 1;
+        }
     /* Every rank must be back: their QPs reconnect to each other. */
     if (!asked || job->worker || !is_leader (job) || !all_ranks (job))
         return;
@@ -589,21 +594,22 @@ void sched_worker_report (struct server *s, struct job *job)
     }
 }
 
-void sched_resume_reply (struct server *s, const char *id, int ok, const char *why)
+void sched_resume_reply (struct server *s, const char *id, int ok, int held, const char *why)
 {
     for (struct client *c = s->clients; c; c = c->next) {
-        if (strcmp (c->resume_job, id))
+        if (!c->resume_job[0] || (id && strcmp (c->resume_job, id)) || (held && !c->resume_held))
             continue;
         json_object *o = ok ? ok_reply ("resume-restored")
                             : proto_error ("resume-restored", EIO,
                                            "job %s: the restored tasks could "
                                            "not be rebuilt and resumed: %s",
-                                           id, why);
+                                           c->resume_job, why);
         if (o && proto_send (c->fd, o) < 0)
-            log_msg (LOG_WARNING, "job %s: restarter left before the reply", id);
+            log_msg (LOG_WARNING, "job %s: restarter left before the reply", c->resume_job);
         json_object_put (o);
         c->resume_job[0] = '\0';
         c->resume_deadline = 0;
+        c->resume_held = 0;
     }
 }
 
@@ -651,12 +657,15 @@ void sched_worker_done (struct server *s, pid_t pid, int status)
         if (job->requeue_restart) {
             /* Answered once Slurm has the job back (slurm_hook.c): the
              * restarters end their tasks on the answer, which ended
-             * before the requeue would end the job, failed. */
+             * before the requeue would end the job, failed.  At the
+             * latest at timeout_restore (restore_deadlines). */
             for (struct client *c = s->clients; c; c = c->next)
-                if (!strcmp (c->resume_job, job->id))
-                    c->resume_deadline = 0;
+                if (!strcmp (c->resume_job, job->id)) {
+                    c->resume_held = 1;
+                    c->resume_deadline = mono_ms () + (long)s->conf->timeout_restore;
+                }
         } else
-            sched_resume_reply (s, job->id, status == 0,
+            sched_resume_reply (s, job->id, status == 0, 0,
                                 job->last_error[0] ? job->last_error : "see ibcrd's log");
     }
     log_msg (status == 0 ? LOG_INFO : LOG_WARNING, "job %s: worker %ld %s", job->id, (long)pid,
@@ -726,6 +735,21 @@ static long restore_deadlines (struct server *s)
         if (!c->resume_job[0] || !c->resume_deadline)
             continue;
         job = jobs_find (s->jobs, c->resume_job, c->uid);
+        if (c->resume_held) {
+            if (c->resume_deadline > now) {
+                if (best < 0 || c->resume_deadline - now < best)
+                    best = c->resume_deadline - now;
+                continue;
+            }
+            char why[1536];
+            snprintf (why, sizeof (why),
+                      "%.1000s; Slurm did not confirm the requeue within "
+                      "timeout_restore (%.1f s): requeue the job (scontrol requeue)",
+                      job && job->last_error[0] ? job->last_error : "see ibcrd's log",
+                      s->conf->timeout_restore / 1000.0);
+            sched_resume_reply (s, c->resume_job, 0, 1, why);
+            continue;
+        }
         /* A rebuild that started is bounded by its own phase timeouts. */
         if (job && job->worker)
             continue;

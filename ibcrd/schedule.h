@@ -62,9 +62,9 @@ int sched_pollfds (struct server *s, struct pollfd *pfd, int max);
 void sched_dispatch (struct server *s, const struct pollfd *pfd, int n);
 void sched_worker_report (struct server *s, struct job *job);
 
-/* Answer every restarter waiting for the rebuild of job id: resumed, or
- * not, for 'why'. */
-void sched_resume_reply (struct server *s, const char *id, int ok, const char *why);
+/* Answer every restarter waiting for the rebuild of job id (NULL: of any
+ * job; held: only those held for a requeue): resumed, or not, for 'why'. */
+void sched_resume_reply (struct server *s, const char *id, int ok, int held, const char *why);
 
 /* A worker ended (status 0: committed or resumed). */
 void sched_worker_done (struct server *s, pid_t pid, int status);

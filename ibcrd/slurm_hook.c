@@ -70,7 +70,6 @@ struct hk_job {
     int pending_action;
     int running;          /* a generation of this job runs here */
     int requeuing;        /* a requeue order is out */
-    int resume_held;      /* its restarters wait for that order's end */
     int cancel_taken;     /* the scancel's checkpoint was started */
     int kind;             /* its gen kind */
     double t0;            /* its start, ms */
@@ -521,9 +520,10 @@ static void hk_trigger (struct server *s, uint32_t id, const char *trigger, int 
                      "job %u: requeued anyway: its next run restores its last "
                      "committed generation, if any",
                      id);
-            j->requeuing = 1;
-            job->ending = 1;
-            hk_order (HK_REQUEUE, id, 0);
+            if (hk_order (HK_REQUEUE, id, 0) == 0) {
+                j->requeuing = 1;
+                job->ending = 1;
+            }
         }
         return;
     }
@@ -593,16 +593,11 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
             hk_release (s, &hk.held, "ibcrd cannot watch Slurm");
         /* Requeue orders that will not be carried out now. */
         for (struct hk_job *j = hk.jobs; j; j = j->next)
-            if (j->resume_held) {
-                char id[16];
-                struct job *job = hk_find (s, j->id);
-                j->resume_held = 0;
-                j->requeuing = 0;
-                snprintf (id, sizeof (id), "%u", j->id);
-                sched_resume_reply (s, id, 0,
-                                    job && job->last_error[0] ? job->last_error
-                                                              : "ibcrd cannot watch Slurm");
-            }
+            j->requeuing = 0;
+        sched_resume_reply (s, NULL, 0, 1,
+                            "the job's ranks were restored from different generations, and "
+                            "ibcrd cannot reach Slurm to requeue it: requeue it (scontrol "
+                            "requeue)");
         return;
     case HK_REQUEUED: {
         struct hk_job *j = hk_job (ev->job, 0);
@@ -618,16 +613,16 @@ static void hk_handle (struct server *s, const struct hk_msg *m)
                      ev->job);
         if (j)
             j->requeuing = 0;
-        if (j && j->resume_held) {
+        {
+            /* Restarters held for this requeue (sched_worker_done). */
             struct job *job = hk_find (s, ev->job);
             char id[16], why[1536];
-            j->resume_held = 0;
             snprintf (id, sizeof (id), "%u", ev->job);
             snprintf (why, sizeof (why), "%.1000s%s%.250s",
                       job && job->last_error[0] ? job->last_error : "see ibcrd's log",
                       m->level == LOG_ERR ? "; but the requeue failed: " : "",
                       m->level == LOG_ERR ? ev->text : "");
-            sched_resume_reply (s, id, 0, why);
+            sched_resume_reply (s, id, 0, 1, why);
         }
         if (m->level == LOG_ERR) {
             /* The job runs on here (a drained node keeps its jobs):
@@ -730,7 +725,7 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
 
     if (!hk_slurm_id (job->id, &id) || !(j = hk_job (id, 0))) {
         if (job->requeue_restart) /* no requeue to wait for */
-            sched_resume_reply (s, job->id, 0, job->last_error);
+            sched_resume_reply (s, job->id, 0, 1, job->last_error);
         job->requeue_restart = 0;
         return;
     }
@@ -751,11 +746,10 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
                  "newer one damaged: requeued, so that all restore from one",
                  id);
         if (j->requeuing || hk_order (HK_REQUEUE, id, 0) == 0) {
-            j->resume_held = 1;
             j->requeuing = 1;
             job->ending = 1;
         } else
-            sched_resume_reply (s, job->id, 0, job->last_error);
+            sched_resume_reply (s, job->id, 0, 1, job->last_error);
     }
     job->requeue_restart = 0;
     if (action == CONF_ACT_REQUEUE) {

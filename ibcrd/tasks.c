@@ -559,7 +559,8 @@ restore_relay (struct server *s, int fd, uid_t uid, gid_t gid, pid_t client, jso
     int64_t owner;
     pid_t holder, init, app;
 
-    rc = restore_pick (&st, job, want, rank, &plan, &m, note, sizeof (note), err, sizeof (err));
+    rc = restore_pick_for (&st, job, want, rank, uid == 0 ? -1 : (int64_t)uid, &plan, &m, note,
+                           sizeof (note), err, sizeof (err));
     if (rc == 0) {
         errnprintf (err, sizeof (err), ENOENT,
                     "no checkpoint of job %s under %.2000s (see 'ibcr list')", job, plan.looked);

@@ -87,7 +87,8 @@ static int is_restore_stats (const char *name)
  * temporary name it is written under): not part of the image. */
 static int is_damage_mark (const char *name)
 {
-    return !strncmp (name, MANIFEST_DAMAGE_NAME, strlen (MANIFEST_DAMAGE_NAME));
+    size_t n = strlen (MANIFEST_DAMAGE_NAME);
+    return !strncmp (name, MANIFEST_DAMAGE_NAME, n) && (!name[n] || name[n] == '.');
 }
 
 /* Is a path of the generation (or a top-level folder name) part of what
@@ -456,6 +457,14 @@ static int add_problem (json_object *problems, const char *path, const char *wha
     return 1;
 }
 
+/* Does a failure to open or read a file (errno e) show the generation
+ * damaged (missing, or a link, folder or device where a file was), not a
+ * moment's trouble (I/O, memory, a network filesystem)? */
+static int definitive (int e)
+{
+    return e == ENOENT || e == EINVAL || e == ELOOP || e == ENOTDIR || e == EISDIR;
+}
+
 /* manifest_verify of the paths in_scope of 'only'. */
 static int verify (const char *gendir, json_object *m, const char *only, json_object *problems,
                    uint64_t *bytes_checked, int *transient)
@@ -495,14 +504,23 @@ static int verify (const char *gendir, json_object *m, const char *only, json_ob
             nprob += add_problem (problems, "?", "manifest entry without a safe path");
             continue;
         }
-        json_object_object_add (listed, path, NULL);
+        if (json_object_object_add (listed, path, NULL) != 0) {
+            if (transient) /* says nothing of the generation */
+                *transient = 1;
+            nprob += add_problem (problems, path, "out of memory");
+            continue;
+        }
         if (!in_scope (path, only))
             continue;
         json_object_object_get_ex (f, "xxh3", &v);
         want = v ? json_object_get_string (v) : "";
         if (manifest_hash_file (dfd, path, &h, &sz) < 0) {
-            snprintf (what, sizeof (what), "%s", errno == ENOENT ? "missing" : strerror (errno));
-            if (errno != ENOENT && transient)
+            int e = errno;
+            snprintf (what, sizeof (what), "%s",
+                      e == ENOENT       ? "missing"
+                          : e == EINVAL ? "not a regular file"
+                                        : strerror (e));
+            if (!definitive (e) && transient)
                 *transient = 1; /* a read that failed says nothing of the bytes */
             nprob += add_problem (problems, path, what);
             continue;
@@ -524,13 +542,22 @@ static int verify (const char *gendir, json_object *m, const char *only, json_ob
             json_object *f = json_object_array_get_idx (now, i), *v;
             const char *p;
             json_object_object_get_ex (f, "path", &v);
-            p = json_object_get_string (v);
-            if (!json_object_object_get_ex (listed, p, NULL))
+            if (!(p = json_object_get_string (v))) {
+                if (transient)
+                    *transient = 1;
+                nprob += add_problem (problems, "?", "out of memory");
+            } else if (!json_object_object_get_ex (listed, p, NULL))
                 nprob += add_problem (problems, p, "not in manifest");
         }
         json_object_put (now);
-    } else if (transient)
-        *transient = 1;
+    } else {
+        /* Something that is no file or folder (a link, a device) is
+         * damage; a folder that could not be read may not be. */
+        int e = errno;
+        if (!definitive (e) && transient)
+            *transient = 1;
+        nprob += add_problem (problems, "?", err);
+    }
     json_object_put (listed);
     if (bytes_checked)
         *bytes_checked = total;

@@ -132,6 +132,13 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
                   struct restore_plan *plan, json_object **manifest, char *note, size_t notelen,
                   char *err, size_t errlen)
 {
+    return restore_pick_for (st, job, want, rank, -1, plan, manifest, note, notelen, err, errlen);
+}
+
+int restore_pick_for (const struct store *st, const char *job, int want, uint32_t rank,
+                      int64_t owner, struct restore_plan *plan, json_object **manifest, char *note,
+                      size_t notelen, char *err, size_t errlen)
+{
     json_object *gens = NULL;
     char serr[1024];
     int rc = -1, damaged = 0, seen = 0;
@@ -158,6 +165,15 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
             || store_gen_path (st, job, g, dir, sizeof (dir)) < 0)
             continue;
         seen++;
+        /* Nothing of another user's generation is read, said or marked
+         * for them (the caller refuses it anyway). */
+        if (owner >= 0 && proto_get_int (m, "uid", -1) != owner) {
+            errnprintf (err, errlen, EPERM,
+                        "job %s generation %d belongs to another user: only its owner (or "
+                        "root) restores it",
+                        job, g);
+            goto out;
+        }
         /* The same answer for every rank: a generation some rank has no
          * images in is passed by by all, never restored in part. */
         int miss = manifest_missing_rank (m);

@@ -69,6 +69,14 @@ int restore_pick (const struct store *st, const char *job, int want, uint32_t ra
                   struct restore_plan *plan, json_object **manifest, char *note, size_t notelen,
                   char *err, size_t errlen);
 
+/* The same for a user who may restore only their own generations: owner
+ * is their uid (-1: any, for root).  The first candidate generation of
+ * another uid fails it with EPERM, before any of its images is read (a
+ * restore marks a generation it finds damaged: store_gen_mark_damaged). */
+int restore_pick_for (const struct store *st, const char *job, int want, uint32_t rank,
+                      int64_t owner, struct restore_plan *plan, json_object **manifest, char *note,
+                      size_t notelen, char *err, size_t errlen);
+
 /* Leave the restored tree stopped (for a debugger); else it runs once
  * checked. */
 #define RESTORE_STOPPED 0x1

@@ -560,10 +560,10 @@ int store_gen_damaged (const struct store *st, const char *job, int gen, char *w
 int store_gen_mark_damaged (const struct store *st, const char *job, int gen, const char *what,
                             char *err, size_t len)
 {
-    char name[32], tmp[64];
+    char name[32], tmp[128];
     struct stat sb;
     int jfd, gfd, fd, saved;
-    size_t n = strlen (what);
+    size_t n;
 
     if ((jfd = job_open (st, job, err, len)) < 0)
         return -1;
@@ -578,14 +578,28 @@ int store_gen_mark_damaged (const struct store *st, const char *job, int gen, co
         close (gfd);
         return errnprintf (err, len, EPERM, "generation %d of job %s is not ibcrd's", gen, job);
     }
-    /* Whole or not at all: written under another name, then renamed. */
+    /* Whole or not at all: written under another name, then renamed.
+     * The storage may be shared by nodes: the name is this node's,
+     * process's and call's, and never removed before it is made. */
     static _Atomic unsigned seq;
-    snprintf (tmp, sizeof (tmp), "%s.%ld.%u", MANIFEST_DAMAGE_NAME, (long)getpid (), seq++);
-    (void)unlinkat (gfd, tmp, 0);
+    char host[64] = "";
+    (void)gethostname (host, sizeof (host) - 1);
+    host[strcspn (host, "/.")] = '\0';
+    snprintf (tmp, sizeof (tmp), "%s.%.40s.%ld.%u", MANIFEST_DAMAGE_NAME, host, (long)getpid (),
+              seq++);
+    /* The text quotes file names the job's user chose (CRIU's images of
+     * its files): no control characters for a terminal that prints it. */
+    char text[1024];
+    snprintf (text, sizeof (text), "%s", what);
+    for (unsigned char *c = (unsigned char *)text; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    what = text;
+    n = strlen (text);
     fd = openat (gfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || write (fd, what, n) != (ssize_t)n || write (fd, "\n", 1) != 1
         || give (fd, sb.st_gid, 0640) < 0 || fsync (fd) < 0
-        || renameat (gfd, tmp, gfd, MANIFEST_DAMAGE_NAME) < 0 || fsync (gfd) < 0) {
+        || renameat (gfd, tmp, gfd, MANIFEST_DAMAGE_NAME) < 0) {
         saved = errno;
         if (fd >= 0) {
             close (fd);
@@ -596,6 +610,7 @@ int store_gen_mark_damaged (const struct store *st, const char *job, int gen, co
                            job, strerror (saved));
     }
     close (fd);
+    (void)fsync (gfd); /* the mark is there either way; this makes it last */
     close (gfd);
     return 0;
 }
@@ -788,7 +803,10 @@ static int prune_locked (const struct store *st, const char *job, int keep, json
         json_object *e = json_object_array_get_idx (gens, i), *v;
         json_object_object_get_ex (e, "committed", &v);
         if (json_object_get_boolean (v)) {
-            ncommitted++;
+            /* A generation a restore found damaged is never restored: it
+             * does not count as one kept. */
+            if (!json_object_object_get_ex (e, "damaged", NULL))
+                ncommitted++;
             json_object_object_get_ex (e, "generation", &v);
             newest = json_object_get_int (v);
         }
@@ -801,7 +819,9 @@ static int prune_locked (const struct store *st, const char *job, int keep, json
         g = json_object_get_int (v);
         json_object_object_get_ex (e, "committed", &v);
         committed = json_object_get_boolean (v);
-        if (committed)
+        if (committed && json_object_object_get_ex (e, "damaged", NULL))
+            drop = g < newest || keep == 0; /* the newest is kept for its mark */
+        else if (committed)
             drop = seen++ < ncommitted - keep;
         else /* partial, unless its manifest could not be read just now */
             drop = g < newest && !json_object_object_get_ex (e, "unreadable", NULL);

@@ -307,6 +307,72 @@ int main (void)
         ok (restore_pick (&st, "j4", g2, 0, &plan, &m, note, sizeof (note), err, sizeof (err)) < 0
                 && strstr (err, "checksum mismatch"),
             "asked for by number, it is refused: %s", err);
+        /* Retention: a marked generation is not one of those kept. */
+        json_object *rm = json_object_new_array ();
+        int np = store_prune (&st, "j4", 1, rm, err, sizeof (err));
+        ok (np == 0, "prune --keep 1 keeps %d (the only good one) and the marked newest %d (%d)",
+            g1, g2, np);
+        int g3;
+        ok (gen_of (&st, "j4", 3, (int[]){ 0, 1, 2, -1 }, &g3, err, sizeof (err)) == 0,
+            "a newer generation %d", g3);
+        np = store_prune (&st, "j4", 1, rm, err, sizeof (err));
+        ok (np == 2 && store_list (&st, "j4", 0, &gens, err, sizeof (err)) == 0
+                && json_object_array_length (gens) == 1
+                && json_object_get_int (
+                       json_object_object_get (json_object_array_get_idx (gens, 0), "generation"))
+                    == g3,
+            "after it, prune --keep 1 removes %d and the marked %d (%d removed)", g1, g2, np);
+        json_object_put (gens);
+        json_object_put (rm);
+    }
+
+    /* Each rank's share of the check, in a job of 11: task-1 is not a
+     * prefix of task-10; a file nobody listed is its folder's rank's
+     * concern; a user asking for another user's generation reads and
+     * marks nothing; a mark root did not write is not believed. */
+    {
+        struct restore_plan plan;
+        json_object *m = NULL, *m1 = NULL;
+        char gd[4096], note[1024], what[512], p[4300];
+        int g;
+        ok (gen_of (&st, "j5", 11, (int[]){ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, -1 }, &g, err,
+                    sizeof (err))
+                == 0,
+            "a generation %d of 11 ranks", g);
+        store_gen_path (&st, "j5", g, gd, sizeof (gd));
+        put (gd, "task-10/core-1.img", "IMAGE");
+        put (gd, "task-2/extra.img", "planted");
+        ok (store_list (&st, "j5", 0, &gens, err, sizeof (err)) == 0
+                && (m1 = json_object_object_get (json_object_array_get_idx (gens, 0), "manifest")),
+            "it is listed");
+        ok (manifest_verify_rank (gd, m1, 1, NULL, NULL, NULL) == 0
+                && manifest_verify_rank (gd, m1, 10, NULL, NULL, NULL) == 1,
+            "task-10's damage is rank 10's, not rank 1's");
+        json_object *pr = json_object_new_array ();
+        ok (manifest_verify_rank (gd, m1, 0, NULL, NULL, NULL) == 0
+                && manifest_verify_rank (gd, m1, 2, pr, NULL, NULL) == 1
+                && !strcmp (proto_get_str (json_object_array_get_idx (pr, 0), "problem", ""),
+                            "not in manifest"),
+            "a file planted in task-2 is rank 2's concern, not rank 0's");
+        json_object_put (pr);
+        json_object_put (gens);
+        ok (restore_pick_for (&st, "j5", 0, 10, 4242, &plan, &m, note, sizeof (note), err,
+                              sizeof (err))
+                    < 0
+                && errno == EPERM && strstr (err, "belongs to another user")
+                && store_gen_damaged (&st, "j5", g, what, sizeof (what)) == 0,
+            "another uid's restore is refused before a check, and marks nothing: %s", err);
+        snprintf (p, sizeof (p), "%s/" MANIFEST_DAMAGE_NAME, gd);
+        put (gd, MANIFEST_DAMAGE_NAME, "forged\n");
+        chmod (p, 0660);
+        ok (store_gen_damaged (&st, "j5", g, what, sizeof (what)) == 0,
+            "a mark writable by its group is not believed");
+        unlink (p);
+        ok (restore_pick (&st, "j5", 0, 10, &plan, &m, note, sizeof (note), err, sizeof (err)) < 0
+                && store_gen_damaged (&st, "j5", g, what, sizeof (what)) == 1
+                && !strcmp (what, "task-10/core-1.img: checksum mismatch"),
+            "rank 10's own restore marks it (%s)", what);
+        json_object_put (m);
     }
 
     /* The manifest's size: a reader and the writer keep to one limit, so
