@@ -1,6 +1,7 @@
-/* imgcopy.c - see imgcopy.h.  Plain read/write with a large buffer: the
- * storage may be any filesystem (NFS, Lustre, tmpfs), so nothing clever
- * that only some support. */
+/* imgcopy.c - see imgcopy.h.  Plain reads and writes with a large buffer:
+ * the storage may be any filesystem (NFS, Lustre, tmpfs), so nothing
+ * clever that only some support (holes are looked for with SEEK_DATA,
+ * which every filesystem answers, if only with "all data"). */
 #include "config.h"
 
 #include <dirent.h>
@@ -54,7 +55,8 @@ static int copy_file (int sdir, int ddir, const char *name, char *buf, int compr
     }
     if (compress) {
         uint64_t written;
-        if (zimg_compress_fd (in, out, &written) < 0)
+        /* No more than the file had when opened (see below). */
+        if (zimg_compress_fd (in, out, (uint64_t)isb.st_size, &written) < 0)
             goto error;
         *bytes += written;
         if (cb) {
@@ -64,29 +66,65 @@ static int copy_file (int sdir, int ddir, const char *name, char *buf, int compr
         }
         goto sync;
     }
-    for (;;) {
-        ssize_t n = read (in, buf, COPY_BUF), off = 0;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
+    /* The bytes the file had when opened, no more: its folder is the
+     * user's, who could grow it while root copies, without end.  Holes
+     * stay holes (SEEK_DATA; a filesystem without it gives the whole file
+     * as data): a sparse file planted there costs its user nothing, and
+     * must not cost the storage its full size. */
+    off_t end = isb.st_size;
+    for (off_t pos = 0; pos < end;) {
+        off_t data = lseek (in, pos, SEEK_DATA), hole;
+        if (data < 0 && errno == ENXIO)
+            data = end; /* only a hole is left */
+        else if (data < 0 && errno == EINVAL)
+            data = pos; /* not told: all data */
+        else if (data < 0)
             goto error;
-        if (n == 0)
-            break;
-        if (cb)
-            cb (arg, (uint64_t)n);
-        while (off < n) {
-            ssize_t w = write (out, buf + off, n - off);
-            if (w < 0 && errno == EINTR)
+        if (data > end)
+            data = end;
+        hole = data < end ? lseek (in, data, SEEK_HOLE) : end;
+        if (hole < 0 && errno == EINVAL)
+            hole = end;
+        else if (hole < 0)
+            goto error;
+        if (hole > end)
+            hole = end;
+        if (cb && data > pos)
+            cb (arg, (uint64_t)(data - pos));
+        for (pos = data; pos < hole;) {
+            size_t want = hole - pos < COPY_BUF ? (size_t)(hole - pos) : COPY_BUF;
+            ssize_t n = pread (in, buf, want, pos), off = 0;
+            if (n < 0 && errno == EINTR)
                 continue;
-            if (w <= 0) {
-                if (w == 0)
-                    errno = ENOSPC;
+            if (n < 0)
                 goto error;
+            if (n == 0) { /* shrunk since: copy what there is */
+                end = pos;
+                break;
             }
-            off += w;
+            if (cb)
+                cb (arg, (uint64_t)n);
+            while (off < n) {
+                ssize_t w = pwrite (out, buf + off, n - off, pos + off);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0) {
+                    if (w == 0)
+                        errno = ENOSPC;
+                    goto error;
+                }
+                off += w;
+            }
+            *bytes += n;
+            pos += n;
         }
-        *bytes += n;
+        if (pos < hole) /* shrunk */
+            break;
+        pos = hole;
     }
+    /* The size, with a hole at the end if the file has one. */
+    if (ftruncate (out, end) < 0)
+        goto error;
 sync:
     if (fsync (out) < 0 || close (out) < 0) {
         out = -1;

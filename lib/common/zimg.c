@@ -77,7 +77,7 @@ int zimg_available (void)
     return 1;
 }
 
-int zimg_compress_fd (int in, int out, uint64_t *written)
+int zimg_compress_fd (int in, int out, uint64_t max, uint64_t *written)
 {
     ZSTD_CCtx *cx = ZSTD_createCCtx ();
     char *ib = malloc (ZBUF), *ob = malloc (ZBUF);
@@ -88,7 +88,9 @@ int zimg_compress_fd (int in, int out, uint64_t *written)
         goto out;
     ZSTD_CCtx_setParameter (cx, ZSTD_c_compressionLevel, 1);
     for (;;) {
-        ssize_t n = read_retry (in, ib, ZBUF);
+        ssize_t n = max ? read_retry (in, ib, max < ZBUF ? (size_t)max : ZBUF) : 0;
+        if (n > 0)
+            max -= (uint64_t)n;
         if (n < 0) {
             saved = errno;
             goto out;
@@ -172,10 +174,11 @@ int zimg_available (void)
     return 0;
 }
 
-int zimg_compress_fd (int in, int out, uint64_t *written)
+int zimg_compress_fd (int in, int out, uint64_t max, uint64_t *written)
 {
     (void)in;
     (void)out;
+    (void)max;
     *written = 0;
     errno = ENOTSUP;
     return -1;

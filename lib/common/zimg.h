@@ -16,10 +16,10 @@
 /* 1 when this build can compress. */
 int zimg_available (void);
 
-/* Compress everything readable on in to out (level 1: the copy must keep
- * up with the storage).  *written gets the compressed size.  0 or -1
- * with errno. */
-int zimg_compress_fd (int in, int out, uint64_t *written);
+/* Compress what is readable on in, at most max bytes, to out (level 1:
+ * the copy must keep up with the storage).  *written gets the compressed
+ * size.  0 or -1 with errno. */
+int zimg_compress_fd (int in, int out, uint64_t max, uint64_t *written);
 
 /* Copy folder src into the new folder dst (created 0700), decompressing
  * NAME.zst into NAME; other files are copied as they are.  0, or -1 with
