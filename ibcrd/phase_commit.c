@@ -74,7 +74,8 @@ int gen_commit (struct gen *g, json_object *tasks)
         return gen_fail (g, PHASE_COMMIT, err);
     g->t_commit = mono_ms_f () - t0;
     json_object *removed = json_object_new_array ();
-    if (store_prune (&st, g->job, g->conf->retention, removed, err, sizeof (err)) < 0)
+    /* Never waits for a user's prune of the job: the next commit prunes. */
+    if (store_prune_wait (&st, g->job, g->conf->retention, 0, removed, err, sizeof (err)) < 0)
         log_msg (LOG_WARNING, "job %s gen %d: retention: %s", g->job, g->gen, err);
     for (size_t i = 0; i < json_object_array_length (removed); i++)
         log_msg (LOG_INFO, "job %s: retention %d: removed generation %d", g->job,

@@ -471,6 +471,14 @@ json_object *h_resume_restored (struct server *s, struct client *c, json_object 
                             id);
     snprintf (c->resume_job, sizeof (c->resume_job), "%s", job->id);
     c->resume_deadline = mono_ms () + (long)s->conf->timeout_restore;
+    /* A rebuild of the job failed and Slurm is taking it back: this one
+     * is answered with the others (sched_worker_done). */
+    for (struct client *d = s->clients; d; d = d->next)
+        if (d != c && d->resume_held && !strcmp (d->resume_job, job->id)) {
+            c->resume_held = 1;
+            c->resume_deadline = d->resume_deadline;
+            return NO_REPLY;
+        }
     sched_try_resume (s, job);
     return NO_REPLY; /* answered when the rebuild ends (sched_worker_done) */
 }
@@ -741,13 +749,14 @@ static long restore_deadlines (struct server *s)
                     best = c->resume_deadline - now;
                 continue;
             }
-            char why[1536];
+            char why[1536], id[IDENT_MAX + 1];
+            snprintf (id, sizeof (id), "%s", c->resume_job); /* cleared by the reply */
             snprintf (why, sizeof (why),
                       "%.1000s; Slurm did not confirm the requeue within "
                       "timeout_restore (%.1f s): requeue the job (scontrol requeue)",
                       job && job->last_error[0] ? job->last_error : "see ibcrd's log",
                       s->conf->timeout_restore / 1000.0);
-            sched_resume_reply (s, c->resume_job, 0, 1, why);
+            sched_resume_reply (s, id, 0, 1, why);
             continue;
         }
         /* A rebuild that started is bounded by its own phase timeouts. */

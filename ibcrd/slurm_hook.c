@@ -763,9 +763,10 @@ void slurm_hook_gen_done (struct server *s, struct job *job, int status)
          * either: the next run comes back from this one, and a periodic
          * one taken while Slurm requeues would replace it as the newest
          * (and hold the tasks' SIGTERM longer). */
-        j->requeuing = 1;
-        job->ending = 1;
-        hk_order (HK_REQUEUE, id, 0);
+        if (hk_order (HK_REQUEUE, id, 0) == 0) {
+            j->requeuing = 1;
+            job->ending = 1;
+        }
     }
     if (j->pending[0] && j->requeuing) {
         /* A trigger that came during the final checkpoint (a preemption's

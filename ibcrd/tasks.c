@@ -53,7 +53,12 @@
 static struct {
     pid_t pid;
     uid_t uid;
+    int request; /* a tasks_in_child child, not a relay */
 } relays[TASKS_MAX_RELAYS];
+
+/* tasks_in_child's children at once: of one user, of all. */
+#define TASKS_MAX_REQUESTS_PER_UID 4
+#define TASKS_MAX_REQUESTS 64
 static int nrelays;
 
 int tasks_relay_done (pid_t pid)
@@ -72,6 +77,16 @@ static int relays_of (uid_t uid)
 
     for (int i = 0; i < nrelays; i++)
         n += relays[i].uid == uid;
+    return n;
+}
+
+/* tasks_in_child's children of uid ((uid_t)-1: of all). */
+static int requests_of (uid_t uid)
+{
+    int n = 0;
+
+    for (int i = 0; i < nrelays; i++)
+        n += relays[i].request && (uid == (uid_t)-1 || relays[i].uid == uid);
     return n;
 }
 
@@ -506,14 +521,23 @@ json_object *tasks_in_child (struct server *s, struct client *c, json_object *re
     const char *type = proto_type (req);
     pid_t pid;
 
-    if (nrelays >= TASKS_MAX_RELAYS
-        || (c->uid != 0 && s->conf->max_registrations_per_uid > 0
-            && relays_of (c->uid) >= s->conf->max_registrations_per_uid))
+    /* The connection goes to the child: one that holds anything else of
+     * the daemon's (tasks registered over it, a restart's wait, a
+     * generation's use) must not be handed over. */
+    if (jobs_conn_tasks (s->jobs, c->id) || c->resume_job[0] || c->lent)
+        return proto_error (type, EBUSY,
+                            "this connection has tasks registered or a request waiting: "
+                            "send \"%s\" over a connection of its own",
+                            type);
+    /* A bound of their own, below the relays': a user's requests never
+     * keep another's tasks from starting or restoring. */
+    if (nrelays >= TASKS_MAX_RELAYS || requests_of ((uid_t)-1) >= TASKS_MAX_REQUESTS
+        || (c->uid != 0 && requests_of (c->uid) >= TASKS_MAX_REQUESTS_PER_UID))
         return proto_error (type, EUSERS,
-                            "limit reached: uid %u has %d requests or tasks running through "
-                            "this ibcrd (max_registrations_per_uid in ibcrd.conf); try again "
-                            "when one ends",
-                            (unsigned)c->uid, relays_of (c->uid));
+                            "limit reached: uid %u has %d \"%s\" requests running through this "
+                            "ibcrd (at most %d a user, %d in all); try again when one ends",
+                            (unsigned)c->uid, requests_of (c->uid), type,
+                            TASKS_MAX_REQUESTS_PER_UID, TASKS_MAX_REQUESTS);
     if ((pid = worker_fork (c->fd)) < 0)
         return proto_error (type, errno, "cannot fork: %s", strerror (errno));
     if (pid == 0) {
@@ -523,6 +547,7 @@ json_object *tasks_in_child (struct server *s, struct client *c, json_object *re
         _exit (rc);
     }
     relays[nrelays].pid = pid;
+    relays[nrelays].request = 1;
     relays[nrelays++].uid = c->uid;
     c->handed = 1; /* the child answers it: serve_client closes ours */
     return NO_REPLY;
@@ -701,6 +726,7 @@ static json_object *relay_start (struct server *s, struct client *c, json_object
         spawn_relay (c->fd, c->uid, c->gid, c->pid, req);
     }
     relays[nrelays].pid = pid;
+    relays[nrelays].request = 0;
     relays[nrelays++].uid = c->uid;
     c->handed = 1; /* the relay answers it: serve_client closes ours */
     return NO_REPLY;

@@ -743,10 +743,12 @@ static int prune_locked (const struct store *st, const char *job, int keep, json
                          char *err, size_t len);
 
 /* The job folder's prune lock, root's file .prune-lock (no user can open
- * it, so none can hold it), taken: its fd, or -1 when there is none to
- * take (no job folder, or not ours to write: the prune then fails on its
- * own). */
-static int prune_lock (const struct store *st, const char *job)
+ * it, so none can hold it), taken within wait_ms (0: only if free now):
+ * its fd; -1 with EBUSY when another prune held it all that time, or
+ * with another errno when there is none to take (no job folder, or not
+ * ours to write: the prune then fails on its own, or runs unlocked where
+ * the filesystem has no flock). */
+static int prune_lock (const struct store *st, const char *job, int wait_ms)
 {
     char why[512];
     struct stat sb;
@@ -760,18 +762,33 @@ static int prune_lock (const struct store *st, const char *job)
         return -1;
     if (fstat (fd, &sb) < 0 || !S_ISREG (sb.st_mode) || !ours (&sb) || (sb.st_mode & 077)) {
         close (fd);
+        errno = EPERM;
         return -1;
     }
-    while (flock (fd, LOCK_EX) < 0)
-        if (errno != EINTR) {
+    /* Polled, not waited in the kernel: a prune stuck elsewhere (a
+     * stopped 'ibcr prune' of root's) never holds up another for long. */
+    for (int waited = 0; flock (fd, LOCK_EX | LOCK_NB) < 0; waited += 50) {
+        if (errno == EINTR)
+            continue;
+        if (errno != EWOULDBLOCK || waited >= wait_ms) {
+            int saved = errno == EWOULDBLOCK ? EBUSY : errno;
             close (fd);
+            errno = saved;
             return -1;
         }
+        nanosleep (&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
+    }
     return fd;
 }
 
 int store_prune (const struct store *st, const char *job, int keep, json_object *removed, char *err,
                  size_t len)
+{
+    return store_prune_wait (st, job, keep, STORE_PRUNE_WAIT_MS, removed, err, len);
+}
+
+int store_prune_wait (const struct store *st, const char *job, int keep, int wait_ms,
+                      json_object *removed, char *err, size_t len)
 {
     int lfd = -1, rc;
 
@@ -781,7 +798,11 @@ int store_prune (const struct store *st, const char *job, int keep, json_object 
     /* One prune of a job at a time (ibcrd's retention after each commit,
      * a user's 'ibcr prune'): two would remove the same generation under
      * each other, and one would fail. */
-    lfd = ident_ok (job) ? prune_lock (st, job) : -1;
+    if (ident_ok (job) && (lfd = prune_lock (st, job, wait_ms)) < 0 && errno == EBUSY)
+        return errnprintf (err, len, EBUSY,
+                           "another prune of job %s is running (retention after a "
+                           "checkpoint, or an 'ibcr prune'): try again when it ends",
+                           job);
     rc = prune_locked (st, job, keep, removed, err, len);
     if (lfd >= 0) {
         int saved = errno;

@@ -109,6 +109,14 @@ int store_gen_path (const struct store *st, const char *job, int gen, char *buf,
 int store_prune (const struct store *st, const char *job, int keep, json_object *removed, char *err,
                  size_t len);
 
+/* How long store_prune waits for another prune of the job to end. */
+#define STORE_PRUNE_WAIT_MS 30000
+
+/* The same, waiting at most wait_ms (0: not at all) for another prune of
+ * the job to end (EBUSY then). */
+int store_prune_wait (const struct store *st, const char *job, int keep, int wait_ms,
+                      json_object *removed, char *err, size_t len);
+
 /* rm -rf that never follows a symbolic link, by fds (safedir_rmtree: the
  * folder holding path must be trusted).  0 or -1+errno. */
 int store_rmtree (const char *path);
