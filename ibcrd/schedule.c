@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/errbuf.h"
 #include "common/fds.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -517,9 +518,7 @@ report_error (struct job *job, int gen, const char *fmt, ...)
     va_start (ap, fmt);
     vsnprintf (e + off, len - (size_t)off, fmt, ap);
     va_end (ap);
-    for (unsigned char *p = (unsigned char *)e; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    errbuf_printable (e);
 }
 
 /* One report of job's worker (gen.h).  It is root's own child, but a

@@ -71,22 +71,13 @@ int tasks_relay_done (pid_t pid)
     return 0;
 }
 
-static int relays_of (uid_t uid)
+/* Children of uid ((uid_t)-1: of all); requests: tasks_in_child's only. */
+static int children_of (uid_t uid, int requests)
 {
     int n = 0;
 
     for (int i = 0; i < nrelays; i++)
-        n += relays[i].uid == uid;
-    return n;
-}
-
-/* tasks_in_child's children of uid ((uid_t)-1: of all). */
-static int requests_of (uid_t uid)
-{
-    int n = 0;
-
-    for (int i = 0; i < nrelays; i++)
-        n += relays[i].request && (uid == (uid_t)-1 || relays[i].uid == uid);
+        n += (!requests || relays[i].request) && (uid == (uid_t)-1 || relays[i].uid == uid);
     return n;
 }
 
@@ -507,11 +498,11 @@ static json_object *relay_refused (struct server *s, struct client *c, json_obje
                             job);
     if (nrelays >= TASKS_MAX_RELAYS
         || (c->uid != 0 && s->conf->max_registrations_per_uid > 0
-            && relays_of (c->uid) >= s->conf->max_registrations_per_uid))
+            && children_of (c->uid, 0) >= s->conf->max_registrations_per_uid))
         return proto_error (type, EUSERS,
                             "limit reached: uid %u runs %d tasks through this "
                             "ibcrd (max_registrations_per_uid in ibcrd.conf)",
-                            (unsigned)c->uid, relays_of (c->uid));
+                            (unsigned)c->uid, children_of (c->uid, 0));
     return NULL;
 }
 
@@ -531,12 +522,12 @@ json_object *tasks_in_child (struct server *s, struct client *c, json_object *re
                             type);
     /* A bound of their own, below the relays': a user's requests never
      * keep another's tasks from starting or restoring. */
-    if (nrelays >= TASKS_MAX_RELAYS || requests_of ((uid_t)-1) >= TASKS_MAX_REQUESTS
-        || (c->uid != 0 && requests_of (c->uid) >= TASKS_MAX_REQUESTS_PER_UID))
+    if (nrelays >= TASKS_MAX_RELAYS || children_of ((uid_t)-1, 1) >= TASKS_MAX_REQUESTS
+        || (c->uid != 0 && children_of (c->uid, 1) >= TASKS_MAX_REQUESTS_PER_UID))
         return proto_error (type, EUSERS,
                             "limit reached: uid %u has %d \"%s\" requests running through this "
                             "ibcrd (at most %d a user, %d in all); try again when one ends",
-                            (unsigned)c->uid, requests_of (c->uid), type,
+                            (unsigned)c->uid, children_of (c->uid, 1), type,
                             TASKS_MAX_REQUESTS_PER_UID, TASKS_MAX_REQUESTS);
     if ((pid = worker_fork (c->fd)) < 0)
         return proto_error (type, errno, "cannot fork: %s", strerror (errno));

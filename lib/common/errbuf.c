@@ -36,3 +36,11 @@ int errnprintf (char *buf, size_t len, int errnum, const char *fmt, ...)
     va_end (ap);
     return rc;
 }
+
+char *errbuf_printable (char *s)
+{
+    for (unsigned char *c = (unsigned char *)s; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    return s;
+}

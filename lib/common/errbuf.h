@@ -20,4 +20,9 @@ int errprintf (char *buf, size_t len, const char *fmt, ...) __attribute__ ((form
 int errnprintf (char *buf, size_t len, int errnum, const char *fmt, ...)
     __attribute__ ((format (printf, 4, 5)));
 
+/* Make a message that may quote what a user chose (file names, what a
+ * task wrote) safe to print on a terminal: control characters become
+ * '?'.  Returns s. */
+char *errbuf_printable (char *s);
+
 #endif

@@ -537,33 +537,13 @@ static int damage_read (int gfd, char *buf, size_t len)
     return 1;
 }
 
-int store_gen_damaged (const struct store *st, const char *job, int gen, char *what, size_t len)
+/* Generation gen's folder, believed only if ours (see ours()): its fd
+ * and stat, or -1 with errno and err. */
+static int gen_open (const struct store *st, const char *job, int gen, struct stat *sb, char *err,
+                     size_t len)
 {
-    char name[32], err[256];
-    struct stat sb;
-    int jfd, gfd, rc = 0;
-
-    what[0] = '\0';
-    if ((jfd = job_open (st, job, err, sizeof (err))) < 0)
-        return 0;
-    snprintf (name, sizeof (name), "gen-%d", gen);
-    gfd = safedir_openat (jfd, name);
-    close (jfd);
-    if (gfd < 0)
-        return 0;
-    if (fstat (gfd, &sb) == 0 && ours (&sb))
-        rc = damage_read (gfd, what, len);
-    close (gfd);
-    return rc;
-}
-
-int store_gen_mark_damaged (const struct store *st, const char *job, int gen, const char *what,
-                            char *err, size_t len)
-{
-    char name[32], tmp[128];
-    struct stat sb;
-    int jfd, gfd, fd, saved;
-    size_t n;
+    char name[32];
+    int jfd, gfd, saved;
 
     if ((jfd = job_open (st, job, err, len)) < 0)
         return -1;
@@ -574,10 +554,37 @@ int store_gen_mark_damaged (const struct store *st, const char *job, int gen, co
     if (gfd < 0)
         return errnprintf (err, len, saved, "cannot open generation %d of job %s: %s", gen, job,
                            strerror (saved));
-    if (fstat (gfd, &sb) < 0 || !ours (&sb)) {
+    if (fstat (gfd, sb) < 0 || !ours (sb)) {
         close (gfd);
         return errnprintf (err, len, EPERM, "generation %d of job %s is not ibcrd's", gen, job);
     }
+    return gfd;
+}
+
+int store_gen_damaged (const struct store *st, const char *job, int gen, char *what, size_t len)
+{
+    char err[256];
+    struct stat sb;
+    int gfd, rc;
+
+    what[0] = '\0';
+    if ((gfd = gen_open (st, job, gen, &sb, err, sizeof (err))) < 0)
+        return 0;
+    rc = damage_read (gfd, what, len);
+    close (gfd);
+    return rc;
+}
+
+int store_gen_mark_damaged (const struct store *st, const char *job, int gen, const char *what,
+                            char *err, size_t len)
+{
+    char tmp[128];
+    struct stat sb;
+    int gfd, fd, saved;
+    size_t n;
+
+    if ((gfd = gen_open (st, job, gen, &sb, err, len)) < 0)
+        return -1;
     /* Whole or not at all: written under another name, then renamed.
      * The storage may be shared by nodes: the name is this node's,
      * process's and call's, and never removed before it is made. */
@@ -591,10 +598,7 @@ int store_gen_mark_damaged (const struct store *st, const char *job, int gen, co
      * its files): no control characters for a terminal that prints it. */
     char text[1024];
     snprintf (text, sizeof (text), "%s", what);
-    for (unsigned char *c = (unsigned char *)text; *c; c++)
-        if (*c < 0x20 || *c == 0x7f)
-            *c = '?';
-    what = text;
+    what = errbuf_printable (text);
     n = strlen (text);
     fd = openat (gfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || write (fd, what, n) != (ssize_t)n || write (fd, "\n", 1) != 1
